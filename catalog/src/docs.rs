@@ -1,0 +1,59 @@
+//! `docs/metrics.md`, generated from the catalog.
+
+use crate::{ALL, DEFAULT_NAMESPACE, Group, Kind, Metric, dims};
+use std::fmt::Write;
+
+/// The whole of `docs/metrics.md`.
+pub fn metrics_markdown() -> String {
+    let mut out = String::new();
+    out.push_str("# Metric catalog\n\n");
+    out.push_str(
+        "<!-- Generated from catalog/src/metrics.rs by `cargo run -p slurm-cw-catalog -- write`. \
+         Do not edit: a test fails when this file is stale. -->\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "Every metric lives in the CloudWatch namespace `{DEFAULT_NAMESPACE}` (configurable) and \
+         carries the dimension `{}`. Each line under *Dimensions* is one dimension set the metric \
+         is published with; in CloudWatch each distinct combination of values is one billed \
+         metric. *Counter* metrics grow until Slurm resets them; the Lambda publishes their \
+         reset-aware rates. {} metrics in all.\n",
+        dims::CLUSTER_NAME,
+        ALL.len()
+    );
+    let mut groups: Vec<Group> = ALL.iter().map(|m| m.group).collect();
+    groups.dedup();
+    for group in groups {
+        let _ = writeln!(out, "## {}\n", group.title());
+        out.push_str("| Metric | Unit | Kind | Emitted by | Dimensions | Description |\n");
+        out.push_str("|---|---|---|---|---|---|\n");
+        for m in ALL.iter().filter(|m| m.group == group) {
+            row(&mut out, m);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn row(out: &mut String, m: &Metric) {
+    let kind = match m.kind {
+        Kind::Gauge => "gauge",
+        Kind::Counter => "counter",
+    };
+    let roles: Vec<&str> = m.roles.iter().map(|r| r.as_str()).collect();
+    let sets: Vec<String> = m.full_dimension_sets().map(|s| s.join(", ")).collect();
+    let mut help = m.help.replace('|', "\\|");
+    if let Some(src) = m.rate_of {
+        let _ = write!(help, " Rate of `{}`.", src.name);
+    }
+    let _ = writeln!(
+        out,
+        "| `{}` | {} | {} | {} | {} | {} |",
+        m.name,
+        m.unit.as_str(),
+        kind,
+        roles.join(", "),
+        sets.join("<br>"),
+        help
+    );
+}

@@ -1,0 +1,7 @@
+//! Files in the repository that are generated from the catalog. `cargo run -p slurm-cw-catalog
+//! -- write` rewrites them; a test fails when any is stale.
+
+/// (path relative to the repository root, content)
+pub fn files() -> Vec<(&'static str, String)> {
+    vec![("docs/metrics.md", crate::docs::metrics_markdown())]
+}

@@ -1,0 +1,280 @@
+//! The metric catalog: the one list of every metric the shipper and the Lambda emit.
+//!
+//! Each metric is a `pub static` [`Metric`] in [`metrics`]; code refers to the static, never to
+//! the name as a string, so a name is spelled exactly once in the whole project. The same list
+//! generates `docs/metrics.md`, the dashboards, the alarm rules and the IAM namespace condition.
+
+pub mod docs;
+pub mod generated;
+pub mod metrics;
+
+pub use metrics::ALL;
+
+/// Namespace used when the configuration names none.
+pub const DEFAULT_NAMESPACE: &str = "Slurm";
+
+/// Dimension names. Every metric carries [`dims::CLUSTER_NAME`].
+pub mod dims {
+    pub const CLUSTER_NAME: &str = "ClusterName";
+    pub const PARTITION: &str = "Partition";
+    pub const STATE: &str = "State";
+    pub const FLAG: &str = "Flag";
+    pub const REASON: &str = "Reason";
+    pub const MESSAGE_TYPE: &str = "MessageType";
+    pub const COLLECTOR: &str = "Collector";
+    pub const NODE_NAME: &str = "NodeName";
+    pub const JOB_ID: &str = "JobId";
+    pub const USER: &str = "User";
+    pub const ACCOUNT: &str = "Account";
+    pub const THREAD_STATE: &str = "ThreadState";
+    pub const EXECUTABLE: &str = "Executable";
+    pub const GPU: &str = "Gpu";
+    pub const GPU_UUID: &str = "GpuUuid";
+}
+
+/// CloudWatch `StandardUnit` values the catalog uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Unit {
+    Count,
+    CountPerSecond,
+    Bytes,
+    BytesPerSecond,
+    Seconds,
+    Milliseconds,
+    Microseconds,
+    Percent,
+    /// A quantity CloudWatch has no unit for (watts, degrees, MHz); the help text names it.
+    None,
+}
+
+impl Unit {
+    /// The exact string CloudWatch expects in `Unit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Count => "Count",
+            Unit::CountPerSecond => "Count/Second",
+            Unit::Bytes => "Bytes",
+            Unit::BytesPerSecond => "Bytes/Second",
+            Unit::Seconds => "Seconds",
+            Unit::Milliseconds => "Milliseconds",
+            Unit::Microseconds => "Microseconds",
+            Unit::Percent => "Percent",
+            Unit::None => "None",
+        }
+    }
+}
+
+/// How a metric's value moves over time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Kind {
+    /// A level sampled at a moment (nodes idle, bytes used).
+    Gauge,
+    /// Monotonically increasing until it resets (sdiag counters). Shipped as is; the Lambda
+    /// derives reset-aware rates from it.
+    Counter,
+}
+
+/// Who emits a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Role {
+    /// The shipper on every compute node.
+    Node,
+    /// The shipper on the head node.
+    Head,
+    /// The scheduled Lambda, from what the shippers sent.
+    Lambda,
+    /// Any shipper, about itself.
+    Shipper,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Node => "node",
+            Role::Head => "head",
+            Role::Lambda => "lambda",
+            Role::Shipper => "shipper",
+        }
+    }
+}
+
+/// One CloudWatch metric: its name and everything needed to emit, validate, chart and document it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Metric {
+    pub name: &'static str,
+    pub unit: Unit,
+    pub kind: Kind,
+    pub roles: &'static [Role],
+    /// The dimension sets this metric is emitted with, each without `ClusterName`, which every
+    /// set carries first. An empty set means `ClusterName` alone.
+    pub dimension_sets: &'static [&'static [&'static str]],
+    pub group: Group,
+    pub help: &'static str,
+    /// For a derived rate: the counter it is the rate of.
+    pub rate_of: Option<&'static Metric>,
+}
+
+impl Metric {
+    /// The dimension sets with `ClusterName` first, as they appear in CloudWatch.
+    pub fn full_dimension_sets(&self) -> impl Iterator<Item = Vec<&'static str>> + '_ {
+        self.dimension_sets.iter().map(|set| {
+            let mut full = Vec::with_capacity(set.len() + 1);
+            full.push(dims::CLUSTER_NAME);
+            full.extend_from_slice(set);
+            full
+        })
+    }
+
+    /// True when `names` (in any order, `ClusterName` included) is one of the declared sets.
+    pub fn accepts_dimensions<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> bool {
+        let mut given: Vec<&str> = names.into_iter().collect();
+        given.sort_unstable();
+        self.full_dimension_sets().any(|mut set| {
+            set.sort_unstable();
+            set == given
+        })
+    }
+
+    pub fn emitted_by(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Sections of the catalog, in the order the docs and dashboards show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Group {
+    Nodes,
+    Capacity,
+    Jobs,
+    Scheduler,
+    Health,
+    JobMemory,
+    JobCpu,
+    JobProcesses,
+    JobIo,
+    Gpu,
+    GpuProfiling,
+    Derived,
+    Shipper,
+}
+
+impl Group {
+    pub fn title(self) -> &'static str {
+        match self {
+            Group::Nodes => "Node states (head)",
+            Group::Capacity => "Capacity (head)",
+            Group::Jobs => "Job states and demand (head)",
+            Group::Scheduler => "Scheduler statistics, from sdiag (head)",
+            Group::Health => "Health",
+            Group::JobMemory => "Job memory (node)",
+            Group::JobCpu => "Job CPU (node)",
+            Group::JobProcesses => "Job processes and files (node)",
+            Group::JobIo => "Job I/O (node)",
+            Group::Gpu => "Job GPUs, from NVML (node)",
+            Group::GpuProfiling => "Job GPU profiling, from NVML GPM on Hopper and newer (node)",
+            Group::Derived => "Derived by the Lambda",
+            Group::Shipper => "The shipper itself",
+        }
+    }
+}
+
+/// Finds a metric by its CloudWatch name (for configuration and rule files, which name metrics
+/// as strings written by people).
+pub fn by_name(name: &str) -> Option<&'static Metric> {
+    ALL.iter().copied().find(|m| m.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_pascal_case() {
+        let mut seen = HashSet::new();
+        for m in ALL {
+            assert!(seen.insert(m.name), "{} is listed twice", m.name);
+            let first = m.name.chars().next().unwrap_or('a');
+            assert!(first.is_ascii_uppercase(), "{} is not PascalCase", m.name);
+            assert!(
+                m.name.chars().all(|c| c.is_ascii_alphanumeric()),
+                "{}",
+                m.name
+            );
+            assert!(m.name.len() <= 255);
+        }
+    }
+
+    #[test]
+    fn every_metric_is_documented_and_has_a_dimension_set() {
+        for m in ALL {
+            assert!(!m.help.is_empty(), "{} has no help", m.name);
+            assert!(
+                m.help.ends_with('.'),
+                "{}: help should be a sentence",
+                m.name
+            );
+            assert!(
+                !m.dimension_sets.is_empty(),
+                "{} has no dimension set",
+                m.name
+            );
+            assert!(!m.roles.is_empty(), "{} has no role", m.name);
+            assert!(
+                m.full_dimension_sets()
+                    .all(|s| s.len() <= 30 && s[0] == dims::CLUSTER_NAME),
+                "{}",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn rates_point_at_counters_and_only_the_lambda_emits_them() {
+        for m in ALL {
+            if let Some(src) = m.rate_of {
+                assert_eq!(
+                    src.kind,
+                    Kind::Counter,
+                    "{} is a rate of a non-counter",
+                    m.name
+                );
+                assert_eq!(m.roles, &[Role::Lambda], "{}", m.name);
+                assert!(
+                    ALL.contains(&src),
+                    "{} derives from an unlisted metric",
+                    m.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_head_counter_has_a_rate() {
+        // The Lambda must turn every counter the head node ships into a rate.
+        for m in ALL.iter().filter(|m| m.kind == Kind::Counter) {
+            assert!(
+                ALL.iter().any(|r| r.rate_of == Some(*m)),
+                "counter {} has no derived rate",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn accepts_dimensions_ignores_order() {
+        let m = &metrics::NODE_COUNT;
+        assert!(m.accepts_dimensions(["State", "ClusterName"]));
+        assert!(m.accepts_dimensions(["Partition", "ClusterName", "State"]));
+        assert!(!m.accepts_dimensions(["State"]));
+        assert!(!m.accepts_dimensions(["ClusterName", "State", "Flag"]));
+        assert_eq!(by_name("NodeCount"), Some(&metrics::NODE_COUNT));
+        assert_eq!(by_name("NoSuchMetric"), None);
+    }
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# A real CloudWatch-compatible service on this host: LocalStack (PyPI localstack-core), run
+# directly under Python, no Docker, listening on 127.0.0.1 only. Idempotent.
+#
+#   scripts/bench/localstack.sh start   install if missing, start, print the variables tests read
+#   scripts/bench/localstack.sh env     print those variables again
+#   scripts/bench/localstack.sh stop
+#   scripts/bench/localstack.sh status
+#
+# The version pins come from ../shared/REFERENCE.md section 2: newer cbor2, pyOpenSSL and
+# cryptography break localstack-core 4.13.1, and 4.14+ needs Python 3.12.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+bench=${LOCALSTACK_BENCH_DIR:-$repo/.bench/localstack}
+venv=${LOCALSTACK_VENV:-$repo/.bench/localstack-venv}
+port=${LOCALSTACK_PORT:-4566}
+url=http://127.0.0.1:$port
+
+log() { printf 'localstack-bench: %s\n' "$*" >&2; }
+
+pick_python() {
+    local p
+    for p in python3.11 python3.12 python3; do
+        if command -v "$p" >/dev/null; then echo "$p"; return; fi
+    done
+    log "no python3 found"; exit 1
+}
+
+install_if_missing() {
+    if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import localstack' 2>/dev/null; then
+        return
+    fi
+    log "installing localstack-core 4.13.1 into $venv (about a minute)"
+    "$(pick_python)" -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check \
+        'localstack-core[runtime]==4.13.1' service_identity \
+        'cbor2<5.7' 'pyopenssl==24.2.1' 'cryptography==43.0.3' 'joserfc<1.1'
+}
+
+healthy() { curl -fsS -m 2 "$url/_localstack/health" >/dev/null 2>&1; }
+
+print_env() {
+    echo "export AWS_ENDPOINT_URL=$url"
+    echo "export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1"
+    echo "export BENCH_LOCALSTACK_URL=$url"
+    echo "# stop with: $here/localstack.sh stop"
+}
+
+start() {
+    if healthy; then
+        log "already running on $url"
+        print_env
+        return
+    fi
+    install_if_missing
+    mkdir -p "$bench/volume"
+    # DNS_ADDRESS=0 and DISABLE_EVENTS=1 keep it off the internet; the gateway binds loopback only.
+    SERVICES=cloudwatch,sns,sqs,logs,events,iam,sts \
+    GATEWAY_LISTEN=127.0.0.1:$port \
+    LOCALSTACK_VOLUME_DIR=$bench/volume \
+    DNS_ADDRESS=0 DISABLE_EVENTS=1 SKIP_SSL_CERT_DOWNLOAD=1 \
+    setsid nohup "$venv/bin/python" -m localstack.runtime.main \
+        >"$bench/localstack.log" 2>&1 < /dev/null &
+    echo $! > "$bench/localstack.pid"
+    for _ in $(seq 300); do
+        if healthy; then
+            log "ready on $url (log: $bench/localstack.log)"
+            print_env
+            return
+        fi
+        if ! kill -0 "$(cat "$bench/localstack.pid")" 2>/dev/null; then
+            log "exited during start; last lines of $bench/localstack.log:"
+            tail -n 20 "$bench/localstack.log" >&2
+            exit 1
+        fi
+        sleep 0.2
+    done
+    log "not healthy after 60 s; see $bench/localstack.log"
+    exit 1
+}
+
+stop() {
+    local pidf=$bench/localstack.pid
+    if [ -f "$pidf" ]; then
+        local pid
+        pid=$(cat "$pidf")
+        # setsid made it a process-group leader: stop the group (it forks helpers).
+        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL -- "-$pid" 2>/dev/null || true
+        rm -f "$pidf"
+    fi
+    log "stopped"
+}
+
+case "${1:-start}" in
+    start) start ;;
+    stop) stop ;;
+    env) print_env ;;
+    status) if healthy; then echo "up on $url"; else echo "down"; exit 1; fi ;;
+    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# A real Slurm test bench on this host: munge, one slurmctld and several slurmd (one per node)
+# on 127.0.0.1, real cgroup v1 job cgroups. Idempotent.
+#
+#   scripts/bench/slurm.sh start   install if missing, start, print the variables tests read
+#   scripts/bench/slurm.sh env     print those variables again
+#   scripts/bench/slurm.sh stop    stop everything this script started
+#   scripts/bench/slurm.sh status
+#
+# Layout (the integration tests rely on it):
+#   nodes c1..c4, 2 CPUs and 2000 MB each (the host's 2 cores, shared);
+#   partition "batch" (default) = c1,c2,c3; partition "debug" = c3,c4.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+bench=${SLURM_BENCH_DIR:-$repo/.bench/slurm}
+conf=$bench/etc/slurm.conf
+nodes=(c1 c2 c3 c4)
+ctld_port=${SLURM_BENCH_CTLD_PORT:-16817}
+first_node_port=${SLURM_BENCH_NODE_PORT:-17001}
+cluster=${SLURM_BENCH_CLUSTER:-benchcluster}
+
+log() { printf 'slurm-bench: %s\n' "$*" >&2; }
+
+need_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        log "needs root (slurmd manages job cgroups)"; exit 1
+    fi
+}
+
+install_if_missing() {
+    if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
+        && command -v sbatch >/dev/null; then
+        return
+    fi
+    log "installing slurm-wlm and munge from Debian"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq slurm-wlm slurm-client munge >/dev/null
+}
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+start_munge() {
+    if [ -S /run/munge/munge.socket.2 ] && pgrep -x munged >/dev/null; then return; fi
+    if [ ! -s /etc/munge/munge.key ]; then
+        log "creating /etc/munge/munge.key"
+        mungekey -c -f -k /etc/munge/munge.key
+        chown munge:munge /etc/munge/munge.key
+        chmod 600 /etc/munge/munge.key
+    fi
+    install -d -o munge -g munge -m 0755 /run/munge
+    install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
+    runuser -u munge -- /usr/sbin/munged
+    for _ in $(seq 50); do [ -S /run/munge/munge.socket.2 ] && return; sleep 0.1; done
+    log "munged did not create its socket"; exit 1
+}
+
+write_config() {
+    local host mem
+    host=$(hostname)
+    mkdir -p "$bench/etc" "$bench/state" "$bench/log" "$bench/run" "$bench/spool"
+    mem=${SLURM_BENCH_NODE_MEMORY_MB:-2000}
+    {
+        echo "# Written by scripts/bench/slurm.sh; a test bench, not a production config."
+        echo "ClusterName=$cluster"
+        echo "SlurmctldHost=$host(127.0.0.1)"
+        echo "SlurmctldPort=$ctld_port"
+        echo "AuthType=auth/munge"
+        echo "CredType=cred/munge"
+        echo "SlurmUser=root"
+        echo "SlurmdUser=root"
+        echo "StateSaveLocation=$bench/state"
+        echo "SlurmdSpoolDir=$bench/spool/slurmd.%n"
+        echo "SlurmctldPidFile=$bench/run/slurmctld.pid"
+        echo "SlurmdPidFile=$bench/run/slurmd.%n.pid"
+        echo "SlurmctldLogFile=$bench/log/slurmctld.log"
+        echo "SlurmdLogFile=$bench/log/slurmd.%n.log"
+        echo "ProctrackType=proctrack/cgroup"
+        echo "TaskPlugin=task/cgroup"
+        echo "JobAcctGatherType=jobacct_gather/cgroup"
+        echo "JobAcctGatherFrequency=30"
+        echo "SchedulerType=sched/backfill"
+        echo "SelectType=select/cons_tres"
+        echo "SelectTypeParameters=CR_Core_Memory"
+        echo "ReturnToService=2"
+        echo "MinJobAge=3600"
+        echo "DefMemPerCPU=100"
+        echo "SlurmdParameters=config_overrides"
+        echo "MpiDefault=none"
+        echo "SlurmctldTimeout=30"
+        echo "SlurmdTimeout=60"
+        echo "InactiveLimit=0"
+        echo "KillWait=5"
+        echo "SchedulerParameters=bf_interval=5"
+        local port=$first_node_port
+        for n in "${nodes[@]}"; do
+            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem State=UNKNOWN"
+            port=$((port + 1))
+        done
+        echo "PartitionName=batch Nodes=c1,c2,c3 Default=YES MaxTime=INFINITE State=UP"
+        echo "PartitionName=debug Nodes=c3,c4 MaxTime=INFINITE State=UP"
+    } > "$conf.new"
+    mv "$conf.new" "$conf"
+    cat > "$bench/etc/cgroup.conf" <<EOF
+CgroupPlugin=cgroup/v1
+CgroupAutomount=yes
+ConstrainCores=yes
+ConstrainRAMSpace=yes
+ConstrainDevices=no
+EOF
+}
+
+print_env() {
+    echo "export SLURM_CONF=$conf"
+    echo "export BENCH_SLURM_CONF=$conf"
+    echo "export BENCH_SLURM_NODES='${nodes[*]}'"
+    echo "# stop with: $here/slurm.sh stop"
+}
+
+start() {
+    need_root
+    install_if_missing
+    start_munge
+    export SLURM_CONF=$conf
+    if alive "$bench/run/slurmctld.pid" && sinfo -h >/dev/null 2>&1; then
+        log "already running"
+    else
+        write_config
+        # -c: a clean start, no jobs or node states from an earlier run.
+        /usr/sbin/slurmctld -c
+    fi
+    for n in "${nodes[@]}"; do
+        if ! alive "$bench/run/slurmd.$n.pid"; then
+            mkdir -p "$bench/spool/slurmd.$n"
+            /usr/sbin/slurmd -N "$n"
+        fi
+    done
+    # Ready when every node has registered (idle, or any state that is not unknown/down*).
+    for _ in $(seq 150); do
+        local states
+        states=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u || true)
+        if [ -n "$states" ] && ! grep -Eq ' (unk|down\*|idle\*|unk\*)' <<<"$states" \
+            && [ "$(wc -l <<<"$states")" -ge "${#nodes[@]}" ]; then
+            log "ready: $(tr '\n' ' ' <<<"$states")"
+            print_env
+            return
+        fi
+        sleep 0.2
+    done
+    log "nodes did not come up; see $bench/log"
+    sinfo -N >&2 || true
+    exit 1
+}
+
+stop() {
+    local pidf
+    for pidf in "$bench"/run/slurmd.*.pid "$bench/run/slurmctld.pid"; do
+        [ -f "$pidf" ] || continue
+        if alive "$pidf"; then kill "$(cat "$pidf")" 2>/dev/null || true; fi
+    done
+    for _ in $(seq 50); do
+        local any=0
+        for pidf in "$bench"/run/*.pid; do
+            [ -f "$pidf" ] && alive "$pidf" && any=1
+        done
+        [ $any -eq 0 ] && break
+        sleep 0.2
+    done
+    rm -f "$bench"/run/*.pid
+    log "stopped (munged left running: it is shared by every Slurm on this host)"
+}
+
+status() {
+    export SLURM_CONF=$conf
+    sinfo -N -o '%N %P %t' || exit 1
+}
+
+case "${1:-start}" in
+    start) start ;;
+    stop) stop ;;
+    env) print_env ;;
+    status) status ;;
+    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+esac

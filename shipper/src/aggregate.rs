@@ -1,0 +1,297 @@
+//! Aggregation between flushes: every sample of a metric with the same dimensions collapses into
+//! one datum per flush, so a node sends about one PutMetricData request per flush interval
+//! however often it samples.
+//!
+//! Scalars become `StatisticValues` (or a plain `Value` when only one sample came); distributions
+//! become `Values`/`Counts`, folded to CloudWatch's 150 distinct values.
+
+use crate::datum::{Datum, DatumValue, Stats};
+use crate::sample::{Dims, Observed, Sample};
+use slurm_cw_catalog::{Metric, dims};
+use std::collections::{BTreeMap, HashMap};
+use std::time::SystemTime;
+
+/// CloudWatch accepts at most this many distinct values in one `Values` array.
+pub const MAX_DISTINCT_VALUES: usize = 150;
+
+#[derive(Debug)]
+enum Acc {
+    Stats(Stats),
+    /// value (as bits, so it can be a key) -> how many times seen
+    Distribution(BTreeMap<u64, f64>),
+}
+
+#[derive(Debug)]
+struct Entry {
+    metric: &'static Metric,
+    last: SystemTime,
+    acc: Acc,
+}
+
+/// Accumulates samples until the next flush.
+#[derive(Debug)]
+pub struct Aggregator {
+    cluster: String,
+    entries: HashMap<(&'static str, Dims), Entry>,
+}
+
+impl Aggregator {
+    pub fn new(cluster: impl Into<String>) -> Self {
+        Aggregator {
+            cluster: cluster.into(),
+            entries: HashMap::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Distinct (metric, dimensions) series waiting for the next flush.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn add(&mut self, sample: Sample) {
+        let Sample {
+            metric,
+            dims,
+            value,
+            time,
+        } = sample;
+        let entry = self
+            .entries
+            .entry((metric.name, dims))
+            .or_insert_with(|| Entry {
+                metric,
+                last: time,
+                acc: match value {
+                    Observed::Scalar(_) => Acc::Stats(Stats {
+                        min: f64::INFINITY,
+                        max: f64::NEG_INFINITY,
+                        sum: 0.0,
+                        count: 0.0,
+                    }),
+                    Observed::Distribution(_) => Acc::Distribution(BTreeMap::new()),
+                },
+            });
+        entry.last = entry.last.max(time);
+        let values: &[f64] = match &value {
+            Observed::Scalar(v) => std::slice::from_ref(v),
+            Observed::Distribution(vs) => vs,
+        };
+        for &v in values {
+            match &mut entry.acc {
+                Acc::Stats(s) => {
+                    // NaN compares false, so min/max keep it out; the sum carries it to
+                    // validation, which drops the datum with a reason.
+                    s.min = s.min.min(v);
+                    s.max = s.max.max(v);
+                    if v.is_nan() {
+                        s.min = f64::NAN;
+                    }
+                    s.sum += v;
+                    s.count += 1.0;
+                }
+                Acc::Distribution(d) => *d.entry(v.to_bits()).or_insert(0.0) += 1.0,
+            }
+        }
+    }
+
+    pub fn extend(&mut self, samples: impl IntoIterator<Item = Sample>) {
+        for s in samples {
+            self.add(s);
+        }
+    }
+
+    /// Takes everything accumulated so far as datums, sorted by metric and dimensions so output
+    /// is stable.
+    pub fn drain(&mut self) -> Vec<Datum> {
+        let mut out: Vec<Datum> = self
+            .entries
+            .drain()
+            .map(|((_, dims), e)| to_datum(&self.cluster, e, dims))
+            .collect();
+        out.sort_by(|a, b| (&a.metric, &a.dimensions).cmp(&(&b.metric, &b.dimensions)));
+        out
+    }
+}
+
+fn to_datum(cluster: &str, e: Entry, sample_dims: Dims) -> Datum {
+    let mut dimensions: Vec<(String, String)> = Vec::with_capacity(sample_dims.len() + 1);
+    dimensions.push((dims::CLUSTER_NAME.to_owned(), cluster.to_owned()));
+    dimensions.extend(
+        sample_dims
+            .iter()
+            .map(|(n, v)| (n.to_owned(), v.to_owned())),
+    );
+    dimensions.sort();
+    let value = match e.acc {
+        Acc::Stats(s) if s.count == 1.0 => DatumValue::Value { value: s.sum },
+        Acc::Stats(stats) => DatumValue::Stats { stats },
+        Acc::Distribution(d) => {
+            let (values, counts) = fold_distribution(&d);
+            DatumValue::Values { values, counts }
+        }
+    };
+    Datum {
+        metric: e.metric.name.to_owned(),
+        unit: e.metric.unit.as_str().to_owned(),
+        dimensions,
+        timestamp: e.last,
+        value,
+    }
+}
+
+/// At most [`MAX_DISTINCT_VALUES`] (value, count) pairs: when there are more, values are merged
+/// into equal-width bins, each represented by the count-weighted mean of its members.
+fn fold_distribution(d: &BTreeMap<u64, f64>) -> (Vec<f64>, Vec<f64>) {
+    let mut pairs: Vec<(f64, f64)> = d.iter().map(|(b, c)| (f64::from_bits(*b), *c)).collect();
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if pairs.len() <= MAX_DISTINCT_VALUES {
+        return pairs.into_iter().unzip();
+    }
+    let lo = pairs.first().map_or(0.0, |p| p.0);
+    let hi = pairs.last().map_or(0.0, |p| p.0);
+    let width = (hi - lo) / MAX_DISTINCT_VALUES as f64;
+    let mut bins: Vec<(f64, f64)> = vec![(0.0, 0.0); MAX_DISTINCT_VALUES];
+    for (v, c) in pairs {
+        let i = if width > 0.0 {
+            (((v - lo) / width) as usize).min(MAX_DISTINCT_VALUES - 1)
+        } else {
+            0
+        };
+        bins[i].0 += v * c;
+        bins[i].1 += c;
+    }
+    bins.into_iter()
+        .filter(|(_, c)| *c > 0.0)
+        .map(|(s, c)| (s / c, c))
+        .unzip()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slurm_cw_catalog::metrics::{CPU_CORE_UTILIZATION, NODE_COUNT};
+    use std::time::Duration;
+
+    fn t(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
+    }
+
+    #[test]
+    fn one_sample_is_a_plain_value_with_cluster_name() {
+        let mut a = Aggregator::new("prod");
+        a.add(Sample::new(
+            &NODE_COUNT,
+            Dims::new().with("State", "idle"),
+            4.0,
+            t(0),
+        ));
+        let out = a.drain();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].value, DatumValue::Value { value: 4.0 });
+        assert_eq!(out[0].dimension("ClusterName"), Some("prod"));
+        assert_eq!(out[0].dimension("State"), Some("idle"));
+        assert_eq!(out[0].unit, "Count");
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn samples_of_one_series_become_statistic_values() {
+        let mut a = Aggregator::new("c");
+        for (i, v) in [5.0, 3.0, 7.0, 5.0].into_iter().enumerate() {
+            a.add(Sample::new(
+                &NODE_COUNT,
+                Dims::new().with("State", "idle"),
+                v,
+                t(i as u64 * 10),
+            ));
+        }
+        a.add(Sample::new(
+            &NODE_COUNT,
+            Dims::new().with("State", "down"),
+            1.0,
+            t(0),
+        ));
+        let out = a.drain();
+        assert_eq!(out.len(), 2);
+        let idle = out
+            .iter()
+            .find(|d| d.dimension("State") == Some("idle"))
+            .unwrap();
+        assert_eq!(
+            idle.value,
+            DatumValue::Stats {
+                stats: Stats {
+                    min: 3.0,
+                    max: 7.0,
+                    sum: 20.0,
+                    count: 4.0
+                }
+            }
+        );
+        assert_eq!(
+            idle.timestamp,
+            t(30),
+            "a datum carries the time of its latest sample"
+        );
+    }
+
+    #[test]
+    fn distributions_become_values_and_counts() {
+        let mut a = Aggregator::new("c");
+        let d = Dims::new().with("JobId", "1");
+        a.add(Sample::distribution(
+            &CPU_CORE_UTILIZATION,
+            d.clone(),
+            vec![100.0, 50.0, 100.0],
+            t(0),
+        ));
+        a.add(Sample::distribution(
+            &CPU_CORE_UTILIZATION,
+            d,
+            vec![50.0, 0.0],
+            t(10),
+        ));
+        let out = a.drain();
+        assert_eq!(
+            out[0].value,
+            DatumValue::Values {
+                values: vec![0.0, 50.0, 100.0],
+                counts: vec![1.0, 2.0, 2.0]
+            }
+        );
+    }
+
+    #[test]
+    fn wide_distributions_fold_to_150_values_and_keep_totals() {
+        let mut a = Aggregator::new("c");
+        let values: Vec<f64> = (0..1000).map(|i| i as f64 / 10.0).collect();
+        let mean: f64 = values.iter().sum::<f64>() / values.len() as f64;
+        a.add(Sample::distribution(
+            &CPU_CORE_UTILIZATION,
+            Dims::new(),
+            values,
+            t(0),
+        ));
+        let out = a.drain();
+        let DatumValue::Values { values, counts } = &out[0].value else {
+            panic!("not values")
+        };
+        assert!(values.len() <= MAX_DISTINCT_VALUES);
+        assert_eq!(counts.iter().sum::<f64>(), 1000.0);
+        let folded_mean: f64 = values.iter().zip(counts).map(|(v, c)| v * c).sum::<f64>() / 1000.0;
+        assert!((folded_mean - mean).abs() < 1e-9, "{folded_mean} vs {mean}");
+    }
+
+    #[test]
+    fn nan_is_kept_for_validation_to_drop() {
+        let mut a = Aggregator::new("c");
+        a.add(Sample::new(&NODE_COUNT, Dims::new(), 1.0, t(0)));
+        a.add(Sample::new(&NODE_COUNT, Dims::new(), f64::NAN, t(1)));
+        let out = a.drain();
+        assert!(out[0].value.numbers().iter().any(|v| v.is_nan()));
+    }
+}

@@ -1,0 +1,274 @@
+//! `--check`: what the shipper needs on this host, as a table an admin can act on.
+//!
+//! Exit status: 0 when everything the role needs works, 1 when something it needs does not,
+//! 2 when the configuration itself cannot work (no cluster name, no role).
+
+use crate::app::{Exit, detect_role};
+use crate::config::{Config, SinkKind};
+use crate::sources::head::command::SlurmCommands;
+use aws_credential_types::provider::ProvideCredentials;
+use std::fmt::Write;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    /// Works, but something is worth knowing.
+    Warn,
+    /// Not needed by this role or turned off.
+    Skip,
+    /// Needed and not working.
+    Fail,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Skip => "skip",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+pub struct Row {
+    pub check: &'static str,
+    pub status: Status,
+    pub detail: String,
+}
+
+fn row(check: &'static str, status: Status, detail: impl Into<String>) -> Row {
+    Row {
+        check,
+        status,
+        detail: detail.into(),
+    }
+}
+
+pub async fn run(config: &Config) -> Exit {
+    let rows = collect_rows(config).await;
+    print!("{}", render(&rows));
+    let bad_config = rows
+        .iter()
+        .any(|r| r.status == Status::Fail && matches!(r.check, "cluster name" | "role"));
+    if bad_config {
+        Exit::BadConfig("the configuration cannot work here (see the table)".into())
+    } else if rows.iter().any(|r| r.status == Status::Fail) {
+        Exit::Failed("some checks failed (see the table)".into())
+    } else {
+        Exit::Ok
+    }
+}
+
+pub fn render(rows: &[Row]) -> String {
+    let width = rows.iter().map(|r| r.check.len()).max().unwrap_or(5).max(5);
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<width$}  {:<6}  DETAIL", "CHECK", "STATUS");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<6}  {}",
+            r.check,
+            r.status.as_str(),
+            r.detail
+        );
+    }
+    out
+}
+
+async fn collect_rows(config: &Config) -> Vec<Row> {
+    let mut rows = vec![row("configuration", Status::Ok, "valid")];
+    match config.resolve_cluster_name() {
+        Ok((name, from)) => rows.push(row(
+            "cluster name",
+            Status::Ok,
+            format!("{name} (from {from})"),
+        )),
+        Err(e) => rows.push(row("cluster name", Status::Fail, e.0)),
+    }
+    let role = match detect_role(config) {
+        Ok((r, why)) => {
+            rows.push(row("role", Status::Ok, format!("{} ({why})", r.as_str())));
+            Some(r)
+        }
+        Err(e) => {
+            rows.push(row("role", Status::Fail, e));
+            None
+        }
+    };
+    rows.push(row("node name", Status::Ok, config.node_name()));
+    match config.slurm_conf_path() {
+        Some(p) => rows.push(row("slurm.conf", Status::Ok, p.display().to_string())),
+        None => rows.push(row("slurm.conf", Status::Warn, "not found")),
+    }
+    rows.extend(aws_rows(config).await);
+    let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+    let head = role.is_some_and(|r| r.runs_head());
+    for program in ["sinfo", "squeue", "sdiag"] {
+        let r = match cmds.locate(program) {
+            Ok(p) => match cmds.run(program, &["--version"]).await {
+                Ok(o) => row(
+                    program,
+                    Status::Ok,
+                    format!("{} ({})", p.display(), o.stdout.trim()),
+                ),
+                Err(e) => row(
+                    program,
+                    if head { Status::Fail } else { Status::Warn },
+                    e.to_string(),
+                ),
+            },
+            Err(e) => row(
+                program,
+                if head { Status::Fail } else { Status::Skip },
+                e.to_string(),
+            ),
+        };
+        rows.push(r);
+    }
+    rows.push(cgroup_row(config, role.is_some_and(|r| r.runs_node())));
+    rows.push(nvml_row(config));
+    rows
+}
+
+async fn aws_rows(config: &Config) -> Vec<Row> {
+    if config.sink == SinkKind::Stdout {
+        return vec![row("aws", Status::Skip, "sink is stdout")];
+    }
+    let sdk = crate::aws::sdk_config(config.cloudwatch.region.as_deref()).await;
+    let mut rows = Vec::new();
+    let region = sdk.region().map(|r| r.to_string());
+    match &region {
+        Some(r) => rows.push(row("aws region", Status::Ok, r.clone())),
+        None => rows.push(row(
+            "aws region",
+            Status::Fail,
+            "none: set cloudwatch.region or AWS_REGION (on EC2 it comes from instance metadata)",
+        )),
+    }
+    match sdk.credentials_provider() {
+        None => rows.push(row(
+            "aws credentials",
+            Status::Fail,
+            "no credentials provider",
+        )),
+        Some(p) => {
+            match tokio::time::timeout(Duration::from_secs(10), p.provide_credentials()).await {
+                Ok(Ok(c)) => {
+                    let id = c.access_key_id();
+                    let shown: String = id.chars().take(4).collect();
+                    rows.push(row(
+                        "aws credentials",
+                        Status::Ok,
+                        format!("found (access key {shown}...)"),
+                    ));
+                }
+                Ok(Err(e)) => rows.push(row(
+                    "aws credentials",
+                    Status::Fail,
+                    crate::sinks::cloudwatch::source_chain(&e).to_string(),
+                )),
+                Err(_) => rows.push(row(
+                    "aws credentials",
+                    Status::Fail,
+                    "timed out looking for credentials",
+                )),
+            }
+        }
+    }
+    let endpoint = config
+        .cloudwatch
+        .endpoint
+        .clone()
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL_CLOUDWATCH").ok())
+        .or_else(|| sdk.endpoint_url().map(str::to_owned))
+        .unwrap_or_else(|| {
+            format!(
+                "https://monitoring.{}.amazonaws.com",
+                region.as_deref().unwrap_or("REGION")
+            )
+        });
+    rows.push(endpoint_row(&endpoint).await);
+    rows
+}
+
+async fn endpoint_row(url: &str) -> Row {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let addr = if authority.contains(':') {
+        authority.to_owned()
+    } else if url.starts_with("http://") {
+        format!("{authority}:80")
+    } else {
+        format!("{authority}:443")
+    };
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::net::TcpStream::connect(&addr),
+    )
+    .await
+    {
+        Ok(Ok(_)) => row("endpoint", Status::Ok, format!("{url} (reachable)")),
+        Ok(Err(e)) => row("endpoint", Status::Fail, format!("{url}: {e}")),
+        Err(_) => row("endpoint", Status::Fail, format!("{url}: no answer in 5 s")),
+    }
+}
+
+fn cgroup_row(config: &Config, needed: bool) -> Row {
+    let root = &config.node.cgroup_root;
+    let v2 = root.join("cgroup.controllers").is_file();
+    let v1: Vec<&str> = ["memory", "cpuacct", "cpuset", "pids", "blkio"]
+        .into_iter()
+        .filter(|c| root.join(c).is_dir())
+        .collect();
+    let miss = if needed { Status::Fail } else { Status::Skip };
+    if v2 {
+        row(
+            "cgroup root",
+            Status::Ok,
+            format!("{} (cgroup v2)", root.display()),
+        )
+    } else if !v1.is_empty() {
+        row(
+            "cgroup root",
+            Status::Ok,
+            format!("{} (cgroup v1: {})", root.display(), v1.join(" ")),
+        )
+    } else {
+        row(
+            "cgroup root",
+            miss,
+            format!("{}: no cgroup v1 or v2 hierarchy", root.display()),
+        )
+    }
+}
+
+fn nvml_row(config: &Config) -> Row {
+    if config.gpu.enabled == crate::config::Toggle::Off {
+        return row("nvml", Status::Skip, "gpu.enabled = off");
+    }
+    match nvml_wrapper::Nvml::init() {
+        Ok(nvml) => {
+            let driver = nvml.sys_driver_version().unwrap_or_else(|_| "?".into());
+            let count = nvml.device_count().unwrap_or(0);
+            row(
+                "nvml",
+                Status::Ok,
+                format!("driver {driver}, {count} GPU(s)"),
+            )
+        }
+        Err(e) => {
+            let status = if config.gpu.enabled == crate::config::Toggle::On {
+                Status::Fail
+            } else {
+                Status::Skip
+            };
+            row(
+                "nvml",
+                status,
+                format!("not available ({e}); the GPU collector stays off"),
+            )
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! The command line. Other tools and tests rely on these flags; keep them stable.
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "slurm-cw-shipper",
+    version,
+    about = "Ships Slurm job, node and scheduler metrics to Amazon CloudWatch",
+    after_help = "Configuration: TOML (default /etc/slurm-cw-shipper/config.toml); SLURM_CW_<KEY> and \
+                  SLURM_CW_<SECTION>__<KEY> override keys. Exit status 2 means bad configuration."
+)]
+pub struct Cli {
+    /// Configuration file (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Which collectors run; detected when not given (slurmctld: head, slurmd: node).
+    #[arg(long, value_enum)]
+    pub role: Option<RoleArg>,
+    /// Collect once, flush once, exit (0 when delivered).
+    #[arg(long)]
+    pub once: bool,
+    /// Where datums go: CloudWatch, or one JSON line each on standard output.
+    #[arg(long, value_enum)]
+    pub sink: Option<SinkArg>,
+    /// Check the configuration and what the shipper needs here, print a table, exit.
+    #[arg(long, conflicts_with = "once")]
+    pub check: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum RoleArg {
+    Node,
+    Head,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SinkArg {
+    Cloudwatch,
+    Stdout,
+}

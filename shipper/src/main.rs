@@ -1,0 +1,55 @@
+use clap::Parser;
+use slurm_cw_shipper::app::{self, Exit};
+use slurm_cw_shipper::cli::Cli;
+use slurm_cw_shipper::config::{Config, LogFormat};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("slurm-cw-shipper: bad configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(&config);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("slurm-cw-shipper: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(app::run(cli, config)) {
+        Exit::Ok => ExitCode::SUCCESS,
+        Exit::Failed(why) => {
+            eprintln!("slurm-cw-shipper: {why}");
+            ExitCode::from(1)
+        }
+        Exit::BadConfig(why) => {
+            eprintln!("slurm-cw-shipper: bad configuration: {why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Quiet by default (warnings and errors on standard error, which journald keeps); `log.level`
+/// or RUST_LOG ask for more.
+fn init_logging(config: &Config) {
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .unwrap_or_else(|| config.log.level.clone());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match config.log.format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

@@ -1,0 +1,292 @@
+//! The CloudWatch sink: PutMetricData through aws-sdk-cloudwatch.
+//!
+//! Credentials and region come from aws-config's default chain (environment, profile, IMDSv2
+//! instance profile); `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_CLOUDWATCH` redirect it (tests point
+//! it at LocalStack). The SDK's own retries are off: this module retries throttling, 5xx and
+//! network errors itself with full-jitter backoff, counts every retry, and splits a request that
+//! CloudWatch rejects as invalid until only the bad datums are left out.
+
+pub mod batch;
+pub mod retry;
+
+use crate::datum::{Datum, DatumValue};
+use aws_sdk_cloudwatch::Client;
+use aws_sdk_cloudwatch::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_cloudwatch::operation::put_metric_data::PutMetricDataError;
+use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit, StatisticSet};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use retry::Backoff;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub namespace: String,
+    pub region: Option<String>,
+    /// Overrides the endpoint the SDK would choose.
+    pub endpoint: Option<String>,
+    pub backoff: Backoff,
+    /// Limit for one HTTP attempt, connection included.
+    pub attempt_timeout: Duration,
+    /// 60 (standard) or 1 (high resolution).
+    pub storage_resolution: i32,
+}
+
+/// What one `put` achieved.
+#[derive(Debug, Default)]
+pub struct PutOutcome {
+    pub sent: usize,
+    /// CloudWatch refused these even alone: dropped for good.
+    pub rejected: Vec<Datum>,
+    /// Not delivered after every retry (network down, throttled, credentials): to keep and
+    /// send again later.
+    pub undelivered: Vec<Datum>,
+    pub requests: u64,
+    pub retries: u64,
+    /// Estimated uncompressed bytes of the requests CloudWatch accepted.
+    pub bytes: u64,
+    pub last_error: Option<String>,
+}
+
+/// How a failed request is handled.
+#[derive(Debug, PartialEq)]
+enum Failure {
+    /// The request itself is bad (a datum CloudWatch refuses): split it.
+    Invalid(String),
+    /// Throttling, 5xx, timeouts, connection errors: retry after a backoff.
+    Transient(String),
+    /// Credentials, permissions, configuration: retrying now will not help; keep the data.
+    Persistent(String),
+}
+
+pub struct CloudWatchSink {
+    client: Client,
+    settings: Settings,
+    rng: StdRng,
+}
+
+impl CloudWatchSink {
+    /// Builds the client from the default AWS configuration chain.
+    pub async fn new(settings: Settings) -> Self {
+        let sdk = crate::aws::sdk_config(settings.region.as_deref()).await;
+        let mut conf = aws_sdk_cloudwatch::config::Builder::from(&sdk);
+        if let Some(url) = &settings.endpoint {
+            conf = conf.endpoint_url(url);
+        }
+        let conf = conf
+            .retry_config(aws_sdk_cloudwatch::config::retry::RetryConfig::disabled())
+            .timeout_config(
+                aws_sdk_cloudwatch::config::timeout::TimeoutConfig::builder()
+                    .operation_attempt_timeout(settings.attempt_timeout)
+                    .connect_timeout(settings.attempt_timeout.min(Duration::from_secs(5)))
+                    .build(),
+            )
+            .build();
+        CloudWatchSink {
+            client: Client::from_conf(conf),
+            settings,
+            rng: StdRng::from_os_rng(),
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.settings.namespace
+    }
+
+    /// Sends `datums` (already validated), in order, in as many requests as the limits need.
+    pub async fn put(&mut self, datums: Vec<Datum>) -> PutOutcome {
+        let mut outcome = PutOutcome::default();
+        // A stack of chunks still to send; halves of a rejected chunk go back on it.
+        let mut todo: Vec<Vec<Datum>> = batch::requests(datums);
+        todo.reverse();
+        while let Some(chunk) = todo.pop() {
+            match self.put_with_retries(&chunk, &mut outcome).await {
+                Ok(()) => {
+                    outcome.sent += chunk.len();
+                    outcome.bytes += chunk.iter().map(batch::estimated_size).sum::<usize>() as u64;
+                }
+                Err(Failure::Invalid(msg)) if chunk.len() == 1 => {
+                    tracing::warn!(metric = %chunk[0].metric, error = %msg, "CloudWatch rejected a datum that passed validation; dropped");
+                    outcome.last_error = Some(msg);
+                    outcome.rejected.extend(chunk);
+                }
+                Err(Failure::Invalid(msg)) => {
+                    tracing::debug!(datums = chunk.len(), error = %msg, "request rejected as invalid; splitting it");
+                    let mut first = chunk;
+                    let second = first.split_off(first.len() / 2);
+                    todo.push(second);
+                    todo.push(first);
+                }
+                Err(Failure::Transient(msg) | Failure::Persistent(msg)) => {
+                    outcome.last_error = Some(msg);
+                    outcome.undelivered.extend(chunk);
+                    // Everything after it would meet the same wall; keep it all for later.
+                    while let Some(rest) = todo.pop() {
+                        outcome.undelivered.extend(rest);
+                    }
+                }
+            }
+        }
+        outcome
+    }
+
+    async fn put_with_retries(
+        &mut self,
+        chunk: &[Datum],
+        outcome: &mut PutOutcome,
+    ) -> Result<(), Failure> {
+        let request: Vec<MetricDatum> = chunk
+            .iter()
+            .map(|d| to_sdk(d, self.settings.storage_resolution))
+            .collect();
+        let mut attempt = 0;
+        loop {
+            outcome.requests += 1;
+            let result = self
+                .client
+                .put_metric_data()
+                .namespace(&self.settings.namespace)
+                .set_metric_data(Some(request.clone()))
+                .send()
+                .await;
+            let failure = match result {
+                Ok(_) => return Ok(()),
+                Err(e) => classify(&e),
+            };
+            match failure {
+                Failure::Transient(msg) if attempt < self.settings.backoff.max_retries => {
+                    let delay = self.settings.backoff.delay(attempt, &mut self.rng);
+                    tracing::debug!(attempt, ?delay, error = %msg, "PutMetricData failed; retrying");
+                    outcome.retries += 1;
+                    attempt += 1;
+                    tokio::time::sleep(delay).await;
+                }
+                other => return Err(other),
+            }
+        }
+    }
+}
+
+fn classify(err: &SdkError<PutMetricDataError>) -> Failure {
+    match err {
+        SdkError::ServiceError(se) => {
+            let status = se.raw().status().as_u16();
+            let code = se.err().code().unwrap_or("");
+            let msg = format!(
+                "PutMetricData: HTTP {status} {code}: {}",
+                se.err().message().unwrap_or("no message")
+            );
+            let throttled = status == 429
+                || code.starts_with("Throttling")
+                || code == "RequestLimitExceeded"
+                || code == "TooManyRequestsException";
+            let invalid = status == 413
+                || code.starts_with("InvalidParameter")
+                || code.starts_with("MissingParameter")
+                || code.starts_with("MissingRequiredParameter")
+                || matches!(
+                    se.err(),
+                    PutMetricDataError::InvalidParameterValueException(_)
+                        | PutMetricDataError::InvalidParameterCombinationException(_)
+                        | PutMetricDataError::MissingRequiredParameterException(_)
+                );
+            if throttled || status >= 500 {
+                Failure::Transient(msg)
+            } else if invalid {
+                Failure::Invalid(msg)
+            } else {
+                Failure::Persistent(msg)
+            }
+        }
+        SdkError::TimeoutError(_) => Failure::Transient("PutMetricData: timed out".into()),
+        SdkError::DispatchFailure(_) => Failure::Transient(format!(
+            "PutMetricData: cannot reach CloudWatch: {}",
+            source_chain(err)
+        )),
+        SdkError::ResponseError(_) => Failure::Transient(format!(
+            "PutMetricData: bad response: {}",
+            source_chain(err)
+        )),
+        other => Failure::Persistent(format!("PutMetricData: {}", source_chain(other))),
+    }
+}
+
+/// An error and its causes on one line.
+pub fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+fn to_sdk(d: &Datum, storage_resolution: i32) -> MetricDatum {
+    let dims: Vec<Dimension> = d
+        .dimensions
+        .iter()
+        .map(|(n, v)| Dimension::builder().name(n).value(v).build())
+        .collect();
+    let b = MetricDatum::builder()
+        .metric_name(&d.metric)
+        .unit(StandardUnit::from(d.unit.as_str()))
+        .timestamp(aws_smithy_types::DateTime::from(d.timestamp))
+        .storage_resolution(storage_resolution)
+        .set_dimensions(Some(dims));
+    match &d.value {
+        DatumValue::Value { value } => b.value(*value),
+        DatumValue::Values { values, counts } => b
+            .set_values(Some(values.clone()))
+            .set_counts(Some(counts.clone())),
+        DatumValue::Stats { stats } => b.statistic_values(
+            StatisticSet::builder()
+                .minimum(stats.min)
+                .maximum(stats.max)
+                .sum(stats.sum)
+                .sample_count(stats.count)
+                .build(),
+        ),
+    }
+    .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datum::Stats;
+    use std::time::SystemTime;
+
+    #[test]
+    fn datums_map_to_sdk_fields() {
+        let d = Datum {
+            metric: "NodeCount".into(),
+            unit: "Count".into(),
+            dimensions: vec![("ClusterName".into(), "c".into())],
+            timestamp: SystemTime::UNIX_EPOCH,
+            value: DatumValue::Stats {
+                stats: Stats {
+                    min: 1.0,
+                    max: 3.0,
+                    sum: 4.0,
+                    count: 2.0,
+                },
+            },
+        };
+        let m = to_sdk(&d, 60);
+        assert_eq!(m.metric_name(), Some("NodeCount"));
+        assert_eq!(m.unit(), Some(&StandardUnit::Count));
+        assert_eq!(m.storage_resolution(), Some(60));
+        let s = m.statistic_values().unwrap();
+        assert_eq!(
+            (s.minimum(), s.maximum(), s.sum(), s.sample_count()),
+            (Some(1.0), Some(3.0), Some(4.0), Some(2.0))
+        );
+        assert_eq!(m.dimensions()[0].name(), Some("ClusterName"));
+        assert_eq!(m.value(), None);
+    }
+}

@@ -1,0 +1,43 @@
+//! Where datums go: CloudWatch, or standard output. [`delivery`] sits in front of both:
+//! validation, the count of what was sent and dropped, and the backlog of what could not be
+//! sent yet.
+
+pub mod cloudwatch;
+pub mod delivery;
+pub mod stdout;
+pub mod validate;
+
+use crate::datum::Datum;
+use cloudwatch::{CloudWatchSink, PutOutcome};
+use stdout::StdoutSink;
+
+pub enum Sink {
+    CloudWatch(CloudWatchSink),
+    Stdout(StdoutSink),
+}
+
+impl Sink {
+    pub fn namespace(&self) -> &str {
+        match self {
+            Sink::CloudWatch(s) => s.namespace(),
+            Sink::Stdout(s) => s.namespace(),
+        }
+    }
+
+    pub async fn put(&mut self, datums: Vec<Datum>) -> PutOutcome {
+        match self {
+            Sink::CloudWatch(s) => s.put(datums).await,
+            Sink::Stdout(s) => match s.put(&datums) {
+                Ok(()) => PutOutcome {
+                    sent: datums.len(),
+                    ..PutOutcome::default()
+                },
+                Err(e) => PutOutcome {
+                    undelivered: datums,
+                    last_error: Some(format!("cannot write to standard output: {e}")),
+                    ..PutOutcome::default()
+                },
+            },
+        }
+    }
+}

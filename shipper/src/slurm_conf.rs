@@ -1,0 +1,120 @@
+//! Reads the few slurm.conf keys the shipper needs (ClusterName, SlurmctldHost), following
+//! `Include` lines as slurmctld does.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {path}: {source}")]
+pub struct ReadError {
+    pub path: PathBuf,
+    source: std::io::Error,
+}
+
+/// Every `Key=Value` of the file and its includes, keys as written, in file order.
+pub fn entries(path: &Path) -> Result<Vec<(String, String)>, ReadError> {
+    let mut out = Vec::new();
+    read_into(path, &mut out, 0)?;
+    Ok(out)
+}
+
+fn read_into(path: &Path, out: &mut Vec<(String, String)>, depth: usize) -> Result<(), ReadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReadError {
+        path: path.to_owned(),
+        source,
+    })?;
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = strip_prefix_ci(line, "include ") {
+            let inc = Path::new(rest.trim());
+            let inc = if inc.is_absolute() {
+                inc.to_owned()
+            } else {
+                path.parent().unwrap_or(Path::new("/")).join(inc)
+            };
+            // Includes of includes are rare; a loop must not hang the daemon.
+            if depth < 8 && inc.is_file() {
+                read_into(&inc, out, depth + 1)?;
+            }
+            continue;
+        }
+        // A node or partition line carries several Key=Value pairs; the first names the line.
+        if let Some((k, v)) = line.split_once('=') {
+            let value = v.split_whitespace().next().unwrap_or("");
+            out.push((k.trim().to_owned(), value.to_owned()));
+        }
+    }
+    Ok(())
+}
+
+fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    if s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix) {
+        Some(&s[prefix.len()..])
+    } else {
+        None
+    }
+}
+
+/// The first value of `key` (case-insensitive).
+pub fn value(entries: &[(String, String)], key: &str) -> Option<String> {
+    entries
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.clone())
+}
+
+pub fn cluster_name(path: &Path) -> Result<Option<String>, ReadError> {
+    Ok(value(&entries(path)?, "ClusterName").filter(|v| !v.is_empty()))
+}
+
+/// Host names of the controllers: `SlurmctldHost=name(addr)` lines, or the old `ControlMachine`.
+pub fn controller_hosts(entries: &[(String, String)]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|(k, _)| {
+            k.eq_ignore_ascii_case("SlurmctldHost")
+                || k.eq_ignore_ascii_case("ControlMachine")
+                || k.eq_ignore_ascii_case("BackupController")
+        })
+        .map(|(_, v)| v.split('(').next().unwrap_or("").to_owned())
+        .filter(|h| !h.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_keys_and_includes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("slurm.conf"),
+            "# ParallelCluster style\nSlurmctldHost=ip-10-0-0-1(10.0.0.1)\n\
+             include slurm_parallelcluster.conf\nNodeName=a CPUs=2\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("slurm_parallelcluster.conf"),
+            "ClusterName=pcluster # x\n",
+        )
+        .unwrap();
+        let e = entries(&dir.path().join("slurm.conf")).unwrap();
+        assert_eq!(value(&e, "clustername").as_deref(), Some("pcluster"));
+        assert_eq!(controller_hosts(&e), vec!["ip-10-0-0-1"]);
+        assert_eq!(value(&e, "NodeName").as_deref(), Some("a"));
+        assert!(entries(&dir.path().join("missing.conf")).is_err());
+    }
+
+    #[test]
+    fn include_loops_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.conf"), "Include a.conf\nClusterName=x\n").unwrap();
+        assert_eq!(
+            cluster_name(&dir.path().join("a.conf")).unwrap().as_deref(),
+            Some("x")
+        );
+    }
+}

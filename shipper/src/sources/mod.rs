@@ -1,0 +1,47 @@
+//! Collectors: each reads one source (Slurm commands, job cgroups, NVML, the shipper itself)
+//! and turns it into samples of catalog metrics.
+
+pub mod head;
+pub mod shipper;
+
+use crate::sample::Batch;
+use std::collections::BTreeMap;
+
+/// Errors of one collection, by the part of the collector that had them (`sinfo`, `sdiag`,
+/// `cgroup`...). Each part named is shipped as `CollectorErrors`, zero included, so an alarm
+/// sees a continuous series.
+#[derive(Debug, Default)]
+pub struct Errors(BTreeMap<&'static str, u64>);
+
+impl Errors {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that `part` ran, so it is reported even with no error.
+    pub fn ran(&mut self, part: &'static str) {
+        self.0.entry(part).or_default();
+    }
+
+    pub fn add(&mut self, part: &'static str, n: u64) {
+        *self.0.entry(part).or_default() += n;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.0.iter().map(|(k, v)| (*k, *v))
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+pub trait Collector {
+    /// The `Collector` dimension of this collector's duration.
+    fn name(&self) -> &'static str;
+
+    /// One collection: samples into `out`, problems into `errors`. Never fails as a whole: what
+    /// could be read is shipped.
+    async fn collect(&mut self, out: &mut Batch, errors: &mut Errors);
+}

@@ -1,0 +1,167 @@
+//! The real test bench, as integration tests see it: LocalStack and Slurm started by
+//! `scripts/bench/*.sh`, found through the variables those scripts print.
+//!
+//! Outside CI a test whose bench is missing prints why and passes without running; with
+//! CI=true it fails.
+#![allow(dead_code)]
+
+use aws_sdk_cloudwatch::Client;
+use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn missing(what: &str, how: &str) {
+    if in_ci() {
+        panic!("{what} is not available and CI=true requires it: {how}");
+    }
+    eprintln!("SKIPPED: {what} is not available ({how})");
+}
+
+/// LocalStack's URL, or None (outside CI) when it is not running.
+pub fn localstack() -> Option<String> {
+    match std::env::var("BENCH_LOCALSTACK_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            missing(
+                "LocalStack",
+                "run `eval \"$(scripts/bench/localstack.sh start)\"`",
+            );
+            None
+        }
+    }
+}
+
+/// The bench slurm.conf, or None (outside CI) when the bench Slurm is not running.
+pub fn slurm() -> Option<PathBuf> {
+    match std::env::var("BENCH_SLURM_CONF") {
+        Ok(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => {
+            missing(
+                "the bench Slurm",
+                "run `eval \"$(scripts/bench/slurm.sh start)\"` as root",
+            );
+            None
+        }
+    }
+}
+
+/// A namespace no other test (or earlier run) writes to.
+pub fn unique_namespace(test: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("SlurmTest/{test}/{}-{nanos}", std::process::id())
+}
+
+/// A CloudWatch client for LocalStack, with test credentials.
+pub async fn cloudwatch(url: &str) -> Client {
+    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(url)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new(
+            "test", "test", None, None, "bench",
+        ))
+        .load()
+        .await;
+    Client::new(&conf)
+}
+
+/// The environment the shipper binary needs to talk to LocalStack.
+pub fn shipper_env(url: &str, namespace: &str) -> Vec<(String, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL".into(), url.into()),
+        ("AWS_ACCESS_KEY_ID".into(), "test".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+        ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+        ("SLURM_CW_NAMESPACE".into(), namespace.into()),
+        ("SLURM_CW_CLOUDWATCH__MAX_RETRIES".into(), "2".into()),
+        (
+            "SLURM_CW_CLOUDWATCH__RETRY_BASE_DELAY".into(),
+            "100ms".into(),
+        ),
+    ]
+}
+
+pub fn shipper() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_slurm-cw-shipper"));
+    // A developer's own SLURM_CW_* settings must not leak into tests.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SLURM_CW_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// One statistic of one metric over the last `window`, summed over the period; None when
+/// CloudWatch has no datapoint.
+pub async fn statistic(
+    cw: &Client,
+    namespace: &str,
+    metric: &str,
+    dims: &[(&str, &str)],
+    stat: &str,
+    window: Duration,
+) -> Option<f64> {
+    let end = SystemTime::now() + Duration::from_secs(120);
+    let start = SystemTime::now() - window;
+    let dimensions: Vec<Dimension> = dims
+        .iter()
+        .map(|(n, v)| Dimension::builder().name(*n).value(*v).build())
+        .collect();
+    let query = MetricDataQuery::builder()
+        .id("q")
+        .metric_stat(
+            MetricStat::builder()
+                .metric(
+                    Metric::builder()
+                        .namespace(namespace)
+                        .metric_name(metric)
+                        .set_dimensions(Some(dimensions))
+                        .build(),
+                )
+                .period(60)
+                .stat(stat)
+                .build(),
+        )
+        .build();
+    let out = cw
+        .get_metric_data()
+        .metric_data_queries(query)
+        .start_time(aws_smithy_types::DateTime::from(start))
+        .end_time(aws_smithy_types::DateTime::from(end))
+        .send()
+        .await
+        .expect("GetMetricData against LocalStack");
+    let values: Vec<f64> = out
+        .metric_data_results()
+        .iter()
+        .flat_map(|r| r.values().to_vec())
+        .collect();
+    if values.is_empty() {
+        None
+    } else {
+        Some(values.iter().sum())
+    }
+}
+
+/// Runs a command (argv, no shell) and returns its standard output; panics with stderr on failure.
+pub fn cmd(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
