@@ -12,9 +12,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-bench=${LOCALSTACK_BENCH_DIR:-$repo/.bench/localstack}
-venv=${LOCALSTACK_VENV:-$repo/.bench/localstack-venv}
+# Machine-wide, like the port: every checkout finds the one LocalStack that runs, and the
+# virtual environment is installed once per machine.
+bench=${LOCALSTACK_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/localstack}
+venv=${LOCALSTACK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/slurm-cw-bench/localstack-venv}
 port=${LOCALSTACK_PORT:-4566}
 url=http://127.0.0.1:$port
 
@@ -32,11 +33,11 @@ install_if_missing() {
     if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import localstack' 2>/dev/null; then
         return
     fi
-    log "installing localstack-core 4.13.1 into $venv (about a minute)"
+    log "installing localstack-core 4.13.1 into $venv (a minute or two)"
     "$(pick_python)" -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check \
-        'localstack-core[runtime]==4.13.1' service_identity \
-        'cbor2<5.7' 'pyopenssl==24.2.1' 'cryptography==43.0.3' 'joserfc<1.1'
+    # Every version pinned, so nothing resolves differently from one day to the next.
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
+        -r "$here/localstack-requirements.txt"
 }
 
 healthy() { curl -fsS -m 2 "$url/_localstack/health" >/dev/null 2>&1; }

@@ -9,12 +9,13 @@
 #
 # Layout (the integration tests rely on it):
 #   nodes c1..c4, 2 CPUs and 2000 MB each (the host's 2 cores, shared);
-#   partition "batch" (default) = c1,c2,c3; partition "debug" = c3,c4.
+#   partition "batch" (default) = c1,c2,c3; partition "debug" = c3,c4;
+#   c4 has two (count-only) GPUs.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-bench=${SLURM_BENCH_DIR:-$repo/.bench/slurm}
+# Machine-wide, like the ports: every checkout finds the one bench that runs.
+bench=${SLURM_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm}
 conf=$bench/etc/slurm.conf
 nodes=(c1 c2 c3 c4)
 ctld_port=${SLURM_BENCH_CTLD_PORT:-16817}
@@ -84,7 +85,7 @@ write_config() {
         echo "SchedulerType=sched/backfill"
         echo "SelectType=select/cons_tres"
         echo "SelectTypeParameters=CR_Core_Memory"
-        echo "ReturnToService=2"
+        echo "ReturnToService=1"
         echo "MinJobAge=3600"
         echo "DefMemPerCPU=100"
         echo "SlurmdParameters=config_overrides"
@@ -93,16 +94,28 @@ write_config() {
         echo "SlurmdTimeout=60"
         echo "InactiveLimit=0"
         echo "KillWait=5"
-        echo "SchedulerParameters=bf_interval=5"
-        local port=$first_node_port
+        echo "SchedulerParameters=bf_interval=30"
+        echo "GresTypes=gpu"
+        local port=$first_node_port gres
         for n in "${nodes[@]}"; do
-            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem State=UNKNOWN"
+            # c4 claims two GPUs (count-only GRES, no devices): enough for Slurm to schedule
+            # and account GPU requests, which is what the head collector reads.
+            gres=""
+            [ "$n" = c4 ] && gres=" Gres=gpu:2"
+            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem$gres State=UNKNOWN"
             port=$((port + 1))
         done
         echo "PartitionName=batch Nodes=c1,c2,c3 Default=YES MaxTime=INFINITE State=UP"
         echo "PartitionName=debug Nodes=c3,c4 MaxTime=INFINITE State=UP"
     } > "$conf.new"
     mv "$conf.new" "$conf"
+    # Slurm counts a GPU only with a device file: two character devices like /dev/null stand
+    # in (ConstrainDevices=no, so no job is ever given or denied them).
+    mkdir -p "$bench/dev"
+    for i in 0 1; do
+        [ -e "$bench/dev/gpu$i" ] || mknod "$bench/dev/gpu$i" c 1 3
+    done
+    echo "NodeName=c4 Name=gpu File=$bench/dev/gpu[0-1]" > "$bench/etc/gres.conf"
     cat > "$bench/etc/cgroup.conf" <<EOF
 CgroupPlugin=cgroup/v1
 CgroupAutomount=yes
@@ -141,7 +154,7 @@ start() {
     for _ in $(seq 150); do
         local states
         states=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u || true)
-        if [ -n "$states" ] && ! grep -Eq ' (unk|down\*|idle\*|unk\*)' <<<"$states" \
+        if [ -n "$states" ] && ! grep -Eq ' (unk|down\*|idle\*|unk\*|inval)' <<<"$states" \
             && [ "$(wc -l <<<"$states")" -ge "${#nodes[@]}" ]; then
             log "ready: $(tr '\n' ' ' <<<"$states")"
             print_env

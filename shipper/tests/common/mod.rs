@@ -165,3 +165,72 @@ pub fn cmd(program: &str, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Runs a command and returns (success, stdout, stderr) without judging.
+pub fn try_cmd(program: &str, args: &[&str]) -> (bool, String, String) {
+    match Command::new(program).args(args).output() {
+        Ok(o) => (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ),
+        Err(e) => (false, String::new(), e.to_string()),
+    }
+}
+
+/// `sbatch --parsable ARGS`; returns the job id.
+pub fn sbatch(args: &[&str]) -> String {
+    let mut full = vec!["--parsable", "--output=/dev/null"];
+    full.extend_from_slice(args);
+    let out = cmd("sbatch", &full);
+    out.trim().split(';').next().unwrap_or("").to_owned()
+}
+
+/// Polls `f` every 200 ms until it returns true or `limit` passes; panics with `what` then.
+pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+/// The state of one job, as squeue prints %T (empty once slurmctld forgot it).
+pub fn job_state(id: &str) -> String {
+    let (_, out, _) = try_cmd("squeue", &["-h", "-j", id, "-t", "all", "-o", "%T"]);
+    out.lines().next().unwrap_or("").trim().to_owned()
+}
+
+/// The pending reason of one job.
+pub fn job_reason(id: &str) -> String {
+    let (_, out, _) = try_cmd("squeue", &["-h", "-j", id, "-t", "all", "-o", "%r"]);
+    out.lines().next().unwrap_or("").trim().to_owned()
+}
+
+/// Serialises tests that change the bench Slurm (nodes down, jobs, slurmctld restarts).
+pub static SLURM_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Leaves the bench Slurm as it found it: cancels this test's jobs, resumes nodes it took out.
+pub struct SlurmCleanup {
+    pub jobs: Vec<String>,
+    pub nodes: Vec<&'static str>,
+}
+
+impl Drop for SlurmCleanup {
+    fn drop(&mut self) {
+        if !self.jobs.is_empty() {
+            let mut args: Vec<&str> = vec!["--quiet"];
+            args.extend(self.jobs.iter().map(String::as_str));
+            let _ = try_cmd("scancel", &args);
+        }
+        for n in &self.nodes {
+            let _ = try_cmd(
+                "scontrol",
+                &["update", &format!("nodename={n}"), "state=resume"],
+            );
+        }
+    }
+}

@@ -4,6 +4,9 @@
 /// Total GPUs in a GRES list such as `gpu:a100:4(S:0),gpu:k80:2(S:1),mps:100` (nodes' Gres and
 /// GresUsed, squeue's %b). `(null)`, `N/A` and the empty string mean none.
 pub fn gpus_in_gres(s: &str) -> u64 {
+    if !s.contains("gpu") {
+        return 0;
+    }
     split_top_level(s)
         .filter_map(|item| {
             let item = item.trim();
@@ -30,6 +33,9 @@ pub fn gpus_in_gres(s: &str) -> u64 {
 /// GPUs in a TRES list such as `cpu=4,mem=8G,node=1,gres/gpu=2,gres/gpu:a100=2` (tres-per-node,
 /// tres-per-job, TRES alloc). Typed entries repeat the untyped total, so the untyped one wins.
 pub fn gpus_in_tres(s: &str) -> u64 {
+    if !s.contains("gpu") {
+        return 0;
+    }
     let mut untyped = None;
     let mut typed = 0;
     for item in s.split(',') {

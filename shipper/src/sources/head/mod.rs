@@ -1,23 +1,64 @@
 //! The head-node collector: node states and capacity (sinfo), job states and demand (squeue),
-//! scheduler statistics (sdiag) and slurmctld health. One call of each command per cycle, run
-//! together, each with a time limit; a part that fails leaves the others shipping.
+//! scheduler statistics (sdiag) and slurmctld health. One call of each command per cycle,
+//! each with a time limit; a part that fails leaves the others shipping.
 
 pub mod command;
 pub mod gres;
+pub mod sdiag;
 pub mod sinfo;
+pub mod squeue;
 pub mod state;
 
 use super::{Collector, Errors};
 use crate::config::HeadConfig;
 use crate::sample::{Batch, Dims};
-use command::{CommandError, SlurmCommands};
+use command::{CommandError, Output, SlurmCommands};
 use slurm_cw_catalog::metrics::{SLURMCTLD_RESPONSE_TIME, SLURMCTLD_UP};
+use std::collections::{HashMap, HashSet};
+
+/// A Slurm release, from `sinfo --version` (`slurm 23.11.4`, `slurm-wlm 22.05.8`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl Version {
+    pub fn parse(s: &str) -> Option<Version> {
+        let v = s.split_whitespace().last()?;
+        let mut parts = v.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some(Version { major, minor })
+    }
+
+    /// `sdiag --json` exists from 23.02.
+    pub fn has_sdiag_json(self) -> bool {
+        self >= Version {
+            major: 23,
+            minor: 2,
+        }
+    }
+}
+
+/// How each command's output is read; JSON is used where it adds something (sdiag from
+/// 23.02), or as a fallback when a version refuses the explicit format.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Format {
+    Text,
+    Json,
+}
 
 pub struct HeadCollector {
     cmds: SlurmCommands,
     cfg: HeadConfig,
+    version: Option<Version>,
+    sinfo_format: Format,
+    squeue_format: Format,
+    sdiag_format: Format,
     /// The last error logged per part, so a persisting failure is logged once, not every cycle.
-    last_error: std::collections::HashMap<&'static str, String>,
+    last_error: HashMap<&'static str, String>,
+    logged_unknown: HashSet<String>,
     controller_up: Option<bool>,
 }
 
@@ -26,8 +67,29 @@ impl HeadCollector {
         HeadCollector {
             cmds,
             cfg,
-            last_error: Default::default(),
+            version: None,
+            sinfo_format: Format::Text,
+            squeue_format: Format::Text,
+            sdiag_format: Format::Text,
+            last_error: HashMap::new(),
+            logged_unknown: HashSet::new(),
             controller_up: None,
+        }
+    }
+
+    /// Asks for the version once (again next cycle if it failed).
+    async fn detect_version(&mut self) {
+        if self.version.is_some() {
+            return;
+        }
+        if let Ok(out) = self.cmds.run("sinfo", &["--version"]).await {
+            self.version = Version::parse(&out.stdout);
+            if let Some(v) = self.version {
+                tracing::info!(version = out.stdout.trim(), "Slurm version");
+                if v.has_sdiag_json() {
+                    self.sdiag_format = Format::Json;
+                }
+            }
         }
     }
 
@@ -45,6 +107,15 @@ impl HeadCollector {
         }
     }
 
+    fn note_unknown(&mut self, what: &str) {
+        if self.logged_unknown.insert(what.to_owned()) {
+            tracing::info!(
+                what,
+                "Slurm printed something this version of the shipper does not know; shipped as other"
+            );
+        }
+    }
+
     fn note_controller(&mut self, up: bool, why: Option<&CommandError>) {
         if self.controller_up != Some(up) {
             match (up, why) {
@@ -55,6 +126,144 @@ impl HeadCollector {
             self.controller_up = Some(up);
         }
     }
+
+    fn args(part: &str, format: Format) -> &'static [&'static str] {
+        match (part, format) {
+            ("sinfo", Format::Text) => sinfo::ARGS,
+            ("squeue", Format::Text) => squeue::ARGS,
+            ("sdiag", Format::Text) => &[],
+            ("squeue", Format::Json) => &["--json", "--all"],
+            _ => &["--json"],
+        }
+    }
+
+    fn format_refused(e: &CommandError) -> bool {
+        matches!(e, CommandError::Failed { stderr, .. }
+            if stderr.contains("Invalid") && (stderr.contains("format") || stderr.contains("field")))
+    }
+
+    fn handle_sinfo(
+        &mut self,
+        result: &Result<Output, CommandError>,
+        out: &mut Batch,
+        errors: &mut Errors,
+    ) {
+        let o = match result {
+            Ok(o) => o,
+            Err(e) => return self.note_error("sinfo", errors, e.to_string()),
+        };
+        let parsed = match self.sinfo_format {
+            Format::Text => Ok(sinfo::parse_text(&o.stdout)),
+            Format::Json => sinfo::parse_json(&o.stdout),
+        };
+        match parsed {
+            Ok((rows, bad)) => {
+                for b in &bad {
+                    self.note_error(
+                        "sinfo",
+                        errors,
+                        format!("sinfo output line {}: {}", b.line, b.reason),
+                    );
+                }
+                for r in rows.iter().filter(|r| !r.state.recognised) {
+                    self.note_unknown(&format!("node state of {}", r.name));
+                }
+                if bad.is_empty() {
+                    self.note_ok("sinfo");
+                }
+                sinfo::emit(&rows, self.cfg.per_partition, out);
+            }
+            Err(e) => self.note_error("sinfo", errors, e),
+        }
+    }
+
+    fn handle_squeue(
+        &mut self,
+        result: &Result<Output, CommandError>,
+        out: &mut Batch,
+        errors: &mut Errors,
+    ) {
+        let o = match result {
+            Ok(o) => o,
+            Err(e) => return self.note_error("squeue", errors, e.to_string()),
+        };
+        let parsed = match self.squeue_format {
+            Format::Text => Ok(squeue::parse_text(&o.stdout)),
+            Format::Json => squeue::parse_json(&o.stdout),
+        };
+        match parsed {
+            Ok((queue, bad)) => {
+                for b in &bad {
+                    self.note_error(
+                        "squeue",
+                        errors,
+                        format!("squeue output line {}: {}", b.line, b.reason),
+                    );
+                }
+                if queue.unknown_states > 0 {
+                    self.note_unknown("job state");
+                }
+                if bad.is_empty() {
+                    self.note_ok("squeue");
+                }
+                queue.emit(self.cfg.per_partition, self.cfg.top_pending_reasons, out);
+            }
+            Err(e) => self.note_error("squeue", errors, e),
+        }
+    }
+
+    fn handle_sdiag(
+        &mut self,
+        result: &Result<Output, CommandError>,
+        out: &mut Batch,
+        errors: &mut Errors,
+    ) {
+        let o = match result {
+            Ok(o) => o,
+            Err(e) => return self.note_error("sdiag", errors, e.to_string()),
+        };
+        let parsed = match self.sdiag_format {
+            Format::Text => sdiag::parse_text(&o.stdout),
+            Format::Json => sdiag::parse_json(&o.stdout),
+        };
+        match parsed {
+            Ok(s) => {
+                for label in &s.unknown {
+                    self.note_unknown(&format!("sdiag field {label:?}"));
+                }
+                self.note_ok("sdiag");
+                s.emit(self.cfg.top_rpc_types, out);
+            }
+            Err(e) => {
+                if self.sdiag_format == Format::Json {
+                    tracing::warn!(error = %e, "sdiag --json unusable; reading plain sdiag from now on");
+                    self.sdiag_format = Format::Text;
+                }
+                self.note_error("sdiag", errors, e.to_string());
+            }
+        }
+    }
+}
+
+/// Runs one part in its current format. When a version refuses the explicit format (an unknown
+/// field in an unusual build), that part switches to JSON for good and runs again.
+async fn run_part(
+    cmds: &SlurmCommands,
+    part: &'static str,
+    format: &mut Format,
+) -> Result<Output, CommandError> {
+    let first = cmds.run(part, HeadCollector::args(part, *format)).await;
+    match &first {
+        Err(e)
+            if *format == Format::Text && part != "sdiag" && HeadCollector::format_refused(e) =>
+        {
+            tracing::warn!(collector = part, error = %e, "explicit format refused; using --json");
+            *format = Format::Json;
+            cmds.run(part, HeadCollector::args(part, Format::Json))
+                .await
+        }
+        _ => first,
+    }
 }
 
 #[async_trait::async_trait(?Send)]
@@ -64,40 +273,90 @@ impl Collector for HeadCollector {
     }
 
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
-        errors.ran("sinfo");
-        let sinfo = self.cmds.run("sinfo", sinfo::ARGS).await;
-        let (up, response) = match &sinfo {
-            Ok(o) => (true, Some(o.elapsed)),
-            Err(_) => (false, None),
-        };
-        match sinfo {
-            Ok(o) => {
-                let (rows, bad) = sinfo::parse_text(&o.stdout);
-                for b in &bad {
-                    self.note_error(
-                        "sinfo",
-                        errors,
-                        format!("sinfo line {}: {}", b.line, b.reason),
-                    );
-                }
-                if bad.is_empty() {
-                    self.note_ok("sinfo");
-                }
-                sinfo::emit(&rows, self.cfg.per_partition, out);
-                self.note_controller(true, None);
-            }
-            Err(e) => {
-                self.note_controller(false, Some(&e));
-                self.note_error("sinfo", errors, e.to_string());
-            }
+        for part in ["sinfo", "squeue", "sdiag"] {
+            errors.ran(part);
         }
+        self.detect_version().await;
+        // sdiag first and alone, so that the server thread and agent counts it reports are
+        // not inflated by our own sinfo and squeue; those two then run together.
+        let sdiag = run_part(&self.cmds, "sdiag", &mut self.sdiag_format).await;
+        let (sinfo, squeue) = tokio::join!(
+            run_part(&self.cmds, "sinfo", &mut self.sinfo_format),
+            run_part(&self.cmds, "squeue", &mut self.squeue_format),
+        );
+
+        let results = [&sinfo, &squeue, &sdiag];
+        let timed_out = results.iter().find_map(|r| match r {
+            Err(e @ CommandError::Timeout { .. }) => Some(e.clone()),
+            _ => None,
+        });
+        let any_ok = results.iter().any(|r| r.is_ok());
+        let up = any_ok && timed_out.is_none();
+        let why = timed_out.or_else(|| sinfo.as_ref().err().cloned());
+        self.note_controller(up, why.as_ref());
         out.push(&SLURMCTLD_UP, Dims::new(), if up { 1.0 } else { 0.0 });
-        if let Some(t) = response {
+        if let Some(o) = sdiag.as_ref().ok().or(sinfo.as_ref().ok()) {
             out.push(
                 &SLURMCTLD_RESPONSE_TIME,
                 Dims::new(),
-                t.as_secs_f64() * 1000.0,
+                o.elapsed.as_secs_f64() * 1000.0,
             );
         }
+
+        self.handle_sinfo(&sinfo, out, errors);
+        self.handle_squeue(&squeue, out, errors);
+        self.handle_sdiag(&sdiag, out, errors);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            Version::parse("slurm-wlm 22.05.8\n"),
+            Some(Version {
+                major: 22,
+                minor: 5
+            })
+        );
+        assert_eq!(
+            Version::parse("slurm 23.11.4"),
+            Some(Version {
+                major: 23,
+                minor: 11
+            })
+        );
+        assert_eq!(
+            Version::parse("slurm 25.11.0-0rc1"),
+            Some(Version {
+                major: 25,
+                minor: 11
+            })
+        );
+        assert_eq!(Version::parse("garbage"), None);
+        assert!(
+            !Version {
+                major: 22,
+                minor: 5
+            }
+            .has_sdiag_json()
+        );
+        assert!(
+            Version {
+                major: 23,
+                minor: 2
+            }
+            .has_sdiag_json()
+        );
+        assert!(
+            Version {
+                major: 24,
+                minor: 11
+            }
+            .has_sdiag_json()
+        );
     }
 }

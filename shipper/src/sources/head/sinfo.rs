@@ -9,7 +9,7 @@ use crate::sample::{Batch, Dims};
 use serde_json::Value;
 use slurm_cw_catalog::dims::{FLAG, PARTITION, STATE};
 use slurm_cw_catalog::metrics::*;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The argv the collector runs (after the program name). `|` ends each field; the width 0
 /// (no size given) means no truncation.
@@ -48,11 +48,13 @@ pub struct BadLine {
 pub fn parse_text(out: &str) -> (Vec<NodeRow>, Vec<BadLine>) {
     let mut rows = Vec::new();
     let mut bad = Vec::new();
+    // A cluster has few distinct state strings: parse each once.
+    let mut states: HashMap<&str, NodeState> = HashMap::new();
     for (i, line) in out.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        match parse_line(line) {
+        match parse_line(line, &mut states) {
             Ok(r) => rows.push(r),
             Err(reason) => bad.push(BadLine {
                 line: i + 1,
@@ -63,7 +65,10 @@ pub fn parse_text(out: &str) -> (Vec<NodeRow>, Vec<BadLine>) {
     (rows, bad)
 }
 
-fn parse_line(line: &str) -> Result<NodeRow, String> {
+fn parse_line<'a>(
+    line: &'a str,
+    states: &mut HashMap<&'a str, NodeState>,
+) -> Result<NodeRow, String> {
     let f: Vec<&str> = line.split('|').collect();
     // Eight fields and the empty string after the last `|`.
     if f.len() < 8 {
@@ -94,7 +99,10 @@ fn parse_line(line: &str) -> Result<NodeRow, String> {
     Ok(NodeRow {
         name: name.to_owned(),
         partition: f[1].trim().trim_end_matches('*').to_owned(),
-        state: NodeState::parse(f[2]),
+        state: states
+            .entry(f[2])
+            .or_insert_with(|| NodeState::parse(f[2]))
+            .clone(),
         cpus_alloc: alloc,
         cpus_idle: idle,
         cpus_other: other,
@@ -106,19 +114,32 @@ fn parse_line(line: &str) -> Result<NodeRow, String> {
     })
 }
 
-/// Parses `sinfo --json` of any version: openapi v0.0.37/38 (21.08, 22.05: `state` a string
-/// plus `state_flags`) and data_parser v0.0.39+ (23.02 on: `state` an array, numbers possibly
-/// `{set, infinite, number}` objects).
+/// Parses `sinfo --json` of any version. 21.08 and 22.05 (openapi v0.0.37/38) list node
+/// objects under `nodes` (`state` a string plus `state_flags`). From 23.02 (data_parser
+/// v0.0.39+) the top level is `sinfo`: grouping records of nodes with the same partition and
+/// state, carrying sums (`cpus`, `memory.allocated`) and per-node ranges (`memory.minimum`);
+/// a record of several nodes is split evenly among them, exact for the usual one-node records
+/// and for uniform groups.
 pub fn parse_json(text: &str) -> Result<(Vec<NodeRow>, Vec<BadLine>), String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("sinfo --json: {e}"))?;
     let mut rows = Vec::new();
     let mut bad = Vec::new();
-    // 23.02+ `sinfo --json` lists `sinfo` entries that each hold `nodes.nodes` names; the node
-    // objects themselves are under `nodes` in every version that has them.
+    if let Some(records) = doc.get("sinfo").and_then(Value::as_array) {
+        for (i, r) in records.iter().enumerate() {
+            match json_record(r) {
+                Ok(mut nodes) => rows.append(&mut nodes),
+                Err(reason) => bad.push(BadLine {
+                    line: i + 1,
+                    reason,
+                }),
+            }
+        }
+        return Ok((rows, bad));
+    }
     let nodes = doc
         .get("nodes")
         .and_then(Value::as_array)
-        .ok_or("sinfo --json: no `nodes` array")?;
+        .ok_or("sinfo --json: neither a `sinfo` nor a `nodes` array")?;
     for (i, n) in nodes.iter().enumerate() {
         match json_node(n) {
             Ok(mut per_partition) => rows.append(&mut per_partition),
@@ -129,6 +150,65 @@ pub fn parse_json(text: &str) -> Result<(Vec<NodeRow>, Vec<BadLine>), String> {
         }
     }
     Ok((rows, bad))
+}
+
+/// A node state given as an array: base first, then flags.
+fn state_from_list(list: &[Value], what: &str) -> Result<NodeState, String> {
+    let mut words: Vec<String> = list
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    if words.is_empty() {
+        return Err(format!("{what}: empty state"));
+    }
+    let base = words.remove(0);
+    Ok(NodeState::from_parts(&base, words))
+}
+
+/// One 23.02+ grouping record.
+fn json_record(r: &Value) -> Result<Vec<NodeRow>, String> {
+    let names = strings(r.get("nodes").and_then(|n| n.get("nodes")));
+    if names.is_empty() {
+        return Err("record without node names".into());
+    }
+    let state = match r.get("node").and_then(|n| n.get("state")) {
+        Some(Value::Array(list)) => state_from_list(list, &names[0])?,
+        Some(Value::String(s)) => NodeState::parse(s),
+        _ => return Err(format!("record of {} without node.state", names[0])),
+    };
+    let partition = r
+        .get("partition")
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let n = names.len() as u64;
+    let cpus = r.get("cpus");
+    let part = |key: &str| number(cpus.and_then(|c| c.get(key))) / n;
+    let memory = r.get("memory");
+    let gres = r.get("gres");
+    let gres_of = |key: &str| {
+        gres.and_then(|g| g.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    Ok(names
+        .into_iter()
+        .map(|name| NodeRow {
+            name,
+            partition: partition.clone(),
+            state: state.clone(),
+            cpus_alloc: part("allocated"),
+            cpus_idle: part("idle"),
+            cpus_other: part("other"),
+            cpus_total: part("total"),
+            memory_mb: number(memory.and_then(|m| m.get("minimum"))),
+            memory_alloc_mb: number(memory.and_then(|m| m.get("allocated"))) / n,
+            gpus_total: gres::gpus_in_gres(gres_of("total")),
+            gpus_alloc: gres::gpus_in_gres(gres_of("used")),
+        })
+        .collect())
 }
 
 fn json_node(n: &Value) -> Result<Vec<NodeRow>, String> {

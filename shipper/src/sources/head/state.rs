@@ -250,31 +250,40 @@ const JOB_STATES: &[&str] = &[
     "reconfig_fail",
 ];
 
-/// A job state (squeue %T, or the first of a JSON job_state list) as a lowercase name from
-/// the documented list, or `None` when unknown.
+/// squeue's compact state codes (%t) and their long names.
+const JOB_CODES: &[(&str, &str)] = &[
+    ("PD", "pending"),
+    ("R", "running"),
+    ("CG", "completing"),
+    ("CD", "completed"),
+    ("CA", "cancelled"),
+    ("F", "failed"),
+    ("TO", "timeout"),
+    ("S", "suspended"),
+    ("CF", "configuring"),
+    ("PR", "preempted"),
+    ("NF", "node_fail"),
+    ("OOM", "out_of_memory"),
+    ("BF", "boot_fail"),
+    ("DL", "deadline"),
+    ("CANCELED", "cancelled"),
+];
+
+/// A job state (squeue %T or %t, or the first of a JSON job_state list) as a lowercase name
+/// from the documented list, or `None` when unknown. No allocation: squeue prints one per job.
 pub fn job_state(s: &str) -> Option<&'static str> {
-    let s = s.trim().to_ascii_lowercase();
-    // squeue prints CANCELLED by <uid> in some versions and may add flags after a space.
-    let s = s.split_whitespace().next().unwrap_or("");
-    let s = match s {
-        "canceled" => "cancelled",
-        "pd" => "pending",
-        "r" => "running",
-        "cg" => "completing",
-        "cd" => "completed",
-        "ca" => "cancelled",
-        "f" => "failed",
-        "to" => "timeout",
-        "s" => "suspended",
-        "cf" => "configuring",
-        "pr" => "preempted",
-        "nf" => "node_fail",
-        "oom" => "out_of_memory",
-        "bf" => "boot_fail",
-        "dl" => "deadline",
-        other => other,
-    };
-    JOB_STATES.iter().copied().find(|k| *k == s)
+    // squeue prints `CANCELLED by <uid>` in some versions.
+    let word = s.split_whitespace().next().unwrap_or("");
+    JOB_STATES
+        .iter()
+        .copied()
+        .find(|k| k.eq_ignore_ascii_case(word))
+        .or_else(|| {
+            JOB_CODES
+                .iter()
+                .find(|(c, _)| c.eq_ignore_ascii_case(word))
+                .map(|(_, n)| *n)
+        })
 }
 
 #[cfg(test)]
