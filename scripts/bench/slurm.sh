@@ -96,6 +96,9 @@ write_config() {
         echo "KillWait=5"
         echo "SchedulerParameters=bf_interval=30"
         echo "GresTypes=gpu"
+        # The final per-job sample (see infra/slurm/task-epilog.sh); tests point $bench/shipper
+        # at the binary they test, and without it the hook does nothing.
+        echo "TaskEpilog=$bench/task-epilog"
         local port=$first_node_port gres
         for n in "${nodes[@]}"; do
             # c4 claims two GPUs (count-only GRES, no devices): enough for Slurm to schedule
@@ -108,7 +111,12 @@ write_config() {
         echo "PartitionName=batch Nodes=c1,c2,c3 Default=YES MaxTime=INFINITE State=UP"
         echo "PartitionName=debug Nodes=c3,c4 MaxTime=INFINITE State=UP"
     } > "$conf.new"
-    mv "$conf.new" "$conf"
+    cat > "$bench/task-epilog" <<EOF
+#!/bin/sh
+[ -x "$bench/shipper" ] || exit 0
+SLURM_CW_NODE__HOOK_SOCKET="$bench/hook.sock" exec "$bench/shipper" --job-ended "\$SLURM_JOB_ID"
+EOF
+    chmod 755 "$bench/task-epilog"
     # Slurm counts a GPU only with a device file: two character devices like /dev/null stand
     # in (ConstrainDevices=no, so no job is ever given or denied them).
     mkdir -p "$bench/dev"
@@ -137,10 +145,21 @@ start() {
     install_if_missing
     start_munge
     export SLURM_CONF=$conf
+    local before=""
+    [ -f "$conf" ] && before=$(cat "$conf")
+    write_config
     if alive "$bench/run/slurmctld.pid" && sinfo -h >/dev/null 2>&1; then
-        log "already running"
+        if [ "$before" = "$(cat "$conf.new")" ]; then
+            log "already running"
+            rm -f "$conf.new"
+        else
+            log "configuration changed: restarting"
+            stop
+            mv "$conf.new" "$conf"
+            /usr/sbin/slurmctld -c
+        fi
     else
-        write_config
+        mv "$conf.new" "$conf"
         # -c: a clean start, no jobs or node states from an earlier run.
         /usr/sbin/slurmctld -c
     fi

@@ -6,7 +6,9 @@ shipper reports with the truth.
   workload.py burn CORES SECONDS       keep CORES processes busy
   workload.py threads N SECONDS        start N sleeping threads
   workload.py files N SECONDS          hold N open files
-  workload.py write BYTES PATH SECONDS write BYTES to PATH (fsync'd), then sleep
+  workload.py write BYTES PATH DELAY SPREAD HOLD
+                                       wait DELAY seconds, write BYTES to PATH evenly over
+                                       SPREAD seconds (fsync'd), then hold HOLD seconds
   workload.py sleep SECONDS
 """
 import os
@@ -54,17 +56,24 @@ def files(n, seconds):
         f.close()
 
 
-def write(nbytes, path, seconds):
+def write(nbytes, path, delay, spread, hold):
+    time.sleep(delay)
     chunk = b"w" * (1024 * 1024)
+    chunks = max(1, (nbytes + len(chunk) - 1) // len(chunk))
+    start = time.time()
     left = nbytes
     with open(path, "wb") as f:
-        while left > 0:
+        for i in range(chunks):
             n = min(left, len(chunk))
             f.write(chunk[:n])
             left -= n
-        f.flush()
-        os.fsync(f.fileno())
-    time.sleep(seconds)
+            f.flush()
+            os.fsync(f.fileno())
+            # Keep to the schedule: chunk i ends at start + spread * (i + 1) / chunks.
+            delay = start + spread * (i + 1) / chunks - time.time()
+            if delay > 0:
+                time.sleep(delay)
+    time.sleep(hold)
 
 
 def main(argv):
@@ -81,7 +90,7 @@ def main(argv):
     elif kind == "files":
         files(int(args[0]), float(args[1]))
     elif kind == "write":
-        write(int(args[0]), args[1], float(args[2]))
+        write(int(args[0]), args[1], float(args[2]), float(args[3]), float(args[4]))
     elif kind == "sleep":
         time.sleep(float(args[0]))
     else:

@@ -4,16 +4,20 @@
 
 use crate::aggregate::Aggregator;
 use crate::cli::{Cli, RoleArg, SinkArg};
-use crate::config::{Config, RoleSetting, SinkKind};
+use crate::config::{Config, RoleSetting, SinkKind, Toggle};
 use crate::datum::Datum;
+use crate::hook::{self, Answer};
 use crate::role::{self, Role};
 use crate::sample::{Batch, Dims};
 use crate::sinks::Sink;
 use crate::sinks::cloudwatch::{CloudWatchSink, Settings, retry::Backoff};
 use crate::sinks::delivery::{Delivery, StatsHandle};
 use crate::sinks::stdout::StdoutSink;
+use crate::sources::gpu::GpuCollector;
+use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::head::HeadCollector;
 use crate::sources::head::command::SlurmCommands;
+use crate::sources::node::NodeCollector;
 use crate::sources::shipper::ShipperCollector;
 use crate::sources::{Collector, Errors};
 use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME, REASON};
@@ -85,7 +89,7 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     if cli.once {
         once(pipeline, delivery).await
     } else {
-        daemon(pipeline, delivery, &config).await
+        daemon(pipeline, delivery, &config, role).await
     }
 }
 
@@ -114,12 +118,38 @@ pub fn cloudwatch_settings(config: &Config) -> Settings {
     }
 }
 
+/// The GPU collector, when `gpu.enabled` allows and NVML loads; with `auto` and no driver, one
+/// log line and no collector.
+fn gpu_collector(config: &Config, node: &str) -> Option<GpuCollector> {
+    if config.gpu.enabled == Toggle::Off {
+        return None;
+    }
+    let (gpu, node_cfg) = (config.gpu.clone(), config.node.clone());
+    match NvmlSource::init() {
+        Ok(source) => Some(GpuCollector::new(
+            Box::new(source),
+            gpu,
+            node_cfg,
+            node.to_owned(),
+        )),
+        Err(e) if config.gpu.enabled == Toggle::On => {
+            Some(GpuCollector::unavailable(e, gpu, node_cfg, node.to_owned()))
+        }
+        Err(e) => {
+            tracing::info!(reason = %e, "no NVIDIA driver here: GPU collector off");
+            None
+        }
+    }
+}
+
 /// Collectors, the aggregator and the self-metrics: everything but delivery.
 pub struct Pipeline {
     collectors: Vec<Box<dyn Collector>>,
     aggregator: Aggregator,
     node: String,
     stats: StatsHandle,
+    /// Metric names the configuration excludes.
+    excluded: Vec<String>,
 }
 
 impl Pipeline {
@@ -136,13 +166,52 @@ impl Pipeline {
                 SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
             collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone())));
         }
+        if role.runs_node() {
+            collectors.push(Box::new(NodeCollector::new(
+                config.node.clone(),
+                node.clone(),
+            )));
+            if let Some(gpu) = gpu_collector(config, &node) {
+                collectors.push(Box::new(gpu));
+            }
+        }
         collectors.push(Box::new(ShipperCollector::new(node.clone())));
         Pipeline {
             collectors,
             aggregator: Aggregator::new(cluster),
             node,
             stats,
+            excluded: config.exclude_metrics.clone(),
         }
+    }
+
+    /// The final sample of an ending job (see [`crate::hook`]).
+    pub fn final_sample(&mut self, job: &str, uid: u32) -> Answer {
+        let mut batch = Batch::new(SystemTime::now());
+        let mut answer = Answer::Sampled(0);
+        for c in &mut self.collectors {
+            match c.final_sample(job, uid, &mut batch) {
+                Some(Answer::Sampled(n)) => {
+                    if let Answer::Sampled(total) = &mut answer {
+                        *total += n;
+                    }
+                }
+                Some(other) => answer = other,
+                None => {}
+            }
+        }
+        self.add(batch);
+        answer
+    }
+
+    /// Into the aggregator, less the excluded metrics.
+    fn add(&mut self, batch: Batch) {
+        let excluded = &self.excluded;
+        let kept = batch
+            .samples
+            .into_iter()
+            .filter(|s| !excluded.iter().any(|e| e == s.metric.name));
+        self.aggregator.extend(kept);
     }
 
     /// Runs every collector once; returns the errors they had in all.
@@ -174,7 +243,7 @@ impl Pipeline {
             errors = total_errors,
             "collected"
         );
-        self.aggregator.extend(batch.samples);
+        self.add(batch);
         total_errors
     }
 
@@ -194,7 +263,7 @@ impl Pipeline {
                 *n as f64,
             );
         }
-        self.aggregator.extend(batch.samples);
+        self.add(batch);
         self.aggregator.drain()
     }
 }
@@ -215,7 +284,7 @@ async fn once(mut pipeline: Pipeline, mut delivery: Delivery) -> Exit {
     Exit::Ok
 }
 
-async fn daemon(mut pipeline: Pipeline, delivery: Delivery, config: &Config) -> Exit {
+async fn daemon(mut pipeline: Pipeline, delivery: Delivery, config: &Config, role: Role) -> Exit {
     let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
     let deliverer = tokio::spawn(deliver_loop(delivery, rx));
 
@@ -231,21 +300,40 @@ async fn daemon(mut pipeline: Pipeline, delivery: Delivery, config: &Config) -> 
         tokio::time::interval_at(tokio::time::Instant::now() + offset, config.flush_interval);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = Shutdown::new();
+    let (hook_tx, mut hook_rx) = mpsc::channel::<hook::Request>(64);
+    if role.runs_node() {
+        match hook::bind(&config.node.hook_socket) {
+            Ok(listener) => {
+                tokio::spawn(hook::serve(listener, hook_tx));
+            }
+            Err(e) => tracing::warn!(
+                socket = %config.node.hook_socket.display(), error = %e,
+                "cannot listen for final job samples; short jobs may be missed"
+            ),
+        }
+    }
 
     loop {
+        // Biased, in this order: a collection slower than its interval makes its tick ready
+        // again at once, and a fair choice would then starve the flush and the shutdown.
         tokio::select! {
-            _ = collect.tick() => { pipeline.collect().await; }
+            biased;
+            signal = shutdown.recv() => {
+                tracing::info!(signal, "stopping: flushing what is buffered");
+                let _ = tx.send(pipeline.flush());
+                break;
+            }
             _ = flush.tick() => {
                 let datums = pipeline.flush();
                 if tx.send(datums).is_err() {
                     return Exit::Failed("delivery stopped unexpectedly".into());
                 }
             }
-            signal = shutdown.recv() => {
-                tracing::info!(signal, "stopping: flushing what is buffered");
-                let _ = tx.send(pipeline.flush());
-                break;
+            Some(req) = hook_rx.recv() => {
+                let answer = pipeline.final_sample(&req.job, req.uid);
+                let _ = req.reply.send(answer);
             }
+            _ = collect.tick() => { pipeline.collect().await; }
         }
     }
     drop(tx);
@@ -272,6 +360,11 @@ async fn deliver_loop(mut delivery: Delivery, mut rx: mpsc::UnboundedReceiver<Ve
             datums.extend(more);
         }
         let report = delivery.deliver(datums).await;
+        if let Some(e) = &report.fatal {
+            // Dropping the receiver makes the main loop's next flush fail and the daemon exit.
+            tracing::error!(error = %e, "delivery cannot continue");
+            return;
+        }
         if let Some(e) = &report.error {
             tracing::warn!(sent = report.sent, pending = report.pending, error = %e, "delivery incomplete");
         } else {

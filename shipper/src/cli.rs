@@ -27,6 +27,10 @@ pub struct Cli {
     /// Check the configuration and what the shipper needs here, print a table, exit.
     #[arg(long, conflicts_with = "once")]
     pub check: bool,
+    /// For Slurm's TaskEpilog: ask the running daemon for the final sample of this job while
+    /// its cgroup still exists. Always exits 0, so a job never fails for it.
+    #[arg(long, value_name = "JOBID", conflicts_with_all = ["once", "check"])]
+    pub job_ended: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -45,6 +45,14 @@ pub enum Toggle {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+pub enum CgroupVersion {
+    Auto,
+    V1,
+    V2,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,
     Json,
@@ -72,6 +80,8 @@ pub struct Config {
     pub flush_interval: Duration,
     /// cloudwatch | stdout (`--sink` overrides it).
     pub sink: SinkKind,
+    /// Metrics never shipped (by catalog name), to trim cost.
+    pub exclude_metrics: Vec<String>,
     pub cloudwatch: CloudWatchConfig,
     pub slurm: SlurmConfig,
     pub head: HeadConfig,
@@ -137,8 +147,24 @@ pub struct HeadConfig {
 pub struct NodeConfig {
     /// Root of the cgroup file systems.
     pub cgroup_root: PathBuf,
+    /// auto | v1 | v2
+    pub cgroup_version: CgroupVersion,
+    /// v1: Slurm's directory under each controller (`slurm`, or `slurm_<node>` with several
+    /// slurmd on one host).
+    #[serde(deserialize_with = "string")]
+    pub v1_slurm_dir: String,
+    /// v2: the parent of Slurm's scope, and the scope's name (`[<node>_]slurmstepd.scope`).
+    #[serde(deserialize_with = "string")]
+    pub v2_parent: String,
+    #[serde(deserialize_with = "string")]
+    pub v2_scope: String,
+    /// The prefix of job directories.
+    #[serde(deserialize_with = "string")]
+    pub job_dir_prefix: String,
     /// Root of /proc.
     pub proc_root: PathBuf,
+    /// Unix socket on which the Slurm TaskEpilog hook asks for a job's final sample.
+    pub hook_socket: PathBuf,
     /// Add per-node detail (a `NodeName` dimension set) to per-job metrics: one more metric per
     /// job and node.
     pub per_node_dimensions: bool,
@@ -177,6 +203,7 @@ impl Default for Config {
             collect_interval: Duration::from_secs(30),
             flush_interval: Duration::from_secs(60),
             sink: SinkKind::Cloudwatch,
+            exclude_metrics: Vec::new(),
             cloudwatch: CloudWatchConfig::default(),
             slurm: SlurmConfig::default(),
             head: HeadConfig::default(),
@@ -198,7 +225,7 @@ impl Default for CloudWatchConfig {
             retry_max_delay: Duration::from_secs(20),
             attempt_timeout: Duration::from_secs(10),
             flush_jitter: true,
-            max_backlog: 200_000,
+            max_backlog: 50_000,
         }
     }
 }
@@ -227,7 +254,13 @@ impl Default for NodeConfig {
     fn default() -> Self {
         NodeConfig {
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
+            cgroup_version: CgroupVersion::Auto,
+            v1_slurm_dir: "slurm".to_owned(),
+            v2_parent: "system.slice".to_owned(),
+            v2_scope: "slurmstepd.scope".to_owned(),
+            job_dir_prefix: "job_".to_owned(),
             proc_root: PathBuf::from("/proc"),
+            hook_socket: PathBuf::from("/run/slurm-cw-shipper/hook.sock"),
             per_node_dimensions: false,
             top_executables: 5,
         }
@@ -333,6 +366,24 @@ impl Config {
                 "cluster_name",
                 "must be 1 to 1024 printable characters".into(),
             );
+        }
+        for name in &self.exclude_metrics {
+            if slurm_cw_catalog::by_name(name).is_none() {
+                return err(
+                    "exclude_metrics",
+                    format!("{name:?} is not a metric of the catalog (docs/metrics.md)"),
+                );
+            }
+        }
+        for (key, v) in [
+            ("node.v1_slurm_dir", &self.node.v1_slurm_dir),
+            ("node.v2_parent", &self.node.v2_parent),
+            ("node.v2_scope", &self.node.v2_scope),
+            ("node.job_dir_prefix", &self.node.job_dir_prefix),
+        ] {
+            if v.is_empty() || v.contains('/') {
+                return err(key, "must be a non-empty directory name without '/'".into());
+            }
         }
         if self.collect_interval < Duration::from_secs(1) {
             return err("collect_interval", "must be at least 1s".into());
@@ -576,6 +627,9 @@ mod tests {
             ("role = \"login\"\n", "login"),
             ("[cloudwatch]\nmax_retries = -1\n", "max_retries"),
             ("cluster_name = \"  \"\n", "cluster_name"),
+            ("exclude_metrics = [\"NoSuchMetric\"]\n", "NoSuchMetric"),
+            ("[node]\njob_dir_prefix = \"a/b\"\n", "job_dir_prefix"),
+            ("[node]\ncgroup_version = \"v3\"\n", "v3"),
         ];
         for (text, key) in cases {
             let e = Config::from_toml(text, "t", env(&[])).unwrap_err();

@@ -12,6 +12,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod datum;
+pub mod hook;
 pub mod role;
 pub mod sample;
 pub mod sinks;

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(job) = &cli.job_ended {
+        return job_ended(&cli, job);
+    }
     let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
@@ -35,6 +38,25 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The TaskEpilog hook: quiet on success, one line on standard error otherwise, exit 0 always.
+fn job_ended(cli: &Cli, job: &str) -> ExitCode {
+    let config = Config::load(cli.config.as_deref(), std::env::vars()).ok();
+    let socket = slurm_cw_shipper::hook::socket_path(config.as_ref());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let result = match runtime {
+        Ok(rt) => rt.block_on(slurm_cw_shipper::hook::request(&socket, job)),
+        Err(e) => Err(e.to_string()),
+    };
+    match result {
+        Ok(answer) if answer.starts_with("ok") => {}
+        Ok(answer) => eprintln!("slurm-cw-shipper: final sample of job {job}: {answer}"),
+        Err(e) => eprintln!("slurm-cw-shipper: final sample of job {job}: {e}"),
+    }
+    ExitCode::SUCCESS
 }
 
 /// Quiet by default (warnings and errors on standard error, which journald keeps); `log.level`

@@ -3,40 +3,66 @@
 
 mod common;
 
-use common::shipper;
+use common::{Running, shipper};
 use slurm_cw_catalog::metrics::{SHIPPER_DATUMS_SENT, SHIPPER_MEMORY_RSS};
 use slurm_cw_shipper::datum::{Datum, DatumValue};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 #[test]
+fn a_closed_standard_output_stops_the_daemon_instead_of_piling_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = shipper()
+        .args(["--role", "node", "--sink", "stdout"])
+        .env("SLURM_CW_CLUSTER_NAME", "pipe-test")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
+        .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
+        .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    drop(child.child().stdout.take());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.child().try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "still running with nowhere to write"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(1));
+}
+
+#[test]
 fn sigterm_flushes_aggregated_samples_then_exits_0() {
     let dir = tempfile::tempdir().unwrap();
-    let child = shipper()
+    let mut child = shipper()
         .args(["--role", "node", "--sink", "stdout"])
         .env("SLURM_CW_CLUSTER_NAME", "daemon-test")
         .env("SLURM_CW_COLLECT_INTERVAL", "1s")
         .env("SLURM_CW_FLUSH_INTERVAL", "10m")
         .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
         .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
+        .map(Running::new)
         .unwrap();
     std::thread::sleep(Duration::from_millis(3500));
+    assert!(child.child().try_wait().unwrap().is_none(), "still running");
     let started = Instant::now();
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = child.wait_with_output().unwrap();
+    let out = child.stop();
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "stops promptly"
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
 
     let datums: Vec<Datum> = String::from_utf8_lossy(&out.stdout)

@@ -402,9 +402,10 @@ fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
+        .map(Running::new)
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<f64>();
-    let stdout = child.stdout.take().unwrap();
+    let stdout = child.child().stdout.take().unwrap();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if let Some(v) = up_value(&line) {
@@ -427,15 +428,20 @@ fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
 
     let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
     cmd("kill", &[&pid]);
+    // Gone, or a zombie (where PID 1 is slow to reap, as in some sandboxes).
     wait_until("slurmctld to exit", Duration::from_secs(30), || {
-        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
     });
     // One cycle: a collection (up to the 3 s command limit) and the next 1 s flush, with room
     // for a loaded machine.
     let took = next_up(Duration::from_secs(20), 0.0);
     eprintln!("SlurmctldUp=0 shipped {took:?} after slurmctld stopped");
     assert!(
-        child.try_wait().unwrap().is_none(),
+        child.child().try_wait().unwrap().is_none(),
         "the shipper keeps running"
     );
 
@@ -443,9 +449,7 @@ fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
     cmd("/usr/sbin/slurmctld", &[]);
     next_up(Duration::from_secs(60), 1.0);
     assert!(
-        child.try_wait().unwrap().is_none(),
+        child.child().try_wait().unwrap().is_none(),
         "the shipper still runs"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -54,6 +54,8 @@ pub struct Report {
     /// Datums still waiting to be sent after this delivery.
     pub pending: usize,
     pub error: Option<String>,
+    /// The sink cannot work any more; see [`crate::sinks::cloudwatch::PutOutcome::fatal`].
+    pub fatal: Option<String>,
 }
 
 pub struct Delivery {
@@ -124,6 +126,7 @@ impl Delivery {
         report.sent = outcome.sent;
         report.dropped += outcome.rejected.len();
         report.error = outcome.last_error;
+        report.fatal = outcome.fatal;
         self.backlog.extend(outcome.undelivered);
         let overflow = self.backlog.len().saturating_sub(self.max_backlog);
         if overflow > 0 {

@@ -32,11 +32,16 @@ impl Sink {
                     sent: datums.len(),
                     ..PutOutcome::default()
                 },
-                Err(e) => PutOutcome {
-                    undelivered: datums,
-                    last_error: Some(format!("cannot write to standard output: {e}")),
-                    ..PutOutcome::default()
-                },
+                Err(e) => {
+                    let msg = format!("cannot write to standard output: {e}");
+                    let gone = e.kind() == std::io::ErrorKind::BrokenPipe;
+                    PutOutcome {
+                        undelivered: datums,
+                        fatal: gone.then(|| msg.clone()),
+                        last_error: Some(msg),
+                        ..PutOutcome::default()
+                    }
+                }
             },
         }
     }

@@ -1,7 +1,9 @@
 //! Collectors: each reads one source (Slurm commands, job cgroups, NVML, the shipper itself)
 //! and turns it into samples of catalog metrics.
 
+pub mod gpu;
 pub mod head;
+pub mod node;
 pub mod shipper;
 
 use crate::sample::Batch;
@@ -44,4 +46,15 @@ pub trait Collector {
     /// One collection: samples into `out`, problems into `errors`. Never fails as a whole: what
     /// could be read is shipped.
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors);
+
+    /// The final sample of one job that is ending, asked for by a process of user `uid` (see
+    /// [`crate::hook`]). None from collectors that know nothing of jobs.
+    fn final_sample(
+        &mut self,
+        _job: &str,
+        _uid: u32,
+        _out: &mut Batch,
+    ) -> Option<crate::hook::Answer> {
+        None
+    }
 }

@@ -100,8 +100,8 @@ pub fn shipper() -> Command {
     c
 }
 
-/// One statistic of one metric over the last `window`, summed over the period; None when
-/// CloudWatch has no datapoint.
+/// One statistic of one metric over the last `window` (one bucket from now - window, so
+/// Maximum, Average and Sum are over every datum sent in it); None when there is no datapoint.
 pub async fn statistic(
     cw: &Client,
     namespace: &str,
@@ -110,8 +110,9 @@ pub async fn statistic(
     stat: &str,
     window: Duration,
 ) -> Option<f64> {
-    let end = SystemTime::now() + Duration::from_secs(120);
+    let period = window.as_secs().div_ceil(60).max(1) * 60;
     let start = SystemTime::now() - window;
+    let end = start + Duration::from_secs(period);
     let dimensions: Vec<Dimension> = dims
         .iter()
         .map(|(n, v)| Dimension::builder().name(*n).value(*v).build())
@@ -127,7 +128,7 @@ pub async fn statistic(
                         .set_dimensions(Some(dimensions))
                         .build(),
                 )
-                .period(60)
+                .period(period as i32)
                 .stat(stat)
                 .build(),
         )
@@ -145,11 +146,11 @@ pub async fn statistic(
         .iter()
         .flat_map(|r| r.values().to_vec())
         .collect();
-    if values.is_empty() {
-        None
-    } else {
-        Some(values.iter().sum())
-    }
+    assert!(
+        values.len() <= 1,
+        "{metric}: one bucket expected, got {values:?}"
+    );
+    values.first().copied()
 }
 
 /// Runs a command (argv, no shell) and returns its standard output; panics with stderr on failure.
@@ -231,6 +232,83 @@ impl Drop for SlurmCleanup {
                 "scontrol",
                 &["update", &format!("nodename={n}"), "state=resume"],
             );
+        }
+    }
+}
+
+/// The pids Slurm itself lists for a job on a node (`scontrol listpids JOB NODE`): an
+/// independent view of a job's processes.
+pub fn job_pids(job: &str, node: &str) -> Vec<u32> {
+    let (_, out, _) = try_cmd("scontrol", &["listpids", job, node]);
+    out.lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// A field of /proc/<pid>/status (`Threads`, say), or 0 when the process is gone.
+pub fn proc_status(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix(&format!("{field}:"))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// utime + stime of a process in seconds (0 when gone).
+pub fn proc_cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rsplit(')').next() else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields after the command: state is 0, utime 11, stime 12.
+    let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// A spawned shipper that is killed if the test panics before stopping it, so no daemon
+/// outlives its test.
+pub struct Running(Option<std::process::Child>);
+
+impl Running {
+    pub fn new(child: std::process::Child) -> Self {
+        Running(Some(child))
+    }
+
+    pub fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("running")
+    }
+
+    /// SIGTERM, then what it printed; asserts a clean exit 0.
+    pub fn stop(mut self) -> std::process::Output {
+        let child = self.0.take().expect("running");
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let out = child.wait_with_output().expect("wait for the shipper");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 }

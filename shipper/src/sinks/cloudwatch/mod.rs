@@ -46,6 +46,8 @@ pub struct PutOutcome {
     /// Estimated uncompressed bytes of the requests CloudWatch accepted.
     pub bytes: u64,
     pub last_error: Option<String>,
+    /// The sink cannot work any more (standard output closed): the daemon stops.
+    pub fatal: Option<String>,
 }
 
 /// How a failed request is handled.

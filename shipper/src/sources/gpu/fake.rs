@@ -1,0 +1,131 @@
+//! A programmable GPU library for tests and benchmarks (no driver on CI machines). It models
+//! what the collector must handle: utilisation and processes, MIG instances (which report
+//! memory and processes but no utilisation), a GPU that falls off the bus, and GPUs without GPM
+//! (whose profiling figures, like NVML's, need two samples).
+
+use super::source::{Gpm, GpuId, GpuSource, ReadError, Reading};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Clone)]
+pub struct FakeGpu {
+    pub id: GpuId,
+    /// What a read returns (GPM is filled in from `gpm` when supported and sampled before).
+    pub reading: Reading,
+    pub gpm: Option<Gpm>,
+    pub lost: bool,
+}
+
+impl FakeGpu {
+    /// A whole GPU, busy at `util` percent, 80 GB, everything measurable, GPM supported.
+    pub fn gpu(index: u32, util: f64) -> FakeGpu {
+        FakeGpu {
+            id: GpuId {
+                index,
+                mig: None,
+                uuid: format!("GPU-fake-{index:04}"),
+            },
+            reading: Reading {
+                utilization: Some(util),
+                memory_utilization: Some(util / 2.0),
+                memory_used: Some(1 << 30),
+                memory_total: Some(80 << 30),
+                power_watts: Some(100.0 + util * 5.0),
+                temperature: Some(40.0 + util / 4.0),
+                sm_clock_mhz: Some(1980.0),
+                ecc_uncorrected: Some(0),
+                throttle_reasons: Some(0),
+                xid_errors: 0,
+                pids: Vec::new(),
+                gpm: None,
+            },
+            gpm: Some(Gpm {
+                sm_activity: util,
+                sm_occupancy: util / 2.0,
+                tensor_activity: util / 3.0,
+                fp64_activity: 0.0,
+                fp32_activity: util / 4.0,
+                fp16_activity: util / 5.0,
+                dram_activity: util / 6.0,
+                pcie_tx_bytes: 1e9,
+                pcie_rx_bytes: 2e9,
+                nvlink_tx_bytes: 3e9,
+                nvlink_rx_bytes: 4e9,
+            }),
+            lost: false,
+        }
+    }
+
+    /// MIG instance `gi` of GPU `index`: memory and processes only, as NVML gives before Hopper.
+    pub fn mig(index: u32, gi: u32, memory_total: u64) -> FakeGpu {
+        FakeGpu {
+            id: GpuId {
+                index,
+                mig: Some(gi),
+                uuid: format!("MIG-fake-{index:04}-{gi}"),
+            },
+            reading: Reading {
+                memory_used: Some(0),
+                memory_total: Some(memory_total),
+                ..Reading::default()
+            },
+            gpm: None,
+            lost: false,
+        }
+    }
+
+    pub fn with_pids(mut self, pids: &[u32]) -> FakeGpu {
+        self.reading.pids = pids.to_vec();
+        self
+    }
+}
+
+/// Shared with the test, which changes the GPUs between collections.
+pub type FakeGpus = Arc<Mutex<Vec<FakeGpu>>>;
+
+pub struct FakeSource {
+    gpus: FakeGpus,
+    /// Devices sampled before: GPM figures exist from the second sample on.
+    sampled: HashSet<GpuId>,
+    pub reads: u64,
+}
+
+impl FakeSource {
+    pub fn new(gpus: Vec<FakeGpu>) -> (FakeSource, FakeGpus) {
+        let shared = Arc::new(Mutex::new(gpus));
+        (
+            FakeSource {
+                gpus: shared.clone(),
+                sampled: HashSet::new(),
+                reads: 0,
+            },
+            shared,
+        )
+    }
+}
+
+impl GpuSource for FakeSource {
+    fn describe(&self) -> String {
+        "fake GPUs".into()
+    }
+
+    fn read_all(&mut self) -> Vec<(GpuId, Result<Reading, ReadError>)> {
+        self.reads += 1;
+        let gpus = match self.gpus.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        gpus.into_iter()
+            .map(|g| {
+                if g.lost {
+                    self.sampled.remove(&g.id);
+                    return (g.id, Err(ReadError::Lost));
+                }
+                let mut r = g.reading;
+                let second = !self.sampled.insert(g.id.clone());
+                r.gpm = if second { g.gpm } else { None };
+                (g.id, Ok(r))
+            })
+            .collect()
+    }
+}

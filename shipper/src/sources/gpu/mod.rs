@@ -1,0 +1,433 @@
+//! The GPU collector: per-job NVIDIA GPU figures through NVML (or any [`GpuSource`]).
+//!
+//! Each cycle reads every GPU and MIG instance once, then attributes them to jobs without
+//! forking anything:
+//! - a GPU whose running processes belong to a job's cgroup is that job's;
+//! - so is a GPU the job was allocated (SLURM_JOB_GPUS of its processes, or GPU/MIG UUIDs in
+//!   CUDA_VISIBLE_DEVICES), even with no process on it: that is the allocated-and-idle case
+//!   (`GpuIdleCount`) admins most want to catch.
+//!
+//! GPUs no job holds are counted per node (`GpuNoJobCount`). A GPU that fails (fallen off the
+//! bus) loses its own figures for the cycle and is counted in `GpuErrors`; the others go on.
+
+pub mod fake;
+pub mod nvml;
+pub mod source;
+
+use super::node::discover::{self, JobRef, Layout, Version};
+use super::node::owner::Owners;
+use super::node::procs;
+use super::{Collector, Errors};
+use crate::config::{CgroupVersion, GpuConfig, NodeConfig};
+use crate::sample::{Batch, Dims};
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
+use slurm_cw_catalog::metrics::*;
+use source::{GpuId, GpuSource, ReadError, Reading};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
+
+/// What a job was allocated, as its environment names GPUs.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Allocation {
+    indices: BTreeSet<u32>,
+    uuids: BTreeSet<String>,
+}
+
+impl Allocation {
+    fn holds(&self, id: &GpuId) -> bool {
+        (id.mig.is_none() && self.indices.contains(&id.index)) || self.uuids.contains(&id.uuid)
+    }
+
+    /// From SLURM_JOB_GPUS (`0,2`) and CUDA_VISIBLE_DEVICES (`GPU-…`, `MIG-…`; plain indices
+    /// there are relative to the job's cgroup and say nothing about which GPU).
+    fn parse(job_gpus: Option<&str>, visible: Option<&str>) -> Allocation {
+        let mut a = Allocation::default();
+        for t in job_gpus.unwrap_or("").split(',') {
+            if let Ok(i) = t.trim().parse() {
+                a.indices.insert(i);
+            }
+        }
+        for t in visible.unwrap_or("").split(',') {
+            let t = t.trim();
+            if t.starts_with("GPU-") || t.starts_with("MIG-") {
+                a.uuids.insert(t.to_owned());
+            }
+        }
+        a
+    }
+}
+
+pub struct GpuCollector {
+    source: Option<Box<dyn GpuSource>>,
+    /// Why there is no source, when gpu.enabled = on and NVML could not start.
+    unavailable: Option<String>,
+    cfg: GpuConfig,
+    node: NodeConfig,
+    node_name: String,
+    owners: Owners,
+    /// Job id -> allocation, once found in a job process's environment.
+    allocations: HashMap<String, Allocation>,
+    logged: HashSet<String>,
+}
+
+impl GpuCollector {
+    pub fn new(
+        source: Box<dyn GpuSource>,
+        cfg: GpuConfig,
+        node: NodeConfig,
+        node_name: String,
+    ) -> Self {
+        tracing::info!(gpus = %source.describe(), "GPU collector on");
+        GpuCollector {
+            source: Some(source),
+            unavailable: None,
+            cfg,
+            node,
+            node_name,
+            owners: Owners::default(),
+            allocations: HashMap::new(),
+            logged: HashSet::new(),
+        }
+    }
+
+    /// A collector that reports an error every cycle (gpu.enabled = on without a driver).
+    pub fn unavailable(why: String, cfg: GpuConfig, node: NodeConfig, node_name: String) -> Self {
+        tracing::error!(error = %why, "gpu.enabled = on but NVML is not usable");
+        GpuCollector {
+            source: None,
+            unavailable: Some(why),
+            cfg,
+            node,
+            node_name,
+            owners: Owners::default(),
+            allocations: HashMap::new(),
+            logged: HashSet::new(),
+        }
+    }
+
+    fn log_once(&mut self, key: String, msg: &str) {
+        if self.logged.insert(key.clone()) {
+            tracing::warn!(detail = key, "{msg}");
+        }
+    }
+
+    fn layout(&self) -> Option<Layout> {
+        let version = match self.node.cgroup_version {
+            CgroupVersion::V1 => Some(Version::V1),
+            CgroupVersion::V2 => Some(Version::V2),
+            CgroupVersion::Auto => Layout::detect_version(&self.node.cgroup_root),
+        }?;
+        Some(Layout {
+            root: self.node.cgroup_root.clone(),
+            version,
+            v1_prefix: self.node.v1_slurm_dir.clone(),
+            v2_parent: self.node.v2_parent.clone(),
+            v2_scope: self.node.v2_scope.clone(),
+            job_prefix: self.node.job_dir_prefix.clone(),
+        })
+    }
+
+    /// One cycle; public so tests and benchmarks can drive it.
+    pub fn collect_once(&mut self, out: &mut Batch, errors: &mut Errors) {
+        errors.ran("gpu");
+        let Some(source) = self.source.as_mut() else {
+            errors.add("gpu", 1);
+            return;
+        };
+        let readings = source.read_all();
+        let mut ok: Vec<(GpuId, Reading)> = Vec::new();
+        let mut failed = 0;
+        for (id, r) in readings {
+            match r {
+                Ok(r) => ok.push((id, r)),
+                Err(e) => {
+                    failed += 1;
+                    let what = match &e {
+                        ReadError::Lost => {
+                            "GPU lost (fallen off the bus?); its figures are left out".to_owned()
+                        }
+                        ReadError::Failed(m) => format!("GPU query failed: {m}"),
+                    };
+                    self.log_once(format!("gpu {} {e:?}", id.label()), &what);
+                }
+            }
+        }
+        let host = Dims::new().with(NODE_NAME, self.node_name.as_str());
+        out.push(&GPU_ERRORS, host.clone(), failed as f64);
+
+        // Jobs, their processes and allocations.
+        let jobs = self
+            .layout()
+            .map(|l| discover::jobs(&l))
+            .unwrap_or_default();
+        let mut pid_job: HashMap<u32, usize> = HashMap::new();
+        let mut buf = String::new();
+        for (i, job) in jobs.iter().enumerate() {
+            let mut pids = Vec::new();
+            if let Some(dir) = job.process_dir() {
+                discover::pids(dir, &mut buf, &mut pids);
+            }
+            if !self.allocations.contains_key(&job.id)
+                && let Some(a) = self.find_allocation(&pids)
+            {
+                self.allocations.insert(job.id.clone(), a);
+            }
+            for p in pids {
+                pid_job.insert(p, i);
+            }
+        }
+        let alive: HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        self.allocations.retain(|j, _| alive.contains(j.as_str()));
+
+        // GPU -> jobs holding it; whether each job runs a process on it.
+        let mut held: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
+        let mut no_job = 0;
+        for (g, (id, r)) in ok.iter().enumerate() {
+            let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
+            for pid in &r.pids {
+                let job = pid_job
+                    .get(pid)
+                    .copied()
+                    .or_else(|| job_of_pid(&self.node.proc_root, *pid, &jobs));
+                if let Some(j) = job {
+                    holders.insert(j, true);
+                }
+            }
+            for (j, job) in jobs.iter().enumerate() {
+                if self.allocations.get(&job.id).is_some_and(|a| a.holds(id)) {
+                    holders.entry(j).or_insert(false);
+                }
+            }
+            if holders.is_empty() {
+                no_job += 1;
+            }
+            for (j, busy) in holders {
+                held.entry(j).or_default().push((g, busy));
+            }
+        }
+        out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
+        for (j, gpus) in held {
+            self.emit_job(&jobs[j], &gpus, &ok, out);
+        }
+    }
+
+    /// SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES from the first job process that has them.
+    fn find_allocation(&self, pids: &[u32]) -> Option<Allocation> {
+        let root = &self.node.proc_root;
+        pids.iter().find_map(|&p| {
+            let job_gpus = procs::environ_var(root, p, "SLURM_JOB_GPUS");
+            let visible = procs::environ_var(root, p, "CUDA_VISIBLE_DEVICES");
+            let a = Allocation::parse(job_gpus.as_deref(), visible.as_deref());
+            (job_gpus.is_some() || !a.uuids.is_empty()).then_some(a)
+        })
+    }
+
+    fn emit_job(
+        &mut self,
+        job: &JobRef,
+        gpus: &[(usize, bool)],
+        readings: &[(GpuId, Reading)],
+        out: &mut Batch,
+    ) {
+        let proc_root = self.node.proc_root.clone();
+        let uid = job.uid.or_else(|| {
+            let mut pids = Vec::new();
+            discover::pids(job.process_dir()?, &mut String::new(), &mut pids);
+            pids.iter().find_map(|p| procs::uid(&proc_root, *p))
+        });
+        let user = self.owners.user(uid);
+        let account = self.owners.account(&job.id, || {
+            let mut pids = Vec::new();
+            discover::pids(job.process_dir()?, &mut String::new(), &mut pids);
+            pids.iter()
+                .find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))
+        });
+        let base = Dims::new()
+            .with(JOB_ID, job.id.as_str())
+            .with(USER, user)
+            .with(ACCOUNT, account);
+        out.push(&GPU_COUNT, base.clone(), gpus.len() as f64);
+        out.push(
+            &GPU_IDLE_COUNT,
+            base.clone(),
+            gpus.iter().filter(|(_, busy)| !busy).count() as f64,
+        );
+        let rs: Vec<&Reading> = gpus.iter().map(|(g, _)| &readings[*g].1).collect();
+        for (m, v) in job_figures(&rs) {
+            out.push(m, base.clone(), v);
+        }
+        if self.cfg.per_gpu_dimensions {
+            let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
+            for (g, _) in gpus {
+                let (id, r) = &readings[*g];
+                let d = if self.cfg.uuid_dimension {
+                    base.clone()
+                        .with(NODE_NAME, node.as_str())
+                        .with(GPU_UUID, id.uuid.as_str())
+                } else {
+                    base.clone()
+                        .with(NODE_NAME, node.as_str())
+                        .with(GPU, id.label())
+                };
+                for (m, v) in job_figures(&[r]) {
+                    out.push(m, d.clone(), v);
+                }
+            }
+        }
+    }
+}
+
+/// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup
+/// (`.../job_<id>/...`).
+fn job_of_pid(proc_root: &Path, pid: u32, jobs: &[JobRef]) -> Option<usize> {
+    let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("cgroup")).ok()?;
+    let id = text
+        .split(['/', '\n'])
+        .find_map(|part| part.strip_prefix("job_"))?;
+    jobs.iter().position(|j| j.id == id)
+}
+
+/// The per-job figures of a set of GPUs: means of percentages and clocks, sums of memory,
+/// power, errors and traffic, the hottest temperature, the most throttle reasons. A figure no
+/// GPU of the set has is left out.
+fn job_figures(rs: &[&Reading]) -> Vec<(&'static Metric, f64)> {
+    fn collect(rs: &[&Reading], f: impl Fn(&Reading) -> Option<f64>) -> Vec<f64> {
+        rs.iter().filter_map(|r| f(r)).collect()
+    }
+    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let sum = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>());
+    let max = |v: Vec<f64>| v.into_iter().reduce(f64::max);
+    let gpm = |f: fn(&source::Gpm) -> f64| move |r: &Reading| r.gpm.as_ref().map(f);
+    let figures = [
+        (&GPU_UTILIZATION, mean(collect(rs, |r| r.utilization))),
+        (
+            &GPU_MEMORY_UTILIZATION,
+            mean(collect(rs, |r| r.memory_utilization)),
+        ),
+        (
+            &GPU_MEMORY_USED,
+            sum(collect(rs, |r| r.memory_used.map(|b| b as f64))),
+        ),
+        (
+            &GPU_MEMORY_TOTAL,
+            sum(collect(rs, |r| r.memory_total.map(|b| b as f64))),
+        ),
+        (&GPU_POWER, sum(collect(rs, |r| r.power_watts))),
+        (&GPU_TEMPERATURE, max(collect(rs, |r| r.temperature))),
+        (&GPU_SM_CLOCK, mean(collect(rs, |r| r.sm_clock_mhz))),
+        (
+            &GPU_ECC_ERRORS,
+            sum(collect(rs, |r| r.ecc_uncorrected.map(|e| e as f64))),
+        ),
+        (
+            &GPU_XID_ERRORS,
+            sum(collect(rs, |r| Some(r.xid_errors as f64))),
+        ),
+        (
+            &GPU_THROTTLE_REASONS,
+            max(collect(rs, |r| r.throttle_reasons.map(f64::from))),
+        ),
+        (&GPU_SM_ACTIVITY, mean(collect(rs, gpm(|g| g.sm_activity)))),
+        (
+            &GPU_SM_OCCUPANCY,
+            mean(collect(rs, gpm(|g| g.sm_occupancy))),
+        ),
+        (
+            &GPU_TENSOR_ACTIVITY,
+            mean(collect(rs, gpm(|g| g.tensor_activity))),
+        ),
+        (
+            &GPU_FP64_ACTIVITY,
+            mean(collect(rs, gpm(|g| g.fp64_activity))),
+        ),
+        (
+            &GPU_FP32_ACTIVITY,
+            mean(collect(rs, gpm(|g| g.fp32_activity))),
+        ),
+        (
+            &GPU_FP16_ACTIVITY,
+            mean(collect(rs, gpm(|g| g.fp16_activity))),
+        ),
+        (
+            &GPU_DRAM_ACTIVITY,
+            mean(collect(rs, gpm(|g| g.dram_activity))),
+        ),
+        (
+            &GPU_PCIE_TX_BYTES,
+            sum(collect(rs, gpm(|g| g.pcie_tx_bytes))),
+        ),
+        (
+            &GPU_PCIE_RX_BYTES,
+            sum(collect(rs, gpm(|g| g.pcie_rx_bytes))),
+        ),
+        (
+            &GPU_NVLINK_TX_BYTES,
+            sum(collect(rs, gpm(|g| g.nvlink_tx_bytes))),
+        ),
+        (
+            &GPU_NVLINK_RX_BYTES,
+            sum(collect(rs, gpm(|g| g.nvlink_rx_bytes))),
+        ),
+    ];
+    figures
+        .into_iter()
+        .filter_map(|(m, v)| Some((m, v?)))
+        .collect()
+}
+
+#[async_trait::async_trait(?Send)]
+impl Collector for GpuCollector {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
+        if let Some(why) = &self.unavailable {
+            let key = why.clone();
+            if self.logged.insert(key) {
+                tracing::error!(error = %why, "GPU collector cannot run");
+            }
+        }
+        self.collect_once(out, errors);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_from_the_environment() {
+        let a = Allocation::parse(Some("0,2"), Some("0,1"));
+        assert_eq!(a.indices, BTreeSet::from([0, 2]));
+        assert!(a.uuids.is_empty(), "relative CUDA indices say nothing");
+        let g0 = GpuId {
+            index: 0,
+            mig: None,
+            uuid: "GPU-a".into(),
+        };
+        let g1 = GpuId {
+            index: 1,
+            mig: None,
+            uuid: "GPU-b".into(),
+        };
+        assert!(a.holds(&g0) && !a.holds(&g1));
+        let a = Allocation::parse(None, Some("MIG-x,GPU-b"));
+        let mig = GpuId {
+            index: 0,
+            mig: Some(3),
+            uuid: "MIG-x".into(),
+        };
+        assert!(a.holds(&mig) && a.holds(&g1) && !a.holds(&g0));
+        let mig_of_0 = GpuId {
+            index: 0,
+            mig: Some(1),
+            uuid: "MIG-y".into(),
+        };
+        assert!(
+            !Allocation::parse(Some("0"), None).holds(&mig_of_0),
+            "an index names a whole GPU"
+        );
+    }
+}

@@ -1,0 +1,284 @@
+//! The real GPU library: NVML through nvml-wrapper, loaded at run time (a machine without the
+//! driver gets an error from [`NvmlSource::init`], and the collector stays off).
+
+use super::source::{Gpm, GpuId, GpuSource, ReadError, Reading};
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
+use nvml_wrapper::enums::gpm::GpmMetricId;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, EventSet, GpmSample, Nvml};
+use std::collections::HashMap;
+
+/// The GPM figures asked for, in the order of [`Gpm`]'s fields.
+const GPM_METRICS: [GpmMetricId; 11] = [
+    GpmMetricId::SmUtil,
+    GpmMetricId::SmOccupancy,
+    GpmMetricId::AnyTensorUtil,
+    GpmMetricId::Fp64Util,
+    GpmMetricId::Fp32Util,
+    GpmMetricId::Fp16Util,
+    GpmMetricId::DramBwUtil,
+    GpmMetricId::PcieTxPerSec,
+    GpmMetricId::PcieRxPerSec,
+    GpmMetricId::NvlinkTotalTxPerSec,
+    GpmMetricId::NvlinkTotalRxPerSec,
+];
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Throttle reasons that do not mean the GPU is held back by power, heat or sync.
+fn benign() -> ThrottleReasons {
+    ThrottleReasons::GPU_IDLE
+        | ThrottleReasons::APPLICATIONS_CLOCKS_SETTING
+        | ThrottleReasons::DISPLAY_CLOCK_SETTING
+}
+
+pub struct NvmlSource {
+    /// NVML lives as long as the process, so samples and handles can be kept between cycles.
+    nvml: &'static Nvml,
+    driver: String,
+    xid: Option<EventSet<'static>>,
+    /// The previous GPM sample of each GPU or MIG instance.
+    gpm: HashMap<GpuId, GpmSample<'static>>,
+    /// Whether each GPU supports GPM (asked once).
+    gpm_support: HashMap<u32, bool>,
+}
+
+impl NvmlSource {
+    pub fn init() -> Result<NvmlSource, String> {
+        let nvml = Nvml::init().map_err(|e| format!("NVML: {e}"))?;
+        let nvml: &'static Nvml = Box::leak(Box::new(nvml));
+        let driver = nvml.sys_driver_version().unwrap_or_else(|_| "?".into());
+        let mut xid = nvml.create_event_set().ok();
+        for i in 0..nvml.device_count().unwrap_or(0) {
+            if let (Ok(dev), Some(set)) = (nvml.device_by_index(i), xid.take()) {
+                // Not every GPU supports events; keep the set for the others.
+                xid = match dev.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+                    Ok(s) => Some(s),
+                    Err(_) => nvml.create_event_set().ok(),
+                };
+            }
+        }
+        Ok(NvmlSource {
+            nvml,
+            driver,
+            xid,
+            gpm: HashMap::new(),
+            gpm_support: HashMap::new(),
+        })
+    }
+
+    /// Xid critical errors that arrived since the last call, per GPU UUID.
+    fn drain_xid(&mut self) -> HashMap<String, u64> {
+        let mut out = HashMap::new();
+        if let Some(set) = &self.xid {
+            // wait(0) returns at once; a timeout means nothing is pending.
+            for _ in 0..1000 {
+                match set.wait(0) {
+                    Ok(ev) => *out.entry(ev.device.uuid().unwrap_or_default()).or_default() += 1,
+                    Err(_) => break,
+                }
+            }
+        }
+        out
+    }
+
+    fn gpm_supported(&mut self, index: u32, dev: &Device<'static>) -> bool {
+        *self
+            .gpm_support
+            .entry(index)
+            .or_insert_with(|| dev.gpm_support().unwrap_or(false))
+    }
+
+    /// GPM between the previous sample of `id` and one taken now.
+    fn gpm(&mut self, id: &GpuId, parent: &Device<'static>) -> Option<Gpm> {
+        let now = match id.mig {
+            Some(gi) => parent.gpm_mig_sample(gi),
+            None => parent.gpm_sample(),
+        }
+        .ok()?;
+        let before = self.gpm.insert(id.clone(), now)?;
+        let now = self.gpm.get(id)?;
+        let results =
+            nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &before, now, &GPM_METRICS).ok()?;
+        let v: Vec<Option<f64>> = results
+            .into_iter()
+            .map(|r| r.ok().map(|m| m.value))
+            .collect();
+        let g = |i: usize| v.get(i).copied().flatten().unwrap_or(0.0);
+        // All missing means nothing measured: absent, not zero.
+        if v.iter().all(Option::is_none) {
+            return None;
+        }
+        Some(Gpm {
+            sm_activity: g(0),
+            sm_occupancy: g(1),
+            tensor_activity: g(2),
+            fp64_activity: g(3),
+            fp32_activity: g(4),
+            fp16_activity: g(5),
+            dram_activity: g(6),
+            // NVML reports PCIe and NVLink traffic in MiB/s.
+            pcie_tx_bytes: g(7) * MIB,
+            pcie_rx_bytes: g(8) * MIB,
+            nvlink_tx_bytes: g(9) * MIB,
+            nvlink_rx_bytes: g(10) * MIB,
+        })
+    }
+
+    fn read_gpu(
+        &mut self,
+        index: u32,
+        dev: &Device<'static>,
+        xid: &HashMap<String, u64>,
+    ) -> (GpuId, Reading) {
+        let uuid = dev.uuid().unwrap_or_default();
+        let id = GpuId {
+            index,
+            mig: None,
+            uuid: uuid.clone(),
+        };
+        let util = dev.utilization_rates().ok();
+        let mem = dev.memory_info().ok();
+        let mut pids: Vec<u32> = dev
+            .running_compute_processes()
+            .unwrap_or_default()
+            .iter()
+            .map(|p| p.pid)
+            .collect();
+        pids.extend(
+            dev.running_graphics_processes()
+                .unwrap_or_default()
+                .iter()
+                .map(|p| p.pid),
+        );
+        pids.sort_unstable();
+        pids.dedup();
+        let gpm = if self.gpm_supported(index, dev) {
+            self.gpm(&id, dev)
+        } else {
+            None
+        };
+        let reading = Reading {
+            utilization: util.as_ref().map(|u| u.gpu as f64),
+            memory_utilization: util.as_ref().map(|u| u.memory as f64),
+            memory_used: mem.as_ref().map(|m| m.used),
+            memory_total: mem.as_ref().map(|m| m.total),
+            power_watts: dev.power_usage().ok().map(|mw| mw as f64 / 1000.0),
+            temperature: dev.temperature(TemperatureSensor::Gpu).ok().map(f64::from),
+            sm_clock_mhz: dev.clock_info(Clock::SM).ok().map(f64::from),
+            ecc_uncorrected: dev
+                .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+                .ok(),
+            throttle_reasons: dev
+                .current_throttle_reasons()
+                .ok()
+                .map(|r| (r - benign()).iter().count() as u32),
+            xid_errors: xid.get(&uuid).copied().unwrap_or(0),
+            pids,
+            gpm,
+        };
+        (id, reading)
+    }
+
+    /// The MIG instances of a GPU in MIG mode: memory and processes (utilisation, power and
+    /// clocks belong to the whole GPU and are not measurable per instance).
+    fn read_migs(
+        &mut self,
+        index: u32,
+        dev: &Device<'static>,
+        out: &mut Vec<(GpuId, Result<Reading, ReadError>)>,
+    ) {
+        let gpm = self.gpm_supported(index, dev);
+        for m in 0..dev.mig_device_count().unwrap_or(0) {
+            let Ok(mig) = dev.mig_device_by_index(m) else {
+                continue;
+            };
+            let Some(gi) = gpu_instance_id(self.nvml, &mig) else {
+                continue;
+            };
+            let id = GpuId {
+                index,
+                mig: Some(gi),
+                uuid: mig.uuid().unwrap_or_default(),
+            };
+            let mem = mig.memory_info().ok();
+            let pids: Vec<u32> = mig
+                .running_compute_processes()
+                .unwrap_or_default()
+                .iter()
+                .map(|p| p.pid)
+                .collect();
+            let reading = Reading {
+                memory_used: mem.as_ref().map(|m| m.used),
+                memory_total: mem.as_ref().map(|m| m.total),
+                pids,
+                gpm: if gpm { self.gpm(&id, dev) } else { None },
+                ..Reading::default()
+            };
+            out.push((id, Ok(reading)));
+        }
+    }
+}
+
+/// nvmlDeviceGetGpuInstanceId of a MIG device handle (not wrapped by nvml-wrapper).
+fn gpu_instance_id(nvml: &Nvml, mig: &Device) -> Option<u32> {
+    let f = nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref().ok()?;
+    let mut id: std::os::raw::c_uint = 0;
+    // SAFETY: `mig` is a valid device handle of this NVML instance; `id` outlives the call.
+    let rc = unsafe { f(mig.handle(), &mut id) };
+    (rc == 0).then_some(id)
+}
+
+impl GpuSource for NvmlSource {
+    fn describe(&self) -> String {
+        format!("NVIDIA driver {}", self.driver)
+    }
+
+    fn read_all(&mut self) -> Vec<(GpuId, Result<Reading, ReadError>)> {
+        let xid = self.drain_xid();
+        let mut out = Vec::new();
+        for index in 0..self.nvml.device_count().unwrap_or(0) {
+            let dev = match self.nvml.device_by_index(index) {
+                Ok(d) => d,
+                Err(e) => {
+                    let id = GpuId {
+                        index,
+                        mig: None,
+                        uuid: String::new(),
+                    };
+                    out.push((id, Err(to_error(e))));
+                    continue;
+                }
+            };
+            // A lost GPU answers every query with GpuLost: one probe says so.
+            if let Err(NvmlError::GpuLost) = dev.uuid() {
+                out.push((
+                    GpuId {
+                        index,
+                        mig: None,
+                        uuid: String::new(),
+                    },
+                    Err(ReadError::Lost),
+                ));
+                continue;
+            }
+            let mig_on = dev.mig_mode().map(|m| m.current == 1).unwrap_or(false);
+            if mig_on {
+                self.read_migs(index, &dev, &mut out);
+            } else {
+                let (id, r) = self.read_gpu(index, &dev, &xid);
+                out.push((id, Ok(r)));
+            }
+        }
+        out
+    }
+}
+
+fn to_error(e: NvmlError) -> ReadError {
+    match e {
+        NvmlError::GpuLost => ReadError::Lost,
+        other => ReadError::Failed(other.to_string()),
+    }
+}

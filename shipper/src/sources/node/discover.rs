@@ -1,0 +1,278 @@
+//! Finds the Slurm jobs on this node from their cgroups.
+//!
+//! - cgroup v1: `<root>/<controller>/slurm[_<node>]/uid_<uid>/job_<id>/` in each controller
+//!   (memory, cpuacct, cpuset, freezer, pids, blkio, cpu); `slurm_<node>` with several slurmd on
+//!   one host.
+//! - cgroup v2: `<root>/system.slice/[<node>_]slurmstepd.scope/job_<id>/`.
+//!
+//! The prefixes are configurable: Slurm releases (26.05) change job identifiers in cgroup names.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// cgroup v1 controllers the collector reads, by the directory name under the root.
+pub const V1_CONTROLLERS: &[&str] = &[
+    "memory", "cpuacct", "cpuset", "freezer", "pids", "blkio", "cpu",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// Where to look and how names look.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub root: PathBuf,
+    pub version: Version,
+    /// v1: the Slurm directory under each controller, `slurm` or `slurm_<node>`.
+    pub v1_prefix: String,
+    /// v2: the parent of the scopes and the scope name suffix.
+    pub v2_parent: String,
+    pub v2_scope: String,
+    /// The prefix of a job directory (`job_`).
+    pub job_prefix: String,
+}
+
+impl Layout {
+    /// v2 when the root is a unified hierarchy, v1 when it holds controller directories.
+    pub fn detect_version(root: &Path) -> Option<Version> {
+        if root.join("cgroup.controllers").is_file() {
+            Some(Version::V2)
+        } else if V1_CONTROLLERS.iter().any(|c| root.join(c).is_dir()) {
+            Some(Version::V1)
+        } else {
+            None
+        }
+    }
+}
+
+/// One job's cgroup directories on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRef {
+    pub id: String,
+    /// From the v1 path (`uid_<uid>`); v2 paths carry none.
+    pub uid: Option<u32>,
+    /// The Slurm node name in the path (`slurm_<node>`, `<node>_slurmstepd.scope`), if any.
+    pub node: Option<String>,
+    pub dirs: JobDirs,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobDirs {
+    /// controller name -> job directory in that controller.
+    V1(BTreeMap<&'static str, PathBuf>),
+    V2(PathBuf),
+}
+
+impl JobRef {
+    /// The job directory of a v1 controller (or the v2 directory, whatever is asked).
+    pub fn dir(&self, controller: &str) -> Option<&Path> {
+        match &self.dirs {
+            JobDirs::V1(m) => m.get(controller).map(PathBuf::as_path),
+            JobDirs::V2(p) => Some(p),
+        }
+    }
+
+    /// A directory whose subtree holds every process of the job. In v1, cpuacct first: Slurm
+    /// puts only the tasks there, while slurmstepd also sits in the job's freezer and memory
+    /// directories.
+    pub fn process_dir(&self) -> Option<&Path> {
+        match &self.dirs {
+            JobDirs::V1(m) => ["cpuacct", "memory", "cpuset", "freezer", "pids"]
+                .iter()
+                .find_map(|c| m.get(c))
+                .map(PathBuf::as_path),
+            JobDirs::V2(p) => Some(p),
+        }
+    }
+}
+
+/// Every job with a cgroup, sorted by (node, id).
+pub fn jobs(layout: &Layout) -> Vec<JobRef> {
+    match layout.version {
+        Version::V1 => jobs_v1(layout),
+        Version::V2 => jobs_v2(layout),
+    }
+}
+
+/// `(name, path)` of the subdirectories of `dir`; nothing when it cannot be read (a job that
+/// just ended, a controller Slurm does not use).
+fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+        .collect()
+}
+
+fn job_id<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
+    name.strip_prefix(prefix).filter(|id| !id.is_empty())
+}
+
+fn jobs_v1(layout: &Layout) -> Vec<JobRef> {
+    let mut found: BTreeMap<(Option<String>, String), JobRef> = BTreeMap::new();
+    for controller in V1_CONTROLLERS {
+        for (name, slurm_dir) in subdirs(&layout.root.join(controller)) {
+            let node = if name == layout.v1_prefix {
+                None
+            } else if let Some(n) = name.strip_prefix(&format!("{}_", layout.v1_prefix)) {
+                Some(n.to_owned())
+            } else {
+                continue;
+            };
+            for (uid_name, uid_dir) in subdirs(&slurm_dir) {
+                let Some(uid) = uid_name
+                    .strip_prefix("uid_")
+                    .and_then(|u| u.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                for (job_name, job_dir) in subdirs(&uid_dir) {
+                    let Some(id) = job_id(&job_name, &layout.job_prefix) else {
+                        continue;
+                    };
+                    let entry = found
+                        .entry((node.clone(), id.to_owned()))
+                        .or_insert_with(|| JobRef {
+                            id: id.to_owned(),
+                            uid: Some(uid),
+                            node: node.clone(),
+                            dirs: JobDirs::V1(BTreeMap::new()),
+                        });
+                    if let JobDirs::V1(m) = &mut entry.dirs {
+                        m.insert(controller, job_dir);
+                    }
+                }
+            }
+        }
+    }
+    found.into_values().collect()
+}
+
+fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
+    let mut out = Vec::new();
+    for (scope, scope_dir) in subdirs(&layout.root.join(&layout.v2_parent)) {
+        let node = if scope == layout.v2_scope {
+            None
+        } else if let Some(n) = scope.strip_suffix(&format!("_{}", layout.v2_scope)) {
+            Some(n.to_owned())
+        } else {
+            continue;
+        };
+        for (job_name, job_dir) in subdirs(&scope_dir) {
+            if let Some(id) = job_id(&job_name, &layout.job_prefix) {
+                out.push(JobRef {
+                    id: id.to_owned(),
+                    uid: None,
+                    node: node.clone(),
+                    dirs: JobDirs::V2(job_dir),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.node, &a.id).cmp(&(&b.node, &b.id)));
+    out
+}
+
+/// Every pid in the cgroup subtree at `dir` (cgroup.procs of it and all its descendants).
+pub fn pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        buf.clear();
+        if super::read_into(&d.join("cgroup.procs"), buf) {
+            out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        stack.extend(subdirs(&d).into_iter().map(|(_, p)| p));
+    }
+    out.sort_unstable();
+    out.dedup();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mk(root: &Path, rel: &str) {
+        std::fs::create_dir_all(root.join(rel)).unwrap();
+    }
+
+    fn layout(root: &Path, version: Version) -> Layout {
+        Layout {
+            root: root.to_owned(),
+            version,
+            v1_prefix: "slurm".into(),
+            v2_parent: "system.slice".into(),
+            v2_scope: "slurmstepd.scope".into(),
+            job_prefix: "job_".into(),
+        }
+    }
+
+    #[test]
+    fn v1_jobs_merge_controllers_and_read_nodes_and_uids() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        mk(r, "memory/slurm_c1/uid_1000/job_7/step_batch/task_0");
+        mk(r, "cpuacct/slurm_c1/uid_1000/job_7/step_batch");
+        mk(r, "cpuset/slurm_c1/uid_1000/job_7");
+        mk(r, "memory/slurm/uid_0/job_8");
+        mk(r, "memory/other/uid_0/job_9");
+        mk(r, "memory/slurm/uid_x/job_10");
+        mk(r, "memory/slurm/uid_0/notajob");
+        assert_eq!(Layout::detect_version(r), Some(Version::V1));
+        let jobs = jobs(&layout(r, Version::V1));
+        assert_eq!(jobs.len(), 2, "{jobs:?}");
+        let j7 = jobs.iter().find(|j| j.id == "7").unwrap();
+        assert_eq!((j7.uid, j7.node.as_deref()), (Some(1000), Some("c1")));
+        assert!(
+            j7.dir("memory")
+                .unwrap()
+                .ends_with("memory/slurm_c1/uid_1000/job_7")
+        );
+        assert!(j7.dir("cpuset").is_some() && j7.dir("pids").is_none());
+        assert!(
+            j7.process_dir().unwrap().starts_with(r.join("cpuacct")),
+            "tasks only, no slurmstepd"
+        );
+        let j8 = jobs.iter().find(|j| j.id == "8").unwrap();
+        assert_eq!((j8.uid, j8.node.as_deref()), (Some(0), None));
+    }
+
+    #[test]
+    fn v2_jobs_with_and_without_node_names() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::write(r.join("cgroup.controllers"), "cpu memory io pids\n").unwrap();
+        mk(r, "system.slice/slurmstepd.scope/job_41/step_0/user/task_0");
+        mk(r, "system.slice/n5_slurmstepd.scope/job_42");
+        mk(r, "system.slice/slurmstepd.scope/system");
+        mk(r, "system.slice/sshd.service");
+        assert_eq!(Layout::detect_version(r), Some(Version::V2));
+        let jobs = jobs(&layout(r, Version::V2));
+        let ids: Vec<(&str, Option<&str>)> = jobs
+            .iter()
+            .map(|j| (j.id.as_str(), j.node.as_deref()))
+            .collect();
+        assert_eq!(ids, vec![("41", None), ("42", Some("n5"))]);
+        assert_eq!(jobs[0].uid, None);
+    }
+
+    #[test]
+    fn pids_of_a_subtree() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        mk(r, "job/step_0/task_0");
+        std::fs::write(r.join("job/cgroup.procs"), "").unwrap();
+        std::fs::write(r.join("job/step_0/cgroup.procs"), "12\n").unwrap();
+        std::fs::write(r.join("job/step_0/task_0/cgroup.procs"), "13\n14\n12\n").unwrap();
+        let mut out = Vec::new();
+        pids(&r.join("job"), &mut String::new(), &mut out);
+        assert_eq!(out, vec![12, 13, 14]);
+        let mut none = Vec::new();
+        pids(&r.join("gone"), &mut String::new(), &mut none);
+        assert!(none.is_empty());
+    }
+}

@@ -1,0 +1,464 @@
+//! The node collector: per-job memory, CPU, processes and I/O from Slurm's job cgroups (v1 and
+//! v2) and /proc.
+//!
+//! Each cycle: [`discover`] lists the job cgroups, [`cgroup`] reads each job's files once,
+//! [`procs`] reads its processes, [`owner`] names its user and account, and this module turns
+//! counters into per-second rates against the previous cycle (a job seen once has no rate yet)
+//! and emits the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
+
+pub mod cgroup;
+pub mod discover;
+pub mod kv;
+pub mod owner;
+pub mod procs;
+
+use super::{Collector, Errors};
+use crate::config::{CgroupVersion, NodeConfig};
+use crate::hook::Answer;
+use crate::sample::{Batch, Dims};
+use cgroup::CgroupStats;
+use discover::{JobRef, Layout, Version};
+use kv::Io;
+use owner::Owners;
+use procs::{Proc, THREAD_STATES};
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::dims::{ACCOUNT, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STATE, USER};
+use slurm_cw_catalog::metrics::*;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Reads a whole file into `buf` (appending); false when it cannot be read.
+pub fn read_into(path: &Path, buf: &mut String) -> bool {
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_string(buf))
+        .is_ok()
+}
+
+/// What the previous cycle saw of a job, for rates.
+#[derive(Debug)]
+struct Previous {
+    at: Instant,
+    cpu_ns: Option<u64>,
+    percpu_ns: Option<Vec<u64>>,
+    throttled_ns: Option<u64>,
+    io: Option<Io>,
+    /// (pid, start) -> (CPU ticks, I/O counters)
+    procs: HashMap<(u32, u64), (u64, Option<Io>)>,
+}
+
+/// Everything read of one job in one cycle.
+struct Reading {
+    cg: CgroupStats,
+    procs: Vec<Proc>,
+    pids: usize,
+    at: Instant,
+}
+
+pub struct NodeCollector {
+    cfg: NodeConfig,
+    node_name: String,
+    layout: Option<Layout>,
+    previous: HashMap<(Option<String>, String), Previous>,
+    owners: Owners,
+    ticks_per_second: f64,
+    /// Reused for every file read.
+    buf: String,
+    logged: HashSet<String>,
+    /// When each job's last final sample was taken (at most one a second).
+    final_at: HashMap<String, Instant>,
+    /// /proc is a real procfs: fd counts come from the fd directory's size.
+    fd_by_size: bool,
+}
+
+impl NodeCollector {
+    pub fn new(cfg: NodeConfig, node_name: String) -> Self {
+        let fd_by_size = procs::is_procfs(&cfg.proc_root);
+        NodeCollector {
+            cfg,
+            node_name,
+            layout: None,
+            previous: HashMap::new(),
+            owners: Owners::default(),
+            ticks_per_second: procfs::ticks_per_second() as f64,
+            buf: String::with_capacity(8192),
+            logged: HashSet::new(),
+            final_at: HashMap::new(),
+            fd_by_size,
+        }
+    }
+
+    fn log_once(&mut self, key: &str, message: &str) {
+        if self.logged.insert(key.to_owned()) {
+            tracing::info!(detail = key, "{message}");
+        }
+    }
+
+    /// The layout, detected on first use (and again while the root shows none).
+    fn layout(&mut self) -> Option<Layout> {
+        if self.layout.is_none() {
+            let version = match self.cfg.cgroup_version {
+                CgroupVersion::V1 => Some(Version::V1),
+                CgroupVersion::V2 => Some(Version::V2),
+                CgroupVersion::Auto => Layout::detect_version(&self.cfg.cgroup_root),
+            };
+            self.layout = version.map(|version| Layout {
+                root: self.cfg.cgroup_root.clone(),
+                version,
+                v1_prefix: self.cfg.v1_slurm_dir.clone(),
+                v2_parent: self.cfg.v2_parent.clone(),
+                v2_scope: self.cfg.v2_scope.clone(),
+                job_prefix: self.cfg.job_dir_prefix.clone(),
+            });
+            if let Some(l) = &self.layout {
+                tracing::info!(root = %l.root.display(), version = ?l.version, "job cgroups");
+            }
+        }
+        self.layout.clone()
+    }
+
+    /// Collects every job, or only the jobs with id `only` (the final sample of a job ending).
+    /// Returns how many jobs were read.
+    pub fn collect_jobs(
+        &mut self,
+        only: Option<&str>,
+        out: &mut Batch,
+        errors: &mut Errors,
+    ) -> usize {
+        errors.ran("cgroup");
+        let Some(layout) = self.layout() else {
+            errors.add("cgroup", 1);
+            let root = self.cfg.cgroup_root.display().to_string();
+            self.log_once(
+                &root,
+                "no cgroup v1 or v2 hierarchy at the cgroup root; job metrics are off",
+            );
+            return 0;
+        };
+        let mut jobs = discover::jobs(&layout);
+        if only.is_none() {
+            self.note_missing_controllers(&jobs);
+        }
+        if let Some(id) = only {
+            jobs.retain(|j| j.id == id);
+        }
+        let mut per_node: BTreeMap<String, u64> = BTreeMap::new();
+        per_node.insert(self.node_name.clone(), 0);
+        let mut seen = HashSet::new();
+        for job in &jobs {
+            let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
+            *per_node.entry(node.clone()).or_default() += 1;
+            let key = (job.node.clone(), job.id.clone());
+            let reading = self.read_job(job);
+            self.emit_job(job, &node, &reading, out);
+            self.previous.insert(key.clone(), remember(&reading));
+            seen.insert(key);
+        }
+        if only.is_none() {
+            self.previous.retain(|k, _| seen.contains(k));
+            let ids: HashSet<&String> = seen.iter().map(|(_, id)| id).collect();
+            self.owners.retain_jobs(|j| ids.contains(&j.to_owned()));
+            for (node, n) in per_node {
+                out.push(&JOBS_ON_NODE, Dims::new().with(NODE_NAME, node), n as f64);
+            }
+        }
+        jobs.len()
+    }
+
+    /// One log line per v1 controller that Slurm's jobs do not appear in.
+    fn note_missing_controllers(&mut self, jobs: &[JobRef]) {
+        if jobs.is_empty()
+            || !jobs
+                .iter()
+                .all(|j| matches!(j.dirs, discover::JobDirs::V1(_)))
+        {
+            return;
+        }
+        for (controller, what) in [
+            ("memory", "memory metrics"),
+            ("cpuacct", "CPU usage"),
+            ("cpuset", "CpusAllocated and CpuCoreUtilization"),
+        ] {
+            if jobs.iter().all(|j| j.dir(controller).is_none()) {
+                self.log_once(
+                    controller,
+                    &format!("Slurm job cgroups have no {controller} controller here (cgroup.conf); {what} are off"),
+                );
+            }
+        }
+    }
+
+    fn read_job(&mut self, job: &JobRef) -> Reading {
+        let cg = cgroup::read(job, &mut self.buf);
+        let mut pids = Vec::new();
+        if let Some(dir) = job.process_dir() {
+            discover::pids(dir, &mut self.buf, &mut pids);
+        }
+        let want = procs::Want {
+            io: cg.io.is_none(),
+            fd_by_size: self.fd_by_size,
+        };
+        let mut procs: Vec<Proc> = pids
+            .iter()
+            .filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want))
+            .collect();
+        // Slurm's own step daemon is not the job's work (it shares some job cgroups).
+        let before = procs.len();
+        procs.retain(|p| p.comm != "slurmstepd");
+        let stepd = before - procs.len();
+        Reading {
+            cg,
+            pids: pids.len() - stepd,
+            procs,
+            at: Instant::now(),
+        }
+    }
+
+    fn emit_job(&mut self, job: &JobRef, node: &str, r: &Reading, out: &mut Batch) {
+        let proc_root = &self.cfg.proc_root;
+        let uid = job
+            .uid
+            .or_else(|| r.procs.iter().find_map(|p| procs::uid(proc_root, p.key.0)));
+        let user = self.owners.user(uid);
+        // slurmstepd may sit in the job's cgroup too; any job process carries the account.
+        let account = self.owners.account(&job.id, || {
+            r.procs
+                .iter()
+                .find_map(|p| procs::environ_var(proc_root, p.key.0, "SLURM_JOB_ACCOUNT"))
+        });
+        let base = Dims::new()
+            .with(JOB_ID, job.id.as_str())
+            .with(USER, user)
+            .with(ACCOUNT, account);
+        let mut sets = vec![base.clone()];
+        if self.cfg.per_node_dimensions {
+            sets.push(base.with(NODE_NAME, node));
+        }
+        let prev = self.previous.get(&(job.node.clone(), job.id.clone()));
+        let cg = &r.cg;
+        let mut values: Vec<(&'static Metric, f64)> = Vec::new();
+        let levels = [
+            (&MEMORY_USAGE, cg.memory_usage),
+            (&MEMORY_MAX, cg.memory_max),
+            (&MEMORY_LIMIT, cg.memory_limit),
+            (&MEMORY_CACHE, cg.memory_cache),
+            (&MEMORY_RSS, cg.memory_rss),
+            (&MEMORY_RSS_HUGE, cg.memory_rss_huge),
+            (&MEMORY_MAPPED_FILE, cg.memory_mapped_file),
+            (&MEMORY_ACTIVE_FILE, cg.memory_active_file),
+            (&MEMORY_INACTIVE_FILE, cg.memory_inactive_file),
+            (&MEMORY_UNEVICTABLE, cg.memory_unevictable),
+            (&MEMORY_SWAP, cg.memory_swap),
+            (&OOM_KILLS, cg.oom_kills),
+        ];
+        values.extend(levels.into_iter().filter_map(|(m, v)| Some((m, v? as f64))));
+        let allocated = cg.cpus.as_ref().map(|c| c.len()).filter(|n| *n > 0);
+        if let Some(n) = allocated {
+            values.push((&CPUS_ALLOCATED, n as f64));
+        }
+        values.push((&PROCESS_COUNT, r.pids as f64));
+        if !r.procs.is_empty() {
+            values.push((
+                &OPEN_FILES,
+                r.procs.iter().filter_map(|p| p.open_files).sum::<u64>() as f64,
+            ));
+        }
+        let mut distribution = None;
+        let mut by_exe: Vec<(String, f64)> = Vec::new();
+        if let Some(prev) = prev {
+            let secs = r.at.duration_since(prev.at).as_secs_f64();
+            if secs > 0.0 {
+                let ns = secs * 1e9;
+                if let Some(d) = delta(cg.cpu_ns, prev.cpu_ns) {
+                    let cores = d as f64 / ns;
+                    values.push((&CPU_USAGE, cores));
+                    if let Some(n) = allocated {
+                        values.push((&CPU_UTILIZATION, cores / n as f64 * 100.0));
+                    }
+                }
+                if let Some(d) = delta(cg.throttled_ns, prev.throttled_ns) {
+                    values.push((&CPU_THROTTLED_TIME, d as f64 / ns));
+                }
+                distribution = per_core(cg, prev, ns);
+                let io = match (cg.io, prev.io) {
+                    (Some(now), Some(before)) => io_delta(&now, &before),
+                    _ => proc_io_delta(&r.procs, &prev.procs),
+                };
+                if let Some(io) = io {
+                    values.push((&READ_BYTES, io.read_bytes as f64 / secs));
+                    values.push((&WRITE_BYTES, io.write_bytes as f64 / secs));
+                    values.push((&READ_OPS, io.read_ops as f64 / secs));
+                    values.push((&WRITE_OPS, io.write_ops as f64 / secs));
+                }
+                by_exe = top_executables(
+                    &r.procs,
+                    &prev.procs,
+                    secs * self.ticks_per_second,
+                    self.cfg.top_executables,
+                );
+            }
+        }
+        let mut threads = [0u64; 7];
+        for p in &r.procs {
+            for (t, n) in threads.iter_mut().zip(p.threads) {
+                *t += n;
+            }
+        }
+        for dims in &sets {
+            for (m, v) in &values {
+                out.push(m, dims.clone(), *v);
+            }
+            if let Some(d) = &distribution {
+                out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), d.clone());
+            }
+            for (i, state) in THREAD_STATES.iter().enumerate() {
+                // Running and sleeping always (continuous series); the rest only when present.
+                if threads[i] > 0 || i < 2 {
+                    out.push(
+                        &THREAD_COUNT,
+                        dims.clone().with(THREAD_STATE, *state),
+                        threads[i] as f64,
+                    );
+                }
+            }
+            for (exe, cores) in &by_exe {
+                out.push(
+                    &PROCESS_CPU_USAGE,
+                    dims.clone().with(EXECUTABLE, exe.as_str()),
+                    *cores,
+                );
+            }
+        }
+    }
+
+    pub fn cgroup_root(&self) -> &PathBuf {
+        &self.cfg.cgroup_root
+    }
+}
+
+fn remember(r: &Reading) -> Previous {
+    Previous {
+        at: r.at,
+        cpu_ns: r.cg.cpu_ns,
+        percpu_ns: r.cg.percpu_ns.clone(),
+        throttled_ns: r.cg.throttled_ns,
+        io: r.cg.io,
+        procs: r
+            .procs
+            .iter()
+            .map(|p| (p.key, (p.cpu_ticks, p.io)))
+            .collect(),
+    }
+}
+
+/// now - before, when both exist and the counter did not go back.
+fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
+    now?.checked_sub(before?)
+}
+
+fn io_delta(now: &Io, before: &Io) -> Option<Io> {
+    Some(Io {
+        read_bytes: now.read_bytes.checked_sub(before.read_bytes)?,
+        write_bytes: now.write_bytes.checked_sub(before.write_bytes)?,
+        read_ops: now.read_ops.checked_sub(before.read_ops)?,
+        write_ops: now.write_ops.checked_sub(before.write_ops)?,
+    })
+}
+
+/// I/O of the job's processes since the last cycle, from /proc/<pid>/io of the processes seen
+/// both times (a process's counters go when it exits, so sums of totals would fall).
+fn proc_io_delta(procs: &[Proc], prev: &HashMap<(u32, u64), (u64, Option<Io>)>) -> Option<Io> {
+    let mut sum = Io::default();
+    let mut any = false;
+    for p in procs {
+        if let (Some(now), Some((_, Some(before)))) = (&p.io, prev.get(&p.key))
+            && let Some(d) = io_delta(now, before)
+        {
+            sum.add(&d);
+            any = true;
+        }
+    }
+    any.then_some(sum)
+}
+
+/// Busy percentage of each CPU in the job's cpuset (v1 cpuacct.usage_percpu).
+fn per_core(cg: &CgroupStats, prev: &Previous, ns: f64) -> Option<Vec<f64>> {
+    let (now, before, cpus) = (
+        cg.percpu_ns.as_ref()?,
+        prev.percpu_ns.as_ref()?,
+        cg.cpus.as_ref()?,
+    );
+    let v: Vec<f64> = cpus
+        .iter()
+        .filter_map(|&c| {
+            Some((now.get(c)?.checked_sub(*before.get(c)?)? as f64 / ns * 100.0).min(100.0))
+        })
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// Cores used per executable since the last cycle, the `n` busiest.
+fn top_executables(
+    procs: &[Proc],
+    prev: &HashMap<(u32, u64), (u64, Option<Io>)>,
+    ticks_in_interval: f64,
+    n: usize,
+) -> Vec<(String, f64)> {
+    let mut by: HashMap<&str, u64> = HashMap::new();
+    for p in procs {
+        if let Some((before, _)) = prev.get(&p.key) {
+            *by.entry(p.comm.as_str()).or_default() += p.cpu_ticks.saturating_sub(*before);
+        }
+    }
+    let mut v: Vec<(String, f64)> = by
+        .into_iter()
+        .map(|(exe, t)| (exe.to_owned(), t as f64 / ticks_in_interval))
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
+#[async_trait::async_trait(?Send)]
+impl Collector for NodeCollector {
+    fn name(&self) -> &'static str {
+        "node"
+    }
+
+    async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
+        self.collect_jobs(None, out, errors);
+        self.final_at.retain(|_, t| t.elapsed().as_secs() < 60);
+    }
+
+    fn final_sample(&mut self, job: &str, uid: u32, out: &mut Batch) -> Option<Answer> {
+        if self
+            .final_at
+            .get(job)
+            .is_some_and(|t| t.elapsed().as_secs_f64() < 1.0)
+        {
+            return Some(Answer::TooSoon);
+        }
+        if uid != 0 {
+            let layout = self.layout()?;
+            let owner = discover::jobs(&layout)
+                .into_iter()
+                .find(|j| j.id == job)
+                .and_then(|j| {
+                    j.uid.or_else(|| {
+                        let mut pids = Vec::new();
+                        discover::pids(j.process_dir()?, &mut self.buf, &mut pids);
+                        pids.iter()
+                            .find_map(|&p| procs::uid(&self.cfg.proc_root, p))
+                    })
+                });
+            if owner != Some(uid) {
+                return Some(Answer::Denied);
+            }
+        }
+        self.final_at.insert(job.to_owned(), Instant::now());
+        let n = self.collect_jobs(Some(job), out, &mut Errors::new());
+        tracing::debug!(job, jobs = n, "final sample");
+        Some(Answer::Sampled(n))
+    }
+}

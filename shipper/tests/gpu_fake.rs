@@ -1,0 +1,252 @@
+//! The GPU collector on a fake device: utilisation and processes in a job's cgroup, a GPU
+//! allocated to the job with nothing running on it, MIG instances, a lost GPU, and GPUs with
+//! and without GPM.
+
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::metrics::*;
+use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
+use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::sources::Errors;
+use slurm_cw_shipper::sources::gpu::GpuCollector;
+use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeGpus, FakeSource};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let t = e.file_type().unwrap();
+        if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if t.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// Job 1001 (v2 fixture, processes 4240-4243, account chemistry) allocated GPUs 0 and 1.
+struct Bench {
+    _dir: tempfile::TempDir,
+    collector: GpuCollector,
+    gpus: FakeGpus,
+}
+
+fn bench(gpus: Vec<FakeGpu>, cfg: GpuConfig) -> Bench {
+    let dir = tempfile::tempdir().unwrap();
+    let (cg, proc) = (dir.path().join("cg"), dir.path().join("proc"));
+    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
+    copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    std::fs::write(
+        proc.join("4241/environ"),
+        "SLURM_JOB_ID=1001\0SLURM_JOB_ACCOUNT=chemistry\0SLURM_JOB_GPUS=0,1\0CUDA_VISIBLE_DEVICES=0,1,MIG-fake-0003-2\0",
+    )
+    .unwrap();
+    let node = NodeConfig {
+        cgroup_root: cg,
+        proc_root: proc,
+        ..NodeConfig::default()
+    };
+    let (source, shared) = FakeSource::new(gpus);
+    Bench {
+        _dir: dir,
+        collector: GpuCollector::new(Box::new(source), cfg, node, "g1".into()),
+        gpus: shared,
+    }
+}
+
+impl Bench {
+    fn collect(&mut self) -> (Batch, Errors) {
+        let mut b = Batch::new(SystemTime::now());
+        let mut e = Errors::new();
+        self.collector.collect_once(&mut b, &mut e);
+        (b, e)
+    }
+}
+
+fn job(b: &Batch, m: &'static Metric) -> Option<f64> {
+    let mut it = b
+        .of(m)
+        .filter(|s| s.dims.get("JobId") == Some("1001") && s.dims.get("Gpu").is_none());
+    let v = it.next().map(|s| s.scalar().unwrap());
+    assert!(it.next().is_none(), "{} twice", m.name);
+    v
+}
+
+fn node(b: &Batch, m: &'static Metric) -> Option<f64> {
+    b.value(m, &[("NodeName", "g1")])
+}
+
+fn four_gpus() -> Vec<FakeGpu> {
+    vec![
+        FakeGpu::gpu(0, 80.0).with_pids(&[4242]),
+        FakeGpu::gpu(1, 0.0),
+        FakeGpu::gpu(2, 0.0),
+        FakeGpu::gpu(3, 30.0).with_pids(&[999_999]),
+    ]
+}
+
+#[test]
+fn a_job_with_a_busy_and_an_allocated_idle_gpu() {
+    let mut b = bench(four_gpus(), GpuConfig::default());
+    let (out, e) = b.collect();
+    assert_eq!(e.total(), 0);
+    assert_eq!(
+        job(&out, &GPU_COUNT),
+        Some(2.0),
+        "GPU 0 by its process, GPU 1 by SLURM_JOB_GPUS"
+    );
+    assert_eq!(
+        job(&out, &GPU_IDLE_COUNT),
+        Some(1.0),
+        "GPU 1 runs none of the job's processes"
+    );
+    assert_eq!(job(&out, &GPU_UTILIZATION), Some(40.0), "mean of 80 and 0");
+    assert_eq!(job(&out, &GPU_MEMORY_USED), Some(2.0 * (1u64 << 30) as f64));
+    assert_eq!(
+        job(&out, &GPU_MEMORY_TOTAL),
+        Some(160.0 * (1u64 << 30) as f64)
+    );
+    assert_eq!(
+        job(&out, &GPU_POWER),
+        Some(500.0 + 100.0),
+        "sum of 500 W and 100 W"
+    );
+    assert_eq!(job(&out, &GPU_TEMPERATURE), Some(60.0), "the hotter GPU");
+    // GPU 2 is nobody's; GPU 3 runs a process of no job: both idle capacity.
+    assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(2.0));
+    assert_eq!(node(&out, &GPU_ERRORS), Some(0.0));
+    assert_eq!(job(&out, &GPU_SM_ACTIVITY), None, "GPM needs two samples");
+    let s = out.of(&GPU_COUNT).next().unwrap();
+    assert_eq!(
+        (s.dims.get("Account"), s.dims.get("User").is_some()),
+        (Some("chemistry"), true)
+    );
+    for s in &out.samples {
+        assert!(
+            s.metric
+                .accepts_dimensions(s.dims.names().chain(["ClusterName"])),
+            "{} {:?}",
+            s.metric.name,
+            s.dims
+        );
+    }
+}
+
+#[test]
+fn gpm_figures_from_the_second_sample_and_absent_without_support() {
+    let mut gpus = four_gpus();
+    gpus[1].gpm = None; // an older GPU: no GPM
+    let mut b = bench(gpus, GpuConfig::default());
+    b.collect();
+    let (out, _) = b.collect();
+    assert_eq!(
+        job(&out, &GPU_SM_ACTIVITY),
+        Some(80.0),
+        "only GPU 0 has GPM; GPU 1 is left out, not zero"
+    );
+    assert_eq!(job(&out, &GPU_TENSOR_ACTIVITY), Some(80.0 / 3.0));
+    assert_eq!(job(&out, &GPU_PCIE_RX_BYTES), Some(2e9));
+    assert_eq!(job(&out, &GPU_NVLINK_TX_BYTES), Some(3e9));
+}
+
+#[test]
+fn a_lost_gpu_loses_only_its_own_figures() {
+    let mut b = bench(four_gpus(), GpuConfig::default());
+    b.collect();
+    b.gpus.lock().unwrap()[1].lost = true;
+    let (out, e) = b.collect();
+    assert_eq!(
+        e.total(),
+        0,
+        "a GPU error is a GPU metric, not a collector failure"
+    );
+    assert_eq!(node(&out, &GPU_ERRORS), Some(1.0));
+    assert_eq!(job(&out, &GPU_COUNT), Some(1.0));
+    assert_eq!(job(&out, &GPU_UTILIZATION), Some(80.0));
+    b.gpus.lock().unwrap()[1].lost = false;
+    let (out, _) = b.collect();
+    assert_eq!(job(&out, &GPU_COUNT), Some(2.0), "back after the reset");
+}
+
+#[test]
+fn mig_instances_are_attributed_and_unmeasurable_figures_absent() {
+    let gpus = vec![
+        FakeGpu::gpu(0, 50.0).with_pids(&[4242]),
+        FakeGpu::mig(3, 1, 10 << 30).with_pids(&[4243]),
+        FakeGpu::mig(3, 2, 20 << 30),
+        FakeGpu::mig(3, 5, 20 << 30),
+    ];
+    let cfg = GpuConfig {
+        per_gpu_dimensions: true,
+        ..GpuConfig::default()
+    };
+    let mut b = bench(gpus, cfg);
+    let (out, _) = b.collect();
+    // GPU 0 (process), MIG 3/1 (process), MIG 3/2 (named in CUDA_VISIBLE_DEVICES, idle).
+    assert_eq!(job(&out, &GPU_COUNT), Some(3.0));
+    assert_eq!(job(&out, &GPU_IDLE_COUNT), Some(1.0));
+    assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(1.0), "MIG 3/5 is free");
+    let per_gpu = |label: &str, m: &'static Metric| {
+        out.of(m)
+            .find(|s| s.dims.get("Gpu") == Some(label))
+            .and_then(|s| s.scalar())
+    };
+    assert_eq!(
+        per_gpu("3/1", &GPU_MEMORY_TOTAL),
+        Some((10u64 << 30) as f64)
+    );
+    assert_eq!(
+        per_gpu("3/1", &GPU_UTILIZATION),
+        None,
+        "NVML cannot measure it on MIG: absent, not zero"
+    );
+    assert_eq!(per_gpu("0", &GPU_UTILIZATION), Some(50.0));
+    assert_eq!(
+        job(&out, &GPU_UTILIZATION),
+        Some(50.0),
+        "the per-job mean ignores what MIG cannot give"
+    );
+    let s = out
+        .of(&GPU_MEMORY_TOTAL)
+        .find(|s| s.dims.get("Gpu") == Some("3/2"))
+        .unwrap();
+    assert_eq!(s.dims.get("NodeName"), Some("g1"));
+}
+
+#[test]
+fn per_gpu_detail_by_uuid() {
+    let cfg = GpuConfig {
+        per_gpu_dimensions: true,
+        uuid_dimension: true,
+        ..GpuConfig::default()
+    };
+    let mut b = bench(four_gpus(), cfg);
+    let (out, _) = b.collect();
+    let uuids: Vec<&str> = out
+        .of(&GPU_UTILIZATION)
+        .filter_map(|s| s.dims.get("GpuUuid"))
+        .collect();
+    assert_eq!(uuids, vec!["GPU-fake-0000", "GPU-fake-0001"]);
+}
+
+#[test]
+fn gpu_enabled_on_without_a_driver_reports_an_error_every_cycle() {
+    let mut c = GpuCollector::unavailable(
+        "no libnvidia-ml".into(),
+        GpuConfig::default(),
+        NodeConfig::default(),
+        "g1".into(),
+    );
+    let mut b = Batch::new(SystemTime::now());
+    let mut e = Errors::new();
+    c.collect_once(&mut b, &mut e);
+    assert_eq!(e.total(), 1);
+    assert!(b.samples.is_empty());
+}

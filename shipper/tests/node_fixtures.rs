@@ -1,0 +1,391 @@
+//! The node collector on fixture trees: a cgroup v2 job written from the kernel's documented
+//! formats with a fake /proc, and a cgroup v1 job captured from the real Slurm 22.05 here.
+//! Values must equal the files; rates must follow counter changes; missing files and
+//! vanishing jobs and processes only leave figures out.
+
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::metrics::*;
+use slurm_cw_shipper::config::NodeConfig;
+use slurm_cw_shipper::sample::{Batch, Observed};
+use slurm_cw_shipper::sources::Errors;
+use slurm_cw_shipper::sources::node::NodeCollector;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// `cp -a` (symbolic links kept), so tests can change the copy.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let t = e.file_type().unwrap();
+        if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if t.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+fn collector(cgroup_root: &Path, proc_root: &Path) -> NodeCollector {
+    let cfg = NodeConfig {
+        cgroup_root: cgroup_root.to_owned(),
+        proc_root: proc_root.to_owned(),
+        top_executables: 3,
+        ..NodeConfig::default()
+    };
+    NodeCollector::new(cfg, "n1".into())
+}
+
+fn collect(c: &mut NodeCollector) -> (Batch, Errors) {
+    let mut b = Batch::new(SystemTime::now());
+    let mut e = Errors::new();
+    c.collect_jobs(None, &mut b, &mut e);
+    (b, e)
+}
+
+/// The one value of `m` for job `job` (default dimension set), other dimensions as given.
+fn job_value(b: &Batch, m: &'static Metric, job: &str, extra: &[(&str, &str)]) -> Option<f64> {
+    let mut found = b.of(m).filter(|s| {
+        s.dims.get("JobId") == Some(job)
+            && s.dims.get("NodeName").is_none()
+            && extra.iter().all(|(k, v)| s.dims.get(k) == Some(*v))
+    });
+    let v = found.next()?.scalar();
+    assert!(
+        found.next().is_none(),
+        "{} has several samples for {extra:?}",
+        m.name
+    );
+    v
+}
+
+fn set(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+const V2_JOB: &str = "system.slice/slurmstepd.scope/job_1001";
+
+#[test]
+fn cgroup_v2_job_values_equal_the_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
+    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
+    copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    let mut c = collector(&cg, &proc);
+    let (b, e) = collect(&mut c);
+    assert_eq!(e.total(), 0);
+    let want: &[(&'static Metric, f64)] = &[
+        (&MEMORY_USAGE, 2147483648.0),
+        (&MEMORY_MAX, 3221225472.0),
+        (&MEMORY_LIMIT, 4294967296.0),
+        (&MEMORY_RSS, 1879048192.0),
+        (&MEMORY_CACHE, 251658240.0),
+        (&MEMORY_RSS_HUGE, 1073741824.0),
+        (&MEMORY_MAPPED_FILE, 33554432.0),
+        (&MEMORY_ACTIVE_FILE, 83886080.0),
+        (&MEMORY_INACTIVE_FILE, 167772160.0),
+        (&MEMORY_UNEVICTABLE, 4096.0),
+        (&MEMORY_SWAP, 16777216.0),
+        (&OOM_KILLS, 2.0),
+        (&CPUS_ALLOCATED, 4.0),
+        (&PROCESS_COUNT, 4.0),
+        (&OPEN_FILES, 21.0),
+    ];
+    for (m, v) in want {
+        assert_eq!(job_value(&b, m, "1001", &[]), Some(*v), "{}", m.name);
+    }
+    assert_eq!(
+        job_value(&b, &THREAD_COUNT, "1001", &[("ThreadState", "running")]),
+        Some(3.0)
+    );
+    assert_eq!(
+        job_value(&b, &THREAD_COUNT, "1001", &[("ThreadState", "sleeping")]),
+        Some(4.0)
+    );
+    // Seen once: no rates yet, and v2 has no per-CPU figure at all.
+    for m in [
+        &CPU_USAGE,
+        &CPU_UTILIZATION,
+        &READ_BYTES,
+        &PROCESS_CPU_USAGE,
+        &CPU_CORE_UTILIZATION,
+    ] {
+        assert!(
+            b.of(m).next().is_none(),
+            "{} before a second sample",
+            m.name
+        );
+    }
+    let s = b.of(&MEMORY_USAGE).next().unwrap();
+    assert_eq!(
+        s.dims.get("Account"),
+        Some("chemistry"),
+        "from SLURM_JOB_ACCOUNT of a job process"
+    );
+    assert!(s.dims.get("User").is_some_and(|u| !u.is_empty()));
+    assert_eq!(b.value(&JOBS_ON_NODE, &[("NodeName", "n1")]), Some(1.0));
+    for s in &b.samples {
+        assert!(
+            s.metric
+                .accepts_dimensions(s.dims.names().chain(["ClusterName"])),
+            "{} {:?}",
+            s.metric.name,
+            s.dims
+        );
+    }
+}
+
+#[test]
+fn cgroup_v2_rates_from_consecutive_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
+    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
+    copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    let mut c = collector(&cg, &proc);
+    collect(&mut c);
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(500));
+    let job = cg.join(V2_JOB);
+    // +1 CPU-second, +0.1 s throttled, +1 MiB read, +2 MiB written, +100 and +200 ops.
+    set(
+        &job.join("cpu.stat"),
+        "usage_usec 7201000000\nuser_usec 7000000000\nsystem_usec 201000000\nnr_periods 1000\nnr_throttled 26\nthrottled_usec 1600000\n",
+    );
+    set(
+        &job.join("io.stat"),
+        "259:0 rbytes=2097152 wbytes=6291456 rios=356 wios=1224 dbytes=0 dios=0\n8:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n",
+    );
+    // solver 4242 used 50 more ticks (0.5 s at 100 Hz).
+    let stat = std::fs::read_to_string(proc.join("4242/stat")).unwrap();
+    set(
+        &proc.join("4242/stat"),
+        &stat.replace(" 5000 200 ", " 5050 200 "),
+    );
+    let (b, _) = collect(&mut c);
+    let secs = started.elapsed().as_secs_f64();
+    let near = |got: Option<f64>, want: f64, what: &str| {
+        let got = got.unwrap_or_else(|| panic!("{what} missing"));
+        assert!((got - want).abs() <= want * 0.15, "{what}: {got} vs {want}");
+    };
+    near(
+        job_value(&b, &CPU_USAGE, "1001", &[]),
+        1.0 / secs,
+        "CpuUsage",
+    );
+    near(
+        job_value(&b, &CPU_UTILIZATION, "1001", &[]),
+        100.0 / secs / 4.0,
+        "CpuUtilization",
+    );
+    near(
+        job_value(&b, &CPU_THROTTLED_TIME, "1001", &[]),
+        0.1 / secs,
+        "CpuThrottledTime",
+    );
+    near(
+        job_value(&b, &READ_BYTES, "1001", &[]),
+        1048576.0 / secs,
+        "ReadBytes",
+    );
+    near(
+        job_value(&b, &WRITE_BYTES, "1001", &[]),
+        2097152.0 / secs,
+        "WriteBytes",
+    );
+    near(
+        job_value(&b, &READ_OPS, "1001", &[]),
+        100.0 / secs,
+        "ReadOps",
+    );
+    near(
+        job_value(&b, &WRITE_OPS, "1001", &[]),
+        200.0 / secs,
+        "WriteOps",
+    );
+    let ticks = procfs::ticks_per_second() as f64;
+    near(
+        job_value(&b, &PROCESS_CPU_USAGE, "1001", &[("Executable", "solver")]),
+        50.0 / ticks / secs,
+        "ProcessCpuUsage solver",
+    );
+    assert!(
+        b.of(&CPU_CORE_UTILIZATION).next().is_none(),
+        "cgroup v2 has no per-CPU usage: not invented"
+    );
+}
+
+#[test]
+fn vanishing_processes_files_and_jobs_leave_figures_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
+    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
+    copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    let mut c = collector(&cg, &proc);
+    collect(&mut c);
+    // A process exits between reading cgroup.procs and /proc; a file goes missing.
+    std::fs::remove_dir_all(proc.join("4243")).unwrap();
+    std::fs::remove_file(cg.join(V2_JOB).join("memory.stat")).unwrap();
+    let (b, e) = collect(&mut c);
+    assert_eq!(e.total(), 0, "a job changing under us is not an error");
+    assert_eq!(
+        job_value(&b, &PROCESS_COUNT, "1001", &[]),
+        Some(4.0),
+        "cgroup.procs still lists it"
+    );
+    assert_eq!(
+        job_value(&b, &OPEN_FILES, "1001", &[]),
+        Some(16.0),
+        "its files are gone with it"
+    );
+    assert_eq!(job_value(&b, &MEMORY_RSS, "1001", &[]), None);
+    assert_eq!(
+        job_value(&b, &MEMORY_USAGE, "1001", &[]),
+        Some(2147483648.0)
+    );
+    // The job ends: nothing of it, zero jobs on the node.
+    std::fs::remove_dir_all(cg.join(V2_JOB)).unwrap();
+    let (b, e) = collect(&mut c);
+    assert_eq!(e.total(), 0);
+    assert!(b.of(&MEMORY_USAGE).next().is_none());
+    assert_eq!(b.value(&JOBS_ON_NODE, &[("NodeName", "n1")]), Some(0.0));
+}
+
+#[test]
+fn no_cgroup_hierarchy_is_one_counted_error_not_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = collector(&tmp.path().join("nothing"), tmp.path());
+    let (b, e) = collect(&mut c);
+    assert_eq!(e.total(), 1);
+    assert!(b.samples.is_empty());
+}
+
+const V1_JOB: &str = "slurm_c3/uid_0/job_85";
+
+#[test]
+fn cgroup_v1_job_captured_from_real_slurm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cg = tmp.path().join("cg");
+    copy_tree(&fixtures().join("cgroup/v1-slurm-22.05"), &cg);
+    let empty_proc = tmp.path().join("proc");
+    std::fs::create_dir(&empty_proc).unwrap();
+    let mut c = collector(&cg, &empty_proc);
+    let (b, _) = collect(&mut c);
+    let read = |rel: &str| -> f64 {
+        std::fs::read_to_string(cg.join(rel))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        job_value(&b, &MEMORY_USAGE, "85", &[]),
+        Some(read(&format!("memory/{V1_JOB}/memory.usage_in_bytes")))
+    );
+    assert_eq!(
+        job_value(&b, &MEMORY_MAX, "85", &[]),
+        Some(read(&format!("memory/{V1_JOB}/memory.max_usage_in_bytes")))
+    );
+    assert_eq!(
+        job_value(&b, &MEMORY_LIMIT, "85", &[]),
+        Some(300.0 * 1024.0 * 1024.0),
+        "--mem=300M"
+    );
+    let stat = std::fs::read_to_string(cg.join(format!("memory/{V1_JOB}/memory.stat"))).unwrap();
+    let total_rss: f64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("total_rss "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(job_value(&b, &MEMORY_RSS, "85", &[]), Some(total_rss));
+    assert!(total_rss > 100e6, "the job held 100 MB: {total_rss}");
+    assert_eq!(
+        job_value(&b, &CPUS_ALLOCATED, "85", &[]),
+        Some(2.0),
+        "cpuset 0-1"
+    );
+    // The batch shell and python; slurmstepd, in the job's freezer directory too, is not counted.
+    assert_eq!(job_value(&b, &PROCESS_COUNT, "85", &[]), Some(2.0));
+    assert_eq!(job_value(&b, &OOM_KILLS, "85", &[]), Some(0.0));
+    assert_eq!(
+        b.value(&JOBS_ON_NODE, &[("NodeName", "c3")]),
+        Some(1.0),
+        "node from slurm_c3"
+    );
+    assert_eq!(
+        b.of(&MEMORY_USAGE).next().unwrap().dims.get("User"),
+        Some("root"),
+        "uid_0"
+    );
+
+    // Two CPU-seconds more, split 1.5 / 0.5 over the two CPUs.
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let acct = cg.join(format!("cpuacct/{V1_JOB}"));
+    let usage = read(&format!("cpuacct/{V1_JOB}/cpuacct.usage")) as u64;
+    let percpu: Vec<u64> = std::fs::read_to_string(acct.join("cpuacct.usage_percpu"))
+        .unwrap()
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    set(
+        &acct.join("cpuacct.usage"),
+        &format!("{}\n", usage + 2_000_000_000),
+    );
+    set(
+        &acct.join("cpuacct.usage_percpu"),
+        &format!(
+            "{} {} \n",
+            percpu[0] + 1_500_000_000,
+            percpu[1] + 500_000_000
+        ),
+    );
+    let (b, _) = collect(&mut c);
+    let secs = 0.5 + started.elapsed().as_secs_f64();
+    let cores = job_value(&b, &CPU_USAGE, "85", &[]).unwrap();
+    assert!((cores - 2.0 / secs).abs() < 0.5, "{cores} cores");
+    let dist: Vec<f64> = match &b.of(&CPU_CORE_UTILIZATION).next().unwrap().value {
+        Observed::Distribution(v) => v.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(dist.len(), 2, "one value per allocated core");
+    assert!(dist[0] > dist[1] && dist[0] <= 100.0, "{dist:?}");
+}
+
+#[test]
+fn a_missing_v1_controller_disables_only_its_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cg = tmp.path().join("cg");
+    copy_tree(&fixtures().join("cgroup/v1-slurm-22.05"), &cg);
+    std::fs::remove_dir_all(cg.join("memory")).unwrap();
+    let mut c = collector(&cg, tmp.path());
+    let (b, e) = collect(&mut c);
+    assert_eq!(e.total(), 0);
+    assert!(b.of(&MEMORY_USAGE).next().is_none());
+    assert_eq!(job_value(&b, &CPUS_ALLOCATED, "85", &[]), Some(2.0));
+    assert_eq!(job_value(&b, &PROCESS_COUNT, "85", &[]), Some(2.0));
+}
+
+#[test]
+fn per_node_detail_adds_a_node_name_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cg = tmp.path().join("cg");
+    copy_tree(&fixtures().join("cgroup/v1-slurm-22.05"), &cg);
+    let cfg = NodeConfig {
+        cgroup_root: cg,
+        proc_root: tmp.path().to_owned(),
+        per_node_dimensions: true,
+        ..NodeConfig::default()
+    };
+    let mut c = NodeCollector::new(cfg, "n1".into());
+    let (b, _) = collect(&mut c);
+    let usage: Vec<_> = b.of(&MEMORY_USAGE).collect();
+    assert_eq!(usage.len(), 2);
+    assert!(usage.iter().any(|s| s.dims.get("NodeName") == Some("c3")));
+}
