@@ -1,17 +1,19 @@
 //! slurm-cw-shipper: Slurm metrics for Amazon CloudWatch.
 //!
 //! A metric's path through the code follows the module names:
-//! `sources::*` (read and parse) -> [`sample`] -> [`aggregate`] -> [`datum`] ->
-//! `sinks::delivery` (validate, keep what could not be sent) -> `sinks::cloudwatch` or
-//! `sinks::stdout`. [`app`] runs the loop; [`config`] and [`cli`] say how.
+//! `sources::*` (read and parse) -> [`sample`] -> [`aggregate`] -> `datum` ->
+//! `sinks::delivery` (validate, keep what could not be sent) -> `cloudwatch` or
+//! `sinks::stdout`. [`app`] runs the loop; [`config`] and [`cli`] say how. `datum`,
+//! `validate` and `cloudwatch` live in the slurm-cw-sink crate, which the Lambda shares, and
+//! are re-exported here.
+
+pub use slurm_cw_sink::{aws, datum};
 
 pub mod aggregate;
 pub mod app;
-pub mod aws;
 pub mod check;
 pub mod cli;
 pub mod config;
-pub mod datum;
 pub mod hook;
 pub mod role;
 pub mod sample;

@@ -2,10 +2,10 @@
 //! validation, the count of what was sent and dropped, and the backlog of what could not be
 //! sent yet.
 
-pub mod cloudwatch;
 pub mod delivery;
 pub mod stdout;
-pub mod validate;
+
+pub use slurm_cw_sink::{cloudwatch, validate};
 
 use crate::datum::Datum;
 use cloudwatch::{CloudWatchSink, PutOutcome};
