@@ -202,11 +202,7 @@ mod tests {
             assert!(seen.insert(m.name), "{} is listed twice", m.name);
             let first = m.name.chars().next().unwrap_or('a');
             assert!(first.is_ascii_uppercase(), "{} is not PascalCase", m.name);
-            assert!(
-                m.name.chars().all(|c| c.is_ascii_alphanumeric()),
-                "{}",
-                m.name
-            );
+            assert!(m.name.chars().all(|c| c.is_ascii_alphanumeric()), "{}", m.name);
             assert!(m.name.len() <= 255);
         }
     }
@@ -215,20 +211,11 @@ mod tests {
     fn every_metric_is_documented_and_has_a_dimension_set() {
         for m in ALL {
             assert!(!m.help.is_empty(), "{} has no help", m.name);
-            assert!(
-                m.help.ends_with('.'),
-                "{}: help should be a sentence",
-                m.name
-            );
-            assert!(
-                !m.dimension_sets.is_empty(),
-                "{} has no dimension set",
-                m.name
-            );
+            assert!(m.help.ends_with('.'), "{}: help should be a sentence", m.name);
+            assert!(!m.dimension_sets.is_empty(), "{} has no dimension set", m.name);
             assert!(!m.roles.is_empty(), "{} has no role", m.name);
             assert!(
-                m.full_dimension_sets()
-                    .all(|s| s.len() <= 30 && s[0] == dims::CLUSTER_NAME),
+                m.full_dimension_sets().all(|s| s.len() <= 30 && s[0] == dims::CLUSTER_NAME),
                 "{}",
                 m.name
             );
@@ -239,18 +226,9 @@ mod tests {
     fn rates_point_at_counters_and_only_the_lambda_emits_them() {
         for m in ALL {
             if let Some(src) = m.rate_of {
-                assert_eq!(
-                    src.kind,
-                    Kind::Counter,
-                    "{} is a rate of a non-counter",
-                    m.name
-                );
+                assert_eq!(src.kind, Kind::Counter, "{} is a rate of a non-counter", m.name);
                 assert_eq!(m.roles, &[Role::Lambda], "{}", m.name);
-                assert!(
-                    ALL.contains(&src),
-                    "{} derives from an unlisted metric",
-                    m.name
-                );
+                assert!(ALL.contains(&src), "{} derives from an unlisted metric", m.name);
             }
         }
     }
@@ -259,11 +237,7 @@ mod tests {
     fn every_head_counter_has_a_rate() {
         // The Lambda must turn every counter the head node ships into a rate.
         for m in ALL.iter().filter(|m| m.kind == Kind::Counter) {
-            assert!(
-                ALL.iter().any(|r| r.rate_of == Some(*m)),
-                "counter {} has no derived rate",
-                m.name
-            );
+            assert!(ALL.iter().any(|r| r.rate_of == Some(*m)), "counter {} has no derived rate", m.name);
         }
     }
 

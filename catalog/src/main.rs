@@ -39,18 +39,11 @@ fn main() -> ExitCode {
                     ok = false;
                 }
             }
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
+            if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
         }
         Some("print") => {
             let wanted = args.get(1).map(String::as_str).unwrap_or("docs/metrics.md");
-            match slurm_cw_catalog::generated::files()
-                .into_iter()
-                .find(|(p, _)| *p == wanted)
-            {
+            match slurm_cw_catalog::generated::files().into_iter().find(|(p, _)| *p == wanted) {
                 Some((_, content)) => {
                     print!("{content}");
                     ExitCode::SUCCESS

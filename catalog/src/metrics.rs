@@ -38,10 +38,7 @@ const CLUSTER: &[&[&str]] = &[&[]];
 /// Cluster-wide and per partition.
 const CLUSTER_AND_PARTITION: &[&[&str]] = &[&[], &[PARTITION]];
 /// Per job; the second set adds per-node detail for multi-node jobs (off by default).
-const JOB: &[&[&str]] = &[
-    &[JOB_ID, USER, ACCOUNT],
-    &[JOB_ID, USER, ACCOUNT, NODE_NAME],
-];
+const JOB: &[&[&str]] = &[&[JOB_ID, USER, ACCOUNT], &[JOB_ID, USER, ACCOUNT, NODE_NAME]];
 /// Per job and GPU: the default per-job figure, then per-GPU detail by index or by UUID.
 const JOB_GPU: &[&[&str]] = &[
     &[JOB_ID, USER, ACCOUNT],
@@ -87,11 +84,11 @@ catalog! {
             &[&[REASON], &[PARTITION, REASON]],
             "Pending jobs by the reason they wait (Resources, Priority, Dependency, ...): the top reasons by count, the rest as Other.";
         PENDING_CPUS = "PendingCpus", Count, Gauge, [Head], CLUSTER_AND_PARTITION,
-            "CPUs requested by pending jobs.";
+            "CPUs requested by pending jobs that could start if resources were free (not held, not waiting for a dependency, a begin time, a limit or a partition).";
         PENDING_GPUS = "PendingGpus", Count, Gauge, [Head], CLUSTER_AND_PARTITION,
-            "GPUs requested by pending jobs.";
+            "GPUs requested by pending jobs that could start if resources were free.";
         PENDING_NODES = "PendingNodes", Count, Gauge, [Head], CLUSTER_AND_PARTITION,
-            "Nodes requested by pending jobs (minimum node count).";
+            "Nodes (minimum count) requested by pending jobs that could start if resources were free.";
         RUNNING_CPUS = "RunningCpus", Count, Gauge, [Head], CLUSTER_AND_PARTITION,
             "CPUs held by running jobs.";
         RUNNING_GPUS = "RunningGpus", Count, Gauge, [Head], CLUSTER_AND_PARTITION,
@@ -332,8 +329,8 @@ catalog! {
     Shipper {
         SHIPPER_DATUMS_SENT = "ShipperDatumsSent", Count, Gauge, [Shipper], HOST,
             "Datums CloudWatch accepted from this shipper during the flush interval.";
-        SHIPPER_DATUMS_DROPPED = "ShipperDatumsDropped", Count, Gauge, [Shipper], &[&[NODE_NAME, REASON]],
-            "Datums this shipper dropped during the interval, by reason (non_finite, out_of_range, bad_dimension, too_many_dimensions, timestamp, rejected, spool_full, ...).";
+        SHIPPER_DATUMS_DROPPED = "ShipperDatumsDropped", Count, Gauge, [Shipper], &[&[NODE_NAME, REASON], &[]],
+            "Datums dropped during the interval, by reason (non_finite, out_of_range, bad_dimension, too_many_dimensions, timestamp, rejected, queue_full, spool_full, ...) per host; with ClusterName alone, the sum over reasons from every host (what the alarm watches).";
         SHIPPER_REQUESTS = "ShipperRequests", Count, Gauge, [Shipper], HOST,
             "PutMetricData requests sent during the interval, retries included.";
         SHIPPER_RETRIES = "ShipperRetries", Count, Gauge, [Shipper], HOST,

@@ -29,50 +29,33 @@ fn tree(root: &Path, jobs: u32) -> NodeConfig {
     std::fs::create_dir_all(&cg).unwrap();
     std::fs::write(cg.join("cgroup.controllers"), "cpu memory\n").unwrap();
     for j in 0..jobs {
-        let task = cg.join(format!(
-            "system.slice/slurmstepd.scope/job_{}/step_0/user/task_0",
-            500 + j
-        ));
+        let task = cg.join(format!("system.slice/slurmstepd.scope/job_{}/step_0/user/task_0", 500 + j));
         std::fs::create_dir_all(&task).unwrap();
         std::fs::write(task.join("cgroup.procs"), format!("{}\n", 100 + j)).unwrap();
         let p = proc.join((100 + j).to_string());
         std::fs::create_dir_all(&p).unwrap();
         std::fs::write(
             p.join("environ"),
-            format!(
-                "SLURM_JOB_ACCOUNT=a\0SLURM_JOB_GPUS={},{}\0",
-                2 * j,
-                2 * j + 1
-            ),
+            format!("SLURM_JOB_ACCOUNT=a\0SLURM_JOB_GPUS={},{}\0", 2 * j, 2 * j + 1),
         )
         .unwrap();
     }
-    NodeConfig {
-        cgroup_root: cg,
-        proc_root: proc,
-        ..NodeConfig::default()
-    }
+    NodeConfig { cgroup_root: cg, proc_root: proc, ..NodeConfig::default() }
 }
 
 fn main() {
     let cycles = 2000;
     let dir = tempfile::tempdir().unwrap();
     let node = tree(dir.path(), 4);
-    let gpus: Vec<FakeGpu> = (0..8)
-        .map(|i| FakeGpu::gpu(i, 10.0 * i as f64).with_pids(&[100 + i / 2]))
-        .collect();
+    let gpus: Vec<FakeGpu> =
+        (0..8).map(|i| FakeGpu::gpu(i, 10.0 * i as f64).with_pids(&[100 + i / 2])).collect();
 
     let (mut floor_src, _) = FakeSource::new(gpus.clone());
     let floor = time_per_cycle(cycles, || {
         std::hint::black_box(floor_src.read_all());
     });
     let (src, _) = FakeSource::new(gpus);
-    let mut c = GpuCollector::new(
-        Box::new(src),
-        GpuConfig::default(),
-        node.clone(),
-        "bench".into(),
-    );
+    let mut c = GpuCollector::new(Box::new(src), GpuConfig::default(), node.clone(), "bench".into());
     let full = time_per_cycle(cycles, || {
         let mut b = Batch::new(SystemTime::now());
         c.collect_once(&mut b, &mut Errors::new());
@@ -92,8 +75,7 @@ fn main() {
             let reads = time_per_cycle(50, || {
                 std::hint::black_box(real.read_all());
             });
-            let mut c =
-                GpuCollector::new(Box::new(real), GpuConfig::default(), node, "bench".into());
+            let mut c = GpuCollector::new(Box::new(real), GpuConfig::default(), node, "bench".into());
             let full = time_per_cycle(50, || {
                 let mut b = Batch::new(SystemTime::now());
                 c.collect_once(&mut b, &mut Errors::new());

@@ -54,16 +54,7 @@ fn measure<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, usize) {
 }
 
 fn squeue_output(jobs: usize) -> String {
-    let states = [
-        "RUNNING",
-        "PENDING",
-        "PENDING",
-        "COMPLETED",
-        "PENDING",
-        "RUNNING",
-        "FAILED",
-        "CANCELLED",
-    ];
+    let states = ["RUNNING", "PENDING", "PENDING", "COMPLETED", "PENDING", "RUNNING", "FAILED", "CANCELLED"];
     let reasons = [
         "Resources",
         "Priority",
@@ -74,11 +65,7 @@ fn squeue_output(jobs: usize) -> String {
     let mut s = String::with_capacity(jobs * 80);
     for i in 0..jobs {
         let state = states[i % states.len()];
-        let reason = if state == "PENDING" {
-            reasons[i % reasons.len()]
-        } else {
-            "None"
-        };
+        let reason = if state == "PENDING" { reasons[i % reasons.len()] } else { "None" };
         let part = ["compute", "gpu", "highmem", "compute,highmem"][i % 4];
         let gres = if part == "gpu" { "gres/gpu:4" } else { "N/A" };
         s.push_str(&format!(
@@ -104,11 +91,8 @@ fn sinfo_output(nodes: usize) -> String {
     let mut s = String::with_capacity(nodes * 90);
     for i in 0..nodes {
         let part = ["compute", "gpu", "highmem"][i % 3];
-        let (gres, used) = if part == "gpu" {
-            ("gpu:h100:8(S:0-1)", "gpu:h100:4(IDX:0-3)")
-        } else {
-            ("(null)", "gpu:0")
-        };
+        let (gres, used) =
+            if part == "gpu" { ("gpu:h100:8(S:0-1)", "gpu:h100:4(IDX:0-3)") } else { ("(null)", "gpu:0") };
         s.push_str(&format!(
             "q-{i}|{part}|{}|32/32/0/64|512000|256000|{gres}|{used}|\n",
             states[i % states.len()]
@@ -125,9 +109,7 @@ fn sinfo_output(nodes: usize) -> String {
 
 /// The floor: every line split into its fields, nothing else.
 fn split_only(text: &str) -> usize {
-    text.lines()
-        .map(|l| l.split('|').filter(|f| !f.is_empty()).count())
-        .sum()
+    text.lines().map(|l| l.split('|').filter(|f| !f.is_empty()).count()).sum()
 }
 
 fn report(what: &str, input: &str, parse: (Duration, usize), floor: (Duration, usize)) {

@@ -31,13 +31,7 @@ fn rss_mb(field: &str) -> f64 {
     let kb: f64 = status
         .lines()
         .find_map(|l| {
-            l.strip_prefix(field).map(|v| {
-                v.trim()
-                    .trim_end_matches(" kB")
-                    .trim()
-                    .parse()
-                    .unwrap_or(0.0)
-            })
+            l.strip_prefix(field).map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0.0))
         })
         .unwrap_or(0.0);
     kb / 1024.0
@@ -53,10 +47,7 @@ fn build(root: &Path, jobs: u32) -> (PathBuf, PathBuf) {
     let proc = root.join("proc");
     std::fs::create_dir_all(&proc).unwrap();
     std::fs::create_dir_all(&cg).unwrap();
-    write(
-        &cg.join("cgroup.controllers"),
-        "cpuset cpu io memory pids\n",
-    );
+    write(&cg.join("cgroup.controllers"), "cpuset cpu io memory pids\n");
     let stat_tail = "0 0 20 0 2 0 1000 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
     for j in 0..jobs {
         let job = cg.join(format!("system.slice/slurmstepd.scope/job_{}", 1000 + j));
@@ -66,10 +57,7 @@ fn build(root: &Path, jobs: u32) -> (PathBuf, PathBuf) {
         write(&job.join("memory.peak"), "3221225472\n");
         write(&job.join("memory.max"), "4294967296\n");
         write(&job.join("memory.stat"), &"anon 1879048192\nfile 251658240\nkernel 16777216\nanon_thp 0\nfile_mapped 33554432\nactive_file 83886080\ninactive_file 167772160\nunevictable 0\nslab 3145728\npgfault 524288\n".repeat(4));
-        write(
-            &job.join("memory.events"),
-            "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
-        );
+        write(&job.join("memory.events"), "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n");
         write(&job.join("memory.swap.current"), "0\n");
         write(
             &job.join("cpu.stat"),
@@ -84,24 +72,16 @@ fn build(root: &Path, jobs: u32) -> (PathBuf, PathBuf) {
             write(&d.join("cgroup.procs"), "");
         }
         let pids: Vec<u32> = (0..PROCS_PER_JOB).map(|i| 100_000 + j * 100 + i).collect();
-        write(
-            &task.join("cgroup.procs"),
-            &pids.iter().map(|p| format!("{p}\n")).collect::<String>(),
-        );
+        write(&task.join("cgroup.procs"), &pids.iter().map(|p| format!("{p}\n")).collect::<String>());
         for pid in pids {
             let d = proc.join(pid.to_string());
             std::fs::create_dir_all(d.join("fd")).unwrap();
             std::fs::create_dir_all(d.join(format!("task/{pid}"))).unwrap();
             std::fs::create_dir_all(d.join(format!("task/{}", pid + 50))).unwrap();
-            let stat = format!(
-                "{pid} (solver) R 1 {pid} {pid} 0 -1 4194304 100 0 0 0 5000 200 {stat_tail}"
-            );
+            let stat = format!("{pid} (solver) R 1 {pid} {pid} 0 -1 4194304 100 0 0 0 5000 200 {stat_tail}");
             write(&d.join("stat"), &stat);
             write(&d.join(format!("task/{pid}/stat")), &stat);
-            write(
-                &d.join(format!("task/{}/stat", pid + 50)),
-                &stat.replace(" R 1 ", " S 1 "),
-            );
+            write(&d.join(format!("task/{}/stat", pid + 50)), &stat.replace(" R 1 ", " S 1 "));
             write(
                 &d.join("io"),
                 "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 5\nwrite_bytes: 6\ncancelled_write_bytes: 0\n",
@@ -143,12 +123,7 @@ fn floor(cg: &Path, proc: &Path, buf: &mut String) -> usize {
             read(j.join(f), buf);
         }
         let mut pids = Vec::new();
-        for d in [
-            j.clone(),
-            j.join("step_0"),
-            j.join("step_0/user"),
-            j.join("step_0/user/task_0"),
-        ] {
+        for d in [j.clone(), j.join("step_0"), j.join("step_0/user"), j.join("step_0/user/task_0")] {
             let _ = std::fs::read_dir(&d).map(|r| r.count());
             read(d.join("cgroup.procs"), buf);
             pids.extend(buf.lines().filter_map(|l| l.parse::<u32>().ok()));
@@ -176,11 +151,7 @@ fn main() {
     for jobs in [1u32, 64, 512] {
         let dir = tempfile::tempdir().unwrap();
         let (cg, proc) = build(dir.path(), jobs);
-        let cfg = NodeConfig {
-            cgroup_root: cg.clone(),
-            proc_root: proc.clone(),
-            ..NodeConfig::default()
-        };
+        let cfg = NodeConfig { cgroup_root: cg.clone(), proc_root: proc.clone(), ..NodeConfig::default() };
         let mut c = NodeCollector::new(cfg, "bench".into());
         let mut samples = 0;
         // Warm-up: the first cycle resolves users and accounts and has no rates.

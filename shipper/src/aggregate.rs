@@ -37,10 +37,7 @@ pub struct Aggregator {
 
 impl Aggregator {
     pub fn new(cluster: impl Into<String>) -> Self {
-        Aggregator {
-            cluster: cluster.into(),
-            entries: HashMap::new(),
-        }
+        Aggregator { cluster: cluster.into(), entries: HashMap::new() }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -53,28 +50,17 @@ impl Aggregator {
     }
 
     pub fn add(&mut self, sample: Sample) {
-        let Sample {
+        let Sample { metric, dims, value, time } = sample;
+        let entry = self.entries.entry((metric.name, dims)).or_insert_with(|| Entry {
             metric,
-            dims,
-            value,
-            time,
-        } = sample;
-        let entry = self
-            .entries
-            .entry((metric.name, dims))
-            .or_insert_with(|| Entry {
-                metric,
-                last: time,
-                acc: match value {
-                    Observed::Scalar(_) => Acc::Stats(Stats {
-                        min: f64::INFINITY,
-                        max: f64::NEG_INFINITY,
-                        sum: 0.0,
-                        count: 0.0,
-                    }),
-                    Observed::Distribution(_) => Acc::Distribution(BTreeMap::new()),
-                },
-            });
+            last: time,
+            acc: match value {
+                Observed::Scalar(_) => {
+                    Acc::Stats(Stats { min: f64::INFINITY, max: f64::NEG_INFINITY, sum: 0.0, count: 0.0 })
+                }
+                Observed::Distribution(_) => Acc::Distribution(BTreeMap::new()),
+            },
+        });
         entry.last = entry.last.max(time);
         let values: &[f64] = match &value {
             Observed::Scalar(v) => std::slice::from_ref(v),
@@ -107,11 +93,8 @@ impl Aggregator {
     /// Takes everything accumulated so far as datums, sorted by metric and dimensions so output
     /// is stable.
     pub fn drain(&mut self) -> Vec<Datum> {
-        let mut out: Vec<Datum> = self
-            .entries
-            .drain()
-            .map(|((_, dims), e)| to_datum(&self.cluster, e, dims))
-            .collect();
+        let mut out: Vec<Datum> =
+            self.entries.drain().map(|((_, dims), e)| to_datum(&self.cluster, e, dims)).collect();
         out.sort_by(|a, b| (&a.metric, &a.dimensions).cmp(&(&b.metric, &b.dimensions)));
         out
     }
@@ -120,11 +103,7 @@ impl Aggregator {
 fn to_datum(cluster: &str, e: Entry, sample_dims: Dims) -> Datum {
     let mut dimensions: Vec<(String, String)> = Vec::with_capacity(sample_dims.len() + 1);
     dimensions.push((dims::CLUSTER_NAME.to_owned(), cluster.to_owned()));
-    dimensions.extend(
-        sample_dims
-            .iter()
-            .map(|(n, v)| (n.to_owned(), v.to_owned())),
-    );
+    dimensions.extend(sample_dims.iter().map(|(n, v)| (n.to_owned(), v.to_owned())));
     dimensions.sort();
     let value = match e.acc {
         Acc::Stats(s) if s.count == 1.0 => DatumValue::Value { value: s.sum },
@@ -156,18 +135,11 @@ fn fold_distribution(d: &BTreeMap<u64, f64>) -> (Vec<f64>, Vec<f64>) {
     let width = (hi - lo) / MAX_DISTINCT_VALUES as f64;
     let mut bins: Vec<(f64, f64)> = vec![(0.0, 0.0); MAX_DISTINCT_VALUES];
     for (v, c) in pairs {
-        let i = if width > 0.0 {
-            (((v - lo) / width) as usize).min(MAX_DISTINCT_VALUES - 1)
-        } else {
-            0
-        };
+        let i = if width > 0.0 { (((v - lo) / width) as usize).min(MAX_DISTINCT_VALUES - 1) } else { 0 };
         bins[i].0 += v * c;
         bins[i].1 += c;
     }
-    bins.into_iter()
-        .filter(|(_, c)| *c > 0.0)
-        .map(|(s, c)| (s / c, c))
-        .unzip()
+    bins.into_iter().filter(|(_, c)| *c > 0.0).map(|(s, c)| (s / c, c)).unzip()
 }
 
 #[cfg(test)]
@@ -183,12 +155,7 @@ mod tests {
     #[test]
     fn one_sample_is_a_plain_value_with_cluster_name() {
         let mut a = Aggregator::new("prod");
-        a.add(Sample::new(
-            &NODE_COUNT,
-            Dims::new().with("State", "idle"),
-            4.0,
-            t(0),
-        ));
+        a.add(Sample::new(&NODE_COUNT, Dims::new().with("State", "idle"), 4.0, t(0)));
         let out = a.drain();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].value, DatumValue::Value { value: 4.0 });
@@ -202,66 +169,29 @@ mod tests {
     fn samples_of_one_series_become_statistic_values() {
         let mut a = Aggregator::new("c");
         for (i, v) in [5.0, 3.0, 7.0, 5.0].into_iter().enumerate() {
-            a.add(Sample::new(
-                &NODE_COUNT,
-                Dims::new().with("State", "idle"),
-                v,
-                t(i as u64 * 10),
-            ));
+            a.add(Sample::new(&NODE_COUNT, Dims::new().with("State", "idle"), v, t(i as u64 * 10)));
         }
-        a.add(Sample::new(
-            &NODE_COUNT,
-            Dims::new().with("State", "down"),
-            1.0,
-            t(0),
-        ));
+        a.add(Sample::new(&NODE_COUNT, Dims::new().with("State", "down"), 1.0, t(0)));
         let out = a.drain();
         assert_eq!(out.len(), 2);
-        let idle = out
-            .iter()
-            .find(|d| d.dimension("State") == Some("idle"))
-            .unwrap();
+        let idle = out.iter().find(|d| d.dimension("State") == Some("idle")).unwrap();
         assert_eq!(
             idle.value,
-            DatumValue::Stats {
-                stats: Stats {
-                    min: 3.0,
-                    max: 7.0,
-                    sum: 20.0,
-                    count: 4.0
-                }
-            }
+            DatumValue::Stats { stats: Stats { min: 3.0, max: 7.0, sum: 20.0, count: 4.0 } }
         );
-        assert_eq!(
-            idle.timestamp,
-            t(30),
-            "a datum carries the time of its latest sample"
-        );
+        assert_eq!(idle.timestamp, t(30), "a datum carries the time of its latest sample");
     }
 
     #[test]
     fn distributions_become_values_and_counts() {
         let mut a = Aggregator::new("c");
         let d = Dims::new().with("JobId", "1");
-        a.add(Sample::distribution(
-            &CPU_CORE_UTILIZATION,
-            d.clone(),
-            vec![100.0, 50.0, 100.0],
-            t(0),
-        ));
-        a.add(Sample::distribution(
-            &CPU_CORE_UTILIZATION,
-            d,
-            vec![50.0, 0.0],
-            t(10),
-        ));
+        a.add(Sample::distribution(&CPU_CORE_UTILIZATION, d.clone(), vec![100.0, 50.0, 100.0], t(0)));
+        a.add(Sample::distribution(&CPU_CORE_UTILIZATION, d, vec![50.0, 0.0], t(10)));
         let out = a.drain();
         assert_eq!(
             out[0].value,
-            DatumValue::Values {
-                values: vec![0.0, 50.0, 100.0],
-                counts: vec![1.0, 2.0, 2.0]
-            }
+            DatumValue::Values { values: vec![0.0, 50.0, 100.0], counts: vec![1.0, 2.0, 2.0] }
         );
     }
 
@@ -270,16 +200,9 @@ mod tests {
         let mut a = Aggregator::new("c");
         let values: Vec<f64> = (0..1000).map(|i| i as f64 / 10.0).collect();
         let mean: f64 = values.iter().sum::<f64>() / values.len() as f64;
-        a.add(Sample::distribution(
-            &CPU_CORE_UTILIZATION,
-            Dims::new(),
-            values,
-            t(0),
-        ));
+        a.add(Sample::distribution(&CPU_CORE_UTILIZATION, Dims::new(), values, t(0)));
         let out = a.drain();
-        let DatumValue::Values { values, counts } = &out[0].value else {
-            panic!("not values")
-        };
+        let DatumValue::Values { values, counts } = &out[0].value else { panic!("not values") };
         assert!(values.len() <= MAX_DISTINCT_VALUES);
         assert_eq!(counts.iter().sum::<f64>(), 1000.0);
         let folded_mean: f64 = values.iter().zip(counts).map(|(v, c)| v * c).sum::<f64>() / 1000.0;

@@ -86,19 +86,13 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     let sink = build_sink(&config).await;
     let delivery = Delivery::new(sink, config.cloudwatch.max_backlog, stats.clone());
     let pipeline = Pipeline::new(&config, role, cluster, node, stats);
-    if cli.once {
-        once(pipeline, delivery).await
-    } else {
-        daemon(pipeline, delivery, &config, role).await
-    }
+    if cli.once { once(pipeline, delivery).await } else { daemon(pipeline, delivery, &config, role).await }
 }
 
 pub async fn build_sink(config: &Config) -> Sink {
     match config.sink {
         SinkKind::Stdout => Sink::Stdout(StdoutSink::new(&config.namespace)),
-        SinkKind::Cloudwatch => {
-            Sink::CloudWatch(CloudWatchSink::new(cloudwatch_settings(config)).await)
-        }
+        SinkKind::Cloudwatch => Sink::CloudWatch(CloudWatchSink::new(cloudwatch_settings(config)).await),
     }
 }
 
@@ -108,11 +102,7 @@ pub fn cloudwatch_settings(config: &Config) -> Settings {
         namespace: config.namespace.clone(),
         region: cw.region.clone(),
         endpoint: cw.endpoint.clone(),
-        backoff: Backoff {
-            base: cw.retry_base_delay,
-            cap: cw.retry_max_delay,
-            max_retries: cw.max_retries,
-        },
+        backoff: Backoff { base: cw.retry_base_delay, cap: cw.retry_max_delay, max_retries: cw.max_retries },
         attempt_timeout: cw.attempt_timeout,
         storage_resolution: cw.storage_resolution,
     }
@@ -126,12 +116,7 @@ fn gpu_collector(config: &Config, node: &str) -> Option<GpuCollector> {
     }
     let (gpu, node_cfg) = (config.gpu.clone(), config.node.clone());
     match NvmlSource::init() {
-        Ok(source) => Some(GpuCollector::new(
-            Box::new(source),
-            gpu,
-            node_cfg,
-            node.to_owned(),
-        )),
+        Ok(source) => Some(GpuCollector::new(Box::new(source), gpu, node_cfg, node.to_owned())),
         Err(e) if config.gpu.enabled == Toggle::On => {
             Some(GpuCollector::unavailable(e, gpu, node_cfg, node.to_owned()))
         }
@@ -153,24 +138,14 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(
-        config: &Config,
-        role: Role,
-        cluster: String,
-        node: String,
-        stats: StatsHandle,
-    ) -> Self {
+    pub fn new(config: &Config, role: Role, cluster: String, node: String, stats: StatsHandle) -> Self {
         let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
         if role.runs_head() {
-            let cmds =
-                SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+            let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
             collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone())));
         }
         if role.runs_node() {
-            collectors.push(Box::new(NodeCollector::new(
-                config.node.clone(),
-                node.clone(),
-            )));
+            collectors.push(Box::new(NodeCollector::new(config.node.clone(), node.clone())));
             if let Some(gpu) = gpu_collector(config, &node) {
                 collectors.push(Box::new(gpu));
             }
@@ -207,10 +182,7 @@ impl Pipeline {
     /// Into the aggregator, less the excluded metrics.
     fn add(&mut self, batch: Batch) {
         let excluded = &self.excluded;
-        let kept = batch
-            .samples
-            .into_iter()
-            .filter(|s| !excluded.iter().any(|e| e == s.metric.name));
+        let kept = batch.samples.into_iter().filter(|s| !excluded.iter().any(|e| e == s.metric.name));
         self.aggregator.extend(kept);
     }
 
@@ -230,19 +202,11 @@ impl Pipeline {
                 took.as_secs_f64() * 1000.0,
             );
             for (part, n) in errors.iter() {
-                batch.push(
-                    &COLLECTOR_ERRORS,
-                    host.clone().with(COLLECTOR, part),
-                    n as f64,
-                );
+                batch.push(&COLLECTOR_ERRORS, host.clone().with(COLLECTOR, part), n as f64);
             }
             total_errors += errors.total();
         }
-        tracing::debug!(
-            samples = batch.samples.len(),
-            errors = total_errors,
-            "collected"
-        );
+        tracing::debug!(samples = batch.samples.len(), errors = total_errors, "collected");
         self.add(batch);
         total_errors
     }
@@ -257,12 +221,12 @@ impl Pipeline {
         batch.push(&SHIPPER_RETRIES, host.clone(), s.retries as f64);
         batch.push(&SHIPPER_BYTES_SENT, host.clone(), s.bytes as f64);
         for (reason, n) in &s.dropped {
-            batch.push(
-                &SHIPPER_DATUMS_DROPPED,
-                host.clone().with(REASON, reason.as_str()),
-                *n as f64,
-            );
+            batch.push(&SHIPPER_DATUMS_DROPPED, host.clone().with(REASON, reason.as_str()), *n as f64);
         }
+        // Cluster-wide, every host adds into one series that an alarm can watch (zero too, so
+        // the alarm sees data).
+        let total: u64 = s.dropped.values().sum();
+        batch.push(&SHIPPER_DATUMS_DROPPED, Dims::new(), total as f64);
         self.add(batch);
         self.aggregator.drain()
     }
@@ -296,8 +260,7 @@ async fn daemon(mut pipeline: Pipeline, delivery: Delivery, config: &Config, rol
         config.flush_interval
     };
     tracing::debug!(?offset, "first flush after the random offset");
-    let mut flush =
-        tokio::time::interval_at(tokio::time::Instant::now() + offset, config.flush_interval);
+    let mut flush = tokio::time::interval_at(tokio::time::Instant::now() + offset, config.flush_interval);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = Shutdown::new();
     let (hook_tx, mut hook_rx) = mpsc::channel::<hook::Request>(64);
@@ -341,10 +304,7 @@ async fn daemon(mut pipeline: Pipeline, delivery: Delivery, config: &Config, rol
         Ok(Ok(())) => Exit::Ok,
         Ok(Err(e)) => Exit::Failed(format!("delivery task failed: {e}")),
         Err(_) => {
-            tracing::warn!(
-                ?SHUTDOWN_GRACE,
-                "delivery did not finish in time; exiting anyway"
-            );
+            tracing::warn!(?SHUTDOWN_GRACE, "delivery did not finish in time; exiting anyway");
             Exit::Ok
         }
     }
@@ -382,10 +342,7 @@ struct Shutdown {
 impl Shutdown {
     fn new() -> Self {
         use tokio::signal::unix::{SignalKind, signal};
-        Shutdown {
-            term: signal(SignalKind::terminate()).ok(),
-            int: signal(SignalKind::interrupt()).ok(),
-        }
+        Shutdown { term: signal(SignalKind::terminate()).ok(), int: signal(SignalKind::interrupt()).ok() }
     }
 
     async fn recv(&mut self) -> &'static str {

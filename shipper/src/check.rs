@@ -39,19 +39,14 @@ pub struct Row {
 }
 
 fn row(check: &'static str, status: Status, detail: impl Into<String>) -> Row {
-    Row {
-        check,
-        status,
-        detail: detail.into(),
-    }
+    Row { check, status, detail: detail.into() }
 }
 
 pub async fn run(config: &Config) -> Exit {
     let rows = collect_rows(config).await;
     print!("{}", render(&rows));
-    let bad_config = rows
-        .iter()
-        .any(|r| r.status == Status::Fail && matches!(r.check, "cluster name" | "role"));
+    let bad_config =
+        rows.iter().any(|r| r.status == Status::Fail && matches!(r.check, "cluster name" | "role"));
     if bad_config {
         Exit::BadConfig("the configuration cannot work here (see the table)".into())
     } else if rows.iter().any(|r| r.status == Status::Fail) {
@@ -66,13 +61,7 @@ pub fn render(rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{:<width$}  {:<6}  DETAIL", "CHECK", "STATUS");
     for r in rows {
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:<6}  {}",
-            r.check,
-            r.status.as_str(),
-            r.detail
-        );
+        let _ = writeln!(out, "{:<width$}  {:<6}  {}", r.check, r.status.as_str(), r.detail);
     }
     out
 }
@@ -80,11 +69,7 @@ pub fn render(rows: &[Row]) -> String {
 async fn collect_rows(config: &Config) -> Vec<Row> {
     let mut rows = vec![row("configuration", Status::Ok, "valid")];
     match config.resolve_cluster_name() {
-        Ok((name, from)) => rows.push(row(
-            "cluster name",
-            Status::Ok,
-            format!("{name} (from {from})"),
-        )),
+        Ok((name, from)) => rows.push(row("cluster name", Status::Ok, format!("{name} (from {from})"))),
         Err(e) => rows.push(row("cluster name", Status::Fail, e.0)),
     }
     let role = match detect_role(config) {
@@ -108,22 +93,10 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
     for program in ["sinfo", "squeue", "sdiag"] {
         let r = match cmds.locate(program) {
             Ok(p) => match cmds.run(program, &["--version"]).await {
-                Ok(o) => row(
-                    program,
-                    Status::Ok,
-                    format!("{} ({})", p.display(), o.stdout.trim()),
-                ),
-                Err(e) => row(
-                    program,
-                    if head { Status::Fail } else { Status::Warn },
-                    e.to_string(),
-                ),
+                Ok(o) => row(program, Status::Ok, format!("{} ({})", p.display(), o.stdout.trim())),
+                Err(e) => row(program, if head { Status::Fail } else { Status::Warn }, e.to_string()),
             },
-            Err(e) => row(
-                program,
-                if head { Status::Fail } else { Status::Skip },
-                e.to_string(),
-            ),
+            Err(e) => row(program, if head { Status::Fail } else { Status::Skip }, e.to_string()),
         };
         rows.push(r);
     }
@@ -148,34 +121,20 @@ async fn aws_rows(config: &Config) -> Vec<Row> {
         )),
     }
     match sdk.credentials_provider() {
-        None => rows.push(row(
-            "aws credentials",
-            Status::Fail,
-            "no credentials provider",
-        )),
-        Some(p) => {
-            match tokio::time::timeout(Duration::from_secs(10), p.provide_credentials()).await {
-                Ok(Ok(c)) => {
-                    let id = c.access_key_id();
-                    let shown: String = id.chars().take(4).collect();
-                    rows.push(row(
-                        "aws credentials",
-                        Status::Ok,
-                        format!("found (access key {shown}...)"),
-                    ));
-                }
-                Ok(Err(e)) => rows.push(row(
-                    "aws credentials",
-                    Status::Fail,
-                    crate::sinks::cloudwatch::source_chain(&e).to_string(),
-                )),
-                Err(_) => rows.push(row(
-                    "aws credentials",
-                    Status::Fail,
-                    "timed out looking for credentials",
-                )),
+        None => rows.push(row("aws credentials", Status::Fail, "no credentials provider")),
+        Some(p) => match tokio::time::timeout(Duration::from_secs(10), p.provide_credentials()).await {
+            Ok(Ok(c)) => {
+                let id = c.access_key_id();
+                let shown: String = id.chars().take(4).collect();
+                rows.push(row("aws credentials", Status::Ok, format!("found (access key {shown}...)")));
             }
-        }
+            Ok(Err(e)) => rows.push(row(
+                "aws credentials",
+                Status::Fail,
+                crate::sinks::cloudwatch::source_chain(&e).to_string(),
+            )),
+            Err(_) => rows.push(row("aws credentials", Status::Fail, "timed out looking for credentials")),
+        },
     }
     let endpoint = config
         .cloudwatch
@@ -184,10 +143,7 @@ async fn aws_rows(config: &Config) -> Vec<Row> {
         .or_else(|| std::env::var("AWS_ENDPOINT_URL_CLOUDWATCH").ok())
         .or_else(|| sdk.endpoint_url().map(str::to_owned))
         .unwrap_or_else(|| {
-            format!(
-                "https://monitoring.{}.amazonaws.com",
-                region.as_deref().unwrap_or("REGION")
-            )
+            format!("https://monitoring.{}.amazonaws.com", region.as_deref().unwrap_or("REGION"))
         });
     rows.push(endpoint_row(&endpoint).await);
     rows
@@ -203,12 +159,7 @@ async fn endpoint_row(url: &str) -> Row {
     } else {
         format!("{authority}:443")
     };
-    match tokio::time::timeout(
-        Duration::from_secs(5),
-        tokio::net::TcpStream::connect(&addr),
-    )
-    .await
-    {
+    match tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(&addr)).await {
         Ok(Ok(_)) => row("endpoint", Status::Ok, format!("{url} (reachable)")),
         Ok(Err(e)) => row("endpoint", Status::Fail, format!("{url}: {e}")),
         Err(_) => row("endpoint", Status::Fail, format!("{url}: no answer in 5 s")),
@@ -224,23 +175,11 @@ fn cgroup_row(config: &Config, needed: bool) -> Row {
         .collect();
     let miss = if needed { Status::Fail } else { Status::Skip };
     if v2 {
-        row(
-            "cgroup root",
-            Status::Ok,
-            format!("{} (cgroup v2)", root.display()),
-        )
+        row("cgroup root", Status::Ok, format!("{} (cgroup v2)", root.display()))
     } else if !v1.is_empty() {
-        row(
-            "cgroup root",
-            Status::Ok,
-            format!("{} (cgroup v1: {})", root.display(), v1.join(" ")),
-        )
+        row("cgroup root", Status::Ok, format!("{} (cgroup v1: {})", root.display(), v1.join(" ")))
     } else {
-        row(
-            "cgroup root",
-            miss,
-            format!("{}: no cgroup v1 or v2 hierarchy", root.display()),
-        )
+        row("cgroup root", miss, format!("{}: no cgroup v1 or v2 hierarchy", root.display()))
     }
 }
 
@@ -252,23 +191,12 @@ fn nvml_row(config: &Config) -> Row {
         Ok(nvml) => {
             let driver = nvml.sys_driver_version().unwrap_or_else(|_| "?".into());
             let count = nvml.device_count().unwrap_or(0);
-            row(
-                "nvml",
-                Status::Ok,
-                format!("driver {driver}, {count} GPU(s)"),
-            )
+            row("nvml", Status::Ok, format!("driver {driver}, {count} GPU(s)"))
         }
         Err(e) => {
-            let status = if config.gpu.enabled == crate::config::Toggle::On {
-                Status::Fail
-            } else {
-                Status::Skip
-            };
-            row(
-                "nvml",
-                status,
-                format!("not available ({e}); the GPU collector stays off"),
-            )
+            let status =
+                if config.gpu.enabled == crate::config::Toggle::On { Status::Fail } else { Status::Skip };
+            row("nvml", status, format!("not available ({e}); the GPU collector stays off"))
         }
     }
 }

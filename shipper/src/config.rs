@@ -232,21 +232,13 @@ impl Default for CloudWatchConfig {
 
 impl Default for SlurmConfig {
     fn default() -> Self {
-        SlurmConfig {
-            conf: None,
-            bin_dir: None,
-            command_timeout: Duration::from_secs(20),
-        }
+        SlurmConfig { conf: None, bin_dir: None, command_timeout: Duration::from_secs(20) }
     }
 }
 
 impl Default for HeadConfig {
     fn default() -> Self {
-        HeadConfig {
-            per_partition: true,
-            top_pending_reasons: 10,
-            top_rpc_types: 20,
-        }
+        HeadConfig { per_partition: true, top_pending_reasons: 10, top_rpc_types: 20 }
     }
 }
 
@@ -269,20 +261,13 @@ impl Default for NodeConfig {
 
 impl Default for GpuConfig {
     fn default() -> Self {
-        GpuConfig {
-            enabled: Toggle::Auto,
-            per_gpu_dimensions: false,
-            uuid_dimension: false,
-        }
+        GpuConfig { enabled: Toggle::Auto, per_gpu_dimensions: false, uuid_dimension: false }
     }
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig {
-            level: "warn".to_owned(),
-            format: LogFormat::Text,
-        }
+        LogConfig { level: "warn".to_owned(), format: LogFormat::Text }
     }
 }
 
@@ -332,22 +317,18 @@ impl Config {
             let value = env_value(&raw);
             let target = match &section {
                 None => &mut table,
-                Some(s) => match table
-                    .entry(s.clone())
-                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-                {
-                    toml::Value::Table(t) => t,
-                    _ => return Err(ConfigError(format!("{var}: `{s}` is not a section"))),
-                },
+                Some(s) => {
+                    match table.entry(s.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new())) {
+                        toml::Value::Table(t) => t,
+                        _ => return Err(ConfigError(format!("{var}: `{s}` is not a section"))),
+                    }
+                }
             };
             target.insert(field, value);
             overridden.push(var);
         }
         let config: Config = toml::Value::Table(table).try_into().map_err(|e| {
-            ConfigError(format!(
-                "{origin} with environment overrides {}: {e}",
-                overridden.join(", ")
-            ))
+            ConfigError(format!("{origin} with environment overrides {}: {e}", overridden.join(", ")))
         })?;
         config.check()?;
         Ok(config)
@@ -362,10 +343,7 @@ impl Config {
         if let Some(c) = &self.cluster_name
             && (c.trim().is_empty() || c.len() > 1024 || c.chars().any(char::is_control))
         {
-            return err(
-                "cluster_name",
-                "must be 1 to 1024 printable characters".into(),
-            );
+            return err("cluster_name", "must be 1 to 1024 printable characters".into());
         }
         for name in &self.exclude_metrics {
             if slurm_cw_catalog::by_name(name).is_none() {
@@ -389,10 +367,7 @@ impl Config {
             return err("collect_interval", "must be at least 1s".into());
         }
         if self.flush_interval < self.collect_interval {
-            return err(
-                "flush_interval",
-                "must not be shorter than collect_interval".into(),
-            );
+            return err("flush_interval", "must not be shorter than collect_interval".into());
         }
         if self.flush_interval > Duration::from_secs(3600) {
             return err("flush_interval", "must be at most 1h".into());
@@ -409,19 +384,13 @@ impl Config {
             );
         }
         if self.cloudwatch.attempt_timeout < Duration::from_millis(100) {
-            return err(
-                "cloudwatch.attempt_timeout",
-                "must be at least 100ms".into(),
-            );
+            return err("cloudwatch.attempt_timeout", "must be at least 100ms".into());
         }
         if self.slurm.command_timeout < Duration::from_millis(100) {
             return err("slurm.command_timeout", "must be at least 100ms".into());
         }
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
-            return err(
-                "log.level",
-                format!("{:?} is not a log filter", self.log.level),
-            );
+            return err("log.level", format!("{:?} is not a log filter", self.log.level));
         }
         Ok(())
     }
@@ -441,11 +410,7 @@ impl Config {
         if let Some(p) = std::env::var_os("SLURM_CONF") {
             candidates.push(p.into());
         }
-        for p in [
-            "/opt/slurm/etc/slurm.conf",
-            "/etc/slurm/slurm.conf",
-            "/etc/slurm-llnl/slurm.conf",
-        ] {
+        for p in ["/opt/slurm/etc/slurm.conf", "/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf"] {
             candidates.push(p.into());
         }
         candidates.into_iter().find(|p| p.is_file())
@@ -479,11 +444,7 @@ impl Config {
 pub fn short_hostname() -> String {
     let raw = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let name = raw.trim().split('.').next().unwrap_or("").to_owned();
-    if name.is_empty() {
-        "unknown-host".to_owned()
-    } else {
-        name
-    }
+    if name.is_empty() { "unknown-host".to_owned() } else { name }
 }
 
 /// An environment value as TOML: booleans, numbers and arrays keep their type, anything else is
@@ -527,9 +488,8 @@ fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Erro
 /// A human duration: "30s", "1m", "500ms", "1h 30m".
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    humantime::parse_duration(&s).map_err(|e| {
-        serde::de::Error::custom(format!("{s:?} is not a duration like 30s or 1m: {e}"))
-    })
+    humantime::parse_duration(&s)
+        .map_err(|e| serde::de::Error::custom(format!("{s:?} is not a duration like 30s or 1m: {e}")))
 }
 
 #[cfg(test)]
@@ -537,10 +497,7 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -582,11 +539,7 @@ mod tests {
             ]),
         )
         .unwrap();
-        assert_eq!(
-            c.cluster_name.as_deref(),
-            Some("2024"),
-            "a numeric name stays a string"
-        );
+        assert_eq!(c.cluster_name.as_deref(), Some("2024"), "a numeric name stays a string");
         assert_eq!(c.flush_interval, Duration::from_secs(120));
         assert_eq!(c.cloudwatch.max_retries, 3);
         assert!(!c.cloudwatch.flush_jitter);
@@ -596,18 +549,12 @@ mod tests {
     #[test]
     fn unknown_keys_are_errors_that_name_the_key() {
         let e = Config::from_toml("colect_interval = \"10s\"\n", "cfg.toml", env(&[])).unwrap_err();
-        assert!(
-            e.0.contains("colect_interval") && e.0.contains("cfg.toml"),
-            "{e}"
-        );
+        assert!(e.0.contains("colect_interval") && e.0.contains("cfg.toml"), "{e}");
         assert!(e.0.contains("line 1"), "{e}");
         let e = Config::from_toml("[cloudwatch]\nretries = 1\n", "cfg.toml", env(&[])).unwrap_err();
         assert!(e.0.contains("retries"), "{e}");
         let e = Config::from_toml("", "t", env(&[("SLURM_CW_NO_SUCH_KEY", "1")])).unwrap_err();
-        assert!(
-            e.0.contains("no_such_key") && e.0.contains("SLURM_CW_NO_SUCH_KEY"),
-            "{e}"
-        );
+        assert!(e.0.contains("no_such_key") && e.0.contains("SLURM_CW_NO_SUCH_KEY"), "{e}");
     }
 
     #[test]
@@ -615,14 +562,8 @@ mod tests {
         let cases = [
             ("collect_interval = \"soon\"\n", "collect_interval"),
             ("namespace = \"AWS/Slurm\"\n", "namespace"),
-            (
-                "flush_interval = \"5s\"\ncollect_interval = \"10s\"\n",
-                "flush_interval",
-            ),
-            (
-                "[cloudwatch]\nstorage_resolution = 30\n",
-                "storage_resolution",
-            ),
+            ("flush_interval = \"5s\"\ncollect_interval = \"10s\"\n", "flush_interval"),
+            ("[cloudwatch]\nstorage_resolution = 30\n", "storage_resolution"),
             ("sink = \"kafka\"\n", "kafka"),
             ("role = \"login\"\n", "login"),
             ("[cloudwatch]\nmax_retries = -1\n", "max_retries"),
@@ -635,12 +576,8 @@ mod tests {
             let e = Config::from_toml(text, "t", env(&[])).unwrap_err();
             assert!(e.0.contains(key), "{text:?} -> {e}");
         }
-        let e =
-            Config::from_toml("", "t", env(&[("SLURM_CW_COLLECT_INTERVAL", "fast")])).unwrap_err();
-        assert!(
-            e.0.contains("SLURM_CW_COLLECT_INTERVAL") && e.0.contains("fast"),
-            "{e}"
-        );
+        let e = Config::from_toml("", "t", env(&[("SLURM_CW_COLLECT_INTERVAL", "fast")])).unwrap_err();
+        assert!(e.0.contains("SLURM_CW_COLLECT_INTERVAL") && e.0.contains("fast"), "{e}");
     }
 
     #[test]
@@ -648,12 +585,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("slurm.conf");
         std::fs::write(&conf, "# comment\nclustername=from-conf\n").unwrap();
-        let c = Config::from_toml(
-            &format!("[slurm]\nconf = {:?}\n", conf.display().to_string()),
-            "t",
-            env(&[]),
-        )
-        .unwrap();
+        let c =
+            Config::from_toml(&format!("[slurm]\nconf = {:?}\n", conf.display().to_string()), "t", env(&[]))
+                .unwrap();
         assert_eq!(c.resolve_cluster_name().unwrap().0, "from-conf");
         std::fs::write(&conf, "SlurmctldHost=x\n").unwrap();
         let e = c.resolve_cluster_name().unwrap_err();

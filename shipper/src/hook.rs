@@ -47,10 +47,7 @@ impl Answer {
 
 /// A valid job id: digits, letters, `_` and `.` (array and new-style ids), at most 64 bytes.
 pub fn valid_job_id(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
 }
 
 /// Binds the socket (replacing a stale one), world-writable so every job's user can reach it;
@@ -102,15 +99,7 @@ async fn handle(stream: UnixStream, tx: mpsc::Sender<Request>) -> std::io::Resul
         return Ok(());
     }
     let (reply, answer) = oneshot::channel();
-    if tx
-        .send(Request {
-            job: job.to_owned(),
-            uid,
-            reply,
-        })
-        .await
-        .is_err()
-    {
+    if tx.send(Request { job: job.to_owned(), uid, reply }).await.is_err() {
         return Ok(());
     }
     if let Ok(a) = answer.await {
@@ -126,22 +115,13 @@ pub async fn request(socket: &Path, job: &str) -> Result<String, String> {
         return Err(format!("{job:?} is not a job id"));
     }
     let exchange = async {
-        let mut s = UnixStream::connect(socket)
-            .await
-            .map_err(|e| format!("{}: {e}", socket.display()))?;
-        s.write_all(format!("{job}\n").as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut s = UnixStream::connect(socket).await.map_err(|e| format!("{}: {e}", socket.display()))?;
+        s.write_all(format!("{job}\n").as_bytes()).await.map_err(|e| e.to_string())?;
         let mut answer = String::new();
-        BufReader::new(s)
-            .read_line(&mut answer)
-            .await
-            .map_err(|e| e.to_string())?;
+        BufReader::new(s).read_line(&mut answer).await.map_err(|e| e.to_string())?;
         Ok::<String, String>(answer.trim().to_owned())
     };
-    tokio::time::timeout(CLIENT_TIMEOUT, exchange)
-        .await
-        .map_err(|_| "no answer in time".to_owned())?
+    tokio::time::timeout(CLIENT_TIMEOUT, exchange).await.map_err(|_| "no answer in time".to_owned())?
 }
 
 /// Socket path for the client: the configured one, or the default when the configuration
@@ -174,11 +154,7 @@ mod tests {
         tokio::spawn(serve(listener, tx));
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {
-                let a = if r.job == "7" {
-                    Answer::Sampled(1)
-                } else {
-                    Answer::Denied
-                };
+                let a = if r.job == "7" { Answer::Sampled(1) } else { Answer::Denied };
                 assert_eq!(r.uid, unsafe { libc::getuid() });
                 let _ = r.reply.send(a);
             }

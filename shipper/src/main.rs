@@ -17,10 +17,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&config);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("slurm-cw-shipper: cannot start the async runtime: {e}");
@@ -44,9 +41,7 @@ fn main() -> ExitCode {
 fn job_ended(cli: &Cli, job: &str) -> ExitCode {
     let config = Config::load(cli.config.as_deref(), std::env::vars()).ok();
     let socket = slurm_cw_shipper::hook::socket_path(config.as_ref());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let result = match runtime {
         Ok(rt) => rt.block_on(slurm_cw_shipper::hook::request(&socket, job)),
         Err(e) => Err(e.to_string()),
@@ -62,14 +57,10 @@ fn job_ended(cli: &Cli, job: &str) -> ExitCode {
 /// Quiet by default (warnings and errors on standard error, which journald keeps); `log.level`
 /// or RUST_LOG ask for more.
 fn init_logging(config: &Config) {
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .unwrap_or_else(|| config.log.level.clone());
+    let filter = std::env::var("RUST_LOG").ok().unwrap_or_else(|| config.log.level.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match config.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

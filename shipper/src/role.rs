@@ -58,10 +58,7 @@ pub fn resolve(setting: RoleSetting, probe: &Probe) -> Result<(Role, String), St
                     "ComputeFleet" => {
                         return Ok((
                             Role::Node,
-                            format!(
-                                "ParallelCluster compute node ({})",
-                                probe.cfnconfig.display()
-                            ),
+                            format!("ParallelCluster compute node ({})", probe.cfnconfig.display()),
                         ));
                     }
                     _ => {}
@@ -79,20 +76,13 @@ pub fn resolve(setting: RoleSetting, probe: &Probe) -> Result<(Role, String), St
     }
     if let Some(conf) = probe.slurm_conf
         && let Ok(entries) = crate::slurm_conf::entries(conf)
-        && crate::slurm_conf::controller_hosts(&entries)
-            .iter()
-            .any(|h| h == probe.hostname)
+        && crate::slurm_conf::controller_hosts(&entries).iter().any(|h| h == probe.hostname)
     {
-        return Ok((
-            Role::Head,
-            format!("{} names this host as SlurmctldHost", conf.display()),
-        ));
+        return Ok((Role::Head, format!("{} names this host as SlurmctldHost", conf.display())));
     }
-    Err(
-        "cannot tell this host's role: no ParallelCluster node type, no slurmctld or slurmd \
+    Err("cannot tell this host's role: no ParallelCluster node type, no slurmctld or slurmd \
          running, and slurm.conf does not name it SlurmctldHost; pass --role node|head|all"
-            .into(),
-    )
+        .into())
 }
 
 /// True when a process whose command name is `name` runs (read from /proc/<pid>/comm).
@@ -101,11 +91,7 @@ pub fn process_running(proc_root: &Path, name: &str) -> bool {
         return false;
     };
     dir.flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
-        })
+        .filter(|e| e.file_name().to_str().is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit())))
         .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == name))
 }
 
@@ -136,38 +122,16 @@ mod tests {
             hostname: host,
         };
 
-        assert!(
-            resolve(RoleSetting::Auto, &probe("other"))
-                .unwrap_err()
-                .contains("--role")
-        );
-        assert_eq!(
-            resolve(RoleSetting::Auto, &probe("headhost")).unwrap().0,
-            Role::Head
-        );
+        assert!(resolve(RoleSetting::Auto, &probe("other")).unwrap_err().contains("--role"));
+        assert_eq!(resolve(RoleSetting::Auto, &probe("headhost")).unwrap().0, Role::Head);
         fake_proc(&proc_root, &[(10, "slurmd")]);
-        assert_eq!(
-            resolve(RoleSetting::Auto, &probe("other")).unwrap().0,
-            Role::Node
-        );
+        assert_eq!(resolve(RoleSetting::Auto, &probe("other")).unwrap().0, Role::Node);
         fake_proc(&proc_root, &[(11, "slurmctld")]);
-        assert_eq!(
-            resolve(RoleSetting::Auto, &probe("other")).unwrap().0,
-            Role::All
-        );
+        assert_eq!(resolve(RoleSetting::Auto, &probe("other")).unwrap().0, Role::All);
         std::fs::write(&cfn, "stack_name=x\ncfn_node_type=ComputeFleet\n").unwrap();
-        assert_eq!(
-            resolve(RoleSetting::Auto, &probe("other")).unwrap().0,
-            Role::Node
-        );
+        assert_eq!(resolve(RoleSetting::Auto, &probe("other")).unwrap().0, Role::Node);
         std::fs::write(&cfn, "cfn_node_type=HeadNode\n").unwrap();
-        assert_eq!(
-            resolve(RoleSetting::Auto, &probe("other")).unwrap().0,
-            Role::Head
-        );
-        assert_eq!(
-            resolve(RoleSetting::Node, &probe("other")).unwrap().0,
-            Role::Node
-        );
+        assert_eq!(resolve(RoleSetting::Auto, &probe("other")).unwrap().0, Role::Head);
+        assert_eq!(resolve(RoleSetting::Node, &probe("other")).unwrap().0, Role::Node);
     }
 }

@@ -30,10 +30,7 @@ impl Dims {
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> {
@@ -72,26 +69,11 @@ pub struct Sample {
 
 impl Sample {
     pub fn new(metric: &'static Metric, dims: Dims, value: f64, time: SystemTime) -> Self {
-        Sample {
-            metric,
-            dims,
-            value: Observed::Scalar(value),
-            time,
-        }
+        Sample { metric, dims, value: Observed::Scalar(value), time }
     }
 
-    pub fn distribution(
-        metric: &'static Metric,
-        dims: Dims,
-        values: Vec<f64>,
-        time: SystemTime,
-    ) -> Self {
-        Sample {
-            metric,
-            dims,
-            value: Observed::Distribution(values),
-            time,
-        }
+    pub fn distribution(metric: &'static Metric, dims: Dims, values: Vec<f64>, time: SystemTime) -> Self {
+        Sample { metric, dims, value: Observed::Distribution(values), time }
     }
 
     /// The scalar value, if this is one (tests read values back this way).
@@ -112,27 +94,20 @@ pub struct Batch {
 
 impl Batch {
     pub fn new(time: SystemTime) -> Self {
-        Batch {
-            time,
-            samples: Vec::new(),
-        }
+        Batch { time, samples: Vec::new() }
     }
 
     pub fn push(&mut self, metric: &'static Metric, dims: Dims, value: f64) {
-        self.samples
-            .push(Sample::new(metric, dims, value, self.time));
+        self.samples.push(Sample::new(metric, dims, value, self.time));
     }
 
     pub fn push_distribution(&mut self, metric: &'static Metric, dims: Dims, values: Vec<f64>) {
-        self.samples
-            .push(Sample::distribution(metric, dims, values, self.time));
+        self.samples.push(Sample::distribution(metric, dims, values, self.time));
     }
 
     /// Samples of `metric` (tests use this to assert values).
     pub fn of<'a>(&'a self, metric: &'static Metric) -> impl Iterator<Item = &'a Sample> + 'a {
-        self.samples
-            .iter()
-            .filter(move |s| std::ptr::eq(s.metric, metric))
+        self.samples.iter().filter(move |s| std::ptr::eq(s.metric, metric))
     }
 
     /// The value of the one scalar sample of `metric` whose dimensions include all of `want`.
@@ -153,10 +128,7 @@ mod tests {
 
     #[test]
     fn dims_stay_sorted_and_replace() {
-        let d = Dims::new()
-            .with("State", "idle")
-            .with("Partition", "a")
-            .with("State", "down");
+        let d = Dims::new().with("State", "idle").with("Partition", "a").with("State", "down");
         let pairs: Vec<_> = d.iter().collect();
         assert_eq!(pairs, vec![("Partition", "a"), ("State", "down")]);
         assert_eq!(d, Dims::new().with("Partition", "a").with("State", "down"));
@@ -166,16 +138,9 @@ mod tests {
     fn batch_value_matches_exact_dimension_set() {
         let mut b = Batch::new(SystemTime::UNIX_EPOCH);
         b.push(&NODE_COUNT, Dims::new().with("State", "idle"), 3.0);
-        b.push(
-            &NODE_COUNT,
-            Dims::new().with("State", "idle").with("Partition", "p"),
-            2.0,
-        );
+        b.push(&NODE_COUNT, Dims::new().with("State", "idle").with("Partition", "p"), 2.0);
         assert_eq!(b.value(&NODE_COUNT, &[("State", "idle")]), Some(3.0));
-        assert_eq!(
-            b.value(&NODE_COUNT, &[("State", "idle"), ("Partition", "p")]),
-            Some(2.0)
-        );
+        assert_eq!(b.value(&NODE_COUNT, &[("State", "idle"), ("Partition", "p")]), Some(2.0));
         assert_eq!(b.value(&NODE_COUNT, &[("State", "down")]), None);
     }
 }

@@ -18,10 +18,7 @@ pub fn entries(path: &Path) -> Result<Vec<(String, String)>, ReadError> {
 }
 
 fn read_into(path: &Path, out: &mut Vec<(String, String)>, depth: usize) -> Result<(), ReadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReadError {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ReadError { path: path.to_owned(), source })?;
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -59,10 +56,7 @@ fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 
 /// The first value of `key` (case-insensitive).
 pub fn value(entries: &[(String, String)], key: &str) -> Option<String> {
-    entries
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(key))
-        .map(|(_, v)| v.clone())
+    entries.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.clone())
 }
 
 pub fn cluster_name(path: &Path) -> Result<Option<String>, ReadError> {
@@ -96,11 +90,7 @@ mod tests {
              include slurm_parallelcluster.conf\nNodeName=a CPUs=2\n",
         )
         .unwrap();
-        std::fs::write(
-            dir.path().join("slurm_parallelcluster.conf"),
-            "ClusterName=pcluster # x\n",
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("slurm_parallelcluster.conf"), "ClusterName=pcluster # x\n").unwrap();
         let e = entries(&dir.path().join("slurm.conf")).unwrap();
         assert_eq!(value(&e, "clustername").as_deref(), Some("pcluster"));
         assert_eq!(controller_hosts(&e), vec!["ip-10-0-0-1"]);
@@ -112,9 +102,6 @@ mod tests {
     fn include_loops_stop() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.conf"), "Include a.conf\nClusterName=x\n").unwrap();
-        assert_eq!(
-            cluster_name(&dir.path().join("a.conf")).unwrap().as_deref(),
-            Some("x")
-        );
+        assert_eq!(cluster_name(&dir.path().join("a.conf")).unwrap().as_deref(), Some("x"));
     }
 }

@@ -16,11 +16,7 @@ fn settings(url: &str, ns: &str) -> Settings {
         namespace: ns.into(),
         region: Some("us-east-1".into()),
         endpoint: Some(url.into()),
-        backoff: Backoff {
-            base: Duration::from_millis(50),
-            cap: Duration::from_millis(200),
-            max_retries: 2,
-        },
+        backoff: Backoff { base: Duration::from_millis(50), cap: Duration::from_millis(200), max_retries: 2 },
         attempt_timeout: Duration::from_secs(10),
         storage_resolution: 60,
     }
@@ -30,10 +26,7 @@ fn datum(metric: &str, job: &str, value: f64) -> Datum {
     Datum {
         metric: metric.into(),
         unit: "Count".into(),
-        dimensions: vec![
-            ("ClusterName".into(), "t".into()),
-            ("JobId".into(), job.into()),
-        ],
+        dimensions: vec![("ClusterName".into(), "t".into()), ("JobId".into(), job.into())],
         timestamp: SystemTime::now(),
         value: DatumValue::Value { value },
     }
@@ -47,16 +40,10 @@ async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_drop
     let stats = StatsHandle::default();
     // Without local validation, Values and Counts of different lengths reach CloudWatch, which
     // refuses the whole request (HTTP 400 InvalidParameterValue).
-    let mut delivery =
-        Delivery::new(Sink::CloudWatch(sink), 1000, stats.clone()).without_validation();
-    let mut datums: Vec<Datum> = (0..10)
-        .map(|i| datum("Good", &format!("j{i}"), i as f64))
-        .collect();
+    let mut delivery = Delivery::new(Sink::CloudWatch(sink), 1000, stats.clone()).without_validation();
+    let mut datums: Vec<Datum> = (0..10).map(|i| datum("Good", &format!("j{i}"), i as f64)).collect();
     let mut bad = datum("Bad", "j6", 0.0);
-    bad.value = DatumValue::Values {
-        values: vec![1.0, 2.0],
-        counts: vec![1.0],
-    };
+    bad.value = DatumValue::Values { values: vec![1.0, 2.0], counts: vec![1.0] };
     datums.insert(6, bad);
     let report = delivery.deliver(datums).await;
     assert_eq!(report.sent, 10, "{report:?}");
@@ -64,11 +51,7 @@ async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_drop
     assert_eq!(report.pending, 0);
     let s = stats.take();
     assert_eq!(s.dropped.get(&DropReason::Rejected), Some(&1));
-    assert!(
-        s.requests >= 5,
-        "1 request, then halves down to the bad datum: {}",
-        s.requests
-    );
+    assert!(s.requests >= 5, "1 request, then halves down to the bad datum: {}", s.requests);
 
     let cw = cloudwatch(&url).await;
     for i in 0..10 {
@@ -93,11 +76,7 @@ async fn with_validation_the_bad_datum_never_reaches_cloudwatch() {
     let sink = CloudWatchSink::new(settings(&url, &ns)).await;
     let stats = StatsHandle::default();
     let mut delivery = Delivery::new(Sink::CloudWatch(sink), 1000, stats.clone());
-    let datums = vec![
-        datum("Good", "a", 1.0),
-        datum("Bad", "b", f64::INFINITY),
-        datum("Good", "c", 3.0),
-    ];
+    let datums = vec![datum("Good", "a", 1.0), datum("Bad", "b", f64::INFINITY), datum("Good", "c", 3.0)];
     let report = delivery.deliver(datums).await;
     assert_eq!((report.sent, report.dropped, report.pending), (2, 1, 0));
     let s = stats.take();
@@ -113,14 +92,7 @@ async fn an_unreachable_endpoint_keeps_the_data_for_later_and_counts_retries() {
     let mut delivery = Delivery::new(Sink::CloudWatch(sink), 1000, stats.clone());
     let report = delivery.deliver(vec![datum("Good", "a", 1.0)]).await;
     assert_eq!((report.sent, report.pending), (0, 1));
-    assert!(
-        report
-            .error
-            .as_deref()
-            .unwrap_or("")
-            .contains("cannot reach"),
-        "{report:?}"
-    );
+    assert!(report.error.as_deref().unwrap_or("").contains("cannot reach"), "{report:?}");
     let s = stats.take();
     assert_eq!((s.requests, s.retries), (3, 2), "max_retries = 2");
     // The backlog goes out first next time; with the endpoint still down it stays queued.

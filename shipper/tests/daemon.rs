@@ -31,10 +31,7 @@ fn a_closed_standard_output_stops_the_daemon_instead_of_piling_up() {
         if let Some(s) = child.child().try_wait().unwrap() {
             break s;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "still running with nowhere to write"
-        );
+        assert!(started.elapsed() < Duration::from_secs(15), "still running with nowhere to write");
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(status.code(), Some(1));
@@ -60,27 +57,18 @@ fn sigterm_flushes_aggregated_samples_then_exits_0() {
     assert!(child.child().try_wait().unwrap().is_none(), "still running");
     let started = Instant::now();
     let out = child.stop();
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "stops promptly"
-    );
+    assert!(started.elapsed() < Duration::from_secs(10), "stops promptly");
 
     let datums: Vec<Datum> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| Datum::from_json_line(l).expect("a datum line").1)
         .collect();
-    let rss = datums
-        .iter()
-        .find(|d| d.metric == SHIPPER_MEMORY_RSS.name)
-        .expect("ShipperMemoryRss");
+    let rss = datums.iter().find(|d| d.metric == SHIPPER_MEMORY_RSS.name).expect("ShipperMemoryRss");
     match &rss.value {
         // Collections at 0, 1, 2 and 3 s: four samples in one datum.
         DatumValue::Stats { stats } => {
             assert!((4.0..=5.0).contains(&stats.count), "{stats:?}");
-            assert!(
-                stats.min > 1e6 && stats.max < 500e6,
-                "a plausible RSS: {stats:?}"
-            );
+            assert!(stats.min > 1e6 && stats.max < 500e6, "a plausible RSS: {stats:?}");
         }
         other => panic!("expected statistic values, got {other:?}"),
     }

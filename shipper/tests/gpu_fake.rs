@@ -48,17 +48,9 @@ fn bench(gpus: Vec<FakeGpu>, cfg: GpuConfig) -> Bench {
         "SLURM_JOB_ID=1001\0SLURM_JOB_ACCOUNT=chemistry\0SLURM_JOB_GPUS=0,1\0CUDA_VISIBLE_DEVICES=0,1,MIG-fake-0003-2\0",
     )
     .unwrap();
-    let node = NodeConfig {
-        cgroup_root: cg,
-        proc_root: proc,
-        ..NodeConfig::default()
-    };
+    let node = NodeConfig { cgroup_root: cg, proc_root: proc, ..NodeConfig::default() };
     let (source, shared) = FakeSource::new(gpus);
-    Bench {
-        _dir: dir,
-        collector: GpuCollector::new(Box::new(source), cfg, node, "g1".into()),
-        gpus: shared,
-    }
+    Bench { _dir: dir, collector: GpuCollector::new(Box::new(source), cfg, node, "g1".into()), gpus: shared }
 }
 
 impl Bench {
@@ -71,9 +63,7 @@ impl Bench {
 }
 
 fn job(b: &Batch, m: &'static Metric) -> Option<f64> {
-    let mut it = b
-        .of(m)
-        .filter(|s| s.dims.get("JobId") == Some("1001") && s.dims.get("Gpu").is_none());
+    let mut it = b.of(m).filter(|s| s.dims.get("JobId") == Some("1001") && s.dims.get("Gpu").is_none());
     let v = it.next().map(|s| s.scalar().unwrap());
     assert!(it.next().is_none(), "{} twice", m.name);
     v
@@ -97,41 +87,22 @@ fn a_job_with_a_busy_and_an_allocated_idle_gpu() {
     let mut b = bench(four_gpus(), GpuConfig::default());
     let (out, e) = b.collect();
     assert_eq!(e.total(), 0);
-    assert_eq!(
-        job(&out, &GPU_COUNT),
-        Some(2.0),
-        "GPU 0 by its process, GPU 1 by SLURM_JOB_GPUS"
-    );
-    assert_eq!(
-        job(&out, &GPU_IDLE_COUNT),
-        Some(1.0),
-        "GPU 1 runs none of the job's processes"
-    );
+    assert_eq!(job(&out, &GPU_COUNT), Some(2.0), "GPU 0 by its process, GPU 1 by SLURM_JOB_GPUS");
+    assert_eq!(job(&out, &GPU_IDLE_COUNT), Some(1.0), "GPU 1 runs none of the job's processes");
     assert_eq!(job(&out, &GPU_UTILIZATION), Some(40.0), "mean of 80 and 0");
     assert_eq!(job(&out, &GPU_MEMORY_USED), Some(2.0 * (1u64 << 30) as f64));
-    assert_eq!(
-        job(&out, &GPU_MEMORY_TOTAL),
-        Some(160.0 * (1u64 << 30) as f64)
-    );
-    assert_eq!(
-        job(&out, &GPU_POWER),
-        Some(500.0 + 100.0),
-        "sum of 500 W and 100 W"
-    );
+    assert_eq!(job(&out, &GPU_MEMORY_TOTAL), Some(160.0 * (1u64 << 30) as f64));
+    assert_eq!(job(&out, &GPU_POWER), Some(500.0 + 100.0), "sum of 500 W and 100 W");
     assert_eq!(job(&out, &GPU_TEMPERATURE), Some(60.0), "the hotter GPU");
     // GPU 2 is nobody's; GPU 3 runs a process of no job: both idle capacity.
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(2.0));
     assert_eq!(node(&out, &GPU_ERRORS), Some(0.0));
     assert_eq!(job(&out, &GPU_SM_ACTIVITY), None, "GPM needs two samples");
     let s = out.of(&GPU_COUNT).next().unwrap();
-    assert_eq!(
-        (s.dims.get("Account"), s.dims.get("User").is_some()),
-        (Some("chemistry"), true)
-    );
+    assert_eq!((s.dims.get("Account"), s.dims.get("User").is_some()), (Some("chemistry"), true));
     for s in &out.samples {
         assert!(
-            s.metric
-                .accepts_dimensions(s.dims.names().chain(["ClusterName"])),
+            s.metric.accepts_dimensions(s.dims.names().chain(["ClusterName"])),
             "{} {:?}",
             s.metric.name,
             s.dims
@@ -146,11 +117,7 @@ fn gpm_figures_from_the_second_sample_and_absent_without_support() {
     let mut b = bench(gpus, GpuConfig::default());
     b.collect();
     let (out, _) = b.collect();
-    assert_eq!(
-        job(&out, &GPU_SM_ACTIVITY),
-        Some(80.0),
-        "only GPU 0 has GPM; GPU 1 is left out, not zero"
-    );
+    assert_eq!(job(&out, &GPU_SM_ACTIVITY), Some(80.0), "only GPU 0 has GPM; GPU 1 is left out, not zero");
     assert_eq!(job(&out, &GPU_TENSOR_ACTIVITY), Some(80.0 / 3.0));
     assert_eq!(job(&out, &GPU_PCIE_RX_BYTES), Some(2e9));
     assert_eq!(job(&out, &GPU_NVLINK_TX_BYTES), Some(3e9));
@@ -162,11 +129,7 @@ fn a_lost_gpu_loses_only_its_own_figures() {
     b.collect();
     b.gpus.lock().unwrap()[1].lost = true;
     let (out, e) = b.collect();
-    assert_eq!(
-        e.total(),
-        0,
-        "a GPU error is a GPU metric, not a collector failure"
-    );
+    assert_eq!(e.total(), 0, "a GPU error is a GPU metric, not a collector failure");
     assert_eq!(node(&out, &GPU_ERRORS), Some(1.0));
     assert_eq!(job(&out, &GPU_COUNT), Some(1.0));
     assert_eq!(job(&out, &GPU_UTILIZATION), Some(80.0));
@@ -183,10 +146,7 @@ fn mig_instances_are_attributed_and_unmeasurable_figures_absent() {
         FakeGpu::mig(3, 2, 20 << 30),
         FakeGpu::mig(3, 5, 20 << 30),
     ];
-    let cfg = GpuConfig {
-        per_gpu_dimensions: true,
-        ..GpuConfig::default()
-    };
+    let cfg = GpuConfig { per_gpu_dimensions: true, ..GpuConfig::default() };
     let mut b = bench(gpus, cfg);
     let (out, _) = b.collect();
     // GPU 0 (process), MIG 3/1 (process), MIG 3/2 (named in CUDA_VISIBLE_DEVICES, idle).
@@ -194,45 +154,22 @@ fn mig_instances_are_attributed_and_unmeasurable_figures_absent() {
     assert_eq!(job(&out, &GPU_IDLE_COUNT), Some(1.0));
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(1.0), "MIG 3/5 is free");
     let per_gpu = |label: &str, m: &'static Metric| {
-        out.of(m)
-            .find(|s| s.dims.get("Gpu") == Some(label))
-            .and_then(|s| s.scalar())
+        out.of(m).find(|s| s.dims.get("Gpu") == Some(label)).and_then(|s| s.scalar())
     };
-    assert_eq!(
-        per_gpu("3/1", &GPU_MEMORY_TOTAL),
-        Some((10u64 << 30) as f64)
-    );
-    assert_eq!(
-        per_gpu("3/1", &GPU_UTILIZATION),
-        None,
-        "NVML cannot measure it on MIG: absent, not zero"
-    );
+    assert_eq!(per_gpu("3/1", &GPU_MEMORY_TOTAL), Some((10u64 << 30) as f64));
+    assert_eq!(per_gpu("3/1", &GPU_UTILIZATION), None, "NVML cannot measure it on MIG: absent, not zero");
     assert_eq!(per_gpu("0", &GPU_UTILIZATION), Some(50.0));
-    assert_eq!(
-        job(&out, &GPU_UTILIZATION),
-        Some(50.0),
-        "the per-job mean ignores what MIG cannot give"
-    );
-    let s = out
-        .of(&GPU_MEMORY_TOTAL)
-        .find(|s| s.dims.get("Gpu") == Some("3/2"))
-        .unwrap();
+    assert_eq!(job(&out, &GPU_UTILIZATION), Some(50.0), "the per-job mean ignores what MIG cannot give");
+    let s = out.of(&GPU_MEMORY_TOTAL).find(|s| s.dims.get("Gpu") == Some("3/2")).unwrap();
     assert_eq!(s.dims.get("NodeName"), Some("g1"));
 }
 
 #[test]
 fn per_gpu_detail_by_uuid() {
-    let cfg = GpuConfig {
-        per_gpu_dimensions: true,
-        uuid_dimension: true,
-        ..GpuConfig::default()
-    };
+    let cfg = GpuConfig { per_gpu_dimensions: true, uuid_dimension: true, ..GpuConfig::default() };
     let mut b = bench(four_gpus(), cfg);
     let (out, _) = b.collect();
-    let uuids: Vec<&str> = out
-        .of(&GPU_UTILIZATION)
-        .filter_map(|s| s.dims.get("GpuUuid"))
-        .collect();
+    let uuids: Vec<&str> = out.of(&GPU_UTILIZATION).filter_map(|s| s.dims.get("GpuUuid")).collect();
     assert_eq!(uuids, vec!["GPU-fake-0000", "GPU-fake-0001"]);
 }
 

@@ -42,21 +42,10 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
     let ns = unique_namespace("head_once");
     let cluster = cluster_name();
     let before = node_states();
-    let out = shipper()
-        .args(["--once", "--role", "head"])
-        .envs(shipper_env(&url, &ns))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "shipper failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = shipper().args(["--once", "--role", "head"]).envs(shipper_env(&url, &ns)).output().unwrap();
+    assert!(out.status.success(), "shipper failed: {}", String::from_utf8_lossy(&out.stderr));
     let after = node_states();
-    assert_eq!(
-        before, after,
-        "node states changed while the test ran; run it again"
-    );
+    assert_eq!(before, after, "node states changed while the test ran; run it again");
     assert!(!before.is_empty());
 
     let cw = cloudwatch(&url).await;
@@ -74,9 +63,8 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
         assert_eq!(got, Some(*n), "NodeCount State={state}");
     }
     // A state no node is in is shipped as 0, so alarms see a value, not a gap.
-    let empty = ["allocated", "mixed", "idle", "down", "drained"]
-        .into_iter()
-        .find(|s| !before.contains_key(*s));
+    let empty =
+        ["allocated", "mixed", "idle", "down", "drained"].into_iter().find(|s| !before.contains_key(*s));
     if let Some(state) = empty {
         let got = statistic(
             &cw,
@@ -89,15 +77,7 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
         .await;
         assert_eq!(got, Some(0.0), "NodeCount State={state}");
     }
-    let up = statistic(
-        &cw,
-        &ns,
-        SLURMCTLD_UP.name,
-        &[("ClusterName", &cluster)],
-        "Minimum",
-        window,
-    )
-    .await;
+    let up = statistic(&cw, &ns, SLURMCTLD_UP.name, &[("ClusterName", &cluster)], "Minimum", window).await;
     assert_eq!(up, Some(1.0));
 }
 
@@ -116,10 +96,7 @@ fn once_fails_with_a_one_line_reason_when_cloudwatch_is_unreachable() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = stderr.lines().last().unwrap_or("");
-    assert!(
-        last.starts_with("slurm-cw-shipper: ") && last.contains("not delivered"),
-        "{stderr}"
-    );
+    assert!(last.starts_with("slurm-cw-shipper: ") && last.contains("not delivered"), "{stderr}");
 }
 
 #[test]
@@ -127,27 +104,14 @@ fn bad_configuration_exits_2_and_names_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.toml");
     std::fs::write(&cfg, "cluster_name = \"x\"\n[cloudwatch]\nmax_retry = 3\n").unwrap();
-    let out = shipper()
-        .args(["--once", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = shipper().args(["--once", "--config"]).arg(&cfg).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("max_retry") && stderr.contains("c.toml"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("max_retry") && stderr.contains("c.toml"), "{stderr}");
 
-    let out = shipper()
-        .args(["--once", "--role", "nonsense"])
-        .output()
-        .unwrap();
+    let out = shipper().args(["--once", "--role", "nonsense"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "clap's own errors exit 2 too");
 
-    let out = shipper()
-        .args(["--once", "--config", "/nonexistent/c.toml"])
-        .output()
-        .unwrap();
+    let out = shipper().args(["--once", "--config", "/nonexistent/c.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }

@@ -25,19 +25,14 @@ struct Truth {
 
 impl Truth {
     fn add(&mut self, part: &str, m: &'static Metric, dim: &'static str, val: &str, v: f64) {
-        *self
-            .values
-            .entry((part.to_owned(), m.name, dim, val.to_owned()))
-            .or_insert(0.0) += v;
+        *self.values.entry((part.to_owned(), m.name, dim, val.to_owned())).or_insert(0.0) += v;
     }
 }
 
 /// Node and job figures from sinfo, scontrol and squeue, computed here independently of the
 /// shipper's parsers.
 fn slurm_truth() -> Truth {
-    let mut t = Truth {
-        values: BTreeMap::new(),
-    };
+    let mut t = Truth { values: BTreeMap::new() };
     let mut seen = HashSet::new();
     for line in cmd("sinfo", &["-h", "-N", "-o", "%N|%P|%T|%C"]).lines() {
         let f: Vec<&str> = line.split('|').collect();
@@ -68,10 +63,7 @@ fn slurm_truth() -> Truth {
     }
     for line in cmd("scontrol", &["show", "node", "-o"]).lines() {
         let field = |k: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(&format!("{k}=")))
-                .unwrap_or("")
-                .to_owned()
+            line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{k}="))).unwrap_or("").to_owned()
         };
         let real: f64 = field("RealMemory").parse().unwrap();
         let alloc: f64 = field("AllocMem").parse().unwrap();
@@ -82,12 +74,7 @@ fn slurm_truth() -> Truth {
             t.add(scope, &MEMORY_ALLOCATED, "", "", alloc * MB);
         }
     }
-    for line in cmd(
-        "squeue",
-        &["-h", "-a", "-r", "-t", "all", "-o", "%P|%T|%r|%C|%D"],
-    )
-    .lines()
-    {
+    for line in cmd("squeue", &["-h", "-a", "-r", "-t", "all", "-o", "%P|%T|%r|%C|%D"]).lines() {
         let f: Vec<&str> = line.split('|').collect();
         let state = f[1].to_lowercase();
         let mut scopes: Vec<&str> = f[0].split(',').collect();
@@ -99,8 +86,11 @@ fn slurm_truth() -> Truth {
                 "pending" => {
                     let reason = f[2].split(',').next().unwrap();
                     t.add(scope, &PENDING_JOB_COUNT, "Reason", reason, 1.0);
-                    t.add(scope, &PENDING_CPUS, "", "", cpus);
-                    t.add(scope, &PENDING_NODES, "", "", nodes);
+                    // Demand: jobs that free nodes would start (not the dependent one).
+                    if reason != "Dependency" {
+                        t.add(scope, &PENDING_CPUS, "", "", cpus);
+                        t.add(scope, &PENDING_NODES, "", "", nodes);
+                    }
                 }
                 "running" => t.add(scope, &RUNNING_CPUS, "", "", cpus),
                 _ => {}
@@ -138,99 +128,48 @@ async fn every_head_metric_equals_what_slurm_says() {
         return;
     };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let mut cleanup = SlurmCleanup {
-        jobs: Vec::new(),
-        nodes: vec!["c1", "c2"],
-    };
+    let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: vec!["c1", "c2"] };
 
-    cmd(
-        "scontrol",
-        &["update", "nodename=c1", "state=down", "reason=cw-test-down"],
-    );
-    cmd(
-        "scontrol",
-        &[
-            "update",
-            "nodename=c2",
-            "state=drain",
-            "reason=cw-test-drain",
-        ],
-    );
+    cmd("scontrol", &["update", "nodename=c1", "state=down", "reason=cw-test-down"]);
+    cmd("scontrol", &["update", "nodename=c2", "state=drain", "reason=cw-test-drain"]);
     let long = ["--wrap", "sleep 600"];
     let j1 = sbatch(&[&["-p", "batch", "-w", "c3", "-c", "1"][..], &long].concat());
-    let j2 = sbatch(
-        &[
-            &["-p", "debug", "-w", "c4", "-c", "1", "--gres=gpu:1"][..],
-            &long,
-        ]
-        .concat(),
-    );
+    let j2 = sbatch(&[&["-p", "debug", "-w", "c4", "-c", "1", "--gres=gpu:1"][..], &long].concat());
     cleanup.jobs.extend([j1.clone(), j2.clone()]);
     wait_until("two running jobs", Duration::from_secs(60), || {
         job_state(&j1) == "RUNNING" && job_state(&j2) == "RUNNING"
     });
     let done = sbatch(&["-p", "batch", "-w", "c3", "--wrap", "true"]);
     let failed = sbatch(&["-p", "batch", "-w", "c3", "--wrap", "false"]);
-    wait_until(
-        "a completed and a failed job",
-        Duration::from_secs(60),
-        || job_state(&done) == "COMPLETED" && job_state(&failed) == "FAILED",
-    );
+    wait_until("a completed and a failed job", Duration::from_secs(60), || {
+        job_state(&done) == "COMPLETED" && job_state(&failed) == "FAILED"
+    });
     let resources = sbatch(&[&["-p", "debug", "-c", "2", "--gres=gpu:1"][..], &long].concat());
-    let dependent = sbatch(
-        &[
-            &[
-                "-p",
-                "batch",
-                "-c",
-                "1",
-                &format!("--dependency=afterok:{j1}"),
-            ][..],
-            &long,
-        ]
-        .concat(),
-    );
+    let dependent =
+        sbatch(&[&["-p", "batch", "-c", "1", &format!("--dependency=afterok:{j1}")][..], &long].concat());
     let array = sbatch(&[&["-p", "batch", "-c", "2", "--array=1-4"][..], &long].concat());
     let cancelled = sbatch(&[&["-p", "batch", "-c", "2", "--hold"][..], &long].concat());
-    cleanup.jobs.extend([
-        resources.clone(),
-        dependent.clone(),
-        array.clone(),
-        cancelled.clone(),
-    ]);
+    cleanup.jobs.extend([resources.clone(), dependent.clone(), array.clone(), cancelled.clone()]);
     cmd("scancel", &[&cancelled]);
-    wait_until(
-        "pending reasons and a cancelled job",
-        Duration::from_secs(60),
-        || {
-            job_reason(&resources) == "Resources"
-                && job_reason(&dependent) == "Dependency"
-                && job_state(&cancelled) == "CANCELLED"
-        },
-    );
+    wait_until("pending reasons and a cancelled job", Duration::from_secs(60), || {
+        job_reason(&resources) == "Resources"
+            && job_reason(&dependent) == "Dependency"
+            && job_state(&cancelled) == "CANCELLED"
+    });
 
     let ns = unique_namespace("head_scenario");
     let cluster = cmd("scontrol", &["show", "config"])
         .lines()
         .find_map(|l| {
-            l.strip_prefix("ClusterName")
-                .map(|r| r.split('=').nth(1).unwrap_or("").trim().to_owned())
+            l.strip_prefix("ClusterName").map(|r| r.split('=').nth(1).unwrap_or("").trim().to_owned())
         })
         .unwrap();
     // Truth before and after the shipper's one cycle; the queue must hold still meanwhile.
     let (before, sdiag_before, sdiag_after) = loop {
         let before = slurm_truth();
         let sdiag_before = sdiag_now();
-        let out = shipper()
-            .args(["--once", "--role", "head"])
-            .envs(shipper_env(&url, &ns))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = shipper().args(["--once", "--role", "head"]).envs(shipper_env(&url, &ns)).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let sdiag_after = sdiag_now();
         if slurm_truth() == before {
             break (before, sdiag_before, sdiag_after);
@@ -240,18 +179,11 @@ async fn every_head_metric_equals_what_slurm_says() {
 
     // The scenario holds what the issue asks for.
     let v = |part: &str, m: &'static Metric, dim: &'static str, val: &str| {
-        before
-            .values
-            .get(&(part.to_owned(), m.name, dim, val.to_owned()))
-            .copied()
-            .unwrap_or(0.0)
+        before.values.get(&(part.to_owned(), m.name, dim, val.to_owned())).copied().unwrap_or(0.0)
     };
     assert_eq!(v("", &NODE_COUNT, "State", "down"), 1.0);
     assert_eq!(v("", &NODE_COUNT, "State", "drained"), 1.0);
-    assert!(
-        v("", &JOB_COUNT, "State", "pending") >= 6.0,
-        "resources, dependency, four array tasks"
-    );
+    assert!(v("", &JOB_COUNT, "State", "pending") >= 6.0, "resources, dependency, four array tasks");
     assert!(v("debug", &PENDING_JOB_COUNT, "Reason", "Resources") >= 1.0);
     assert!(v("batch", &PENDING_JOB_COUNT, "Reason", "Dependency") >= 1.0);
     for s in ["running", "completed", "failed", "cancelled"] {
@@ -268,17 +200,11 @@ async fn every_head_metric_equals_what_slurm_says() {
         checked += 1;
     }
     // GPUs: two on c4 (debug), one held by the running GPU job, one asked for by the pending one.
-    for (part, gt, ga, pg, rg) in [
-        ("", 2.0, 1.0, 1.0, 1.0),
-        ("debug", 2.0, 1.0, 1.0, 1.0),
-        ("batch", 0.0, 0.0, 0.0, 0.0),
-    ] {
-        for (m, want) in [
-            (&GPUS_TOTAL, gt),
-            (&GPUS_ALLOCATED, ga),
-            (&PENDING_GPUS, pg),
-            (&RUNNING_GPUS, rg),
-        ] {
+    for (part, gt, ga, pg, rg) in
+        [("", 2.0, 1.0, 1.0, 1.0), ("debug", 2.0, 1.0, 1.0, 1.0), ("batch", 0.0, 0.0, 0.0, 0.0)]
+    {
+        for (m, want) in [(&GPUS_TOTAL, gt), (&GPUS_ALLOCATED, ga), (&PENDING_GPUS, pg), (&RUNNING_GPUS, rg)]
+        {
             let dims = partition_dims(&cluster, part, "", "");
             assert_eq!(
                 statistic(&cw, &ns, m.name, &dims, "Maximum", window).await,
@@ -292,16 +218,9 @@ async fn every_head_metric_equals_what_slurm_says() {
     // sdiag: each value as sdiag printed it in the same cycle (between the two reads).
     for (m, after) in &sdiag_after.values {
         let before = sdiag_before.get(m).unwrap_or(*after);
-        let got = statistic(
-            &cw,
-            &ns,
-            m.name,
-            &[("ClusterName", &cluster)],
-            "Maximum",
-            window,
-        )
-        .await
-        .unwrap_or_else(|| panic!("{} not shipped", m.name));
+        let got = statistic(&cw, &ns, m.name, &[("ClusterName", &cluster)], "Maximum", window)
+            .await
+            .unwrap_or_else(|| panic!("{} not shipped", m.name));
         assert!(
             got >= before.min(*after) && got <= before.max(*after),
             "{}: {got} not in [{before}, {after}]",
@@ -310,49 +229,26 @@ async fn every_head_metric_equals_what_slurm_says() {
         checked += 1;
     }
     // Means and per-minute figures appear only once the schedulers have cycled for a while.
-    assert!(
-        sdiag_after.values.len() >= 20,
-        "sdiag printed {} values",
-        sdiag_after.values.len()
-    );
-    let rpc = sdiag_after
-        .rpcs
-        .iter()
-        .max_by_key(|r| r.count)
-        .expect("RPC statistics");
+    assert!(sdiag_after.values.len() >= 20, "sdiag printed {} values", sdiag_after.values.len());
+    let rpc = sdiag_after.rpcs.iter().max_by_key(|r| r.count).expect("RPC statistics");
     let got = statistic(
         &cw,
         &ns,
         RPC_COUNT.name,
-        &[
-            ("ClusterName", &cluster),
-            ("MessageType", &rpc.message_type),
-        ],
+        &[("ClusterName", &cluster), ("MessageType", &rpc.message_type)],
         "Maximum",
         window,
     )
     .await
     .expect("the most frequent RPC type is shipped");
-    let lo = sdiag_before
-        .rpcs
-        .iter()
-        .find(|r| r.message_type == rpc.message_type)
-        .map_or(0, |r| r.count);
+    let lo = sdiag_before.rpcs.iter().find(|r| r.message_type == rpc.message_type).map_or(0, |r| r.count);
     assert!(
         got >= lo as f64 && got <= rpc.count as f64,
         "RpcCount {}: {got} not in [{lo}, {}]",
         rpc.message_type,
         rpc.count
     );
-    let up = statistic(
-        &cw,
-        &ns,
-        SLURMCTLD_UP.name,
-        &[("ClusterName", &cluster)],
-        "Minimum",
-        window,
-    )
-    .await;
+    let up = statistic(&cw, &ns, SLURMCTLD_UP.name, &[("ClusterName", &cluster)], "Minimum", window).await;
     assert_eq!(up, Some(1.0));
     let errors = statistic(
         &cw,
@@ -388,11 +284,7 @@ fn up_value(line: &str) -> Option<f64> {
 fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
     let Some(conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let pidfile = conf
-        .parent()
-        .and_then(|p| p.parent())
-        .unwrap()
-        .join("run/slurmctld.pid");
+    let pidfile = conf.parent().and_then(|p| p.parent()).unwrap().join("run/slurmctld.pid");
     let mut child = shipper()
         .args(["--role", "head", "--sink", "stdout"])
         .env("SLURM_CW_COLLECT_INTERVAL", "1s")
@@ -430,26 +322,17 @@ fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
     cmd("kill", &[&pid]);
     // Gone, or a zombie (where PID 1 is slow to reap, as in some sandboxes).
     wait_until("slurmctld to exit", Duration::from_secs(30), || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        })
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
     });
     // One cycle: a collection (up to the 3 s command limit) and the next 1 s flush, with room
     // for a loaded machine.
     let took = next_up(Duration::from_secs(20), 0.0);
     eprintln!("SlurmctldUp=0 shipped {took:?} after slurmctld stopped");
-    assert!(
-        child.child().try_wait().unwrap().is_none(),
-        "the shipper keeps running"
-    );
+    assert!(child.child().try_wait().unwrap().is_none(), "the shipper keeps running");
 
     // Restart it with its saved state (no -c), as systemd would.
     cmd("/usr/sbin/slurmctld", &[]);
     next_up(Duration::from_secs(60), 1.0);
-    assert!(
-        child.child().try_wait().unwrap().is_none(),
-        "the shipper still runs"
-    );
+    assert!(child.child().try_wait().unwrap().is_none(), "the shipper still runs");
 }

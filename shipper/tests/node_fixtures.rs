@@ -57,11 +57,7 @@ fn job_value(b: &Batch, m: &'static Metric, job: &str, extra: &[(&str, &str)]) -
             && extra.iter().all(|(k, v)| s.dims.get(k) == Some(*v))
     });
     let v = found.next()?.scalar();
-    assert!(
-        found.next().is_none(),
-        "{} has several samples for {extra:?}",
-        m.name
-    );
+    assert!(found.next().is_none(), "{} has several samples for {extra:?}", m.name);
     v
 }
 
@@ -100,40 +96,19 @@ fn cgroup_v2_job_values_equal_the_files() {
     for (m, v) in want {
         assert_eq!(job_value(&b, m, "1001", &[]), Some(*v), "{}", m.name);
     }
-    assert_eq!(
-        job_value(&b, &THREAD_COUNT, "1001", &[("ThreadState", "running")]),
-        Some(3.0)
-    );
-    assert_eq!(
-        job_value(&b, &THREAD_COUNT, "1001", &[("ThreadState", "sleeping")]),
-        Some(4.0)
-    );
+    assert_eq!(job_value(&b, &THREAD_COUNT, "1001", &[("ThreadState", "running")]), Some(3.0));
+    assert_eq!(job_value(&b, &THREAD_COUNT, "1001", &[("ThreadState", "sleeping")]), Some(4.0));
     // Seen once: no rates yet, and v2 has no per-CPU figure at all.
-    for m in [
-        &CPU_USAGE,
-        &CPU_UTILIZATION,
-        &READ_BYTES,
-        &PROCESS_CPU_USAGE,
-        &CPU_CORE_UTILIZATION,
-    ] {
-        assert!(
-            b.of(m).next().is_none(),
-            "{} before a second sample",
-            m.name
-        );
+    for m in [&CPU_USAGE, &CPU_UTILIZATION, &READ_BYTES, &PROCESS_CPU_USAGE, &CPU_CORE_UTILIZATION] {
+        assert!(b.of(m).next().is_none(), "{} before a second sample", m.name);
     }
     let s = b.of(&MEMORY_USAGE).next().unwrap();
-    assert_eq!(
-        s.dims.get("Account"),
-        Some("chemistry"),
-        "from SLURM_JOB_ACCOUNT of a job process"
-    );
+    assert_eq!(s.dims.get("Account"), Some("chemistry"), "from SLURM_JOB_ACCOUNT of a job process");
     assert!(s.dims.get("User").is_some_and(|u| !u.is_empty()));
     assert_eq!(b.value(&JOBS_ON_NODE, &[("NodeName", "n1")]), Some(1.0));
     for s in &b.samples {
         assert!(
-            s.metric
-                .accepts_dimensions(s.dims.names().chain(["ClusterName"])),
+            s.metric.accepts_dimensions(s.dims.names().chain(["ClusterName"])),
             "{} {:?}",
             s.metric.name,
             s.dims
@@ -163,61 +138,27 @@ fn cgroup_v2_rates_from_consecutive_samples() {
     );
     // solver 4242 used 50 more ticks (0.5 s at 100 Hz).
     let stat = std::fs::read_to_string(proc.join("4242/stat")).unwrap();
-    set(
-        &proc.join("4242/stat"),
-        &stat.replace(" 5000 200 ", " 5050 200 "),
-    );
+    set(&proc.join("4242/stat"), &stat.replace(" 5000 200 ", " 5050 200 "));
     let (b, _) = collect(&mut c);
     let secs = started.elapsed().as_secs_f64();
     let near = |got: Option<f64>, want: f64, what: &str| {
         let got = got.unwrap_or_else(|| panic!("{what} missing"));
         assert!((got - want).abs() <= want * 0.15, "{what}: {got} vs {want}");
     };
-    near(
-        job_value(&b, &CPU_USAGE, "1001", &[]),
-        1.0 / secs,
-        "CpuUsage",
-    );
-    near(
-        job_value(&b, &CPU_UTILIZATION, "1001", &[]),
-        100.0 / secs / 4.0,
-        "CpuUtilization",
-    );
-    near(
-        job_value(&b, &CPU_THROTTLED_TIME, "1001", &[]),
-        0.1 / secs,
-        "CpuThrottledTime",
-    );
-    near(
-        job_value(&b, &READ_BYTES, "1001", &[]),
-        1048576.0 / secs,
-        "ReadBytes",
-    );
-    near(
-        job_value(&b, &WRITE_BYTES, "1001", &[]),
-        2097152.0 / secs,
-        "WriteBytes",
-    );
-    near(
-        job_value(&b, &READ_OPS, "1001", &[]),
-        100.0 / secs,
-        "ReadOps",
-    );
-    near(
-        job_value(&b, &WRITE_OPS, "1001", &[]),
-        200.0 / secs,
-        "WriteOps",
-    );
+    near(job_value(&b, &CPU_USAGE, "1001", &[]), 1.0 / secs, "CpuUsage");
+    near(job_value(&b, &CPU_UTILIZATION, "1001", &[]), 100.0 / secs / 4.0, "CpuUtilization");
+    near(job_value(&b, &CPU_THROTTLED_TIME, "1001", &[]), 0.1 / secs, "CpuThrottledTime");
+    near(job_value(&b, &READ_BYTES, "1001", &[]), 1048576.0 / secs, "ReadBytes");
+    near(job_value(&b, &WRITE_BYTES, "1001", &[]), 2097152.0 / secs, "WriteBytes");
+    near(job_value(&b, &READ_OPS, "1001", &[]), 100.0 / secs, "ReadOps");
+    near(job_value(&b, &WRITE_OPS, "1001", &[]), 200.0 / secs, "WriteOps");
     let ticks = procfs::ticks_per_second() as f64;
     near(
         job_value(&b, &PROCESS_CPU_USAGE, "1001", &[("Executable", "solver")]),
         50.0 / ticks / secs,
         "ProcessCpuUsage solver",
     );
-    assert!(
-        b.of(&CPU_CORE_UTILIZATION).next().is_none(),
-        "cgroup v2 has no per-CPU usage: not invented"
-    );
+    assert!(b.of(&CPU_CORE_UTILIZATION).next().is_none(), "cgroup v2 has no per-CPU usage: not invented");
 }
 
 #[test]
@@ -233,21 +174,10 @@ fn vanishing_processes_files_and_jobs_leave_figures_out() {
     std::fs::remove_file(cg.join(V2_JOB).join("memory.stat")).unwrap();
     let (b, e) = collect(&mut c);
     assert_eq!(e.total(), 0, "a job changing under us is not an error");
-    assert_eq!(
-        job_value(&b, &PROCESS_COUNT, "1001", &[]),
-        Some(4.0),
-        "cgroup.procs still lists it"
-    );
-    assert_eq!(
-        job_value(&b, &OPEN_FILES, "1001", &[]),
-        Some(16.0),
-        "its files are gone with it"
-    );
+    assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0), "cgroup.procs still lists it");
+    assert_eq!(job_value(&b, &OPEN_FILES, "1001", &[]), Some(16.0), "its files are gone with it");
     assert_eq!(job_value(&b, &MEMORY_RSS, "1001", &[]), None);
-    assert_eq!(
-        job_value(&b, &MEMORY_USAGE, "1001", &[]),
-        Some(2147483648.0)
-    );
+    assert_eq!(job_value(&b, &MEMORY_USAGE, "1001", &[]), Some(2147483648.0));
     // The job ends: nothing of it, zero jobs on the node.
     std::fs::remove_dir_all(cg.join(V2_JOB)).unwrap();
     let (b, e) = collect(&mut c);
@@ -276,13 +206,7 @@ fn cgroup_v1_job_captured_from_real_slurm() {
     std::fs::create_dir(&empty_proc).unwrap();
     let mut c = collector(&cg, &empty_proc);
     let (b, _) = collect(&mut c);
-    let read = |rel: &str| -> f64 {
-        std::fs::read_to_string(cg.join(rel))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let read = |rel: &str| -> f64 { std::fs::read_to_string(cg.join(rel)).unwrap().trim().parse().unwrap() };
     assert_eq!(
         job_value(&b, &MEMORY_USAGE, "85", &[]),
         Some(read(&format!("memory/{V1_JOB}/memory.usage_in_bytes")))
@@ -291,38 +215,17 @@ fn cgroup_v1_job_captured_from_real_slurm() {
         job_value(&b, &MEMORY_MAX, "85", &[]),
         Some(read(&format!("memory/{V1_JOB}/memory.max_usage_in_bytes")))
     );
-    assert_eq!(
-        job_value(&b, &MEMORY_LIMIT, "85", &[]),
-        Some(300.0 * 1024.0 * 1024.0),
-        "--mem=300M"
-    );
+    assert_eq!(job_value(&b, &MEMORY_LIMIT, "85", &[]), Some(300.0 * 1024.0 * 1024.0), "--mem=300M");
     let stat = std::fs::read_to_string(cg.join(format!("memory/{V1_JOB}/memory.stat"))).unwrap();
-    let total_rss: f64 = stat
-        .lines()
-        .find_map(|l| l.strip_prefix("total_rss "))
-        .unwrap()
-        .parse()
-        .unwrap();
+    let total_rss: f64 = stat.lines().find_map(|l| l.strip_prefix("total_rss ")).unwrap().parse().unwrap();
     assert_eq!(job_value(&b, &MEMORY_RSS, "85", &[]), Some(total_rss));
     assert!(total_rss > 100e6, "the job held 100 MB: {total_rss}");
-    assert_eq!(
-        job_value(&b, &CPUS_ALLOCATED, "85", &[]),
-        Some(2.0),
-        "cpuset 0-1"
-    );
+    assert_eq!(job_value(&b, &CPUS_ALLOCATED, "85", &[]), Some(2.0), "cpuset 0-1");
     // The batch shell and python; slurmstepd, in the job's freezer directory too, is not counted.
     assert_eq!(job_value(&b, &PROCESS_COUNT, "85", &[]), Some(2.0));
     assert_eq!(job_value(&b, &OOM_KILLS, "85", &[]), Some(0.0));
-    assert_eq!(
-        b.value(&JOBS_ON_NODE, &[("NodeName", "c3")]),
-        Some(1.0),
-        "node from slurm_c3"
-    );
-    assert_eq!(
-        b.of(&MEMORY_USAGE).next().unwrap().dims.get("User"),
-        Some("root"),
-        "uid_0"
-    );
+    assert_eq!(b.value(&JOBS_ON_NODE, &[("NodeName", "c3")]), Some(1.0), "node from slurm_c3");
+    assert_eq!(b.of(&MEMORY_USAGE).next().unwrap().dims.get("User"), Some("root"), "uid_0");
 
     // Two CPU-seconds more, split 1.5 / 0.5 over the two CPUs.
     std::thread::sleep(Duration::from_millis(500));
@@ -334,17 +237,10 @@ fn cgroup_v1_job_captured_from_real_slurm() {
         .split_whitespace()
         .map(|x| x.parse().unwrap())
         .collect();
-    set(
-        &acct.join("cpuacct.usage"),
-        &format!("{}\n", usage + 2_000_000_000),
-    );
+    set(&acct.join("cpuacct.usage"), &format!("{}\n", usage + 2_000_000_000));
     set(
         &acct.join("cpuacct.usage_percpu"),
-        &format!(
-            "{} {} \n",
-            percpu[0] + 1_500_000_000,
-            percpu[1] + 500_000_000
-        ),
+        &format!("{} {} \n", percpu[0] + 1_500_000_000, percpu[1] + 500_000_000),
     );
     let (b, _) = collect(&mut c);
     let secs = 0.5 + started.elapsed().as_secs_f64();

@@ -15,17 +15,11 @@ use std::time::Duration;
 const MIB: f64 = 1024.0 * 1024.0;
 
 fn workload() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../scripts/bench/workload.py")
-        .display()
-        .to_string()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/workload.py").display().to_string()
 }
 
 fn bench_dir(conf: &Path) -> PathBuf {
-    conf.parent()
-        .and_then(Path::parent)
-        .expect("bench dir")
-        .to_owned()
+    conf.parent().and_then(Path::parent).expect("bench dir").to_owned()
 }
 
 /// Points the bench's TaskEpilog at the binary under test.
@@ -43,10 +37,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     install_hook(&conf);
-    let mut cleanup = SlurmCleanup {
-        jobs: Vec::new(),
-        nodes: Vec::new(),
-    };
+    let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: Vec::new() };
     let w = workload();
     let out_file = format!("/var/tmp/slurm-cw-write-test-{}", std::process::id());
     let mem = sbatch(&[
@@ -82,16 +73,8 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         "--wrap",
         &format!("python3 {w} threads 50 90"),
     ]);
-    let files = sbatch(&[
-        "-p",
-        "debug",
-        "-w",
-        "c3",
-        "-A",
-        "biology",
-        "--wrap",
-        &format!("python3 {w} files 200 90"),
-    ]);
+    let files =
+        sbatch(&["-p", "debug", "-w", "c3", "-A", "biology", "--wrap", &format!("python3 {w} files 200 90")]);
     let write = sbatch(&[
         "-p",
         "debug",
@@ -103,17 +86,9 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         "--wrap",
         &format!("python3 {w} write 41943040 {out_file} 9 6 90"),
     ]);
-    cleanup.jobs.extend([
-        mem.clone(),
-        burn.clone(),
-        threads.clone(),
-        files.clone(),
-        write.clone(),
-    ]);
+    cleanup.jobs.extend([mem.clone(), burn.clone(), threads.clone(), files.clone(), write.clone()]);
     wait_until("five running jobs", Duration::from_secs(60), || {
-        [&mem, &burn, &threads, &files, &write]
-            .iter()
-            .all(|j| job_state(j) == "RUNNING")
+        [&mem, &burn, &threads, &files, &write].iter().all(|j| job_state(j) == "RUNNING")
     });
     // Let python start and the workloads settle (memory touched, threads and files open).
     std::thread::sleep(Duration::from_secs(3));
@@ -121,10 +96,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     // The truth, from Slurm's own list of each job's processes and their /proc entries.
     let burn_pids = job_pids(&burn, "c2");
     let cpu_at = |pids: &[u32]| pids.iter().map(|p| proc_cpu_seconds(*p)).sum::<f64>();
-    let threads_truth: u64 = job_pids(&threads, "c3")
-        .iter()
-        .map(|p| proc_status(*p, "Threads"))
-        .sum();
+    let threads_truth: u64 = job_pids(&threads, "c3").iter().map(|p| proc_status(*p, "Threads")).sum();
     let files_truth: usize = job_pids(&files, "c3")
         .iter()
         .map(|p| std::fs::read_dir(format!("/proc/{p}/fd")).map_or(0, |d| d.count()))
@@ -138,10 +110,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         .env("SLURM_CW_COLLECT_INTERVAL", "2s")
         .env("SLURM_CW_FLUSH_INTERVAL", "4s")
         .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
-        .env(
-            "SLURM_CW_NODE__HOOK_SOCKET",
-            bench_dir(&conf).join("hook-node-test.sock"),
-        )
+        .env("SLURM_CW_NODE__HOOK_SOCKET", bench_dir(&conf).join("hook-node-test.sock"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -157,15 +126,14 @@ async fn per_job_figures_equal_what_the_jobs_did() {
 
     let cw = cloudwatch(&url).await;
     let window = Duration::from_secs(600);
-    let job =
-        |id: &str, user: &'static str, account: &'static str| -> Vec<(&'static str, String)> {
-            vec![
-                ("ClusterName", "nodetest".into()),
-                ("JobId", id.to_owned()),
-                ("User", user.into()),
-                ("Account", account.into()),
-            ]
-        };
+    let job = |id: &str, user: &'static str, account: &'static str| -> Vec<(&'static str, String)> {
+        vec![
+            ("ClusterName", "nodetest".into()),
+            ("JobId", id.to_owned()),
+            ("User", user.into()),
+            ("Account", account.into()),
+        ]
+    };
     let get = |dims: Vec<(&'static str, String)>,
                metric: &'static str,
                stat: &'static str,
@@ -211,62 +179,22 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     // One core burning: the job's processes (as Slurm lists them) used `burn_truth` cores in
     // the window; on this shared 2-core machine that is a little under 1.
     let b = job(&burn, "root", "chemistry");
-    report(
-        "burn job true cores (from /proc of scontrol listpids)",
-        burn_truth,
-        0.5,
-        1.05,
-    );
+    report("burn job true cores (from /proc of scontrol listpids)", burn_truth, 0.5, 1.05);
     let usage = get(b.clone(), CPU_USAGE.name, "Average", None).await;
-    report(
-        "burn job CpuUsage average (cores)",
-        usage,
-        burn_truth * 0.85,
-        burn_truth * 1.15,
-    );
-    report(
-        "burn job CpusAllocated",
-        get(b.clone(), CPUS_ALLOCATED.name, "Maximum", None).await,
-        1.0,
-        1.0,
-    );
+    report("burn job CpuUsage average (cores)", usage, burn_truth * 0.85, burn_truth * 1.15);
+    report("burn job CpusAllocated", get(b.clone(), CPUS_ALLOCATED.name, "Maximum", None).await, 1.0, 1.0);
     let util = get(b.clone(), CPU_UTILIZATION.name, "Average", None).await;
-    report(
-        "burn job CpuUtilization average (%)",
-        util,
-        usage * 100.0 * 0.99,
-        usage * 100.0 * 1.01,
-    );
-    let exe = get(
-        b.clone(),
-        PROCESS_CPU_USAGE.name,
-        "Average",
-        Some(("Executable", "python3")),
-    )
-    .await;
-    report(
-        "burn job ProcessCpuUsage python3 (cores)",
-        exe,
-        burn_truth * 0.85,
-        burn_truth * 1.15,
-    );
+    report("burn job CpuUtilization average (%)", util, usage * 100.0 * 0.99, usage * 100.0 * 1.01);
+    let exe = get(b.clone(), PROCESS_CPU_USAGE.name, "Average", Some(("Executable", "python3"))).await;
+    report("burn job ProcessCpuUsage python3 (cores)", exe, burn_truth * 0.85, burn_truth * 1.15);
 
     // 50 threads started by the job, plus its interpreter's and shell's own.
     let t = job(&threads, "root", "biology");
     let n = threads_truth as f64;
-    assert!(
-        n >= 52.0,
-        "the job runs 50 threads, python's main thread and the shell: {n}"
-    );
+    assert!(n >= 52.0, "the job runs 50 threads, python's main thread and the shell: {n}");
     report(
         "threads job ThreadCount sleeping",
-        get(
-            t,
-            THREAD_COUNT.name,
-            "Maximum",
-            Some(("ThreadState", "sleeping")),
-        )
-        .await,
+        get(t, THREAD_COUNT.name, "Maximum", Some(("ThreadState", "sleeping"))).await,
         n,
         n,
     );
@@ -275,30 +203,15 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     let f = job(&files, "root", "biology");
     let n = files_truth as f64;
     assert!(n >= 200.0, "{n}");
-    report(
-        "files job OpenFiles",
-        get(f, OPEN_FILES.name, "Maximum", None).await,
-        n,
-        n,
-    );
+    report("files job OpenFiles", get(f, OPEN_FILES.name, "Maximum", None).await, n, n);
 
     // 40 MiB written over 6 s: the per-second rates, sampled every 2 s, add up to it.
     let wr = job(&write, "root", "physics");
     let samples = get(wr.clone(), WRITE_BYTES.name, "SampleCount", None).await;
     let sum = get(wr.clone(), WRITE_BYTES.name, "Sum", None).await;
     eprintln!("write job: {samples} WriteBytes samples");
-    report(
-        "write job bytes written (MiB, sum of rates x 2 s)",
-        sum * 2.0 / MIB,
-        40.0 * 0.85,
-        40.0 * 1.15,
-    );
-    report(
-        "write job WriteOps max (per s)",
-        get(wr, WRITE_OPS.name, "Maximum", None).await,
-        0.4,
-        1e6,
-    );
+    report("write job bytes written (MiB, sum of rates x 2 s)", sum * 2.0 / MIB, 40.0 * 0.85, 40.0 * 1.15);
+    report("write job WriteOps max (per s)", get(wr, WRITE_OPS.name, "Maximum", None).await, 0.4, 1e6);
 
     let on_c1 = statistic(
         &cw,
@@ -334,28 +247,14 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
         .spawn()
         .map(Running::new)
         .unwrap();
-    wait_until("the hook socket", Duration::from_secs(20), || {
-        socket.exists()
-    });
+    wait_until("the hook socket", Duration::from_secs(20), || socket.exists());
     std::thread::sleep(Duration::from_secs(1));
     // The one regular collection has happened; this job lives ~3 s, between two collections.
     let w = workload();
-    let job = sbatch(&[
-        "-p",
-        "batch",
-        "-w",
-        "c1",
-        "--mem=400M",
-        "--wrap",
-        &format!("python3 {w} memory 150 2"),
-    ]);
-    let _cleanup = SlurmCleanup {
-        jobs: vec![job.clone()],
-        nodes: Vec::new(),
-    };
-    wait_until("the short job to complete", Duration::from_secs(60), || {
-        job_state(&job) == "COMPLETED"
-    });
+    let job =
+        sbatch(&["-p", "batch", "-w", "c1", "--mem=400M", "--wrap", &format!("python3 {w} memory 150 2")]);
+    let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
+    wait_until("the short job to complete", Duration::from_secs(60), || job_state(&job) == "COMPLETED");
     let out = child.stop();
 
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -364,10 +263,7 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
         .filter_map(|l| Datum::from_json_line(l).ok().map(|(_, d)| d))
         .find(|d| d.metric == MEMORY_MAX.name && d.dimension("JobId") == Some(job.as_str()))
         .unwrap_or_else(|| {
-            panic!(
-                "no MemoryMax of job {job}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
+            panic!("no MemoryMax of job {job}; stderr: {}", String::from_utf8_lossy(&out.stderr))
         });
     let v = match peak.value {
         DatumValue::Value { value } => value,

@@ -12,9 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 fn fixture(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/slurm")
-        .join(rel);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm").join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -34,10 +32,7 @@ fn node_states(rows: &[NodeRow]) -> BTreeMap<&'static str, u64> {
 
 fn cluster_sum(rows: &[NodeRow], f: impl Fn(&NodeRow) -> u64) -> u64 {
     let mut seen = std::collections::HashSet::new();
-    rows.iter()
-        .filter(|r| seen.insert(r.name.clone()))
-        .map(f)
-        .sum()
+    rows.iter().filter(|r| seen.insert(r.name.clone())).map(f).sum()
 }
 
 fn states(q: &Queue) -> BTreeMap<&'static str, u64> {
@@ -48,10 +43,7 @@ fn states(q: &Queue) -> BTreeMap<&'static str, u64> {
 fn slurm_22_05_text_formats_real() {
     let (rows, bad) = sinfo::parse_text(&fixture("22.05/sinfo.txt"));
     assert!(bad.is_empty(), "{bad:?}");
-    assert_eq!(
-        node_states(&rows),
-        BTreeMap::from([("down", 1), ("drained", 1), ("mixed", 2)])
-    );
+    assert_eq!(node_states(&rows), BTreeMap::from([("down", 1), ("drained", 1), ("mixed", 2)]));
     assert_eq!(rows.iter().filter(|r| r.partition == "debug").count(), 2);
     assert_eq!(cluster_sum(&rows, |r| r.gpus_total), 2);
     assert_eq!(cluster_sum(&rows, |r| r.gpus_alloc), 1);
@@ -61,22 +53,14 @@ fn slurm_22_05_text_formats_real() {
     assert!(bad.is_empty(), "{bad:?}");
     assert_eq!(
         states(&q),
-        BTreeMap::from([
-            ("cancelled", 1),
-            ("completed", 1),
-            ("failed", 1),
-            ("pending", 6),
-            ("running", 2)
-        ])
+        BTreeMap::from([("cancelled", 1), ("completed", 1), ("failed", 1), ("pending", 6), ("running", 2)])
     );
     assert_eq!(q.cluster.pending_reasons["Resources"], 1);
     assert_eq!(q.cluster.pending_reasons["Dependency"], 1);
-    assert_eq!(
-        q.cluster.pending_reasons["Nodes required for job are DOWN"], 4,
-        "array tasks one by one"
-    );
+    assert_eq!(q.cluster.pending_reasons["Nodes required for job are DOWN"], 4, "array tasks one by one");
     assert_eq!((q.cluster.pending_gpus, q.cluster.running_gpus), (1, 1));
-    assert_eq!((q.cluster.pending_cpus, q.cluster.running_cpus), (11, 2));
+    // Demand: the Resources job (2) and the four array tasks (2 each); not the dependent job.
+    assert_eq!((q.cluster.pending_cpus, q.cluster.running_cpus), (10, 2));
 
     let s = sdiag::parse_text(&fixture("22.05/sdiag.txt")).unwrap();
     assert!(s.unknown.is_empty(), "{:?}", s.unknown);
@@ -109,10 +93,7 @@ fn slurm_22_05_json_agrees_with_text() {
     // The JSON has one record for the pending array, with the record's own reason; the text
     // lists each task with its reason. Everything else must agree.
     let (mut j, mut t) = (jq.cluster.clone(), tq.cluster.clone());
-    assert_eq!(
-        j.pending_reasons.values().sum::<u64>(),
-        t.pending_reasons.values().sum::<u64>()
-    );
+    assert_eq!(j.pending_reasons.values().sum::<u64>(), t.pending_reasons.values().sum::<u64>());
     j.pending_reasons.clear();
     t.pending_reasons.clear();
     assert_eq!(j, t, "squeue --json and the explicit format agree");
@@ -139,16 +120,8 @@ fn built_sinfo_json_of_every_version() {
         assert_eq!(cluster_sum(&rows, |r| r.gpus_alloc), 2, "{v}");
         assert_eq!(cluster_sum(&rows, |r| r.cpus_total), 6 * 64, "{v}");
         assert_eq!(cluster_sum(&rows, |r| r.cpus_alloc), 84, "{v}");
-        assert!(
-            rows.iter()
-                .any(|r| r.name == "gpu-001" && r.partition == "gpu"),
-            "{v}"
-        );
-        assert!(
-            rows.iter()
-                .any(|r| r.name == "gpu-001" && r.partition == "cpu"),
-            "{v}"
-        );
+        assert!(rows.iter().any(|r| r.name == "gpu-001" && r.partition == "gpu"), "{v}");
+        assert!(rows.iter().any(|r| r.name == "gpu-001" && r.partition == "cpu"), "{v}");
         let flags: Vec<&String> = rows.iter().flat_map(|r| &r.state.flags).collect();
         for f in ["drain", "not_responding", "cloud", "powered_down"] {
             assert!(flags.iter().any(|x| *x == f), "{v}: flag {f}");
@@ -180,10 +153,7 @@ fn built_squeue_json_of_every_version() {
         );
         assert_eq!(q.cluster.pending_gpus, 4, "{v}");
         assert_eq!(q.cluster.running_gpus, 2, "{v}");
-        assert!(
-            q.partitions.contains_key("gpu") && q.partitions.contains_key("cpu"),
-            "{v}"
-        );
+        assert!(q.partitions.contains_key("gpu") && q.partitions.contains_key("cpu"), "{v}");
     }
 }
 
@@ -197,16 +167,8 @@ fn assert_agree(v: &str, text: &Sdiag, json: &Sdiag) {
         }
     }
     assert!(compared >= 25, "{v}: only {compared} values in both forms");
-    let mut t: Vec<_> = text
-        .rpcs
-        .iter()
-        .map(|r| (&r.message_type, r.count, r.total_time))
-        .collect();
-    let mut j: Vec<_> = json
-        .rpcs
-        .iter()
-        .map(|r| (&r.message_type, r.count, r.total_time))
-        .collect();
+    let mut t: Vec<_> = text.rpcs.iter().map(|r| (&r.message_type, r.count, r.total_time)).collect();
+    let mut j: Vec<_> = json.rpcs.iter().map(|r| (&r.message_type, r.count, r.total_time)).collect();
     t.sort();
     j.sort();
     assert_eq!(t, j, "{v}: RPC statistics");
@@ -224,11 +186,7 @@ fn built_sdiag_of_every_version_text_and_json() {
     ];
     for v in BUILT {
         let text = sdiag::parse_text(&fixture(&format!("{v}/sdiag.txt"))).unwrap();
-        assert!(
-            text.unknown.is_empty(),
-            "{v}: unknown labels {:?}",
-            text.unknown
-        );
+        assert!(text.unknown.is_empty(), "{v}: unknown labels {:?}", text.unknown);
         assert_eq!(text.values.len(), 31, "{v}: every field of the text");
         assert_eq!(text.rpcs.len(), 10, "{v}");
         assert_eq!(text.pending_rpcs, Some(4), "{v}: 2 + 1 + 1 pending RPCs");
@@ -256,10 +214,7 @@ fn rivos_real_outputs_21_08_and_23_02() {
     assert!(q.cluster.states.values().sum::<u64>() > 0);
     let (rows, bad) = sinfo::parse_json(&fixture("rivos/sinfo_out.json")).unwrap();
     assert!(bad.is_empty(), "{bad:?}");
-    assert!(
-        !rows.is_empty() && rows.iter().all(|r| r.state.recognised),
-        "{rows:?}"
-    );
+    assert!(!rows.is_empty() && rows.iter().all(|r| r.state.recognised), "{rows:?}");
 }
 
 /// Every fixture cut at many points: JSON gives an error, text gives what it can; no panic.
@@ -310,19 +265,7 @@ fn truncated_and_malformed_output_never_panics() {
     // Garbage of the right shape.
     let (rows, bad) = sinfo::parse_text("a|b|c|d|e|f|g|h|\n|||||||\n\u{0}\u{1}|x\n");
     assert!(rows.is_empty() && bad.len() == 3);
-    assert!(
-        sinfo::parse_json(r#"{"sinfo": [{"nodes": {"nodes": []}}, 3, null]}"#)
-            .unwrap()
-            .1
-            .len()
-            == 3
-    );
-    assert!(
-        squeue::parse_json(r#"{"jobs": [{"job_state": 5}, {}]}"#)
-            .unwrap()
-            .1
-            .len()
-            == 2
-    );
+    assert!(sinfo::parse_json(r#"{"sinfo": [{"nodes": {"nodes": []}}, 3, null]}"#).unwrap().1.len() == 3);
+    assert!(squeue::parse_json(r#"{"jobs": [{"job_state": 5}, {}]}"#).unwrap().1.len() == 2);
     assert!(sdiag::parse_json(r#"{"statistics": {"jobs_submitted": "many"}}"#).is_err());
 }

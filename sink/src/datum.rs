@@ -49,10 +49,7 @@ pub struct Datum {
 
 impl Datum {
     pub fn dimension(&self, name: &str) -> Option<&str> {
-        self.dimensions
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.dimensions.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 }
 
@@ -77,9 +74,7 @@ pub enum LineError {
 }
 
 pub fn format_timestamp(t: SystemTime) -> String {
-    OffsetDateTime::from(t)
-        .format(&Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+    OffsetDateTime::from(t).format(&Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
 }
 
 impl Datum {
@@ -125,10 +120,7 @@ mod tests {
         Datum {
             metric: "NodeCount".into(),
             unit: "Count".into(),
-            dimensions: vec![
-                ("ClusterName".into(), "c".into()),
-                ("State".into(), "idle".into()),
-            ],
+            dimensions: vec![("ClusterName".into(), "c".into()), ("State".into(), "idle".into())],
             timestamp: SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
             value,
         }
@@ -141,44 +133,20 @@ mod tests {
             line,
             r#"{"namespace":"Slurm","metric":"NodeCount","dimensions":{"ClusterName":"c","State":"idle"},"unit":"Count","timestamp":"2023-11-14T22:13:20.123Z","value":3.0}"#
         );
-        let stats = Stats {
-            min: 1.0,
-            max: 4.0,
-            sum: 5.0,
-            count: 2.0,
-        };
+        let stats = Stats { min: 1.0, max: 4.0, sum: 5.0, count: 2.0 };
         let line = datum(DatumValue::Stats { stats }).to_json_line("Slurm");
-        assert!(
-            line.ends_with(r#""stats":{"min":1.0,"max":4.0,"sum":5.0,"count":2.0}}"#),
-            "{line}"
-        );
-        let line = datum(DatumValue::Values {
-            values: vec![1.0, 2.0],
-            counts: vec![3.0, 1.0],
-        })
-        .to_json_line("Slurm");
-        assert!(
-            line.ends_with(r#""values":[1.0,2.0],"counts":[3.0,1.0]}"#),
-            "{line}"
-        );
+        assert!(line.ends_with(r#""stats":{"min":1.0,"max":4.0,"sum":5.0,"count":2.0}}"#), "{line}");
+        let line = datum(DatumValue::Values { values: vec![1.0, 2.0], counts: vec![3.0, 1.0] })
+            .to_json_line("Slurm");
+        assert!(line.ends_with(r#""values":[1.0,2.0],"counts":[3.0,1.0]}"#), "{line}");
     }
 
     #[test]
     fn json_lines_round_trip() {
         for v in [
             DatumValue::Value { value: 2.5 },
-            DatumValue::Values {
-                values: vec![1.0],
-                counts: vec![2.0],
-            },
-            DatumValue::Stats {
-                stats: Stats {
-                    min: 0.0,
-                    max: 1.0,
-                    sum: 1.0,
-                    count: 2.0,
-                },
-            },
+            DatumValue::Values { values: vec![1.0], counts: vec![2.0] },
+            DatumValue::Stats { stats: Stats { min: 0.0, max: 1.0, sum: 1.0, count: 2.0 } },
         ] {
             let d = datum(v);
             let (ns, back) = Datum::from_json_line(&d.to_json_line("X")).unwrap();

@@ -86,11 +86,7 @@ impl Validator {
 
     /// Keeps the valid datums (fixing values too small to store to 0) and returns the rest with
     /// their reasons.
-    pub fn retain_valid(
-        &mut self,
-        datums: &mut Vec<Datum>,
-        now: SystemTime,
-    ) -> Vec<(Datum, DropReason)> {
+    pub fn retain_valid(&mut self, datums: &mut Vec<Datum>, now: SystemTime) -> Vec<(Datum, DropReason)> {
         let mut dropped = Vec::new();
         let mut kept = Vec::with_capacity(datums.len());
         for mut d in datums.drain(..) {
@@ -123,14 +119,8 @@ type Invalid = (DropReason, String);
 
 /// One datum against every rule; fixes tiny magnitudes in place.
 pub fn check(d: &mut Datum, now: SystemTime) -> Result<(), Invalid> {
-    if d.metric.is_empty()
-        || d.metric.len() > MAX_METRIC_NAME
-        || d.metric.chars().any(char::is_control)
-    {
-        return Err((
-            DropReason::BadMetricName,
-            format!("metric name {:?}", d.metric),
-        ));
+    if d.metric.is_empty() || d.metric.len() > MAX_METRIC_NAME || d.metric.chars().any(char::is_control) {
+        return Err((DropReason::BadMetricName, format!("metric name {:?}", d.metric)));
     }
     check_dimensions(&d.dimensions)?;
     check_timestamp(d.timestamp, now)?;
@@ -139,18 +129,10 @@ pub fn check(d: &mut Datum, now: SystemTime) -> Result<(), Invalid> {
 
 fn check_dimensions(dims: &[(String, String)]) -> Result<(), Invalid> {
     if dims.len() > MAX_DIMENSIONS {
-        return Err((
-            DropReason::TooManyDimensions,
-            format!("{} dimensions", dims.len()),
-        ));
+        return Err((DropReason::TooManyDimensions, format!("{} dimensions", dims.len())));
     }
     for (name, value) in dims {
-        let bad = |why: &str| {
-            Err((
-                DropReason::BadDimension,
-                format!("dimension {name:?}: {why}"),
-            ))
-        };
+        let bad = |why: &str| Err((DropReason::BadDimension, format!("dimension {name:?}: {why}")));
         if name.is_empty() || name.len() > MAX_DIMENSION_NAME {
             return bad("name must be 1 to 255 characters");
         }
@@ -176,10 +158,7 @@ fn check_timestamp(t: SystemTime, now: SystemTime) -> Result<(), Invalid> {
     if too_old || too_new {
         return Err((
             DropReason::Timestamp,
-            format!(
-                "timestamp {} is outside [-14 days, +2 hours] of now",
-                crate::datum::format_timestamp(t)
-            ),
+            format!("timestamp {} is outside [-14 days, +2 hours] of now", crate::datum::format_timestamp(t)),
         ));
     }
     Ok(())
@@ -189,19 +168,11 @@ fn check_value(v: &mut DatumValue) -> Result<(), Invalid> {
     match v {
         DatumValue::Value { value } => check_number(value),
         DatumValue::Stats { stats } => {
-            for x in [
-                &mut stats.min,
-                &mut stats.max,
-                &mut stats.sum,
-                &mut stats.count,
-            ] {
+            for x in [&mut stats.min, &mut stats.max, &mut stats.sum, &mut stats.count] {
                 check_number(x)?;
             }
             if stats.count <= 0.0 || stats.min > stats.max {
-                return Err((
-                    DropReason::BadValues,
-                    format!("inconsistent statistics {stats:?}"),
-                ));
+                return Err((DropReason::BadValues, format!("inconsistent statistics {stats:?}")));
             }
             Ok(())
         }
@@ -209,11 +180,7 @@ fn check_value(v: &mut DatumValue) -> Result<(), Invalid> {
             if values.is_empty() || values.len() != counts.len() || values.len() > MAX_VALUES {
                 return Err((
                     DropReason::BadValues,
-                    format!(
-                        "{} values with {} counts (1 to 150, equal)",
-                        values.len(),
-                        counts.len()
-                    ),
+                    format!("{} values with {} counts (1 to 150, equal)", values.len(), counts.len()),
                 ));
             }
             for x in values.iter_mut() {
@@ -236,10 +203,7 @@ fn check_number(x: &mut f64) -> Result<(), Invalid> {
     }
     let m = x.abs();
     if m > MAX_MAGNITUDE {
-        return Err((
-            DropReason::OutOfRange,
-            format!("value {x} above {MAX_MAGNITUDE:e}"),
-        ));
+        return Err((DropReason::OutOfRange, format!("value {x} above {MAX_MAGNITUDE:e}")));
     }
     if m != 0.0 && m < MIN_MAGNITUDE {
         // Too small for CloudWatch to store: indistinguishable from zero, so send zero.
@@ -261,10 +225,7 @@ mod tests {
         Datum {
             metric: "NodeCount".into(),
             unit: "Count".into(),
-            dimensions: vec![
-                ("ClusterName".into(), "c".into()),
-                ("State".into(), "idle".into()),
-            ],
+            dimensions: vec![("ClusterName".into(), "c".into()), ("State".into(), "idle".into())],
             timestamp: now(),
             value: DatumValue::Value { value: 1.0 },
         }
@@ -287,14 +248,7 @@ mod tests {
             assert_eq!(reason(d), Some(DropReason::NonFinite), "{v}");
         }
         let mut d = good();
-        d.value = DatumValue::Stats {
-            stats: Stats {
-                min: 0.0,
-                max: 1.0,
-                sum: f64::NAN,
-                count: 2.0,
-            },
-        };
+        d.value = DatumValue::Stats { stats: Stats { min: 0.0, max: 1.0, sum: f64::NAN, count: 2.0 } };
         assert_eq!(reason(d), Some(DropReason::NonFinite));
     }
 
@@ -326,11 +280,7 @@ mod tests {
         for (name, value) in cases {
             let mut d = good();
             d.dimensions[1] = (name.to_owned(), value.clone());
-            assert_eq!(
-                reason(d),
-                Some(DropReason::BadDimension),
-                "{name:?}={value:?}"
-            );
+            assert_eq!(reason(d), Some(DropReason::BadDimension), "{name:?}={value:?}");
         }
         let mut d = good();
         d.dimensions[1].1 = "é".repeat(1024);
@@ -369,26 +319,13 @@ mod tests {
         d.metric = "M".repeat(256);
         assert_eq!(reason(d), Some(DropReason::BadMetricName));
         let mut d = good();
-        d.value = DatumValue::Values {
-            values: vec![1.0; 151],
-            counts: vec![1.0; 151],
-        };
+        d.value = DatumValue::Values { values: vec![1.0; 151], counts: vec![1.0; 151] };
         assert_eq!(reason(d), Some(DropReason::BadValues));
         let mut d = good();
-        d.value = DatumValue::Values {
-            values: vec![1.0, 2.0],
-            counts: vec![1.0],
-        };
+        d.value = DatumValue::Values { values: vec![1.0, 2.0], counts: vec![1.0] };
         assert_eq!(reason(d), Some(DropReason::BadValues));
         let mut d = good();
-        d.value = DatumValue::Stats {
-            stats: Stats {
-                min: 2.0,
-                max: 1.0,
-                sum: 3.0,
-                count: 2.0,
-            },
-        };
+        d.value = DatumValue::Stats { stats: Stats { min: 2.0, max: 1.0, sum: 3.0, count: 2.0 } };
         assert_eq!(reason(d), Some(DropReason::BadValues));
     }
 

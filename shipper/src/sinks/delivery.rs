@@ -112,11 +112,9 @@ impl Delivery {
         }
         let outcome = self.sink.put(all).await;
         for d in &outcome.rejected {
-            self.validator
-                .log_once(DropReason::Rejected, &d.metric, "refused by CloudWatch");
+            self.validator.log_once(DropReason::Rejected, &d.metric, "refused by CloudWatch");
         }
-        self.stats
-            .count_drop(DropReason::Rejected, outcome.rejected.len() as u64);
+        self.stats.count_drop(DropReason::Rejected, outcome.rejected.len() as u64);
         self.stats.update(|s| {
             s.sent += outcome.sent as u64;
             s.requests += outcome.requests;
@@ -131,10 +129,8 @@ impl Delivery {
         let overflow = self.backlog.len().saturating_sub(self.max_backlog);
         if overflow > 0 {
             self.backlog.drain(..overflow);
-            self.stats
-                .count_drop(DropReason::QueueFull, overflow as u64);
-            self.validator
-                .log_once(DropReason::QueueFull, "*", "undelivered backlog is full");
+            self.stats.count_drop(DropReason::QueueFull, overflow as u64);
+            self.validator.log_once(DropReason::QueueFull, "*", "undelivered backlog is full");
             report.dropped += overflow;
         }
         report.pending = self.backlog.len();

@@ -28,10 +28,7 @@ impl Sink {
         match self {
             Sink::CloudWatch(s) => s.put(datums).await,
             Sink::Stdout(s) => match s.put(&datums) {
-                Ok(()) => PutOutcome {
-                    sent: datums.len(),
-                    ..PutOutcome::default()
-                },
+                Ok(()) => PutOutcome { sent: datums.len(), ..PutOutcome::default() },
                 Err(e) => {
                     let msg = format!("cannot write to standard output: {e}");
                     let gone = e.kind() == std::io::ErrorKind::BrokenPipe;

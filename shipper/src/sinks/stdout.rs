@@ -10,9 +10,7 @@ pub struct StdoutSink {
 
 impl StdoutSink {
     pub fn new(namespace: impl Into<String>) -> Self {
-        StdoutSink {
-            namespace: namespace.into(),
-        }
+        StdoutSink { namespace: namespace.into() }
     }
 
     pub fn namespace(&self) -> &str {

@@ -49,12 +49,7 @@ pub trait Collector {
 
     /// The final sample of one job that is ending, asked for by a process of user `uid` (see
     /// [`crate::hook`]). None from collectors that know nothing of jobs.
-    fn final_sample(
-        &mut self,
-        _job: &str,
-        _uid: u32,
-        _out: &mut Batch,
-    ) -> Option<crate::hook::Answer> {
+    fn final_sample(&mut self, _job: &str, _uid: u32, _out: &mut Batch) -> Option<crate::hook::Answer> {
         None
     }
 }

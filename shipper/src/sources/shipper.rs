@@ -32,8 +32,7 @@ impl Collector for ShipperCollector {
 
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
         errors.ran("shipper");
-        let me = match procfs::process::Process::myself().and_then(|p| Ok((p.stat()?, p.statm()?)))
-        {
+        let me = match procfs::process::Process::myself().and_then(|p| Ok((p.stat()?, p.statm()?))) {
             Ok(v) => v,
             Err(e) => {
                 tracing::debug!(error = %e, "cannot read /proc/self");
@@ -43,11 +42,7 @@ impl Collector for ShipperCollector {
         };
         let (stat, statm) = me;
         let dims = Dims::new().with(NODE_NAME, self.node.as_str());
-        out.push(
-            &SHIPPER_MEMORY_RSS,
-            dims.clone(),
-            statm.resident as f64 * self.page_size,
-        );
+        out.push(&SHIPPER_MEMORY_RSS, dims.clone(), statm.resident as f64 * self.page_size);
         let cpu_seconds = (stat.utime + stat.stime) as f64 / self.ticks_per_second;
         let now = Instant::now();
         if let Some((then, before)) = self.last {

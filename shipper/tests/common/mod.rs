@@ -27,10 +27,7 @@ pub fn localstack() -> Option<String> {
     match std::env::var("BENCH_LOCALSTACK_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
-            missing(
-                "LocalStack",
-                "run `eval \"$(scripts/bench/localstack.sh start)\"`",
-            );
+            missing("LocalStack", "run `eval \"$(scripts/bench/localstack.sh start)\"`");
             None
         }
     }
@@ -41,10 +38,7 @@ pub fn slurm() -> Option<PathBuf> {
     match std::env::var("BENCH_SLURM_CONF") {
         Ok(p) if !p.is_empty() => Some(PathBuf::from(p)),
         _ => {
-            missing(
-                "the bench Slurm",
-                "run `eval \"$(scripts/bench/slurm.sh start)\"` as root",
-            );
+            missing("the bench Slurm", "run `eval \"$(scripts/bench/slurm.sh start)\"` as root");
             None
         }
     }
@@ -52,10 +46,7 @@ pub fn slurm() -> Option<PathBuf> {
 
 /// A namespace no other test (or earlier run) writes to.
 pub fn unique_namespace(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
+    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos();
     format!("SlurmTest/{test}/{}-{nanos}", std::process::id())
 }
 
@@ -82,10 +73,7 @@ pub fn shipper_env(url: &str, namespace: &str) -> Vec<(String, String)> {
         ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
         ("SLURM_CW_NAMESPACE".into(), namespace.into()),
         ("SLURM_CW_CLOUDWATCH__MAX_RETRIES".into(), "2".into()),
-        (
-            "SLURM_CW_CLOUDWATCH__RETRY_BASE_DELAY".into(),
-            "100ms".into(),
-        ),
+        ("SLURM_CW_CLOUDWATCH__RETRY_BASE_DELAY".into(), "100ms".into()),
     ]
 }
 
@@ -113,10 +101,8 @@ pub async fn statistic(
     let period = window.as_secs().div_ceil(60).max(1) * 60;
     let start = SystemTime::now() - window;
     let end = start + Duration::from_secs(period);
-    let dimensions: Vec<Dimension> = dims
-        .iter()
-        .map(|(n, v)| Dimension::builder().name(*n).value(*v).build())
-        .collect();
+    let dimensions: Vec<Dimension> =
+        dims.iter().map(|(n, v)| Dimension::builder().name(*n).value(*v).build()).collect();
     let query = MetricDataQuery::builder()
         .id("q")
         .metric_stat(
@@ -141,29 +127,15 @@ pub async fn statistic(
         .send()
         .await
         .expect("GetMetricData against LocalStack");
-    let values: Vec<f64> = out
-        .metric_data_results()
-        .iter()
-        .flat_map(|r| r.values().to_vec())
-        .collect();
-    assert!(
-        values.len() <= 1,
-        "{metric}: one bucket expected, got {values:?}"
-    );
+    let values: Vec<f64> = out.metric_data_results().iter().flat_map(|r| r.values().to_vec()).collect();
+    assert!(values.len() <= 1, "{metric}: one bucket expected, got {values:?}");
     values.first().copied()
 }
 
 /// Runs a command (argv, no shell) and returns its standard output; panics with stderr on failure.
 pub fn cmd(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -228,10 +200,7 @@ impl Drop for SlurmCleanup {
             let _ = try_cmd("scancel", &args);
         }
         for n in &self.nodes {
-            let _ = try_cmd(
-                "scontrol",
-                &["update", &format!("nodename={n}"), "state=resume"],
-            );
+            let _ = try_cmd("scontrol", &["update", &format!("nodename={n}"), "state=resume"]);
         }
     }
 }
@@ -240,10 +209,7 @@ impl Drop for SlurmCleanup {
 /// independent view of a job's processes.
 pub fn job_pids(job: &str, node: &str) -> Vec<u32> {
     let (_, out, _) = try_cmd("scontrol", &["listpids", job, node]);
-    out.lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
-        .collect()
+    out.lines().skip(1).filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect()
 }
 
 /// A field of /proc/<pid>/status (`Threads`, say), or 0 when the process is gone.
@@ -251,10 +217,7 @@ pub fn proc_status(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix(&format!("{field}:"))
-                    .and_then(|v| v.trim().parse().ok())
-            })
+            s.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).and_then(|v| v.trim().parse().ok()))
         })
         .unwrap_or(0)
 }
@@ -294,12 +257,7 @@ impl Running {
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let out = child.wait_with_output().expect("wait for the shipper");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         out
     }
 }

@@ -11,11 +11,7 @@ pub const MAX_REQUEST_BYTES: usize = 1_000_000 - 16 * 1024;
 /// larger than both the CBOR and the query encodings of the same datum.
 pub fn estimated_size(d: &Datum) -> usize {
     const FIELD: usize = 24; // a field name, quotes and separators
-    let dims: usize = d
-        .dimensions
-        .iter()
-        .map(|(n, v)| n.len() + v.len() + 2 * FIELD)
-        .sum();
+    let dims: usize = d.dimensions.iter().map(|(n, v)| n.len() + v.len() + 2 * FIELD).sum();
     let numbers = match &d.value {
         DatumValue::Value { .. } => 1,
         DatumValue::Values { values, counts } => values.len() + counts.len(),
@@ -32,8 +28,7 @@ pub fn requests(datums: Vec<Datum>) -> Vec<Vec<Datum>> {
     let mut bytes = 0;
     for d in datums {
         let size = estimated_size(&d);
-        if !current.is_empty() && (current.len() == MAX_DATUMS || bytes + size > MAX_REQUEST_BYTES)
-        {
+        if !current.is_empty() && (current.len() == MAX_DATUMS || bytes + size > MAX_REQUEST_BYTES) {
             out.push(std::mem::take(&mut current));
             bytes = 0;
         }
@@ -55,10 +50,7 @@ mod tests {
         Datum {
             metric: "MemoryUsage".into(),
             unit: "Bytes".into(),
-            dimensions: vec![
-                ("ClusterName".into(), "c".into()),
-                ("JobId".into(), "j".repeat(dim_value_len)),
-            ],
+            dimensions: vec![("ClusterName".into(), "c".into()), ("JobId".into(), "j".repeat(dim_value_len))],
             timestamp: SystemTime::UNIX_EPOCH,
             value: DatumValue::Value { value: 1.0 },
         }
@@ -66,20 +58,11 @@ mod tests {
 
     #[test]
     fn at_most_1000_datums_a_request() {
-        let sizes: Vec<usize> = requests(vec![datum(5); 2500])
-            .iter()
-            .map(Vec::len)
-            .collect();
+        let sizes: Vec<usize> = requests(vec![datum(5); 2500]).iter().map(Vec::len).collect();
         assert_eq!(sizes, vec![1000, 1000, 500]);
-        let sizes: Vec<usize> = requests(vec![datum(5); 1000])
-            .iter()
-            .map(Vec::len)
-            .collect();
+        let sizes: Vec<usize> = requests(vec![datum(5); 1000]).iter().map(Vec::len).collect();
         assert_eq!(sizes, vec![1000]);
-        let sizes: Vec<usize> = requests(vec![datum(5); 1001])
-            .iter()
-            .map(Vec::len)
-            .collect();
+        let sizes: Vec<usize> = requests(vec![datum(5); 1001]).iter().map(Vec::len).collect();
         assert_eq!(sizes, vec![1000, 1]);
         assert!(requests(Vec::new()).is_empty());
     }
@@ -96,16 +79,8 @@ mod tests {
             assert!(bytes <= MAX_REQUEST_BYTES, "{bytes}");
             assert!(r.len() <= per_request);
         }
-        assert_eq!(
-            reqs.iter().map(Vec::len).sum::<usize>(),
-            2000,
-            "nothing lost"
-        );
-        assert_eq!(
-            reqs[0].len(),
-            per_request,
-            "requests are filled up to the limit"
-        );
+        assert_eq!(reqs.iter().map(Vec::len).sum::<usize>(), 2000, "nothing lost");
+        assert_eq!(reqs[0].len(), per_request, "requests are filled up to the limit");
     }
 
     #[test]

@@ -84,11 +84,7 @@ impl CloudWatchSink {
                     .build(),
             )
             .build();
-        CloudWatchSink {
-            client: Client::from_conf(conf),
-            settings,
-            rng: StdRng::from_os_rng(),
-        }
+        CloudWatchSink { client: Client::from_conf(conf), settings, rng: StdRng::from_os_rng() }
     }
 
     pub fn namespace(&self) -> &str {
@@ -132,15 +128,9 @@ impl CloudWatchSink {
         outcome
     }
 
-    async fn put_with_retries(
-        &mut self,
-        chunk: &[Datum],
-        outcome: &mut PutOutcome,
-    ) -> Result<(), Failure> {
-        let request: Vec<MetricDatum> = chunk
-            .iter()
-            .map(|d| to_sdk(d, self.settings.storage_resolution))
-            .collect();
+    async fn put_with_retries(&mut self, chunk: &[Datum], outcome: &mut PutOutcome) -> Result<(), Failure> {
+        let request: Vec<MetricDatum> =
+            chunk.iter().map(|d| to_sdk(d, self.settings.storage_resolution)).collect();
         let mut attempt = 0;
         loop {
             outcome.requests += 1;
@@ -201,14 +191,12 @@ fn classify(err: &SdkError<PutMetricDataError>) -> Failure {
             }
         }
         SdkError::TimeoutError(_) => Failure::Transient("PutMetricData: timed out".into()),
-        SdkError::DispatchFailure(_) => Failure::Transient(format!(
-            "PutMetricData: cannot reach CloudWatch: {}",
-            source_chain(err)
-        )),
-        SdkError::ResponseError(_) => Failure::Transient(format!(
-            "PutMetricData: bad response: {}",
-            source_chain(err)
-        )),
+        SdkError::DispatchFailure(_) => {
+            Failure::Transient(format!("PutMetricData: cannot reach CloudWatch: {}", source_chain(err)))
+        }
+        SdkError::ResponseError(_) => {
+            Failure::Transient(format!("PutMetricData: bad response: {}", source_chain(err)))
+        }
         other => Failure::Persistent(format!("PutMetricData: {}", source_chain(other))),
     }
 }
@@ -229,11 +217,8 @@ pub fn source_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn to_sdk(d: &Datum, storage_resolution: i32) -> MetricDatum {
-    let dims: Vec<Dimension> = d
-        .dimensions
-        .iter()
-        .map(|(n, v)| Dimension::builder().name(n).value(v).build())
-        .collect();
+    let dims: Vec<Dimension> =
+        d.dimensions.iter().map(|(n, v)| Dimension::builder().name(n).value(v).build()).collect();
     let b = MetricDatum::builder()
         .metric_name(&d.metric)
         .unit(StandardUnit::from(d.unit.as_str()))
@@ -242,9 +227,9 @@ fn to_sdk(d: &Datum, storage_resolution: i32) -> MetricDatum {
         .set_dimensions(Some(dims));
     match &d.value {
         DatumValue::Value { value } => b.value(*value),
-        DatumValue::Values { values, counts } => b
-            .set_values(Some(values.clone()))
-            .set_counts(Some(counts.clone())),
+        DatumValue::Values { values, counts } => {
+            b.set_values(Some(values.clone())).set_counts(Some(counts.clone()))
+        }
         DatumValue::Stats { stats } => b.statistic_values(
             StatisticSet::builder()
                 .minimum(stats.min)
@@ -270,14 +255,7 @@ mod tests {
             unit: "Count".into(),
             dimensions: vec![("ClusterName".into(), "c".into())],
             timestamp: SystemTime::UNIX_EPOCH,
-            value: DatumValue::Stats {
-                stats: Stats {
-                    min: 1.0,
-                    max: 3.0,
-                    sum: 4.0,
-                    count: 2.0,
-                },
-            },
+            value: DatumValue::Stats { stats: Stats { min: 1.0, max: 3.0, sum: 4.0, count: 2.0 } },
         };
         let m = to_sdk(&d, 60);
         assert_eq!(m.metric_name(), Some("NodeCount"));

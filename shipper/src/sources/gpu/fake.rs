@@ -20,11 +20,7 @@ impl FakeGpu {
     /// A whole GPU, busy at `util` percent, 80 GB, everything measurable, GPM supported.
     pub fn gpu(index: u32, util: f64) -> FakeGpu {
         FakeGpu {
-            id: GpuId {
-                index,
-                mig: None,
-                uuid: format!("GPU-fake-{index:04}"),
-            },
+            id: GpuId { index, mig: None, uuid: format!("GPU-fake-{index:04}") },
             reading: Reading {
                 utilization: Some(util),
                 memory_utilization: Some(util / 2.0),
@@ -59,16 +55,8 @@ impl FakeGpu {
     /// MIG instance `gi` of GPU `index`: memory and processes only, as NVML gives before Hopper.
     pub fn mig(index: u32, gi: u32, memory_total: u64) -> FakeGpu {
         FakeGpu {
-            id: GpuId {
-                index,
-                mig: Some(gi),
-                uuid: format!("MIG-fake-{index:04}-{gi}"),
-            },
-            reading: Reading {
-                memory_used: Some(0),
-                memory_total: Some(memory_total),
-                ..Reading::default()
-            },
+            id: GpuId { index, mig: Some(gi), uuid: format!("MIG-fake-{index:04}-{gi}") },
+            reading: Reading { memory_used: Some(0), memory_total: Some(memory_total), ..Reading::default() },
             gpm: None,
             lost: false,
         }
@@ -93,14 +81,7 @@ pub struct FakeSource {
 impl FakeSource {
     pub fn new(gpus: Vec<FakeGpu>) -> (FakeSource, FakeGpus) {
         let shared = Arc::new(Mutex::new(gpus));
-        (
-            FakeSource {
-                gpus: shared.clone(),
-                sampled: HashSet::new(),
-                reads: 0,
-            },
-            shared,
-        )
+        (FakeSource { gpus: shared.clone(), sampled: HashSet::new(), reads: 0 }, shared)
     }
 }
 

@@ -72,12 +72,7 @@ pub struct GpuCollector {
 }
 
 impl GpuCollector {
-    pub fn new(
-        source: Box<dyn GpuSource>,
-        cfg: GpuConfig,
-        node: NodeConfig,
-        node_name: String,
-    ) -> Self {
+    pub fn new(source: Box<dyn GpuSource>, cfg: GpuConfig, node: NodeConfig, node_name: String) -> Self {
         tracing::info!(gpus = %source.describe(), "GPU collector on");
         GpuCollector {
             source: Some(source),
@@ -157,10 +152,7 @@ impl GpuCollector {
         out.push(&GPU_ERRORS, host.clone(), failed as f64);
 
         // Jobs, their processes and allocations.
-        let jobs = self
-            .layout()
-            .map(|l| discover::jobs(&l))
-            .unwrap_or_default();
+        let jobs = self.layout().map(|l| discover::jobs(&l)).unwrap_or_default();
         let mut pid_job: HashMap<u32, usize> = HashMap::new();
         let mut buf = String::new();
         for (i, job) in jobs.iter().enumerate() {
@@ -186,10 +178,7 @@ impl GpuCollector {
         for (g, (id, r)) in ok.iter().enumerate() {
             let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
             for pid in &r.pids {
-                let job = pid_job
-                    .get(pid)
-                    .copied()
-                    .or_else(|| job_of_pid(&self.node.proc_root, *pid, &jobs));
+                let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node.proc_root, *pid, &jobs));
                 if let Some(j) = job {
                     holders.insert(j, true);
                 }
@@ -240,19 +229,11 @@ impl GpuCollector {
         let account = self.owners.account(&job.id, || {
             let mut pids = Vec::new();
             discover::pids(job.process_dir()?, &mut String::new(), &mut pids);
-            pids.iter()
-                .find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))
+            pids.iter().find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))
         });
-        let base = Dims::new()
-            .with(JOB_ID, job.id.as_str())
-            .with(USER, user)
-            .with(ACCOUNT, account);
+        let base = Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account);
         out.push(&GPU_COUNT, base.clone(), gpus.len() as f64);
-        out.push(
-            &GPU_IDLE_COUNT,
-            base.clone(),
-            gpus.iter().filter(|(_, busy)| !busy).count() as f64,
-        );
+        out.push(&GPU_IDLE_COUNT, base.clone(), gpus.iter().filter(|(_, busy)| !busy).count() as f64);
         let rs: Vec<&Reading> = gpus.iter().map(|(g, _)| &readings[*g].1).collect();
         for (m, v) in job_figures(&rs) {
             out.push(m, base.clone(), v);
@@ -262,13 +243,9 @@ impl GpuCollector {
             for (g, _) in gpus {
                 let (id, r) = &readings[*g];
                 let d = if self.cfg.uuid_dimension {
-                    base.clone()
-                        .with(NODE_NAME, node.as_str())
-                        .with(GPU_UUID, id.uuid.as_str())
+                    base.clone().with(NODE_NAME, node.as_str()).with(GPU_UUID, id.uuid.as_str())
                 } else {
-                    base.clone()
-                        .with(NODE_NAME, node.as_str())
-                        .with(GPU, id.label())
+                    base.clone().with(NODE_NAME, node.as_str()).with(GPU, id.label())
                 };
                 for (m, v) in job_figures(&[r]) {
                     out.push(m, d.clone(), v);
@@ -282,9 +259,7 @@ impl GpuCollector {
 /// (`.../job_<id>/...`).
 fn job_of_pid(proc_root: &Path, pid: u32, jobs: &[JobRef]) -> Option<usize> {
     let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("cgroup")).ok()?;
-    let id = text
-        .split(['/', '\n'])
-        .find_map(|part| part.strip_prefix("job_"))?;
+    let id = text.split(['/', '\n']).find_map(|part| part.strip_prefix("job_"))?;
     jobs.iter().position(|j| j.id == id)
 }
 
@@ -301,79 +276,28 @@ fn job_figures(rs: &[&Reading]) -> Vec<(&'static Metric, f64)> {
     let gpm = |f: fn(&source::Gpm) -> f64| move |r: &Reading| r.gpm.as_ref().map(f);
     let figures = [
         (&GPU_UTILIZATION, mean(collect(rs, |r| r.utilization))),
-        (
-            &GPU_MEMORY_UTILIZATION,
-            mean(collect(rs, |r| r.memory_utilization)),
-        ),
-        (
-            &GPU_MEMORY_USED,
-            sum(collect(rs, |r| r.memory_used.map(|b| b as f64))),
-        ),
-        (
-            &GPU_MEMORY_TOTAL,
-            sum(collect(rs, |r| r.memory_total.map(|b| b as f64))),
-        ),
+        (&GPU_MEMORY_UTILIZATION, mean(collect(rs, |r| r.memory_utilization))),
+        (&GPU_MEMORY_USED, sum(collect(rs, |r| r.memory_used.map(|b| b as f64)))),
+        (&GPU_MEMORY_TOTAL, sum(collect(rs, |r| r.memory_total.map(|b| b as f64)))),
         (&GPU_POWER, sum(collect(rs, |r| r.power_watts))),
         (&GPU_TEMPERATURE, max(collect(rs, |r| r.temperature))),
         (&GPU_SM_CLOCK, mean(collect(rs, |r| r.sm_clock_mhz))),
-        (
-            &GPU_ECC_ERRORS,
-            sum(collect(rs, |r| r.ecc_uncorrected.map(|e| e as f64))),
-        ),
-        (
-            &GPU_XID_ERRORS,
-            sum(collect(rs, |r| Some(r.xid_errors as f64))),
-        ),
-        (
-            &GPU_THROTTLE_REASONS,
-            max(collect(rs, |r| r.throttle_reasons.map(f64::from))),
-        ),
+        (&GPU_ECC_ERRORS, sum(collect(rs, |r| r.ecc_uncorrected.map(|e| e as f64)))),
+        (&GPU_XID_ERRORS, sum(collect(rs, |r| Some(r.xid_errors as f64)))),
+        (&GPU_THROTTLE_REASONS, max(collect(rs, |r| r.throttle_reasons.map(f64::from)))),
         (&GPU_SM_ACTIVITY, mean(collect(rs, gpm(|g| g.sm_activity)))),
-        (
-            &GPU_SM_OCCUPANCY,
-            mean(collect(rs, gpm(|g| g.sm_occupancy))),
-        ),
-        (
-            &GPU_TENSOR_ACTIVITY,
-            mean(collect(rs, gpm(|g| g.tensor_activity))),
-        ),
-        (
-            &GPU_FP64_ACTIVITY,
-            mean(collect(rs, gpm(|g| g.fp64_activity))),
-        ),
-        (
-            &GPU_FP32_ACTIVITY,
-            mean(collect(rs, gpm(|g| g.fp32_activity))),
-        ),
-        (
-            &GPU_FP16_ACTIVITY,
-            mean(collect(rs, gpm(|g| g.fp16_activity))),
-        ),
-        (
-            &GPU_DRAM_ACTIVITY,
-            mean(collect(rs, gpm(|g| g.dram_activity))),
-        ),
-        (
-            &GPU_PCIE_TX_BYTES,
-            sum(collect(rs, gpm(|g| g.pcie_tx_bytes))),
-        ),
-        (
-            &GPU_PCIE_RX_BYTES,
-            sum(collect(rs, gpm(|g| g.pcie_rx_bytes))),
-        ),
-        (
-            &GPU_NVLINK_TX_BYTES,
-            sum(collect(rs, gpm(|g| g.nvlink_tx_bytes))),
-        ),
-        (
-            &GPU_NVLINK_RX_BYTES,
-            sum(collect(rs, gpm(|g| g.nvlink_rx_bytes))),
-        ),
+        (&GPU_SM_OCCUPANCY, mean(collect(rs, gpm(|g| g.sm_occupancy)))),
+        (&GPU_TENSOR_ACTIVITY, mean(collect(rs, gpm(|g| g.tensor_activity)))),
+        (&GPU_FP64_ACTIVITY, mean(collect(rs, gpm(|g| g.fp64_activity)))),
+        (&GPU_FP32_ACTIVITY, mean(collect(rs, gpm(|g| g.fp32_activity)))),
+        (&GPU_FP16_ACTIVITY, mean(collect(rs, gpm(|g| g.fp16_activity)))),
+        (&GPU_DRAM_ACTIVITY, mean(collect(rs, gpm(|g| g.dram_activity)))),
+        (&GPU_PCIE_TX_BYTES, sum(collect(rs, gpm(|g| g.pcie_tx_bytes)))),
+        (&GPU_PCIE_RX_BYTES, sum(collect(rs, gpm(|g| g.pcie_rx_bytes)))),
+        (&GPU_NVLINK_TX_BYTES, sum(collect(rs, gpm(|g| g.nvlink_tx_bytes)))),
+        (&GPU_NVLINK_RX_BYTES, sum(collect(rs, gpm(|g| g.nvlink_rx_bytes)))),
     ];
-    figures
-        .into_iter()
-        .filter_map(|(m, v)| Some((m, v?)))
-        .collect()
+    figures.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
 }
 
 #[async_trait::async_trait(?Send)]
@@ -402,32 +326,13 @@ mod tests {
         let a = Allocation::parse(Some("0,2"), Some("0,1"));
         assert_eq!(a.indices, BTreeSet::from([0, 2]));
         assert!(a.uuids.is_empty(), "relative CUDA indices say nothing");
-        let g0 = GpuId {
-            index: 0,
-            mig: None,
-            uuid: "GPU-a".into(),
-        };
-        let g1 = GpuId {
-            index: 1,
-            mig: None,
-            uuid: "GPU-b".into(),
-        };
+        let g0 = GpuId { index: 0, mig: None, uuid: "GPU-a".into() };
+        let g1 = GpuId { index: 1, mig: None, uuid: "GPU-b".into() };
         assert!(a.holds(&g0) && !a.holds(&g1));
         let a = Allocation::parse(None, Some("MIG-x,GPU-b"));
-        let mig = GpuId {
-            index: 0,
-            mig: Some(3),
-            uuid: "MIG-x".into(),
-        };
+        let mig = GpuId { index: 0, mig: Some(3), uuid: "MIG-x".into() };
         assert!(a.holds(&mig) && a.holds(&g1) && !a.holds(&g0));
-        let mig_of_0 = GpuId {
-            index: 0,
-            mig: Some(1),
-            uuid: "MIG-y".into(),
-        };
-        assert!(
-            !Allocation::parse(Some("0"), None).holds(&mig_of_0),
-            "an index names a whole GPU"
-        );
+        let mig_of_0 = GpuId { index: 0, mig: Some(1), uuid: "MIG-y".into() };
+        assert!(!Allocation::parse(Some("0"), None).holds(&mig_of_0), "an index names a whole GPU");
     }
 }

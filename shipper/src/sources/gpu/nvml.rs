@@ -60,13 +60,7 @@ impl NvmlSource {
                 };
             }
         }
-        Ok(NvmlSource {
-            nvml,
-            driver,
-            xid,
-            gpm: HashMap::new(),
-            gpm_support: HashMap::new(),
-        })
+        Ok(NvmlSource { nvml, driver, xid, gpm: HashMap::new(), gpm_support: HashMap::new() })
     }
 
     /// Xid critical errors that arrived since the last call, per GPU UUID.
@@ -85,10 +79,7 @@ impl NvmlSource {
     }
 
     fn gpm_supported(&mut self, index: u32, dev: &Device<'static>) -> bool {
-        *self
-            .gpm_support
-            .entry(index)
-            .or_insert_with(|| dev.gpm_support().unwrap_or(false))
+        *self.gpm_support.entry(index).or_insert_with(|| dev.gpm_support().unwrap_or(false))
     }
 
     /// GPM between the previous sample of `id` and one taken now.
@@ -100,12 +91,8 @@ impl NvmlSource {
         .ok()?;
         let before = self.gpm.insert(id.clone(), now)?;
         let now = self.gpm.get(id)?;
-        let results =
-            nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &before, now, &GPM_METRICS).ok()?;
-        let v: Vec<Option<f64>> = results
-            .into_iter()
-            .map(|r| r.ok().map(|m| m.value))
-            .collect();
+        let results = nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &before, now, &GPM_METRICS).ok()?;
+        let v: Vec<Option<f64>> = results.into_iter().map(|r| r.ok().map(|m| m.value)).collect();
         let g = |i: usize| v.get(i).copied().flatten().unwrap_or(0.0);
         // All missing means nothing measured: absent, not zero.
         if v.iter().all(Option::is_none) {
@@ -134,32 +121,15 @@ impl NvmlSource {
         xid: &HashMap<String, u64>,
     ) -> (GpuId, Reading) {
         let uuid = dev.uuid().unwrap_or_default();
-        let id = GpuId {
-            index,
-            mig: None,
-            uuid: uuid.clone(),
-        };
+        let id = GpuId { index, mig: None, uuid: uuid.clone() };
         let util = dev.utilization_rates().ok();
         let mem = dev.memory_info().ok();
-        let mut pids: Vec<u32> = dev
-            .running_compute_processes()
-            .unwrap_or_default()
-            .iter()
-            .map(|p| p.pid)
-            .collect();
-        pids.extend(
-            dev.running_graphics_processes()
-                .unwrap_or_default()
-                .iter()
-                .map(|p| p.pid),
-        );
+        let mut pids: Vec<u32> =
+            dev.running_compute_processes().unwrap_or_default().iter().map(|p| p.pid).collect();
+        pids.extend(dev.running_graphics_processes().unwrap_or_default().iter().map(|p| p.pid));
         pids.sort_unstable();
         pids.dedup();
-        let gpm = if self.gpm_supported(index, dev) {
-            self.gpm(&id, dev)
-        } else {
-            None
-        };
+        let gpm = if self.gpm_supported(index, dev) { self.gpm(&id, dev) } else { None };
         let reading = Reading {
             utilization: util.as_ref().map(|u| u.gpu as f64),
             memory_utilization: util.as_ref().map(|u| u.memory as f64),
@@ -168,9 +138,7 @@ impl NvmlSource {
             power_watts: dev.power_usage().ok().map(|mw| mw as f64 / 1000.0),
             temperature: dev.temperature(TemperatureSensor::Gpu).ok().map(f64::from),
             sm_clock_mhz: dev.clock_info(Clock::SM).ok().map(f64::from),
-            ecc_uncorrected: dev
-                .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
-                .ok(),
+            ecc_uncorrected: dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile).ok(),
             throttle_reasons: dev
                 .current_throttle_reasons()
                 .ok()
@@ -198,18 +166,10 @@ impl NvmlSource {
             let Some(gi) = gpu_instance_id(self.nvml, &mig) else {
                 continue;
             };
-            let id = GpuId {
-                index,
-                mig: Some(gi),
-                uuid: mig.uuid().unwrap_or_default(),
-            };
+            let id = GpuId { index, mig: Some(gi), uuid: mig.uuid().unwrap_or_default() };
             let mem = mig.memory_info().ok();
-            let pids: Vec<u32> = mig
-                .running_compute_processes()
-                .unwrap_or_default()
-                .iter()
-                .map(|p| p.pid)
-                .collect();
+            let pids: Vec<u32> =
+                mig.running_compute_processes().unwrap_or_default().iter().map(|p| p.pid).collect();
             let reading = Reading {
                 memory_used: mem.as_ref().map(|m| m.used),
                 memory_total: mem.as_ref().map(|m| m.total),
@@ -243,25 +203,14 @@ impl GpuSource for NvmlSource {
             let dev = match self.nvml.device_by_index(index) {
                 Ok(d) => d,
                 Err(e) => {
-                    let id = GpuId {
-                        index,
-                        mig: None,
-                        uuid: String::new(),
-                    };
+                    let id = GpuId { index, mig: None, uuid: String::new() };
                     out.push((id, Err(to_error(e))));
                     continue;
                 }
             };
             // A lost GPU answers every query with GpuLost: one probe says so.
             if let Err(NvmlError::GpuLost) = dev.uuid() {
-                out.push((
-                    GpuId {
-                        index,
-                        mig: None,
-                        uuid: String::new(),
-                    },
-                    Err(ReadError::Lost),
-                ));
+                out.push((GpuId { index, mig: None, uuid: String::new() }, Err(ReadError::Lost)));
                 continue;
             }
             let mig_on = dev.mig_mode().map(|m| m.current == 1).unwrap_or(false);

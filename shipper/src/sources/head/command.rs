@@ -12,11 +12,7 @@ pub enum CommandError {
     #[error("{program} timed out after {timeout:?}")]
     Timeout { program: String, timeout: Duration },
     #[error("{program} exited with {status}: {stderr}")]
-    Failed {
-        program: String,
-        status: String,
-        stderr: String,
-    },
+    Failed { program: String, status: String, stderr: String },
     #[error("cannot run {program}: {error}")]
     Spawn { program: String, error: String },
     #[error("{program} printed output that is not UTF-8")]
@@ -53,13 +49,10 @@ impl SlurmCommands {
                 dirs.push(PathBuf::from("/opt/slurm/bin"));
             }
         }
-        dirs.iter()
-            .map(|d| d.join(program))
-            .find(|p| is_executable(p))
-            .ok_or_else(|| {
-                let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-                CommandError::NotFound(program.to_owned(), looked.join(":"))
-            })
+        dirs.iter().map(|d| d.join(program)).find(|p| is_executable(p)).ok_or_else(|| {
+            let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            CommandError::NotFound(program.to_owned(), looked.join(":"))
+        })
     }
 
     /// Runs `program args...` and returns its standard output, or why it failed.
@@ -75,46 +68,31 @@ impl SlurmCommands {
             .output();
         let out = match tokio::time::timeout(self.timeout, child).await {
             Err(_) => {
-                return Err(CommandError::Timeout {
-                    program: program.into(),
-                    timeout: self.timeout,
-                });
+                return Err(CommandError::Timeout { program: program.into(), timeout: self.timeout });
             }
             Ok(Err(e)) => {
-                return Err(CommandError::Spawn {
-                    program: program.into(),
-                    error: e.to_string(),
-                });
+                return Err(CommandError::Spawn { program: program.into(), error: e.to_string() });
             }
             Ok(Ok(out)) => out,
         };
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
-            let first = stderr
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("(no message)");
+            let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("(no message)");
             return Err(CommandError::Failed {
                 program: program.into(),
                 status: out.status.to_string(),
                 stderr: first.chars().take(300).collect(),
             });
         }
-        let stdout = String::from_utf8(out.stdout).map_err(|_| CommandError::NotUtf8 {
-            program: program.into(),
-        })?;
-        Ok(Output {
-            stdout,
-            elapsed: started.elapsed(),
-        })
+        let stdout =
+            String::from_utf8(out.stdout).map_err(|_| CommandError::NotUtf8 { program: program.into() })?;
+        Ok(Output { stdout, elapsed: started.elapsed() })
     }
 }
 
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -132,21 +110,11 @@ mod tests {
     async fn runs_with_argv_and_reports_failures() {
         let dir = tempfile::tempdir().unwrap();
         script(dir.path(), "echoargs", "printf '%s|' \"$@\"");
-        script(
-            dir.path(),
-            "fails",
-            "echo 'sinfo: error: Unable to contact slurm controller' >&2; exit 1",
-        );
+        script(dir.path(), "fails", "echo 'sinfo: error: Unable to contact slurm controller' >&2; exit 1");
         script(dir.path(), "hangs", "exec sleep 30");
         let c = SlurmCommands::new(Some(dir.path().into()), Duration::from_millis(300));
-        let out = c
-            .run("echoargs", &["a b", "$(reboot)", "-o", "%N"])
-            .await
-            .unwrap();
-        assert_eq!(
-            out.stdout, "a b|$(reboot)|-o|%N|",
-            "arguments pass verbatim, no shell"
-        );
+        let out = c.run("echoargs", &["a b", "$(reboot)", "-o", "%N"]).await.unwrap();
+        assert_eq!(out.stdout, "a b|$(reboot)|-o|%N|", "arguments pass verbatim, no shell");
         match c.run("fails", &[]).await {
             Err(CommandError::Failed { stderr, .. }) => {
                 assert_eq!(stderr, "sinfo: error: Unable to contact slurm controller")
@@ -154,14 +122,8 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let started = Instant::now();
-        assert!(matches!(
-            c.run("hangs", &[]).await,
-            Err(CommandError::Timeout { .. })
-        ));
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the timeout kills the child"
-        );
+        assert!(matches!(c.run("hangs", &[]).await, Err(CommandError::Timeout { .. })));
+        assert!(started.elapsed() < Duration::from_secs(5), "the timeout kills the child");
         let e = c.run("nope", &[]).await.unwrap_err();
         assert!(e.to_string().contains("nope not found"), "{e}");
     }

@@ -10,10 +10,7 @@ pub fn gpus_in_gres(s: &str) -> u64 {
     split_top_level(s)
         .filter_map(|item| {
             let item = item.trim();
-            let item = item
-                .strip_prefix("gres:")
-                .or_else(|| item.strip_prefix("gres/"))
-                .unwrap_or(item);
+            let item = item.strip_prefix("gres:").or_else(|| item.strip_prefix("gres/")).unwrap_or(item);
             let item = item.split('(').next().unwrap_or("");
             let mut fields = item.split(':');
             if fields.next()? != "gpu" {
@@ -44,9 +41,7 @@ pub fn gpus_in_tres(s: &str) -> u64 {
             typed += gpus_in_gres(item);
             continue;
         };
-        let key = key
-            .strip_prefix("gres/")
-            .or_else(|| key.strip_prefix("gres:"));
+        let key = key.strip_prefix("gres/").or_else(|| key.strip_prefix("gres:"));
         let Some(key) = key else { continue };
         let n = parse_count(value);
         if key == "gpu" {
@@ -75,9 +70,7 @@ fn split_top_level(s: &str) -> impl Iterator<Item = &str> {
         }
     }
     parts.push(&s[start..]);
-    parts
-        .into_iter()
-        .filter(|p| !p.is_empty() && *p != "(null)" && *p != "N/A")
+    parts.into_iter().filter(|p| !p.is_empty() && *p != "(null)" && *p != "N/A")
 }
 
 fn parse_count(v: &str) -> u64 {

@@ -34,10 +34,7 @@ impl Version {
 
     /// `sdiag --json` exists from 23.02.
     pub fn has_sdiag_json(self) -> bool {
-        self >= Version {
-            major: 23,
-            minor: 2,
-        }
+        self >= Version { major: 23, minor: 2 }
     }
 }
 
@@ -142,12 +139,7 @@ impl HeadCollector {
             if stderr.contains("Invalid") && (stderr.contains("format") || stderr.contains("field")))
     }
 
-    fn handle_sinfo(
-        &mut self,
-        result: &Result<Output, CommandError>,
-        out: &mut Batch,
-        errors: &mut Errors,
-    ) {
+    fn handle_sinfo(&mut self, result: &Result<Output, CommandError>, out: &mut Batch, errors: &mut Errors) {
         let o = match result {
             Ok(o) => o,
             Err(e) => return self.note_error("sinfo", errors, e.to_string()),
@@ -159,11 +151,7 @@ impl HeadCollector {
         match parsed {
             Ok((rows, bad)) => {
                 for b in &bad {
-                    self.note_error(
-                        "sinfo",
-                        errors,
-                        format!("sinfo output line {}: {}", b.line, b.reason),
-                    );
+                    self.note_error("sinfo", errors, format!("sinfo output line {}: {}", b.line, b.reason));
                 }
                 for r in rows.iter().filter(|r| !r.state.recognised) {
                     self.note_unknown(&format!("node state of {}", r.name));
@@ -177,12 +165,7 @@ impl HeadCollector {
         }
     }
 
-    fn handle_squeue(
-        &mut self,
-        result: &Result<Output, CommandError>,
-        out: &mut Batch,
-        errors: &mut Errors,
-    ) {
+    fn handle_squeue(&mut self, result: &Result<Output, CommandError>, out: &mut Batch, errors: &mut Errors) {
         let o = match result {
             Ok(o) => o,
             Err(e) => return self.note_error("squeue", errors, e.to_string()),
@@ -194,11 +177,7 @@ impl HeadCollector {
         match parsed {
             Ok((queue, bad)) => {
                 for b in &bad {
-                    self.note_error(
-                        "squeue",
-                        errors,
-                        format!("squeue output line {}: {}", b.line, b.reason),
-                    );
+                    self.note_error("squeue", errors, format!("squeue output line {}: {}", b.line, b.reason));
                 }
                 if queue.unknown_states > 0 {
                     self.note_unknown("job state");
@@ -212,12 +191,7 @@ impl HeadCollector {
         }
     }
 
-    fn handle_sdiag(
-        &mut self,
-        result: &Result<Output, CommandError>,
-        out: &mut Batch,
-        errors: &mut Errors,
-    ) {
+    fn handle_sdiag(&mut self, result: &Result<Output, CommandError>, out: &mut Batch, errors: &mut Errors) {
         let o = match result {
             Ok(o) => o,
             Err(e) => return self.note_error("sdiag", errors, e.to_string()),
@@ -254,13 +228,10 @@ async fn run_part(
 ) -> Result<Output, CommandError> {
     let first = cmds.run(part, HeadCollector::args(part, *format)).await;
     match &first {
-        Err(e)
-            if *format == Format::Text && part != "sdiag" && HeadCollector::format_refused(e) =>
-        {
+        Err(e) if *format == Format::Text && part != "sdiag" && HeadCollector::format_refused(e) => {
             tracing::warn!(collector = part, error = %e, "explicit format refused; using --json");
             *format = Format::Json;
-            cmds.run(part, HeadCollector::args(part, Format::Json))
-                .await
+            cmds.run(part, HeadCollector::args(part, Format::Json)).await
         }
         _ => first,
     }
@@ -296,11 +267,7 @@ impl Collector for HeadCollector {
         self.note_controller(up, why.as_ref());
         out.push(&SLURMCTLD_UP, Dims::new(), if up { 1.0 } else { 0.0 });
         if let Some(o) = sdiag.as_ref().ok().or(sinfo.as_ref().ok()) {
-            out.push(
-                &SLURMCTLD_RESPONSE_TIME,
-                Dims::new(),
-                o.elapsed.as_secs_f64() * 1000.0,
-            );
+            out.push(&SLURMCTLD_RESPONSE_TIME, Dims::new(), o.elapsed.as_secs_f64() * 1000.0);
         }
 
         self.handle_sinfo(&sinfo, out, errors);
@@ -315,48 +282,12 @@ mod tests {
 
     #[test]
     fn versions() {
-        assert_eq!(
-            Version::parse("slurm-wlm 22.05.8\n"),
-            Some(Version {
-                major: 22,
-                minor: 5
-            })
-        );
-        assert_eq!(
-            Version::parse("slurm 23.11.4"),
-            Some(Version {
-                major: 23,
-                minor: 11
-            })
-        );
-        assert_eq!(
-            Version::parse("slurm 25.11.0-0rc1"),
-            Some(Version {
-                major: 25,
-                minor: 11
-            })
-        );
+        assert_eq!(Version::parse("slurm-wlm 22.05.8\n"), Some(Version { major: 22, minor: 5 }));
+        assert_eq!(Version::parse("slurm 23.11.4"), Some(Version { major: 23, minor: 11 }));
+        assert_eq!(Version::parse("slurm 25.11.0-0rc1"), Some(Version { major: 25, minor: 11 }));
         assert_eq!(Version::parse("garbage"), None);
-        assert!(
-            !Version {
-                major: 22,
-                minor: 5
-            }
-            .has_sdiag_json()
-        );
-        assert!(
-            Version {
-                major: 23,
-                minor: 2
-            }
-            .has_sdiag_json()
-        );
-        assert!(
-            Version {
-                major: 24,
-                minor: 11
-            }
-            .has_sdiag_json()
-        );
+        assert!(!Version { major: 22, minor: 5 }.has_sdiag_json());
+        assert!(Version { major: 23, minor: 2 }.has_sdiag_json());
+        assert!(Version { major: 24, minor: 11 }.has_sdiag_json());
     }
 }

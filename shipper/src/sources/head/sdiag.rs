@@ -30,10 +30,7 @@ pub struct Rpc {
 
 impl Sdiag {
     pub fn get(&self, m: &'static Metric) -> Option<f64> {
-        self.values
-            .iter()
-            .find(|(k, _)| std::ptr::eq(*k, m))
-            .map(|(_, v)| *v)
+        self.values.iter().find(|(k, _)| std::ptr::eq(*k, m)).map(|(_, v)| *v)
     }
 
     /// Every value, the RPCs of the `top_rpc_types` most frequent message types, and the
@@ -43,11 +40,7 @@ impl Sdiag {
             out.push(m, Dims::new(), *v);
         }
         let mut rpcs: Vec<&Rpc> = self.rpcs.iter().collect();
-        rpcs.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then(a.message_type.cmp(&b.message_type))
-        });
+        rpcs.sort_by(|a, b| b.count.cmp(&a.count).then(a.message_type.cmp(&b.message_type)));
         for r in rpcs.into_iter().take(top_rpc_types) {
             let d = Dims::new().with(MESSAGE_TYPE, r.message_type.as_str());
             out.push(&RPC_COUNT, d.clone(), r.count as f64);
@@ -96,14 +89,8 @@ const MAIN: &[(&str, &Metric)] = &[
 ];
 
 const BACKFILL: &[(&str, &Metric)] = &[
-    (
-        "Total backfilled jobs (since last slurm start)",
-        &BACKFILL_JOBS_SINCE_START,
-    ),
-    (
-        "Total backfilled jobs (since last stats cycle start)",
-        &BACKFILL_JOBS_SINCE_CYCLE_START,
-    ),
+    ("Total backfilled jobs (since last slurm start)", &BACKFILL_JOBS_SINCE_START),
+    ("Total backfilled jobs (since last stats cycle start)", &BACKFILL_JOBS_SINCE_CYCLE_START),
     ("Total cycles", &BACKFILL_TOTAL_CYCLES),
     ("Last cycle", &BACKFILL_LAST_CYCLE),
     ("Max cycle", &BACKFILL_MAX_CYCLE),
@@ -178,11 +165,7 @@ pub fn parse_text(out: &str) -> Result<Sdiag, SdiagError> {
                 match table.iter().find(|(l, _)| *l == label) {
                     Some((_, m)) => {
                         // A value that is not a number (N/A) is left out, not guessed.
-                        if let Some(v) = value
-                            .split_whitespace()
-                            .next()
-                            .and_then(|v| v.parse::<f64>().ok())
-                        {
+                        if let Some(v) = value.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) {
                             s.values.push((m, v));
                         }
                     }
@@ -227,10 +210,7 @@ fn section_of(line: &str) -> Option<Section> {
 fn parse_rpc(line: &str) -> Option<Rpc> {
     let t = line.trim();
     let name = t.split_whitespace().next()?;
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-    {
+    if !name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
         return None;
     }
     let field = |key: &str| -> Option<u64> {
@@ -282,9 +262,7 @@ const JSON_KEYS: &[(&str, &Metric)] = &[
 /// Parses `sdiag --json` (data_parser v0.0.39 and later).
 pub fn parse_json(text: &str) -> Result<Sdiag, SdiagError> {
     let doc: Value = serde_json::from_str(text).map_err(|e| SdiagError::Json(e.to_string()))?;
-    let stats = doc
-        .get("statistics")
-        .ok_or_else(|| SdiagError::Json("no `statistics` object".into()))?;
+    let stats = doc.get("statistics").ok_or_else(|| SdiagError::Json("no `statistics` object".into()))?;
     let mut s = Sdiag::default();
     for (key, m) in JSON_KEYS {
         if let Some(v) = stats.get(*key).filter(|v| is_set(v)) {
@@ -399,11 +377,7 @@ Pending RPC statistics
         assert_eq!(s.get(&BACKFILL_DEPTH_MEAN_TRY), Some(17.0));
         assert_eq!(s.get(&JOBS_FAILED), Some(2.0));
         assert_eq!(s.get(&DBD_AGENT_QUEUE_SIZE), Some(5.0));
-        assert_eq!(
-            s.values.len(),
-            HEADER.len() + MAIN.len() + BACKFILL.len(),
-            "every field"
-        );
+        assert_eq!(s.values.len(), HEADER.len() + MAIN.len() + BACKFILL.len(), "every field");
         assert_eq!(s.rpcs.len(), 3);
         assert_eq!(s.pending_rpcs, Some(0));
         assert!(s.unknown.is_empty(), "{:?}", s.unknown);
@@ -414,21 +388,9 @@ Pending RPC statistics
         let s = parse_text(TEXT_2205).unwrap();
         let mut b = Batch::new(std::time::SystemTime::UNIX_EPOCH);
         s.emit(2, &mut b);
-        assert_eq!(
-            b.value(&RPC_COUNT, &[("MessageType", "REQUEST_NODE_INFO")]),
-            Some(12.0)
-        );
-        assert_eq!(
-            b.value(&RPC_TOTAL_TIME, &[("MessageType", "REQUEST_NODE_INFO")]),
-            Some(5472.0)
-        );
-        assert_eq!(
-            b.value(
-                &RPC_COUNT,
-                &[("MessageType", "MESSAGE_NODE_REGISTRATION_STATUS")]
-            ),
-            Some(4.0)
-        );
+        assert_eq!(b.value(&RPC_COUNT, &[("MessageType", "REQUEST_NODE_INFO")]), Some(12.0));
+        assert_eq!(b.value(&RPC_TOTAL_TIME, &[("MessageType", "REQUEST_NODE_INFO")]), Some(5472.0));
+        assert_eq!(b.value(&RPC_COUNT, &[("MessageType", "MESSAGE_NODE_REGISTRATION_STATUS")]), Some(4.0));
         assert_eq!(
             b.value(&RPC_COUNT, &[("MessageType", "REQUEST_PARTITION_INFO")]),
             None,
@@ -474,11 +436,7 @@ Pending RPC statistics
         let s = parse_json(j).unwrap();
         assert_eq!(s.get(&SERVER_THREAD_COUNT), Some(3.0));
         assert_eq!(s.get(&JOBS_SUBMITTED), Some(42.0));
-        assert_eq!(
-            s.get(&MAIN_SCHED_MEAN_CYCLE),
-            None,
-            "unset values are left out"
-        );
+        assert_eq!(s.get(&MAIN_SCHED_MEAN_CYCLE), None, "unset values are left out");
         assert_eq!(s.rpcs[0].total_time, 10);
         assert_eq!(s.pending_rpcs, Some(2));
         assert!(parse_json("{").is_err());

@@ -56,19 +56,13 @@ pub fn parse_text(out: &str) -> (Vec<NodeRow>, Vec<BadLine>) {
         }
         match parse_line(line, &mut states) {
             Ok(r) => rows.push(r),
-            Err(reason) => bad.push(BadLine {
-                line: i + 1,
-                reason,
-            }),
+            Err(reason) => bad.push(BadLine { line: i + 1, reason }),
         }
     }
     (rows, bad)
 }
 
-fn parse_line<'a>(
-    line: &'a str,
-    states: &mut HashMap<&'a str, NodeState>,
-) -> Result<NodeRow, String> {
+fn parse_line<'a>(line: &'a str, states: &mut HashMap<&'a str, NodeState>) -> Result<NodeRow, String> {
     let f: Vec<&str> = line.split('|').collect();
     // Eight fields and the empty string after the last `|`.
     if f.len() < 8 {
@@ -92,17 +86,12 @@ fn parse_line<'a>(
             return Ok(0);
         }
         // Memory may carry a `+` when nodes in a group differ; take the minimum part.
-        t.trim_end_matches('+')
-            .parse()
-            .map_err(|_| format!("{what} {t:?} is not a number"))
+        t.trim_end_matches('+').parse().map_err(|_| format!("{what} {t:?} is not a number"))
     };
     Ok(NodeRow {
         name: name.to_owned(),
         partition: f[1].trim().trim_end_matches('*').to_owned(),
-        state: states
-            .entry(f[2])
-            .or_insert_with(|| NodeState::parse(f[2]))
-            .clone(),
+        state: states.entry(f[2]).or_insert_with(|| NodeState::parse(f[2])).clone(),
         cpus_alloc: alloc,
         cpus_idle: idle,
         cpus_other: other,
@@ -128,10 +117,7 @@ pub fn parse_json(text: &str) -> Result<(Vec<NodeRow>, Vec<BadLine>), String> {
         for (i, r) in records.iter().enumerate() {
             match json_record(r) {
                 Ok(mut nodes) => rows.append(&mut nodes),
-                Err(reason) => bad.push(BadLine {
-                    line: i + 1,
-                    reason,
-                }),
+                Err(reason) => bad.push(BadLine { line: i + 1, reason }),
             }
         }
         return Ok((rows, bad));
@@ -143,10 +129,7 @@ pub fn parse_json(text: &str) -> Result<(Vec<NodeRow>, Vec<BadLine>), String> {
     for (i, n) in nodes.iter().enumerate() {
         match json_node(n) {
             Ok(mut per_partition) => rows.append(&mut per_partition),
-            Err(reason) => bad.push(BadLine {
-                line: i + 1,
-                reason,
-            }),
+            Err(reason) => bad.push(BadLine { line: i + 1, reason }),
         }
     }
     Ok((rows, bad))
@@ -154,11 +137,7 @@ pub fn parse_json(text: &str) -> Result<(Vec<NodeRow>, Vec<BadLine>), String> {
 
 /// A node state given as an array: base first, then flags.
 fn state_from_list(list: &[Value], what: &str) -> Result<NodeState, String> {
-    let mut words: Vec<String> = list
-        .iter()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
+    let mut words: Vec<String> = list.iter().filter_map(Value::as_str).map(str::to_owned).collect();
     if words.is_empty() {
         return Err(format!("{what}: empty state"));
     }
@@ -177,22 +156,14 @@ fn json_record(r: &Value) -> Result<Vec<NodeRow>, String> {
         Some(Value::String(s)) => NodeState::parse(s),
         _ => return Err(format!("record of {} without node.state", names[0])),
     };
-    let partition = r
-        .get("partition")
-        .and_then(|p| p.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
+    let partition =
+        r.get("partition").and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or("").to_owned();
     let n = names.len() as u64;
     let cpus = r.get("cpus");
     let part = |key: &str| number(cpus.and_then(|c| c.get(key))) / n;
     let memory = r.get("memory");
     let gres = r.get("gres");
-    let gres_of = |key: &str| {
-        gres.and_then(|g| g.get(key))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    };
+    let gres_of = |key: &str| gres.and_then(|g| g.get(key)).and_then(Value::as_str).unwrap_or("");
     Ok(names
         .into_iter()
         .map(|name| NodeRow {
@@ -212,21 +183,14 @@ fn json_record(r: &Value) -> Result<Vec<NodeRow>, String> {
 }
 
 fn json_node(n: &Value) -> Result<Vec<NodeRow>, String> {
-    let name = n
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or("node without a name")?;
+    let name = n.get("name").and_then(Value::as_str).ok_or("node without a name")?;
     let state = match n.get("state") {
         Some(Value::String(base)) => {
             let flags = strings(n.get("state_flags"));
             NodeState::from_parts(base, flags)
         }
         Some(Value::Array(list)) => {
-            let mut words: Vec<String> = list
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect();
+            let mut words: Vec<String> = list.iter().filter_map(Value::as_str).map(str::to_owned).collect();
             if words.is_empty() {
                 return Err(format!("node {name}: empty state"));
             }
@@ -240,11 +204,7 @@ fn json_node(n: &Value) -> Result<Vec<NodeRow>, String> {
     let (idle, other) = if state.unusable() {
         (0, total.saturating_sub(alloc))
     } else {
-        (
-            number(n.get("alloc_idle_cpus").or(n.get("idle_cpus")))
-                .min(total.saturating_sub(alloc)),
-            0,
-        )
+        (number(n.get("alloc_idle_cpus").or(n.get("idle_cpus"))).min(total.saturating_sub(alloc)), 0)
     };
     let gres_total = n.get("gres").and_then(Value::as_str).unwrap_or("");
     let gres_used = n.get("gres_used").and_then(Value::as_str).unwrap_or("");
@@ -308,22 +268,14 @@ impl Summary {
             out.push(&NODE_COUNT, dims.clone().with(STATE, *state), *n as f64);
         }
         for (flag, n) in &self.flags {
-            out.push(
-                &NODE_FLAG_COUNT,
-                dims.clone().with(FLAG, flag.as_str()),
-                *n as f64,
-            );
+            out.push(&NODE_FLAG_COUNT, dims.clone().with(FLAG, flag.as_str()), *n as f64);
         }
         out.push(&CPUS_TOTAL, dims.clone(), self.cpus[0] as f64);
         out.push(&CPUS_ALLOCATED, dims.clone(), self.cpus[1] as f64);
         out.push(&CPUS_IDLE, dims.clone(), self.cpus[2] as f64);
         out.push(&CPUS_OTHER, dims.clone(), self.cpus[3] as f64);
         out.push(&MEMORY_TOTAL, dims.clone(), self.memory_mb[0] as f64 * MB);
-        out.push(
-            &MEMORY_ALLOCATED,
-            dims.clone(),
-            self.memory_mb[1] as f64 * MB,
-        );
+        out.push(&MEMORY_ALLOCATED, dims.clone(), self.memory_mb[1] as f64 * MB);
         out.push(&GPUS_TOTAL, dims.clone(), self.gpus[0] as f64);
         out.push(&GPUS_ALLOCATED, dims.clone(), self.gpus[1] as f64);
     }
@@ -352,18 +304,11 @@ pub fn emit(rows: &[NodeRow], per_partition: bool, out: &mut Batch) {
 /// A JSON number, or a 23.02+ `{set, infinite, number}` object; anything else is 0.
 pub fn number(v: Option<&Value>) -> u64 {
     match v {
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .or_else(|| n.as_f64().map(|f| f.max(0.0) as u64))
-            .unwrap_or(0),
+        Some(Value::Number(n)) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64)).unwrap_or(0),
         Some(Value::Object(o)) => {
             let set = o.get("set").and_then(Value::as_bool).unwrap_or(true);
             let infinite = o.get("infinite").and_then(Value::as_bool).unwrap_or(false);
-            if set && !infinite {
-                number(o.get("number"))
-            } else {
-                0
-            }
+            if set && !infinite { number(o.get("number")) } else { 0 }
         }
         _ => 0,
     }
@@ -372,11 +317,7 @@ pub fn number(v: Option<&Value>) -> u64 {
 /// A JSON array of strings (or a comma-separated string), as owned strings.
 pub fn strings(v: Option<&Value>) -> Vec<String> {
     match v {
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
         Some(Value::String(s)) if !s.is_empty() => s.split(',').map(str::to_owned).collect(),
         _ => Vec::new(),
     }
@@ -396,10 +337,7 @@ mod tests {
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[0].partition, "batch");
         assert_eq!(rows[0].state.primary, "mixed");
-        assert_eq!(
-            (rows[0].cpus_alloc, rows[0].cpus_idle, rows[0].cpus_total),
-            (1, 1, 2)
-        );
+        assert_eq!((rows[0].cpus_alloc, rows[0].cpus_idle, rows[0].cpus_total), (1, 1, 2));
         assert_eq!((rows[1].gpus_total, rows[1].gpus_alloc), (4, 2));
         assert_eq!(rows[1].memory_alloc_mb, 32000);
         assert_eq!(rows[2].state.primary, "drained");
@@ -433,37 +371,18 @@ mod tests {
         assert_eq!(b.value(&NODE_COUNT, &[("State", "idle")]), Some(1.0));
         assert_eq!(b.value(&NODE_COUNT, &[("State", "mixed")]), Some(1.0));
         assert_eq!(b.value(&NODE_COUNT, &[("State", "drained")]), Some(1.0));
-        assert_eq!(
-            b.value(&NODE_COUNT, &[("State", "down")]),
-            Some(0.0),
-            "core states are zero-filled"
-        );
-        assert_eq!(
-            b.value(&NODE_COUNT, &[("Partition", "batch"), ("State", "idle")]),
-            Some(1.0)
-        );
-        assert_eq!(
-            b.value(&NODE_COUNT, &[("Partition", "debug"), ("State", "idle")]),
-            Some(1.0)
-        );
+        assert_eq!(b.value(&NODE_COUNT, &[("State", "down")]), Some(0.0), "core states are zero-filled");
+        assert_eq!(b.value(&NODE_COUNT, &[("Partition", "batch"), ("State", "idle")]), Some(1.0));
+        assert_eq!(b.value(&NODE_COUNT, &[("Partition", "debug"), ("State", "idle")]), Some(1.0));
         assert_eq!(b.value(&NODE_FLAG_COUNT, &[("Flag", "drain")]), Some(1.0));
-        assert_eq!(
-            b.value(&CPUS_TOTAL, &[]),
-            Some(6.0),
-            "c3 counted once for the cluster"
-        );
+        assert_eq!(b.value(&CPUS_TOTAL, &[]), Some(6.0), "c3 counted once for the cluster");
         assert_eq!(b.value(&CPUS_TOTAL, &[("Partition", "debug")]), Some(4.0));
         assert_eq!(b.value(&CPUS_OTHER, &[]), Some(2.0));
         assert_eq!(b.value(&MEMORY_ALLOCATED, &[]), Some(1000.0 * MB));
         assert_eq!(b.value(&GPUS_TOTAL, &[]), Some(2.0));
         for s in &b.samples {
             let names: Vec<&str> = s.dims.names().chain(["ClusterName"]).collect();
-            assert!(
-                s.metric.accepts_dimensions(names),
-                "{} {:?}",
-                s.metric.name,
-                s.dims
-            );
+            assert!(s.metric.accepts_dimensions(names), "{} {:?}", s.metric.name, s.dims);
         }
     }
 

@@ -55,10 +55,12 @@ impl JobStats {
         *self.states.entry(job.state).or_default() += 1;
         match job.state {
             "pending" => {
-                self.pending_cpus += job.cpus;
-                self.pending_gpus += job.gpus;
-                self.pending_nodes += job.nodes;
                 let reason = short_reason(job.reason);
+                if startable(reason) {
+                    self.pending_cpus += job.cpus;
+                    self.pending_gpus += job.gpus;
+                    self.pending_nodes += job.nodes;
+                }
                 match self.pending_reasons.get_mut(reason) {
                     Some(n) => *n += 1,
                     None => {
@@ -108,12 +110,7 @@ impl Queue {
         emit_stats(&self.cluster, &Dims::new(), top_reasons, out);
         if per_partition {
             for (p, s) in &self.partitions {
-                emit_stats(
-                    s,
-                    &Dims::new().with(PARTITION, p.as_str()),
-                    top_reasons,
-                    out,
-                );
+                emit_stats(s, &Dims::new().with(PARTITION, p.as_str()), top_reasons, out);
             }
         }
     }
@@ -133,21 +130,13 @@ fn emit_stats(s: &JobStats, dims: &Dims, top_reasons: usize, out: &mut Batch) {
     let mut other = 0;
     for (i, (reason, n)) in reasons.into_iter().enumerate() {
         if i < top_reasons && reason != "Other" {
-            out.push(
-                &PENDING_JOB_COUNT,
-                dims.clone().with(REASON, reason.as_str()),
-                *n as f64,
-            );
+            out.push(&PENDING_JOB_COUNT, dims.clone().with(REASON, reason.as_str()), *n as f64);
         } else {
             other += n;
         }
     }
     if other > 0 {
-        out.push(
-            &PENDING_JOB_COUNT,
-            dims.clone().with(REASON, "Other"),
-            other as f64,
-        );
+        out.push(&PENDING_JOB_COUNT, dims.clone().with(REASON, "Other"), other as f64);
     }
     out.push(&PENDING_CPUS, dims.clone(), s.pending_cpus as f64);
     out.push(&PENDING_GPUS, dims.clone(), s.pending_gpus as f64);
@@ -156,21 +145,33 @@ fn emit_stats(s: &JobStats, dims: &Dims, top_reasons: usize, out: &mut Batch) {
     out.push(&RUNNING_GPUS, dims.clone(), s.running_gpus as f64);
 }
 
+/// Whether a pending job with this (short) reason would start if nodes were free: not held,
+/// not waiting for a dependency, a begin time, licenses, a limit (QOS, association, partition)
+/// or a partition that is down. This is the demand that more nodes would serve.
+pub fn startable(reason: &str) -> bool {
+    const WAITING: &[&str] = &[
+        "Dependency",
+        "DependencyNeverSatisfied",
+        "JobHeldUser",
+        "JobHeldAdmin",
+        "BeginTime",
+        "Licenses",
+        "Reservation",
+        "JobArrayTaskLimit",
+    ];
+    !(WAITING.contains(&reason)
+        || reason.contains("Limit")
+        || reason.starts_with("Partition")
+        || reason.starts_with("Invalid"))
+}
+
 /// `ReqNodeNotAvail, UnavailableNodes:c[1-2]` -> `ReqNodeNotAvail`; `(Priority)` -> `Priority`.
 /// The node list would make every value a new CloudWatch metric.
 pub fn short_reason(r: &str) -> &str {
     let r = r.trim().trim_start_matches('(').trim_end_matches(')');
     let r = r.split(',').next().unwrap_or("").trim();
-    let r = if r.len() > 200 {
-        r.get(..200).unwrap_or("Other")
-    } else {
-        r
-    };
-    if r.is_empty() || r == "None" || r == "(null)" {
-        "None"
-    } else {
-        r
-    }
+    let r = if r.len() > 200 { r.get(..200).unwrap_or("Other") } else { r };
+    if r.is_empty() || r == "None" || r == "(null)" { "None" } else { r }
 }
 
 /// Parses the output of [`ARGS`] into the queue summary. Bad lines are skipped and returned.
@@ -183,10 +184,7 @@ pub fn parse_text(out: &str) -> (Queue, Vec<BadLine>) {
         }
         match parse_line(line) {
             Ok(job) => q.add(&job),
-            Err(reason) => bad.push(BadLine {
-                line: i + 1,
-                reason,
-            }),
+            Err(reason) => bad.push(BadLine { line: i + 1, reason }),
         }
     }
     (q, bad)
@@ -204,18 +202,10 @@ fn parse_line(line: &str) -> Result<Job<'_>, String> {
     let per_job = next("tres-per-job")?;
     let per_node = next("tres-per-node")?;
     let per_task = next("tres-per-task")?;
-    let cpus = cpus
-        .trim()
-        .parse::<u64>()
-        .map_err(|_| format!("NumCPUs {cpus:?} is not a number"))?;
+    let cpus = cpus.trim().parse::<u64>().map_err(|_| format!("NumCPUs {cpus:?} is not a number"))?;
     let nodes = parse_nodes(nodes).ok_or_else(|| format!("NumNodes {nodes:?} is not a number"))?;
     // N/A for jobs that did not say, NO_VAL (4294967294) for some held jobs: one task then.
-    let tasks = tasks
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|t| *t < NO_VAL)
-        .unwrap_or(1);
+    let tasks = tasks.trim().parse::<u64>().ok().filter(|t| *t < NO_VAL).unwrap_or(1);
     Ok(Job {
         partitions,
         state: job_state(state_text).unwrap_or("other"),
@@ -227,13 +217,7 @@ fn parse_line(line: &str) -> Result<Job<'_>, String> {
 }
 
 /// GPUs a job asked for: per job, plus per node times nodes, plus per task times tasks.
-pub fn requested_gpus(
-    per_job: &str,
-    per_node: &str,
-    per_task: &str,
-    nodes: u64,
-    tasks: u64,
-) -> u64 {
+pub fn requested_gpus(per_job: &str, per_node: &str, per_task: &str, nodes: u64, tasks: u64) -> u64 {
     gres::gpus_in_tres(per_job)
         + gres::gpus_in_tres(per_node) * nodes.max(1)
         + gres::gpus_in_tres(per_task) * tasks.max(1)
@@ -251,10 +235,7 @@ fn parse_nodes(s: &str) -> Option<u64> {
 /// data_parser v0.0.39+ (`job_state` an array from 23.11, numbers as `{set, infinite, number}`).
 pub fn parse_json(text: &str) -> Result<(Queue, Vec<BadLine>), String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("squeue --json: {e}"))?;
-    let jobs = doc
-        .get("jobs")
-        .and_then(Value::as_array)
-        .ok_or("squeue --json: no `jobs` array")?;
+    let jobs = doc.get("jobs").and_then(Value::as_array).ok_or("squeue --json: no `jobs` array")?;
     let mut q = Queue::default();
     let mut bad = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
@@ -262,42 +243,24 @@ pub fn parse_json(text: &str) -> Result<(Queue, Vec<BadLine>), String> {
             Some(Value::String(s)) => job_state(s),
             Some(Value::Array(a)) => a.first().and_then(Value::as_str).and_then(job_state),
             _ => {
-                bad.push(BadLine {
-                    line: i + 1,
-                    reason: "job without job_state".into(),
-                });
+                bad.push(BadLine { line: i + 1, reason: "job without job_state".into() });
                 continue;
             }
         };
         let partitions = j.get("partition").and_then(Value::as_str).unwrap_or("");
-        let reason = j
-            .get("state_reason")
-            .and_then(Value::as_str)
-            .unwrap_or("None");
+        let reason = j.get("state_reason").and_then(Value::as_str).unwrap_or("None");
         let cpus = number(j.get("cpus"));
         let nodes = number(j.get("node_count"));
         let tasks = number(j.get("tasks"));
         let text = |key: &str| j.get(key).and_then(Value::as_str).unwrap_or("");
-        let gpus = requested_gpus(
-            text("tres_per_job"),
-            text("tres_per_node"),
-            text("tres_per_task"),
-            nodes,
-            tasks,
-        );
+        let gpus =
+            requested_gpus(text("tres_per_job"), text("tres_per_node"), text("tres_per_task"), nodes, tasks);
         // A pending array in one record: array_task_string "5-10" or "1,3,7-9%2".
         let tasks = match (state, j.get("array_task_string").and_then(Value::as_str)) {
             (Some("pending"), Some(s)) if !s.is_empty() => count_tasks(s).max(1),
             _ => 1,
         };
-        let job = Job {
-            partitions,
-            state: state.unwrap_or("other"),
-            reason,
-            cpus,
-            nodes,
-            gpus,
-        };
+        let job = Job { partitions, state: state.unwrap_or("other"), reason, cpus, nodes, gpus };
         for _ in 0..tasks {
             q.add(&job);
         }
@@ -360,15 +323,9 @@ batch|FROBNICATED|None|1|1|1|N/A|N/A|N/A|
         assert_eq!(q.unknown_states, 1);
         assert_eq!(c.pending_reasons["Resources"], 2);
         assert_eq!(c.pending_reasons["ReqNodeNotAvail"], 1);
-        assert_eq!(
-            (c.pending_cpus, c.pending_nodes, c.pending_gpus),
-            (10, 6, 2)
-        );
-        assert_eq!(
-            (c.running_cpus, c.running_gpus),
-            (2, 2),
-            "one GPU per task, two tasks"
-        );
+        // The Dependency job (1 CPU, 1 node) could not start on free nodes: not demand.
+        assert_eq!((c.pending_cpus, c.pending_nodes, c.pending_gpus), (9, 5, 2));
+        assert_eq!((c.running_cpus, c.running_gpus), (2, 2), "one GPU per task, two tasks");
         // A job pending in two partitions counts in each, and once for the cluster.
         assert_eq!(q.partitions["batch"].pending_reasons["Priority"], 1);
         assert_eq!(q.partitions["debug"].pending_reasons["Priority"], 1);
@@ -380,37 +337,16 @@ batch|FROBNICATED|None|1|1|1|N/A|N/A|N/A|
         let (q, _) = parse_text(OUT);
         let mut b = Batch::new(std::time::SystemTime::UNIX_EPOCH);
         q.emit(true, 2, &mut b);
-        assert_eq!(
-            b.value(&PENDING_JOB_COUNT, &[("Reason", "Resources")]),
-            Some(2.0)
-        );
+        assert_eq!(b.value(&PENDING_JOB_COUNT, &[("Reason", "Resources")]), Some(2.0));
         // Priority, Dependency and ReqNodeNotAvail tie at 1; the first by name stays.
-        assert_eq!(
-            b.value(&PENDING_JOB_COUNT, &[("Reason", "Dependency")]),
-            Some(1.0)
-        );
-        assert_eq!(
-            b.value(&PENDING_JOB_COUNT, &[("Reason", "Other")]),
-            Some(2.0)
-        );
-        assert_eq!(
-            b.value(&JOB_COUNT, &[("State", "timeout")]),
-            Some(0.0),
-            "core states zero-filled"
-        );
-        assert_eq!(
-            b.value(&JOB_COUNT, &[("Partition", "debug"), ("State", "running")]),
-            Some(1.0)
-        );
-        assert_eq!(b.value(&PENDING_CPUS, &[("Partition", "batch")]), Some(6.0));
+        assert_eq!(b.value(&PENDING_JOB_COUNT, &[("Reason", "Dependency")]), Some(1.0));
+        assert_eq!(b.value(&PENDING_JOB_COUNT, &[("Reason", "Other")]), Some(2.0));
+        assert_eq!(b.value(&JOB_COUNT, &[("State", "timeout")]), Some(0.0), "core states zero-filled");
+        assert_eq!(b.value(&JOB_COUNT, &[("Partition", "debug"), ("State", "running")]), Some(1.0));
+        assert_eq!(b.value(&PENDING_CPUS, &[("Partition", "batch")]), Some(5.0));
         assert_eq!(b.value(&RUNNING_GPUS, &[]), Some(2.0));
         for s in &b.samples {
-            assert!(
-                s.metric
-                    .accepts_dimensions(s.dims.names().chain(["ClusterName"])),
-                "{}",
-                s.metric
-            );
+            assert!(s.metric.accepts_dimensions(s.dims.names().chain(["ClusterName"])), "{}", s.metric);
         }
     }
 
@@ -425,10 +361,7 @@ batch|FROBNICATED|None|1|1|1|N/A|N/A|N/A|
     #[test]
     fn reasons_lose_node_lists_and_parentheses() {
         assert_eq!(short_reason("(Priority)"), "Priority");
-        assert_eq!(
-            short_reason("((ReqNodeNotAvail, UnavailableNodes:cs[100,101]))"),
-            "ReqNodeNotAvail"
-        );
+        assert_eq!(short_reason("((ReqNodeNotAvail, UnavailableNodes:cs[100,101]))"), "ReqNodeNotAvail");
         assert_eq!(short_reason("None"), "None");
         assert_eq!(short_reason(""), "None");
     }
@@ -439,6 +372,24 @@ batch|FROBNICATED|None|1|1|1|N/A|N/A|N/A|
         assert_eq!(requested_gpus("N/A", "gres:gpu:2", "N/A", 3, 6), 6);
         assert_eq!(requested_gpus("N/A", "N/A", "gres/gpu:1", 3, 6), 6);
         assert_eq!(requested_gpus("", "gres/gpu:a100:4", "", 2, 1), 8);
+    }
+
+    #[test]
+    fn demand_counts_only_jobs_that_could_start() {
+        for r in ["Resources", "Priority", "ReqNodeNotAvail", "None", "Nodes required for job are DOWN"] {
+            assert!(startable(r), "{r}");
+        }
+        for r in [
+            "Dependency",
+            "JobHeldUser",
+            "BeginTime",
+            "QOSMaxJobsPerUserLimit",
+            "AssocGrpCpuLimit",
+            "PartitionDown",
+            "InvalidAccount",
+        ] {
+            assert!(!startable(r), "{r}");
+        }
     }
 
     #[test]

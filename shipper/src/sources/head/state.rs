@@ -2,15 +2,7 @@
 //! format: a node's one primary state plus its flags, a job's state in lowercase.
 
 /// Base node states Slurm knows (the part before the first `+` of StateComplete).
-const BASE_STATES: &[&str] = &[
-    "allocated",
-    "mixed",
-    "idle",
-    "down",
-    "future",
-    "unknown",
-    "error",
-];
+const BASE_STATES: &[&str] = &["allocated", "mixed", "idle", "down", "future", "unknown", "error"];
 
 /// Node states shipped even when no node is in them, so dashboards and alarms see zeros
 /// rather than gaps. Other states appear only while a node is in them.
@@ -64,10 +56,7 @@ impl NodeState {
         let s = s.trim().to_ascii_lowercase();
         let mut parts = s.split('+');
         let first = parts.next().unwrap_or("");
-        let mut flags: Vec<String> = parts
-            .filter(|p| !p.is_empty())
-            .map(normalise_flag)
-            .collect();
+        let mut flags: Vec<String> = parts.filter(|p| !p.is_empty()).map(normalise_flag).collect();
         let (base, suffix_flags) = strip_suffixes(first);
         flags.extend(suffix_flags.iter().map(|f| (*f).to_owned()));
         let (base, implied) = expand_short(base);
@@ -78,19 +67,13 @@ impl NodeState {
     /// From a base state and flags as JSON outputs give them (any case).
     pub fn from_parts(base: &str, flags: impl IntoIterator<Item = String>) -> NodeState {
         let base = base.to_ascii_lowercase();
-        let mut flags: Vec<String> = flags
-            .into_iter()
-            .map(|f| normalise_flag(&f.to_ascii_lowercase()))
-            .collect();
+        let mut flags: Vec<String> =
+            flags.into_iter().map(|f| normalise_flag(&f.to_ascii_lowercase())).collect();
         flags.sort();
         flags.dedup();
         let recognised = BASE_STATES.contains(&base.as_str());
         let primary = primary_state(&base, &flags, recognised);
-        NodeState {
-            primary,
-            flags,
-            recognised,
-        }
+        NodeState { primary, flags, recognised }
     }
 
     pub fn has(&self, flag: &str) -> bool {
@@ -207,16 +190,8 @@ fn normalise_flag(f: &str) -> String {
 }
 
 /// Job states shipped even when no job is in them.
-pub const CORE_JOB_STATES: &[&str] = &[
-    "pending",
-    "running",
-    "suspended",
-    "completing",
-    "completed",
-    "failed",
-    "cancelled",
-    "timeout",
-];
+pub const CORE_JOB_STATES: &[&str] =
+    &["pending", "running", "suspended", "completing", "completed", "failed", "cancelled", "timeout"];
 
 /// Job states Slurm documents; anything else is shipped as `other`.
 const JOB_STATES: &[&str] = &[
@@ -278,12 +253,7 @@ pub fn job_state(s: &str) -> Option<&'static str> {
         .iter()
         .copied()
         .find(|k| k.eq_ignore_ascii_case(word))
-        .or_else(|| {
-            JOB_CODES
-                .iter()
-                .find(|(c, _)| c.eq_ignore_ascii_case(word))
-                .map(|(_, n)| *n)
-        })
+        .or_else(|| JOB_CODES.iter().find(|(c, _)| c.eq_ignore_ascii_case(word)).map(|(_, n)| *n))
 }
 
 #[cfg(test)]
@@ -305,10 +275,7 @@ mod tests {
         assert_eq!(p("allocated+drain").0, "draining");
         assert_eq!(p("idle+completing+drain").0, "draining");
         assert_eq!(p("down+drain+not_responding").0, "drained");
-        assert_eq!(
-            p("down+not_responding"),
-            ("down", vec!["not_responding".into()])
-        );
+        assert_eq!(p("down+not_responding"), ("down", vec!["not_responding".into()]));
         assert_eq!(
             p("idle+cloud+powered_down"),
             ("powered_down", vec!["cloud".into(), "powered_down".into()])

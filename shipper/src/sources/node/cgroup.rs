@@ -69,24 +69,16 @@ fn read_v1(job: &JobRef, buf: &mut String) -> CgroupStats {
     s.oom_kills = text(mem, "memory.oom_control", buf).and_then(|t| kv::flat_key(t, "oom_kill"));
     let acct = job.dir("cpuacct");
     s.cpu_ns = text(acct, "cpuacct.usage", buf).and_then(kv::single);
-    s.percpu_ns = text(acct, "cpuacct.usage_percpu", buf)
-        .map(kv::numbers)
-        .filter(|v| !v.is_empty());
+    s.percpu_ns = text(acct, "cpuacct.usage_percpu", buf).map(kv::numbers).filter(|v| !v.is_empty());
     // The cpu controller has throttling figures only where Slurm made a job directory in it.
-    s.throttled_ns =
-        text(job.dir("cpu"), "cpu.stat", buf).and_then(|t| kv::flat_key(t, "throttled_time"));
+    s.throttled_ns = text(job.dir("cpu"), "cpu.stat", buf).and_then(|t| kv::flat_key(t, "throttled_time"));
     s.cpus = text(job.dir("cpuset"), "cpuset.cpus", buf).and_then(kv::cpu_list);
     let blk = job.dir("blkio");
     let bytes = text(blk, "blkio.throttle.io_service_bytes", buf).and_then(kv::blkio);
     let ops = text(blk, "blkio.throttle.io_serviced", buf).and_then(kv::blkio);
     if let Some((rb, wb)) = bytes {
         let (ro, wo) = ops.unwrap_or((0, 0));
-        s.io = Some(Io {
-            read_bytes: rb,
-            write_bytes: wb,
-            read_ops: ro,
-            write_ops: wo,
-        });
+        s.io = Some(Io { read_bytes: rb, write_bytes: wb, read_ops: ro, write_ops: wo });
     }
     s
 }

@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// cgroup v1 controllers the collector reads, by the directory name under the root.
-pub const V1_CONTROLLERS: &[&str] = &[
-    "memory", "cpuacct", "cpuset", "freezer", "pids", "blkio", "cpu",
-];
+pub const V1_CONTROLLERS: &[&str] = &["memory", "cpuacct", "cpuset", "freezer", "pids", "blkio", "cpu"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -125,24 +123,19 @@ fn jobs_v1(layout: &Layout) -> Vec<JobRef> {
                 continue;
             };
             for (uid_name, uid_dir) in subdirs(&slurm_dir) {
-                let Some(uid) = uid_name
-                    .strip_prefix("uid_")
-                    .and_then(|u| u.parse::<u32>().ok())
-                else {
+                let Some(uid) = uid_name.strip_prefix("uid_").and_then(|u| u.parse::<u32>().ok()) else {
                     continue;
                 };
                 for (job_name, job_dir) in subdirs(&uid_dir) {
                     let Some(id) = job_id(&job_name, &layout.job_prefix) else {
                         continue;
                     };
-                    let entry = found
-                        .entry((node.clone(), id.to_owned()))
-                        .or_insert_with(|| JobRef {
-                            id: id.to_owned(),
-                            uid: Some(uid),
-                            node: node.clone(),
-                            dirs: JobDirs::V1(BTreeMap::new()),
-                        });
+                    let entry = found.entry((node.clone(), id.to_owned())).or_insert_with(|| JobRef {
+                        id: id.to_owned(),
+                        uid: Some(uid),
+                        node: node.clone(),
+                        dirs: JobDirs::V1(BTreeMap::new()),
+                    });
                     if let JobDirs::V1(m) = &mut entry.dirs {
                         m.insert(controller, job_dir);
                     }
@@ -227,16 +220,9 @@ mod tests {
         assert_eq!(jobs.len(), 2, "{jobs:?}");
         let j7 = jobs.iter().find(|j| j.id == "7").unwrap();
         assert_eq!((j7.uid, j7.node.as_deref()), (Some(1000), Some("c1")));
-        assert!(
-            j7.dir("memory")
-                .unwrap()
-                .ends_with("memory/slurm_c1/uid_1000/job_7")
-        );
+        assert!(j7.dir("memory").unwrap().ends_with("memory/slurm_c1/uid_1000/job_7"));
         assert!(j7.dir("cpuset").is_some() && j7.dir("pids").is_none());
-        assert!(
-            j7.process_dir().unwrap().starts_with(r.join("cpuacct")),
-            "tasks only, no slurmstepd"
-        );
+        assert!(j7.process_dir().unwrap().starts_with(r.join("cpuacct")), "tasks only, no slurmstepd");
         let j8 = jobs.iter().find(|j| j.id == "8").unwrap();
         assert_eq!((j8.uid, j8.node.as_deref()), (Some(0), None));
     }
@@ -252,10 +238,8 @@ mod tests {
         mk(r, "system.slice/sshd.service");
         assert_eq!(Layout::detect_version(r), Some(Version::V2));
         let jobs = jobs(&layout(r, Version::V2));
-        let ids: Vec<(&str, Option<&str>)> = jobs
-            .iter()
-            .map(|j| (j.id.as_str(), j.node.as_deref()))
-            .collect();
+        let ids: Vec<(&str, Option<&str>)> =
+            jobs.iter().map(|j| (j.id.as_str(), j.node.as_deref())).collect();
         assert_eq!(ids, vec![("41", None), ("42", Some("n5"))]);
         assert_eq!(jobs[0].uid, None);
     }

@@ -22,9 +22,7 @@ pub fn single(text: &str) -> Option<u64> {
 
 /// `cpuacct.usage_percpu`: nanoseconds per CPU, space-separated.
 pub fn numbers(text: &str) -> Vec<u64> {
-    text.split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect()
+    text.split_whitespace().filter_map(|x| x.parse().ok()).collect()
 }
 
 /// A CPU list (`0-3,8,10-11`) as CPU numbers; None when a part is not a number.
@@ -126,10 +124,7 @@ mod tests {
         assert_eq!(flat_key(stat, "total_rss"), Some(364544));
         assert_eq!(flat_key(stat, "rss"), Some(0));
         assert_eq!(flat_key(stat, "total_swap"), None);
-        assert_eq!(
-            flat_key("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
-            Some(3)
-        );
+        assert_eq!(flat_key("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"), Some(3));
         assert_eq!(flat_key("garbage\nx y z\n", "x"), None);
     }
 
@@ -153,15 +148,7 @@ mod tests {
     #[test]
     fn io_files() {
         let v2 = "8:0 rbytes=1000 wbytes=2000 rios=3 wios=4 dbytes=0 dios=0\n259:0 rbytes=10 wbytes=20 rios=1 wios=1 dbytes=0 dios=0\n";
-        assert_eq!(
-            io_stat(v2),
-            Some(Io {
-                read_bytes: 1010,
-                write_bytes: 2020,
-                read_ops: 4,
-                write_ops: 5
-            })
-        );
+        assert_eq!(io_stat(v2), Some(Io { read_bytes: 1010, write_bytes: 2020, read_ops: 4, write_ops: 5 }));
         assert_eq!(io_stat(""), None);
         let v1 = "8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 0\n8:0 Async 12288\n8:0 Total 12288\nTotal 12288\n";
         assert_eq!(blkio(v1), Some((4096, 8192)));

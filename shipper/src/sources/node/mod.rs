@@ -31,9 +31,7 @@ use std::time::Instant;
 
 /// Reads a whole file into `buf` (appending); false when it cannot be read.
 pub fn read_into(path: &Path, buf: &mut String) -> bool {
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_to_string(buf))
-        .is_ok()
+    std::fs::File::open(path).and_then(|mut f| f.read_to_string(buf)).is_ok()
 }
 
 /// What the previous cycle saw of a job, for rates.
@@ -120,20 +118,12 @@ impl NodeCollector {
 
     /// Collects every job, or only the jobs with id `only` (the final sample of a job ending).
     /// Returns how many jobs were read.
-    pub fn collect_jobs(
-        &mut self,
-        only: Option<&str>,
-        out: &mut Batch,
-        errors: &mut Errors,
-    ) -> usize {
+    pub fn collect_jobs(&mut self, only: Option<&str>, out: &mut Batch, errors: &mut Errors) -> usize {
         errors.ran("cgroup");
         let Some(layout) = self.layout() else {
             errors.add("cgroup", 1);
             let root = self.cfg.cgroup_root.display().to_string();
-            self.log_once(
-                &root,
-                "no cgroup v1 or v2 hierarchy at the cgroup root; job metrics are off",
-            );
+            self.log_once(&root, "no cgroup v1 or v2 hierarchy at the cgroup root; job metrics are off");
             return 0;
         };
         let mut jobs = discover::jobs(&layout);
@@ -168,11 +158,7 @@ impl NodeCollector {
 
     /// One log line per v1 controller that Slurm's jobs do not appear in.
     fn note_missing_controllers(&mut self, jobs: &[JobRef]) {
-        if jobs.is_empty()
-            || !jobs
-                .iter()
-                .all(|j| matches!(j.dirs, discover::JobDirs::V1(_)))
-        {
+        if jobs.is_empty() || !jobs.iter().all(|j| matches!(j.dirs, discover::JobDirs::V1(_))) {
             return;
         }
         for (controller, what) in [
@@ -183,7 +169,9 @@ impl NodeCollector {
             if jobs.iter().all(|j| j.dir(controller).is_none()) {
                 self.log_once(
                     controller,
-                    &format!("Slurm job cgroups have no {controller} controller here (cgroup.conf); {what} are off"),
+                    &format!(
+                        "Slurm job cgroups have no {controller} controller here (cgroup.conf); {what} are off"
+                    ),
                 );
             }
         }
@@ -195,42 +183,25 @@ impl NodeCollector {
         if let Some(dir) = job.process_dir() {
             discover::pids(dir, &mut self.buf, &mut pids);
         }
-        let want = procs::Want {
-            io: cg.io.is_none(),
-            fd_by_size: self.fd_by_size,
-        };
-        let mut procs: Vec<Proc> = pids
-            .iter()
-            .filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want))
-            .collect();
+        let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
+        let mut procs: Vec<Proc> =
+            pids.iter().filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want)).collect();
         // Slurm's own step daemon is not the job's work (it shares some job cgroups).
         let before = procs.len();
         procs.retain(|p| p.comm != "slurmstepd");
         let stepd = before - procs.len();
-        Reading {
-            cg,
-            pids: pids.len() - stepd,
-            procs,
-            at: Instant::now(),
-        }
+        Reading { cg, pids: pids.len() - stepd, procs, at: Instant::now() }
     }
 
     fn emit_job(&mut self, job: &JobRef, node: &str, r: &Reading, out: &mut Batch) {
         let proc_root = &self.cfg.proc_root;
-        let uid = job
-            .uid
-            .or_else(|| r.procs.iter().find_map(|p| procs::uid(proc_root, p.key.0)));
+        let uid = job.uid.or_else(|| r.procs.iter().find_map(|p| procs::uid(proc_root, p.key.0)));
         let user = self.owners.user(uid);
         // slurmstepd may sit in the job's cgroup too; any job process carries the account.
         let account = self.owners.account(&job.id, || {
-            r.procs
-                .iter()
-                .find_map(|p| procs::environ_var(proc_root, p.key.0, "SLURM_JOB_ACCOUNT"))
+            r.procs.iter().find_map(|p| procs::environ_var(proc_root, p.key.0, "SLURM_JOB_ACCOUNT"))
         });
-        let base = Dims::new()
-            .with(JOB_ID, job.id.as_str())
-            .with(USER, user)
-            .with(ACCOUNT, account);
+        let base = Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account);
         let mut sets = vec![base.clone()];
         if self.cfg.per_node_dimensions {
             sets.push(base.with(NODE_NAME, node));
@@ -259,10 +230,7 @@ impl NodeCollector {
         }
         values.push((&PROCESS_COUNT, r.pids as f64));
         if !r.procs.is_empty() {
-            values.push((
-                &OPEN_FILES,
-                r.procs.iter().filter_map(|p| p.open_files).sum::<u64>() as f64,
-            ));
+            values.push((&OPEN_FILES, r.procs.iter().filter_map(|p| p.open_files).sum::<u64>() as f64));
         }
         let mut distribution = None;
         let mut by_exe: Vec<(String, f64)> = Vec::new();
@@ -315,19 +283,11 @@ impl NodeCollector {
             for (i, state) in THREAD_STATES.iter().enumerate() {
                 // Running and sleeping always (continuous series); the rest only when present.
                 if threads[i] > 0 || i < 2 {
-                    out.push(
-                        &THREAD_COUNT,
-                        dims.clone().with(THREAD_STATE, *state),
-                        threads[i] as f64,
-                    );
+                    out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, *state), threads[i] as f64);
                 }
             }
             for (exe, cores) in &by_exe {
-                out.push(
-                    &PROCESS_CPU_USAGE,
-                    dims.clone().with(EXECUTABLE, exe.as_str()),
-                    *cores,
-                );
+                out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *cores);
             }
         }
     }
@@ -344,11 +304,7 @@ fn remember(r: &Reading) -> Previous {
         percpu_ns: r.cg.percpu_ns.clone(),
         throttled_ns: r.cg.throttled_ns,
         io: r.cg.io,
-        procs: r
-            .procs
-            .iter()
-            .map(|p| (p.key, (p.cpu_ticks, p.io)))
-            .collect(),
+        procs: r.procs.iter().map(|p| (p.key, (p.cpu_ticks, p.io))).collect(),
     }
 }
 
@@ -384,16 +340,10 @@ fn proc_io_delta(procs: &[Proc], prev: &HashMap<(u32, u64), (u64, Option<Io>)>) 
 
 /// Busy percentage of each CPU in the job's cpuset (v1 cpuacct.usage_percpu).
 fn per_core(cg: &CgroupStats, prev: &Previous, ns: f64) -> Option<Vec<f64>> {
-    let (now, before, cpus) = (
-        cg.percpu_ns.as_ref()?,
-        prev.percpu_ns.as_ref()?,
-        cg.cpus.as_ref()?,
-    );
+    let (now, before, cpus) = (cg.percpu_ns.as_ref()?, prev.percpu_ns.as_ref()?, cg.cpus.as_ref()?);
     let v: Vec<f64> = cpus
         .iter()
-        .filter_map(|&c| {
-            Some((now.get(c)?.checked_sub(*before.get(c)?)? as f64 / ns * 100.0).min(100.0))
-        })
+        .filter_map(|&c| Some((now.get(c)?.checked_sub(*before.get(c)?)? as f64 / ns * 100.0).min(100.0)))
         .collect();
     (!v.is_empty()).then_some(v)
 }
@@ -411,10 +361,8 @@ fn top_executables(
             *by.entry(p.comm.as_str()).or_default() += p.cpu_ticks.saturating_sub(*before);
         }
     }
-    let mut v: Vec<(String, f64)> = by
-        .into_iter()
-        .map(|(exe, t)| (exe.to_owned(), t as f64 / ticks_in_interval))
-        .collect();
+    let mut v: Vec<(String, f64)> =
+        by.into_iter().map(|(exe, t)| (exe.to_owned(), t as f64 / ticks_in_interval)).collect();
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     v.truncate(n);
     v
@@ -432,26 +380,18 @@ impl Collector for NodeCollector {
     }
 
     fn final_sample(&mut self, job: &str, uid: u32, out: &mut Batch) -> Option<Answer> {
-        if self
-            .final_at
-            .get(job)
-            .is_some_and(|t| t.elapsed().as_secs_f64() < 1.0)
-        {
+        if self.final_at.get(job).is_some_and(|t| t.elapsed().as_secs_f64() < 1.0) {
             return Some(Answer::TooSoon);
         }
         if uid != 0 {
             let layout = self.layout()?;
-            let owner = discover::jobs(&layout)
-                .into_iter()
-                .find(|j| j.id == job)
-                .and_then(|j| {
-                    j.uid.or_else(|| {
-                        let mut pids = Vec::new();
-                        discover::pids(j.process_dir()?, &mut self.buf, &mut pids);
-                        pids.iter()
-                            .find_map(|&p| procs::uid(&self.cfg.proc_root, p))
-                    })
-                });
+            let owner = discover::jobs(&layout).into_iter().find(|j| j.id == job).and_then(|j| {
+                j.uid.or_else(|| {
+                    let mut pids = Vec::new();
+                    discover::pids(j.process_dir()?, &mut self.buf, &mut pids);
+                    pids.iter().find_map(|&p| procs::uid(&self.cfg.proc_root, p))
+                })
+            });
             if owner != Some(uid) {
                 return Some(Answer::Denied);
             }

@@ -16,15 +16,7 @@ pub fn user_name(uid: u32) -> Option<String> {
     loop {
         // SAFETY: getpwuid_r writes into `pwd` and `buf`, which outlive the call; `result`
         // points at `pwd` or is null.
-        let rc = unsafe {
-            libc::getpwuid_r(
-                uid,
-                &mut pwd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &mut result,
-            )
-        };
+        let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result) };
         if rc == libc::ERANGE && buf.len() < 1 << 20 {
             buf.resize(buf.len() * 4, 0);
             continue;
@@ -52,10 +44,7 @@ impl Owners {
         let Some(uid) = uid else {
             return UNKNOWN.to_owned();
         };
-        self.users
-            .entry(uid)
-            .or_insert_with(|| user_name(uid).unwrap_or_else(|| uid.to_string()))
-            .clone()
+        self.users.entry(uid).or_insert_with(|| user_name(uid).unwrap_or_else(|| uid.to_string())).clone()
     }
 
     /// The account of `job`, looking into the environment of its processes when not cached.

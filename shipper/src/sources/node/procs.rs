@@ -5,15 +5,8 @@ use super::kv::Io;
 use std::path::Path;
 
 /// Thread states as shipped in the `ThreadState` dimension.
-pub const THREAD_STATES: &[&str] = &[
-    "running",
-    "sleeping",
-    "disk_sleep",
-    "stopped",
-    "zombie",
-    "idle",
-    "other",
-];
+pub const THREAD_STATES: &[&str] =
+    &["running", "sleeping", "disk_sleep", "stopped", "zombie", "idle", "other"];
 
 fn thread_state_index(c: char) -> usize {
     match c {
@@ -102,9 +95,7 @@ fn open_files(dir: &Path, by_size: bool) -> Option<u64> {
 /// The owner of process `pid` (v2 job paths carry no uid).
 pub fn uid(proc_root: &Path, pid: u32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(proc_root.join(pid.to_string()))
-        .ok()
-        .map(|m| m.uid())
+    std::fs::metadata(proc_root.join(pid.to_string())).ok().map(|m| m.uid())
 }
 
 /// True when `path` is a procfs mount (so /proc/<pid>/fd sizes are fd counts on new kernels).
@@ -122,10 +113,7 @@ pub fn is_procfs(path: &Path) -> bool {
 pub fn environ_var(proc_root: &Path, pid: u32, var: &str) -> Option<String> {
     let p = procfs::process::Process::new_with_root(proc_root.join(pid.to_string())).ok()?;
     let env = p.environ().ok()?;
-    env.get(std::ffi::OsStr::new(var))
-        .and_then(|v| v.to_str())
-        .map(str::to_owned)
-        .filter(|v| !v.is_empty())
+    env.get(std::ffi::OsStr::new(var)).and_then(|v| v.to_str()).map(str::to_owned).filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]
@@ -135,23 +123,14 @@ mod tests {
     #[test]
     fn reads_this_process() {
         let me = std::process::id();
-        let want = Want {
-            io: true,
-            fd_by_size: is_procfs(Path::new("/proc")),
-        };
+        let want = Want { io: true, fd_by_size: is_procfs(Path::new("/proc")) };
         let p = read(Path::new("/proc"), me, want).expect("our own process");
         assert_eq!(p.key.0, me);
         assert!(p.threads.iter().sum::<u64>() >= 1);
-        assert!(
-            p.open_files.unwrap_or(0) >= 3,
-            "stdin, stdout, stderr at least"
-        );
+        assert!(p.open_files.unwrap_or(0) >= 3, "stdin, stdout, stderr at least");
         assert!(!p.comm.is_empty());
         assert!(p.io.is_some());
-        assert!(
-            read(Path::new("/proc"), u32::MAX - 1, want).is_none(),
-            "no such process"
-        );
+        assert!(read(Path::new("/proc"), u32::MAX - 1, want).is_none(), "no such process");
         assert!(is_procfs(Path::new("/proc")));
         assert!(!is_procfs(Path::new("/")));
     }
