@@ -3,5 +3,8 @@
 
 /// (path relative to the repository root, content)
 pub fn files() -> Vec<(&'static str, String)> {
-    vec![("docs/metrics.md", crate::docs::metrics_markdown())]
+    vec![
+        ("docs/metrics.md", crate::docs::metrics_markdown()),
+        ("terraform/rules/default-rules.json", crate::alarms::default_rules_json()),
+    ]
 }

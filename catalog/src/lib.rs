@@ -4,6 +4,7 @@
 //! the name as a string, so a name is spelled exactly once in the whole project. The same list
 //! generates `docs/metrics.md`, the dashboards, the alarm rules and the IAM namespace condition.
 
+pub mod alarms;
 pub mod docs;
 pub mod generated;
 pub mod metrics;

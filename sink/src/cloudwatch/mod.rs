@@ -87,6 +87,12 @@ impl CloudWatchSink {
         CloudWatchSink { client: Client::from_conf(conf), settings, rng: StdRng::from_os_rng() }
     }
 
+    /// Uses a client built elsewhere (the Lambda's, with its own configuration); the SDK's own
+    /// retries should be off, as [`CloudWatchSink::new`] sets them.
+    pub fn from_client(client: Client, settings: Settings) -> Self {
+        CloudWatchSink { client, settings, rng: StdRng::from_os_rng() }
+    }
+
     pub fn namespace(&self) -> &str {
         &self.settings.namespace
     }

@@ -1,0 +1,147 @@
+//! The function's configuration: one JSON document in `SLURM_CW_LAMBDA_CONFIG` (the Terraform
+//! module writes it). Unknown keys and bad rules are errors that name them.
+
+use serde::Deserialize;
+use slurm_cw_catalog::alarms::{Rule, check_rule};
+
+pub const ENV: &str = "SLURM_CW_LAMBDA_CONFIG";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub cluster_name: String,
+    /// Every alarm the function manages is named with this prefix; alarms with it that no rule
+    /// names are deleted.
+    #[serde(default)]
+    pub alarm_prefix: Option<String>,
+    /// Alarm actions and notices go here.
+    #[serde(default)]
+    pub sns_topic_arn: Option<String>,
+    /// The bus autoscaling events go to.
+    #[serde(default = "default_bus")]
+    pub event_bus: String,
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    #[serde(default)]
+    pub thresholds: Thresholds,
+    /// Job rollups (idle GPUs, low efficiency) run every this many minutes; they read every
+    /// job's series, the costly part of an invocation.
+    #[serde(default = "default_rollup")]
+    pub rollup_minutes: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Thresholds {
+    /// A job's GPUs are idle below this mean utilisation (percent)...
+    pub idle_gpu_percent: f64,
+    /// ...for this many minutes.
+    pub idle_gpu_minutes: u32,
+    pub low_cpu_efficiency_percent: f64,
+    pub low_cpu_minutes: u32,
+    /// A job uses less than this percentage of the memory it requested (peak over limit).
+    pub memory_over_requested_percent: f64,
+    /// An autoscaling event goes out when BacklogNodes moves by at least this much.
+    pub backlog_change_nodes: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            idle_gpu_percent: 5.0,
+            idle_gpu_minutes: 30,
+            low_cpu_efficiency_percent: 20.0,
+            low_cpu_minutes: 60,
+            memory_over_requested_percent: 25.0,
+            backlog_change_nodes: 1.0,
+        }
+    }
+}
+
+fn default_namespace() -> String {
+    slurm_cw_catalog::DEFAULT_NAMESPACE.into()
+}
+
+fn default_bus() -> String {
+    "default".into()
+}
+
+fn default_rollup() -> u32 {
+    5
+}
+
+impl Config {
+    pub fn from_json(text: &str) -> Result<Config, String> {
+        let c: Config = serde_json::from_str(text).map_err(|e| format!("{ENV}: {e}"))?;
+        if c.cluster_name.trim().is_empty() {
+            return Err(format!("{ENV}: cluster_name is empty"));
+        }
+        slurm_cw_sink::validate::check_namespace(&c.namespace)
+            .map_err(|e| format!("{ENV}: namespace: {e}"))?;
+        if c.rollup_minutes == 0 || c.rollup_minutes > 60 {
+            return Err(format!("{ENV}: rollup_minutes must be 1 to 60"));
+        }
+        let t = &c.thresholds;
+        if t.idle_gpu_minutes == 0
+            || t.low_cpu_minutes == 0
+            || t.idle_gpu_minutes > 1440
+            || t.low_cpu_minutes > 1440
+        {
+            return Err(format!("{ENV}: thresholds: idle_gpu_minutes and low_cpu_minutes must be 1 to 1440"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for r in &c.rules {
+            check_rule(r).map_err(|e| format!("{ENV}: {e}"))?;
+            if !names.insert(&r.name) {
+                return Err(format!("{ENV}: rule {} appears twice", r.name));
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn from_env() -> Result<Config, String> {
+        let text = std::env::var(ENV).map_err(|_| format!("{ENV} is not set"))?;
+        Self::from_json(&text)
+    }
+
+    pub fn alarm_prefix(&self) -> String {
+        self.alarm_prefix.clone().unwrap_or_else(|| format!("slurm-cw-{}-", self.cluster_name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_and_full() {
+        let c = Config::from_json(r#"{"cluster_name": "prod"}"#).unwrap();
+        assert_eq!((c.namespace.as_str(), c.event_bus.as_str(), c.rollup_minutes), ("Slurm", "default", 5));
+        assert_eq!(c.alarm_prefix(), "slurm-cw-prod-");
+        assert_eq!(c.thresholds.idle_gpu_minutes, 30);
+        let rules = slurm_cw_catalog::alarms::default_rules_json();
+        let c = Config::from_json(&format!(
+            r#"{{"cluster_name": "p", "namespace": "X", "rules": {rules}, "thresholds": {{"idle_gpu_minutes": 10}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(c.rules.len(), slurm_cw_catalog::alarms::default_rules().len());
+        assert_eq!((c.thresholds.idle_gpu_minutes, c.thresholds.low_cpu_minutes), (10, 60));
+    }
+
+    #[test]
+    fn errors_name_what_is_wrong() {
+        let e = Config::from_json(r#"{"cluster_name": "p", "colour": 1}"#).unwrap_err();
+        assert!(e.contains("colour"), "{e}");
+        let e = Config::from_json(r#"{"cluster_name": "p", "namespace": "AWS/X"}"#).unwrap_err();
+        assert!(e.contains("namespace"), "{e}");
+        let e = Config::from_json(
+            r#"{"cluster_name": "p", "rules": [{"name": "a", "watch": {"metric": "Nope"}, "comparison": ">", "threshold": 1}]}"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("Nope"), "{e}");
+        let e = Config::from_json(r#"{"cluster_name": ""}"#).unwrap_err();
+        assert!(e.contains("cluster_name"), "{e}");
+    }
+}

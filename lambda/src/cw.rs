@@ -1,0 +1,182 @@
+//! Reading what the shippers sent: ListMetrics to find a metric's series, GetMetricData in
+//! batches of 500 queries (one per series) to read them. Writing goes through slurm-cw-sink.
+
+use anyhow::{Context, Result};
+use aws_sdk_cloudwatch::Client;
+use aws_sdk_cloudwatch::types::{Dimension, DimensionFilter, Metric, MetricDataQuery, MetricStat, ScanBy};
+use slurm_cw_catalog::Metric as CatalogMetric;
+use slurm_cw_catalog::dims::CLUSTER_NAME;
+use slurm_cw_sink::datum::{Datum, DatumValue};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// GetMetricData takes at most 500 queries a call.
+pub const MAX_QUERIES: usize = 500;
+
+/// Dimensions of a series besides ClusterName, sorted by name.
+pub type Dims = Vec<(String, String)>;
+
+/// One series to read: a metric, its other dimensions, a statistic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub metric: &'static CatalogMetric,
+    pub dims: Dims,
+    pub stat: &'static str,
+}
+
+/// Points of a series: epoch seconds -> value.
+pub type Points = BTreeMap<i64, f64>;
+
+pub struct Cw {
+    pub client: Client,
+    pub namespace: String,
+    pub cluster: String,
+    /// GetMetricData calls made (each query in them is billed as one metric).
+    pub calls: u32,
+    pub queries: u32,
+}
+
+pub fn epoch(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+pub fn at_epoch(secs: i64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64)
+}
+
+impl Cw {
+    pub fn new(client: Client, namespace: String, cluster: String) -> Self {
+        Cw { client, namespace, cluster, calls: 0, queries: 0 }
+    }
+
+    /// The other dimensions of every series of `metric` in this cluster.
+    pub async fn list(&self, metric: &CatalogMetric) -> Result<Vec<Dims>> {
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            let resp = self
+                .client
+                .list_metrics()
+                .namespace(&self.namespace)
+                .metric_name(metric.name)
+                .dimensions(DimensionFilter::builder().name(CLUSTER_NAME).value(&self.cluster).build())
+                .set_next_token(token)
+                .send()
+                .await
+                .with_context(|| format!("ListMetrics {}", metric.name))?;
+            for m in resp.metrics() {
+                let mut d: Dims = m
+                    .dimensions()
+                    .iter()
+                    .filter_map(|d| Some((d.name()?.to_owned(), d.value()?.to_owned())))
+                    .filter(|(n, _)| n != CLUSTER_NAME)
+                    .collect();
+                d.sort();
+                if !out.contains(&d) {
+                    out.push(d);
+                }
+            }
+            token = resp.next_token().map(str::to_owned);
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Series of `metric` whose other dimensions are exactly `names` (so per-job series, not
+    /// their per-node or per-GPU detail).
+    pub async fn list_with(&self, metric: &CatalogMetric, names: &[&str]) -> Result<Vec<Dims>> {
+        let mut want: Vec<&str> = names.to_vec();
+        want.sort_unstable();
+        Ok(self
+            .list(metric)
+            .await?
+            .into_iter()
+            .filter(|d| d.iter().map(|(n, _)| n.as_str()).eq(want.iter().copied()))
+            .collect())
+    }
+
+    /// Reads `series` over [start, end) at `period` seconds, one [`Points`] per series, in order.
+    pub async fn fetch(
+        &mut self,
+        series: &[Series],
+        start: SystemTime,
+        end: SystemTime,
+        period: i32,
+    ) -> Result<Vec<Points>> {
+        let mut out = vec![Points::new(); series.len()];
+        for (chunk_no, chunk) in series.chunks(MAX_QUERIES).enumerate() {
+            let queries: Vec<MetricDataQuery> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let mut dims = vec![Dimension::builder().name(CLUSTER_NAME).value(&self.cluster).build()];
+                    dims.extend(s.dims.iter().map(|(n, v)| Dimension::builder().name(n).value(v).build()));
+                    MetricDataQuery::builder()
+                        .id(format!("q{i}"))
+                        .metric_stat(
+                            MetricStat::builder()
+                                .metric(
+                                    Metric::builder()
+                                        .namespace(&self.namespace)
+                                        .metric_name(s.metric.name)
+                                        .set_dimensions(Some(dims))
+                                        .build(),
+                                )
+                                .period(period)
+                                .stat(s.stat)
+                                .build(),
+                        )
+                        .return_data(true)
+                        .build()
+                })
+                .collect();
+            self.queries += queries.len() as u32;
+            let mut token = None;
+            loop {
+                self.calls += 1;
+                let resp = self
+                    .client
+                    .get_metric_data()
+                    .set_metric_data_queries(Some(queries.clone()))
+                    .start_time(aws_smithy_types::DateTime::from(start))
+                    .end_time(aws_smithy_types::DateTime::from(end))
+                    .scan_by(ScanBy::TimestampAscending)
+                    .set_next_token(token)
+                    .send()
+                    .await
+                    .context("GetMetricData")?;
+                for r in resp.metric_data_results() {
+                    let Some(i) =
+                        r.id().and_then(|id| id.strip_prefix('q')).and_then(|n| n.parse::<usize>().ok())
+                    else {
+                        continue;
+                    };
+                    let points = &mut out[chunk_no * MAX_QUERIES + i];
+                    for (t, v) in r.timestamps().iter().zip(r.values()) {
+                        points.insert(t.secs(), *v);
+                    }
+                }
+                token = resp.next_token().map(str::to_owned);
+                if token.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A derived datum of `metric` at `at` (epoch seconds), with ClusterName and `dims`.
+pub fn datum(cluster: &str, metric: &CatalogMetric, dims: &[(String, String)], at: i64, value: f64) -> Datum {
+    let mut dimensions: Vec<(String, String)> = vec![(CLUSTER_NAME.to_owned(), cluster.to_owned())];
+    dimensions.extend(dims.iter().cloned());
+    dimensions.sort();
+    Datum {
+        metric: metric.name.to_owned(),
+        unit: metric.unit.as_str().to_owned(),
+        dimensions,
+        timestamp: at_epoch(at),
+        value: DatumValue::Value { value },
+    }
+}

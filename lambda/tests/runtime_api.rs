@@ -1,0 +1,76 @@
+//! The real `bootstrap` binary against the Lambda Runtime API: a minimal Runtime API on
+//! 127.0.0.1 hands it one EventBridge scheduled event (GET .../invocation/next) and receives its
+//! response (POST .../invocation/{id}/response), as the Lambda service would.
+
+mod common;
+
+use common::runtime::{RuntimeApi, scheduled_event};
+use common::*;
+use slurm_cw_catalog::metrics::{JOBS_SUBMITTED, JOBS_SUBMITTED_RATE};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn bootstrap_answers_a_scheduled_event_through_the_runtime_api() {
+    let Some(url) = localstack() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (ns, cluster) = (unique("RuntimeApiTest"), unique("c"));
+    let minute = minute_ago(6);
+    rt.block_on(put(
+        &url,
+        &ns,
+        series(&cluster, &JOBS_SUBMITTED, &[], &[(minute - 60, 40.0), (minute, 52.0)]),
+    ));
+
+    let api = RuntimeApi::start(scheduled_event(invocation_for(minute)));
+
+    let config = format!(r#"{{"namespace": "{ns}", "cluster_name": "{cluster}"}}"#);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .env("AWS_LAMBDA_RUNTIME_API", api.addr.to_string())
+        .env("AWS_LAMBDA_FUNCTION_NAME", "slurm-cw")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/slurm-cw")
+        .env("AWS_ENDPOINT_URL", &url)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("SLURM_CW_LAMBDA_CONFIG", &config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let got = api.posted.recv_timeout(Duration::from_secs(60));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let (path, body) =
+        got.unwrap_or_else(|_| panic!("no response; stderr: {}", String::from_utf8_lossy(&out.stderr)));
+    eprintln!("invocation answered in {:?}", started.elapsed());
+    assert_eq!(path, "/2018-06-01/runtime/invocation/req-1/response", "{body}");
+    let summary: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        summary["minute"],
+        slurm_cw_sink::datum::format_timestamp(slurm_cw_lambda::cw::at_epoch(minute))
+    );
+    assert!(summary["datums_published"].as_u64().unwrap() >= 1, "{summary}");
+
+    let rate = rt.block_on(async {
+        let c = clients(&url).await;
+        read(&c.cloudwatch, &ns, &cluster, &JOBS_SUBMITTED_RATE, &[], minute, minute).await
+    });
+    assert_eq!(rate.get(&minute), Some(&12.0), "the binary published the rate");
+}
+
+#[test]
+fn bad_configuration_stops_the_function_with_the_reason() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
+        .env("SLURM_CW_LAMBDA_CONFIG", r#"{"cluster_name": "x", "rulez": []}"#)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("rulez"), "{text}");
+}
