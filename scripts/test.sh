@@ -76,3 +76,6 @@ fi
 
 step "cargo test"
 cargo test --workspace --locked "${extra[@]}"
+
+step "infrastructure checks (terraform, checkov, systemd, ParallelCluster bootstrap, IAM)"
+bash tests/infra/run.sh

@@ -1,0 +1,10 @@
+# The cluster's dashboard; dashboards/cluster.json.tftpl is generated from the metric catalog.
+
+resource "aws_cloudwatch_dashboard" "cluster" {
+  dashboard_name = "slurm-cw-${var.cluster_name}"
+  dashboard_body = templatefile("${path.module}/dashboards/cluster.json.tftpl", {
+    cluster_name = var.cluster_name
+    namespace    = var.namespace
+    region       = data.aws_region.current.name
+  })
+}

@@ -1,0 +1,76 @@
+# The module for one ParallelCluster cluster "hpc-prod" in us-east-1.
+#
+#   cargo lambda build --release -p slurm-cw-lambda --output-format zip
+#   terraform init && terraform apply -var lambda_zip_path=../../../target/lambda/bootstrap/bootstrap.zip
+#
+# Then put the cluster_instance_policy_arn output under Iam/AdditionalIamPolicies of the head
+# node and of each queue (infra/parallelcluster/cluster-config.example.yaml).
+
+terraform {
+  required_version = ">= 1.5"
+
+  required_providers {
+    aws = {
+      source  = "hashicorp/aws"
+      version = "~> 5.0"
+    }
+  }
+}
+
+provider "aws" {
+  region = var.region
+
+  default_tags {
+    tags = { Project = "slurm-cw-shipper" }
+  }
+}
+
+variable "region" {
+  description = "AWS region of the cluster."
+  type        = string
+  default     = "us-east-1"
+}
+
+variable "lambda_zip_path" {
+  description = "Path of the Lambda package (a zip holding `bootstrap`)."
+  type        = string
+  default     = "bootstrap.zip"
+}
+
+variable "alarm_emails" {
+  description = "Who gets the cluster's alarms and notices."
+  type        = list(string)
+  default     = []
+}
+
+module "slurm_cw" {
+  source = "../.."
+
+  cluster_name    = "hpc-prod"
+  namespace       = "Slurm"
+  lambda_zip_path = var.lambda_zip_path
+  alarm_emails    = var.alarm_emails
+
+  thresholds = {
+    idle_gpu_minutes = 20 # the others keep their defaults
+  }
+
+  tags = {
+    Cluster = "hpc-prod"
+  }
+}
+
+output "cluster_instance_policy_arn" {
+  description = "For the cluster config's Iam/AdditionalIamPolicies."
+  value       = module.slurm_cw.cluster_instance_policy_arn
+}
+
+output "sns_topic_arn" {
+  description = "The alarm and notice topic."
+  value       = module.slurm_cw.sns_topic_arn
+}
+
+output "dashboard_name" {
+  description = "The cluster's dashboard."
+  value       = module.slurm_cw.dashboard_name
+}

@@ -1,0 +1,54 @@
+output "cluster_instance_policy_arn" {
+  description = "ARN of the IAM policy for the cluster's instances (cloudwatch:PutMetricData in the namespace only): ParallelCluster's Iam/AdditionalIamPolicies."
+  value       = aws_iam_policy.cluster_instance.arn
+}
+
+output "sns_topic_arn" {
+  description = "ARN of the SNS topic the cluster's alarms and the Lambda's notices go to."
+  value       = aws_sns_topic.alarms.arn
+}
+
+output "lambda_function_name" {
+  description = "Name of the scheduled Lambda."
+  value       = aws_lambda_function.this.function_name
+}
+
+output "lambda_function_arn" {
+  description = "ARN of the scheduled Lambda."
+  value       = aws_lambda_function.this.arn
+}
+
+output "lambda_role_arn" {
+  description = "ARN of the Lambda's execution role."
+  value       = aws_iam_role.lambda.arn
+}
+
+output "lambda_log_group_name" {
+  description = "The Lambda's CloudWatch log group."
+  value       = aws_cloudwatch_log_group.lambda.name
+}
+
+output "dead_letter_queue_arn" {
+  description = "ARN of the SQS queue that receives the Lambda's failed scheduled events."
+  value       = aws_sqs_queue.dlq.arn
+}
+
+output "dashboard_name" {
+  description = "Name of the cluster's CloudWatch dashboard."
+  value       = aws_cloudwatch_dashboard.cluster.dashboard_name
+}
+
+output "alarm_prefix" {
+  description = "Prefix of the names of the alarms the Lambda manages (its role may touch no other alarm)."
+  value       = local.alarm_prefix
+}
+
+output "kms_key_arn" {
+  description = "ARN of the module's KMS key (SNS topic, dead-letter queue, Lambda logs and environment)."
+  value       = aws_kms_key.this.arn
+}
+
+output "namespace" {
+  description = "The CloudWatch namespace: set the shipper's `namespace` key to it."
+  value       = var.namespace
+}

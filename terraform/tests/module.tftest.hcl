@@ -1,0 +1,227 @@
+# Offline tests of the module with a mocked AWS provider (Terraform >= 1.7): nothing is
+# created and no credentials are needed. lambda_zip_path must name an existing .zip:
+#
+#   terraform init -backend=false && terraform test -var lambda_zip_path=/path/to/any.zip
+#
+# tests/infra/test_terraform.py runs this with the provider from a local plugin directory.
+
+mock_provider "aws" {
+  mock_data "aws_caller_identity" {
+    defaults = { account_id = "123456789012" }
+  }
+  mock_data "aws_partition" {
+    defaults = { partition = "aws", dns_suffix = "amazonaws.com" }
+  }
+  mock_data "aws_region" {
+    defaults = { name = "eu-west-1" }
+  }
+  mock_resource "aws_iam_role" {
+    defaults = { arn = "arn:aws:iam::123456789012:role/slurm-cw-test-lambda" }
+  }
+  mock_resource "aws_iam_policy" {
+    defaults = { arn = "arn:aws:iam::123456789012:policy/slurm-cw-shipper-test" }
+  }
+  mock_resource "aws_kms_key" {
+    defaults = { arn = "arn:aws:kms:eu-west-1:123456789012:key/00000000-0000-0000-0000-000000000000" }
+  }
+  mock_resource "aws_sns_topic" {
+    defaults = { arn = "arn:aws:sns:eu-west-1:123456789012:slurm-cw-test-alarms" }
+  }
+  mock_resource "aws_sqs_queue" {
+    defaults = { arn = "arn:aws:sqs:eu-west-1:123456789012:slurm-cw-test-lambda-dlq" }
+  }
+  mock_resource "aws_cloudwatch_log_group" {
+    defaults = { arn = "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test" }
+  }
+  mock_resource "aws_cloudwatch_event_rule" {
+    defaults = { arn = "arn:aws:events:eu-west-1:123456789012:rule/slurm-cw-test-schedule" }
+  }
+  mock_resource "aws_lambda_function" {
+    defaults = { arn = "arn:aws:lambda:eu-west-1:123456789012:function:slurm-cw-test" }
+  }
+}
+
+variables {
+  cluster_name = "test"
+}
+
+run "defaults" {
+  command = apply
+
+  assert {
+    condition = (
+      aws_lambda_function.this.runtime == "provided.al2023" &&
+      aws_lambda_function.this.handler == "bootstrap" &&
+      tolist(aws_lambda_function.this.architectures) == tolist(["x86_64"]) &&
+      aws_lambda_function.this.memory_size == 256 &&
+      aws_lambda_function.this.timeout == 60 &&
+      aws_lambda_function.this.reserved_concurrent_executions == 1 &&
+      aws_lambda_function.this.tracing_config[0].mode == "Active" &&
+      aws_lambda_function.this.function_name == "slurm-cw-test"
+    )
+    error_message = "The Lambda is not provided.al2023/bootstrap/x86_64, 256 MB, 60 s, reserved concurrency 1, traced."
+  }
+
+  assert {
+    condition     = tolist(keys(aws_lambda_function.this.environment[0].variables)) == tolist(["SLURM_CW_LAMBDA_CONFIG"])
+    error_message = "The Lambda must have exactly one environment variable, SLURM_CW_LAMBDA_CONFIG."
+  }
+
+  assert {
+    condition = jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG) == {
+      namespace     = "Slurm"
+      cluster_name  = "test"
+      alarm_prefix  = "slurm-cw-test-"
+      sns_topic_arn = "arn:aws:sns:eu-west-1:123456789012:slurm-cw-test-alarms"
+      event_bus     = "default"
+      rules         = jsondecode(file("${path.module}/rules/default-rules.json"))
+      thresholds = {
+        idle_gpu_percent              = 5
+        idle_gpu_minutes              = 30
+        low_cpu_efficiency_percent    = 20
+        low_cpu_minutes               = 60
+        memory_over_requested_percent = 25
+        backlog_change_nodes          = 1
+      }
+    }
+    error_message = "SLURM_CW_LAMBDA_CONFIG: ${aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG}"
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_log_group.lambda.name == "/aws/lambda/slurm-cw-test" &&
+      aws_cloudwatch_log_group.lambda.retention_in_days == 30 &&
+      aws_cloudwatch_log_group.lambda.kms_key_id == aws_kms_key.this.arn
+    )
+    error_message = "The log group must be /aws/lambda/<name>, kept 30 days, encrypted with the module's key."
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_event_rule.schedule.schedule_expression == "rate(1 minute)" &&
+      aws_cloudwatch_event_target.lambda.arn == aws_lambda_function.this.arn &&
+      aws_lambda_permission.schedule.principal == "events.amazonaws.com" &&
+      aws_lambda_permission.schedule.source_arn == aws_cloudwatch_event_rule.schedule.arn
+    )
+    error_message = "The schedule must invoke the Lambda every minute, with a permission restricted to the rule."
+  }
+
+  assert {
+    condition     = aws_kms_key.this.enable_key_rotation && aws_sns_topic.alarms.kms_master_key_id == aws_kms_key.this.arn
+    error_message = "The topic must be encrypted with the module's key, which rotates."
+  }
+
+  assert {
+    condition = jsondecode(aws_iam_policy.cluster_instance.policy).Statement == [{
+      Sid       = "ShipSlurmMetrics"
+      Effect    = "Allow"
+      Action    = "cloudwatch:PutMetricData"
+      Resource  = "*"
+      Condition = { StringEquals = { "cloudwatch:namespace" = "Slurm" } }
+    }]
+    error_message = "The instance policy must allow cloudwatch:PutMetricData in the namespace and nothing else."
+  }
+
+  assert {
+    condition = {
+      for s in jsondecode(aws_iam_role_policy.lambda.policy).Statement : s.Sid => s.Resource
+      } == {
+      ReadMetrics         = "*"
+      WriteDerivedMetrics = "*"
+      ManageClusterAlarms = "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:slurm-cw-test-*"
+      PublishNotices      = "arn:aws:sns:eu-west-1:123456789012:slurm-cw-test-alarms"
+      UseTheTopicKey      = "arn:aws:kms:eu-west-1:123456789012:key/00000000-0000-0000-0000-000000000000"
+      SendEvents          = "arn:aws:events:eu-west-1:123456789012:event-bus/default"
+      DeadLetterQueue     = "arn:aws:sqs:eu-west-1:123456789012:slurm-cw-test-lambda-dlq"
+      WriteOwnLogs        = "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test:*"
+      Tracing             = "*"
+    }
+    error_message = "The Lambda role's statements have unexpected resources: ${aws_iam_role_policy.lambda.policy}"
+  }
+
+  assert {
+    condition     = output.dashboard_name == "slurm-cw-test" && jsondecode(aws_cloudwatch_dashboard.cluster.dashboard_body) != null
+    error_message = "The dashboard must be slurm-cw-<cluster_name> with a JSON body."
+  }
+
+  assert {
+    condition     = !startswith(aws_cloudwatch_metric_alarm.lambda_failing.alarm_name, "slurm-cw-")
+    error_message = "The module's own alarm must not carry the prefix the Lambda prunes."
+  }
+}
+
+run "custom_rules_thresholds_and_bus" {
+  command = apply
+
+  variables {
+    namespace      = "Custom/Slurm"
+    event_bus_name = "ops"
+    alarm_rules    = [{ metric = "NodesDown", threshold = 1 }]
+    thresholds     = { idle_gpu_percent = 10 }
+    tags           = { Team = "hpc" }
+  }
+
+  assert {
+    condition = (
+      jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).rules == [{ metric = "NodesDown", threshold = 1 }] &&
+      jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).thresholds.idle_gpu_percent == 10 &&
+      jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).thresholds.idle_gpu_minutes == 30 &&
+      jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).namespace == "Custom/Slurm" &&
+      jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).event_bus == "ops"
+    )
+    error_message = "alarm_rules, thresholds, namespace or event_bus_name did not reach the Lambda's config."
+  }
+
+  assert {
+    condition = (
+      jsondecode(aws_iam_policy.cluster_instance.policy).Statement[0].Condition.StringEquals["cloudwatch:namespace"] == "Custom/Slurm" &&
+      one([for s in jsondecode(aws_iam_role_policy.lambda.policy).Statement : s.Resource if s.Sid == "SendEvents"]) == "arn:aws:events:eu-west-1:123456789012:event-bus/ops"
+    )
+    error_message = "The namespace condition or the event bus ARN does not follow the inputs."
+  }
+
+  assert {
+    condition     = alltrue([for t in [aws_lambda_function.this.tags, aws_sns_topic.alarms.tags, aws_iam_policy.cluster_instance.tags, aws_kms_key.this.tags, aws_cloudwatch_log_group.lambda.tags] : t == tomap({ Team = "hpc" })])
+    error_message = "tags must reach the taggable resources."
+  }
+}
+
+run "rejects_aws_namespace" {
+  command = plan
+  variables {
+    namespace = "AWS/EC2"
+  }
+  expect_failures = [var.namespace]
+}
+
+run "rejects_bad_cluster_name" {
+  command = plan
+  variables {
+    cluster_name = "has spaces"
+  }
+  expect_failures = [var.cluster_name]
+}
+
+run "rejects_bad_schedule" {
+  command = plan
+  variables {
+    schedule_expression = "every minute"
+  }
+  expect_failures = [var.schedule_expression]
+}
+
+run "rejects_bad_threshold" {
+  command = plan
+  variables {
+    thresholds = { low_cpu_efficiency_percent = 150 }
+  }
+  expect_failures = [var.thresholds]
+}
+
+run "rejects_config_over_lambda_environment_limit" {
+  command = plan
+  variables {
+    alarm_rules = [for i in range(100) : { metric = "SomeRatherLongMetricName${i}", threshold = i }]
+  }
+  expect_failures = [aws_lambda_function.this]
+}

@@ -1,0 +1,180 @@
+variable "cluster_name" {
+  description = "The Slurm cluster's name: the ClusterName dimension the shippers send (slurm.conf ClusterName; on ParallelCluster, the cluster's name). Names the Lambda, the alarms, the dashboard and the IAM objects."
+  type        = string
+
+  validation {
+    # The longest name derived from it, "slurm-cw-shipper-<cluster_name>" (IAM policy), and the
+    # alarm names "slurm-cw-<cluster_name>-..." must stay well inside AWS's limits.
+    condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$", var.cluster_name))
+    error_message = "cluster_name must be 1 to 40 characters: letters, digits, '-' and '_', starting with a letter or digit."
+  }
+}
+
+variable "namespace" {
+  description = "CloudWatch namespace the shippers publish to and the Lambda reads from and writes to (the shipper's `namespace` key). The instance policy and the Lambda may put metric data in this namespace only."
+  type        = string
+  default     = "Slurm"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9.#:_/ -]{1,255}$", var.namespace)) && !startswith(var.namespace, "AWS/")
+    error_message = "namespace must be 1 to 255 characters of letters, digits, spaces and . # : _ / -, and must not start with \"AWS/\" (reserved for AWS services)."
+  }
+}
+
+variable "lambda_zip_path" {
+  description = "Path of the Lambda deployment package: a zip holding the `bootstrap` binary built from lambda/ for x86_64 (provided.al2023)."
+  type        = string
+
+  validation {
+    condition     = endswith(lower(var.lambda_zip_path), ".zip")
+    error_message = "lambda_zip_path must name a .zip file."
+  }
+}
+
+variable "function_name" {
+  description = "Name of the Lambda function. Default: \"slurm-cw-<cluster_name>\"."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.function_name == null || can(regex("^[A-Za-z0-9_-]{1,64}$", var.function_name))
+    error_message = "function_name must be 1 to 64 characters: letters, digits, '-' and '_'."
+  }
+}
+
+variable "lambda_memory_size" {
+  description = "Memory of the Lambda in MB (it also sets its share of CPU)."
+  type        = number
+  default     = 256
+
+  validation {
+    condition     = var.lambda_memory_size >= 128 && var.lambda_memory_size <= 10240 && floor(var.lambda_memory_size) == var.lambda_memory_size
+    error_message = "lambda_memory_size must be a whole number of MB from 128 to 10240."
+  }
+}
+
+variable "lambda_timeout" {
+  description = "Timeout of one Lambda run in seconds. Keep it at or under the schedule's period: runs do not overlap (reserved concurrency 1), so a longer run delays the next."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.lambda_timeout >= 1 && var.lambda_timeout <= 900 && floor(var.lambda_timeout) == var.lambda_timeout
+    error_message = "lambda_timeout must be a whole number of seconds from 1 to 900."
+  }
+}
+
+variable "log_retention_days" {
+  description = "Retention of the Lambda's log group (/aws/lambda/<function_name>) in days."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
+    error_message = "log_retention_days must be one of CloudWatch Logs' retention values: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653."
+  }
+}
+
+variable "schedule_expression" {
+  description = "EventBridge schedule of the Lambda: rate(...) or cron(...)."
+  type        = string
+  default     = "rate(1 minute)"
+
+  validation {
+    condition     = can(regex("^(rate|cron)\\(.+\\)$", var.schedule_expression))
+    error_message = "schedule_expression must be an EventBridge schedule expression, rate(...) or cron(...)."
+  }
+}
+
+variable "event_bus_name" {
+  description = "Name (not ARN) of the EventBridge event bus the Lambda sends its notices to (events:PutEvents is allowed on this bus only)."
+  type        = string
+  default     = "default"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._/-]{1,256}$", var.event_bus_name))
+    error_message = "event_bus_name must be an event bus name (letters, digits, . _ / -), not an ARN."
+  }
+}
+
+variable "alarm_rules" {
+  description = "The alarm rules the Lambda keeps in shape, as the list the Lambda reads (see rules/default-rules.json, generated from the metric catalog). null: use rules/default-rules.json."
+  type        = any
+  default     = null
+
+  validation {
+    condition     = var.alarm_rules == null || can(length(var.alarm_rules))
+    error_message = "alarm_rules must be a list of rule objects, or null for the module's default rules."
+  }
+}
+
+variable "thresholds" {
+  description = "Thresholds of the Lambda's derived alarms and notices. Each attribute is optional; missing ones take the default shown."
+  type = object({
+    idle_gpu_percent              = optional(number, 5)  # a job's GPU utilisation under this ...
+    idle_gpu_minutes              = optional(number, 30) # ... for this long is idle
+    low_cpu_efficiency_percent    = optional(number, 20) # CPU time used / CPU time allocated under this ...
+    low_cpu_minutes               = optional(number, 60) # ... for this long is inefficient
+    memory_over_requested_percent = optional(number, 25) # memory requested but unused beyond this share
+    backlog_change_nodes          = optional(number, 1)  # smallest change of the autoscaling signal worth a notice
+  })
+  default = {}
+
+  validation {
+    condition = alltrue([
+      for p in [var.thresholds.idle_gpu_percent, var.thresholds.low_cpu_efficiency_percent, var.thresholds.memory_over_requested_percent] :
+      p >= 0 && p <= 100
+    ])
+    error_message = "thresholds: idle_gpu_percent, low_cpu_efficiency_percent and memory_over_requested_percent must be from 0 to 100."
+  }
+
+  validation {
+    condition     = var.thresholds.idle_gpu_minutes >= 1 && var.thresholds.low_cpu_minutes >= 1 && var.thresholds.backlog_change_nodes >= 0
+    error_message = "thresholds: idle_gpu_minutes and low_cpu_minutes must be at least 1, backlog_change_nodes at least 0."
+  }
+}
+
+variable "alarm_emails" {
+  description = "E-mail addresses subscribed to the alarm and notice topic. Each must confirm its subscription."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.alarm_emails : can(regex("^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", e))])
+    error_message = "alarm_emails must hold e-mail addresses."
+  }
+}
+
+variable "kms_key_deletion_window_in_days" {
+  description = "Waiting period before the module's KMS key (SNS topic, dead-letter queue, logs, Lambda environment) is deleted after a destroy."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.kms_key_deletion_window_in_days >= 7 && var.kms_key_deletion_window_in_days <= 30
+    error_message = "kms_key_deletion_window_in_days must be from 7 to 30."
+  }
+}
+
+variable "role_permissions_boundary" {
+  description = "ARN of an IAM permissions boundary for the Lambda's execution role, where the account requires one. null: none."
+  type        = string
+  default     = null
+}
+
+variable "iam_path" {
+  description = "IAM path of the Lambda's role and of the cluster instance policy."
+  type        = string
+  default     = "/"
+
+  validation {
+    condition     = can(regex("^/([\\x21-\\x7e]+/)?$", var.iam_path))
+    error_message = "iam_path must begin and end with '/'."
+  }
+}
+
+variable "tags" {
+  description = "Tags applied to every taggable resource of the module."
+  type        = map(string)
+  default     = {}
+}

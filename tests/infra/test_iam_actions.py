@@ -1,0 +1,113 @@
+"""Every AWS API action the Rust code calls is granted to the role that calls it, and nothing
+more: the Lambda's role (terraform/iam.tf) for lambda/ and the cluster instance policy
+(terraform/cluster_policy.tf) for shipper/, both through sink/.
+
+The actions are found from the code itself: each `.operation_name()` call whose name is an
+operation of an AWS SDK crate the binary depends on (the operations are read from the SDK crates
+in cargo's registry, at the versions Cargo.lock pins)."""
+
+import os
+import pathlib
+import re
+
+import pytest
+
+from conftest import REPO
+from test_terraform import as_list, module_locals
+
+# SDK crate -> IAM service prefix.
+SERVICES = {"aws-sdk-cloudwatch": "cloudwatch", "aws-sdk-sns": "sns", "aws-sdk-eventbridge": "events"}
+
+# What the Lambda's role grants for the platform rather than for the code's calls.
+PLATFORM = {
+    "logs:CreateLogStream": "the runtime writes the function's logs",
+    "logs:PutLogEvents": "the runtime writes the function's logs",
+    "xray:PutTraceSegments": "active tracing",
+    "xray:PutTelemetryRecords": "active tracing",
+    "sqs:SendMessage": "Lambda sends failed events to the dead-letter queue with the function's role",
+    "kms:GenerateDataKey": "publishing to the encrypted topic and queue",
+    "kms:Decrypt": "publishing to the encrypted topic and queue",
+}
+
+
+def locked_versions() -> dict:
+    """crate -> version from Cargo.lock."""
+    text = (REPO / "Cargo.lock").read_text()
+    out = {}
+    for m in re.finditer(r'\[\[package\]\]\nname = "([^"]+)"\nversion = "([^"]+)"', text):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def operations() -> dict:
+    """snake_case operation -> set of IAM actions it may be, over the SDK crates we use."""
+    cargo_home = pathlib.Path(os.environ.get("CARGO_HOME", pathlib.Path.home() / ".cargo"))
+    versions = locked_versions()
+    ops = {}
+    for crate, prefix in SERVICES.items():
+        version = versions[crate]
+        dirs = list((cargo_home / "registry" / "src").glob(f"*/{crate}-{version}/src/operation"))
+        assert dirs, f"{crate} {version} is not in cargo's registry: run cargo build first"
+        for op in dirs[0].iterdir():
+            if op.is_dir():
+                pascal = "".join(w.capitalize() for w in op.name.split("_"))
+                ops.setdefault(op.name, set()).add(f"{prefix}:{pascal}")
+    return ops
+
+
+def code(crate_dir: str) -> str:
+    """A crate's source without its unit tests (`#[cfg(test)]` to the end of each file)."""
+    text = ""
+    for f in sorted((REPO / crate_dir / "src").rglob("*.rs")):
+        body = f.read_text()
+        text += body.split("#[cfg(test)]")[0]
+    return text
+
+
+def actions_called(crate_dirs: list[str]) -> set:
+    ops = operations()
+    called = set()
+    for d in crate_dirs:
+        for name in re.findall(r"\.([a-z][a-z0-9_]*)\(\)", code(d)):
+            if name in ops:
+                candidates = ops[name]
+                assert len(candidates) == 1, f"{name} is an operation of several services: {candidates}"
+                called |= candidates
+    return called
+
+
+def granted(statements) -> set:
+    out = set()
+    for s in statements:
+        assert s["Effect"] == "Allow"
+        out |= set(as_list(s["Action"]))
+    return out
+
+
+def test_the_lambda_role_grants_exactly_what_the_lambda_calls():
+    called = actions_called(["lambda", "sink"])
+    assert called >= {"cloudwatch:GetMetricData", "cloudwatch:PutMetricData", "sns:Publish", "events:PutEvents"}, called
+    role = granted(module_locals()["lambda_role_statements"])
+    missing = called - role
+    assert not missing, f"the Lambda calls {sorted(missing)}, which its role does not grant"
+    extra = role - called - set(PLATFORM)
+    assert not extra, f"the Lambda's role grants {sorted(extra)}, which no code calls"
+
+
+def test_the_instance_policy_grants_exactly_what_the_shipper_calls():
+    called = actions_called(["shipper", "sink"])
+    assert called == {"cloudwatch:PutMetricData"}, called
+    assert granted(module_locals()["cluster_instance_policy"]["Statement"]) == called
+
+
+@pytest.mark.parametrize("snippet,expected", [
+    ("client.put_metric_alarm()\n.alarm_name(x)", {"cloudwatch:PutMetricAlarm"}),
+    ("sns.publish().topic_arn(t)", {"sns:Publish"}),
+    ("x.len() + y.clone()", set()),
+])
+def test_the_scanner_finds_sdk_calls(snippet, expected, tmp_path, monkeypatch):
+    ops = operations()
+    found = set()
+    for name in re.findall(r"\.([a-z][a-z0-9_]*)\(\)", snippet):
+        found |= ops.get(name, set())
+    assert found == expected
