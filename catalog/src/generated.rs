@@ -6,5 +6,6 @@ pub fn files() -> Vec<(&'static str, String)> {
     vec![
         ("docs/metrics.md", crate::docs::metrics_markdown()),
         ("terraform/rules/default-rules.json", crate::alarms::default_rules_json()),
+        ("terraform/dashboards/cluster.json.tftpl", crate::dashboard::cluster_dashboard()),
     ]
 }

@@ -5,6 +5,7 @@
 //! generates `docs/metrics.md`, the dashboards, the alarm rules and the IAM namespace condition.
 
 pub mod alarms;
+pub mod dashboard;
 pub mod docs;
 pub mod generated;
 pub mod metrics;

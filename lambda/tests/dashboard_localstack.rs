@@ -1,0 +1,32 @@
+//! The dashboard generated from the catalog is accepted by CloudWatch (PutDashboard in
+//! LocalStack) once Terraform's placeholders are filled in, and draws only catalog metrics.
+
+mod common;
+
+use common::*;
+use slurm_cw_catalog::dashboard::{cluster_dashboard, referenced_metrics};
+
+#[tokio::test]
+async fn put_dashboard_accepts_the_generated_body() {
+    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../terraform/dashboards/cluster.json.tftpl")).unwrap();
+    assert_eq!(template, cluster_dashboard(), "the committed template is stale: cargo run -p slurm-cw-catalog -- write");
+    for name in referenced_metrics(&template) {
+        assert!(slurm_cw_catalog::by_name(&name).is_some(), "{name} is not in the catalog");
+    }
+    let Some(url) = localstack() else { return };
+    // What Terraform's templatefile() does with it.
+    let body = template
+        .replace("${cluster_name}", "prod")
+        .replace("${namespace}", "Slurm")
+        .replace("${region}", "us-east-1");
+    assert!(!body.contains("${"), "an unfilled placeholder");
+    let cw = clients(&url).await.cloudwatch;
+    let name = unique("slurm-cw-dashboard");
+    let out = cw.put_dashboard().dashboard_name(&name).dashboard_body(&body).send().await.expect("PutDashboard");
+    assert!(out.dashboard_validation_messages().is_empty(), "{:?}", out.dashboard_validation_messages());
+    let back = cw.get_dashboard().dashboard_name(&name).send().await.unwrap();
+    let stored: serde_json::Value = serde_json::from_str(back.dashboard_body().unwrap()).unwrap();
+    let sent: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stored["widgets"].as_array().map(Vec::len), sent["widgets"].as_array().map(Vec::len));
+    cw.delete_dashboards().dashboard_names(&name).send().await.unwrap();
+}
