@@ -57,7 +57,13 @@ start() {
     fi
     install_if_missing
     mkdir -p "$bench/volume"
+    # LocalStack keeps CloudWatch's datapoints in SQLite under $TMPDIR/localstack (kept across
+    # restarts); on tmpfs its inserts are 100 times faster than on a disk that syncs.
+    local tmp=$bench/tmp
+    if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmp=/dev/shm/slurm-cw-bench-localstack; fi
+    mkdir -p "$tmp"
     # DNS_ADDRESS=0 and DISABLE_EVENTS=1 keep it off the internet; the gateway binds loopback only.
+    TMPDIR=$tmp \
     SERVICES=cloudwatch,sns,sqs,logs,events,iam,sts \
     GATEWAY_LISTEN=127.0.0.1:$port \
     LOCALSTACK_VOLUME_DIR=$bench/volume \
