@@ -90,10 +90,18 @@ pub fn cluster_dashboard() -> String {
         vec![line(&CLUSTER_CPU_UTILIZATION, &[], "Average"), line(&CLUSTER_GPU_UTILIZATION, &[], "Average")],
         false,
     );
-    l.chart("Autoscaling signal by partition", vec![search(&BACKLOG_NODES, &[dims::PARTITION], "", "Maximum")], false);
+    l.chart(
+        "Autoscaling signal by partition",
+        vec![search(&BACKLOG_NODES, &[dims::PARTITION], "", "Maximum")],
+        false,
+    );
     l.chart(
         "Demand waiting for nodes",
-        vec![line(&PENDING_CPUS, &[], "Maximum"), line(&PENDING_GPUS, &[], "Maximum"), line(&PENDING_NODES, &[], "Maximum")],
+        vec![
+            line(&PENDING_CPUS, &[], "Maximum"),
+            line(&PENDING_GPUS, &[], "Maximum"),
+            line(&PENDING_NODES, &[], "Maximum"),
+        ],
         false,
     );
 
@@ -157,21 +165,46 @@ pub fn cluster_dashboard() -> String {
     l.header(&format!("Job {JOB_PATTERN} (set the JobId variable above)"));
     let job_dims = [dims::JOB_ID, dims::USER, dims::ACCOUNT];
     let per_job = |m: &Metric, stat: &str| search(m, &job_dims, &job, stat);
-    l.chart("Memory (bytes)", vec![per_job(&MEMORY_USAGE, "Maximum"), per_job(&MEMORY_RSS, "Maximum"), per_job(&MEMORY_LIMIT, "Maximum")], false);
+    l.chart(
+        "Memory (bytes)",
+        vec![
+            per_job(&MEMORY_USAGE, "Maximum"),
+            per_job(&MEMORY_RSS, "Maximum"),
+            per_job(&MEMORY_LIMIT, "Maximum"),
+        ],
+        false,
+    );
     l.chart("CPU (cores)", vec![per_job(&CPU_USAGE, "Average"), per_job(&CPUS_ALLOCATED, "Maximum")], false);
     l.chart("CPU utilisation (%)", vec![per_job(&CPU_UTILIZATION, "Average")], false);
     l.chart(
         "GPU",
-        vec![per_job(&GPU_UTILIZATION, "Average"), per_job(&GPU_SM_ACTIVITY, "Average"), per_job(&GPU_TENSOR_ACTIVITY, "Average")],
+        vec![
+            per_job(&GPU_UTILIZATION, "Average"),
+            per_job(&GPU_SM_ACTIVITY, "Average"),
+            per_job(&GPU_TENSOR_ACTIVITY, "Average"),
+        ],
         false,
     );
-    l.chart("GPU memory (bytes) and power (W)", vec![per_job(&GPU_MEMORY_USED, "Maximum"), per_job(&GPU_POWER, "Average")], false);
+    l.chart(
+        "GPU memory (bytes) and power (W)",
+        vec![per_job(&GPU_MEMORY_USED, "Maximum"), per_job(&GPU_POWER, "Average")],
+        false,
+    );
     l.chart(
         "I/O (per second)",
-        vec![per_job(&READ_BYTES, "Average"), per_job(&WRITE_BYTES, "Average"), per_job(&READ_OPS, "Average"), per_job(&WRITE_OPS, "Average")],
+        vec![
+            per_job(&READ_BYTES, "Average"),
+            per_job(&WRITE_BYTES, "Average"),
+            per_job(&READ_OPS, "Average"),
+            per_job(&WRITE_OPS, "Average"),
+        ],
         false,
     );
-    l.chart("Processes and open files", vec![per_job(&PROCESS_COUNT, "Maximum"), per_job(&OPEN_FILES, "Maximum")], false);
+    l.chart(
+        "Processes and open files",
+        vec![per_job(&PROCESS_COUNT, "Maximum"), per_job(&OPEN_FILES, "Maximum")],
+        false,
+    );
 
     l.header("Shippers");
     l.chart("Datums dropped (all nodes)", vec![line(&SHIPPER_DATUMS_DROPPED, &[], "Sum")], false);

@@ -340,6 +340,10 @@ catalog! {
         SHIPPER_COLLECTION_DURATION = "ShipperCollectionDuration", Milliseconds, Gauge, [Shipper],
             &[&[NODE_NAME, COLLECTOR]],
             "Wall time one collection took, per collector.";
+        SHIPPER_SPOOL_BYTES = "ShipperSpoolBytes", Bytes, Gauge, [Shipper], HOST,
+            "Bytes of flushes waiting in the disk spool (CloudWatch not reached yet).";
+        SHIPPER_SPOOL_FILES = "ShipperSpoolFiles", Count, Gauge, [Shipper], HOST,
+            "Flushes waiting in the disk spool.";
         SHIPPER_CPU_USAGE = "ShipperCpuUsage", Percent, Gauge, [Shipper], HOST,
             "CPU the shipper itself used, as a percentage of one core.";
         SHIPPER_MEMORY_RSS = "ShipperMemoryRss", Bytes, Gauge, [Shipper], HOST,

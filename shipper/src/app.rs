@@ -11,8 +11,10 @@ use crate::role::{self, Role};
 use crate::sample::{Batch, Dims};
 use crate::sinks::Sink;
 use crate::sinks::cloudwatch::{CloudWatchSink, Settings, retry::Backoff};
-use crate::sinks::delivery::{Delivery, StatsHandle};
+use crate::sinks::delivery::{Delivery, Intake, SharedSpool, StatsHandle, Step};
+use crate::sinks::spool::Spool;
 use crate::sinks::stdout::StdoutSink;
+use crate::sinks::validate::DropReason;
 use crate::sources::gpu::GpuCollector;
 use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::head::HeadCollector;
@@ -23,6 +25,7 @@ use crate::sources::{Collector, Errors};
 use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME, REASON};
 use slurm_cw_catalog::metrics::*;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 
@@ -84,9 +87,47 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     tracing::info!(role = role.as_str(), why, cluster, node, "starting");
     let stats = StatsHandle::default();
     let sink = build_sink(&config).await;
-    let delivery = Delivery::new(sink, config.cloudwatch.max_backlog, stats.clone());
-    let pipeline = Pipeline::new(&config, role, cluster, node, stats);
-    if cli.once { once(pipeline, delivery).await } else { daemon(pipeline, delivery, &config, role).await }
+    let spool = open_spool(&config, &stats);
+    let intake = Intake::new(&config.namespace, spool.clone(), stats.clone());
+    let delivery = Delivery::new(sink, spool.clone(), config.cloudwatch.max_backlog, stats.clone());
+    let pipeline = Pipeline::new(&config, role, cluster, node, stats, spool);
+    if cli.once {
+        once(pipeline, intake, delivery).await
+    } else {
+        daemon(pipeline, intake, delivery, &config, role).await
+    }
+}
+
+/// The disk spool, for the CloudWatch sink when enabled. When it cannot be opened the shipper
+/// runs on without it (one error line; undelivered data then waits in memory).
+pub fn open_spool(config: &Config, stats: &StatsHandle) -> Option<SharedSpool> {
+    if config.sink != SinkKind::Cloudwatch || !config.spool.enabled {
+        return None;
+    }
+    match Spool::open(&config.spool.dir, config.spool.max_bytes) {
+        Ok((spool, dropped)) => {
+            if dropped.corrupt_files > 0 {
+                tracing::warn!(
+                    files = dropped.corrupt_files,
+                    datums = dropped.corrupt_datums,
+                    "removed torn spool files of an earlier crash"
+                );
+            }
+            stats.count_drop(DropReason::SpoolCorrupt, dropped.corrupt_datums);
+            if !spool.is_empty() {
+                tracing::info!(
+                    files = spool.files(),
+                    bytes = spool.bytes(),
+                    "spooled data from an earlier run will be sent first"
+                );
+            }
+            Some(Arc::new(Mutex::new(spool)))
+        }
+        Err(e) => {
+            tracing::error!(dir = %config.spool.dir.display(), error = %e, "cannot use the spool; undelivered data will wait in memory");
+            None
+        }
+    }
 }
 
 pub async fn build_sink(config: &Config) -> Sink {
@@ -135,10 +176,18 @@ pub struct Pipeline {
     stats: StatsHandle,
     /// Metric names the configuration excludes.
     excluded: Vec<String>,
+    spool: Option<SharedSpool>,
 }
 
 impl Pipeline {
-    pub fn new(config: &Config, role: Role, cluster: String, node: String, stats: StatsHandle) -> Self {
+    pub fn new(
+        config: &Config,
+        role: Role,
+        cluster: String,
+        node: String,
+        stats: StatsHandle,
+        spool: Option<SharedSpool>,
+    ) -> Self {
         let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
         if role.runs_head() {
             let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
@@ -157,6 +206,7 @@ impl Pipeline {
             node,
             stats,
             excluded: config.exclude_metrics.clone(),
+            spool,
         }
     }
 
@@ -227,30 +277,49 @@ impl Pipeline {
         // the alarm sees data).
         let total: u64 = s.dropped.values().sum();
         batch.push(&SHIPPER_DATUMS_DROPPED, Dims::new(), total as f64);
+        if let Some(spool) = &self.spool {
+            let (files, bytes) = match spool.lock() {
+                Ok(g) => (g.files(), g.bytes()),
+                Err(p) => (p.get_ref().files(), p.get_ref().bytes()),
+            };
+            batch.push(&SHIPPER_SPOOL_FILES, host.clone(), files as f64);
+            batch.push(&SHIPPER_SPOOL_BYTES, host.clone(), bytes as f64);
+        }
         self.add(batch);
         self.aggregator.drain()
     }
 }
 
-async fn once(mut pipeline: Pipeline, mut delivery: Delivery) -> Exit {
+async fn once(mut pipeline: Pipeline, mut intake: Intake, mut delivery: Delivery) -> Exit {
     pipeline.collect().await;
-    let datums = pipeline.flush();
-    let count = datums.len();
-    let report = delivery.deliver(datums).await;
-    tracing::info!(sent = report.sent, dropped = report.dropped, "flushed once");
-    if report.pending > 0 {
-        return Exit::Failed(format!(
-            "{} of {count} datums not delivered: {}",
-            report.pending,
-            report.error.unwrap_or_else(|| "unknown error".into())
-        ));
+    delivery.hold(intake.take(pipeline.flush()));
+    match delivery.drain().await {
+        Step::Sent | Step::Empty => Exit::Ok,
+        Step::Failed(e) | Step::Fatal(e) => {
+            let (held, files) = delivery.waiting();
+            let kept = if files > 0 {
+                format!("{files} flush(es) kept in the spool for the daemon to send")
+            } else {
+                format!("{held} datums not delivered")
+            };
+            Exit::Failed(format!("{kept}: {e}"))
+        }
     }
-    Exit::Ok
 }
 
-async fn daemon(mut pipeline: Pipeline, delivery: Delivery, config: &Config, role: Role) -> Exit {
+async fn daemon(
+    mut pipeline: Pipeline,
+    mut intake: Intake,
+    delivery: Delivery,
+    config: &Config,
+    role: Role,
+) -> Exit {
     let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
-    let deliverer = tokio::spawn(deliver_loop(delivery, rx));
+    let pace = Pace {
+        replay_gap: Duration::from_secs_f64(1.0 / config.spool.replay_rate),
+        max_backoff: config.flush_interval,
+    };
+    let deliverer = tokio::spawn(deliver_loop(delivery, rx, pace));
 
     let mut collect = tokio::time::interval(config.collect_interval);
     collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -283,13 +352,14 @@ async fn daemon(mut pipeline: Pipeline, delivery: Delivery, config: &Config, rol
             biased;
             signal = shutdown.recv() => {
                 tracing::info!(signal, "stopping: flushing what is buffered");
-                let _ = tx.send(pipeline.flush());
+                // Into the spool first: whatever the last send does, nothing is lost.
+                let _ = tx.send(intake.take(pipeline.flush()));
                 break;
             }
             _ = flush.tick() => {
-                let datums = pipeline.flush();
-                if tx.send(datums).is_err() {
-                    return Exit::Failed("delivery stopped unexpectedly".into());
+                let held = intake.take(pipeline.flush());
+                if tx.send(held).is_err() {
+                    return Exit::Failed("delivery stopped (see the log)".into());
                 }
             }
             Some(req) = hook_rx.recv() => {
@@ -313,22 +383,64 @@ async fn daemon(mut pipeline: Pipeline, delivery: Delivery, config: &Config, rol
 /// How long a stopping shipper waits for its last delivery (systemd's TimeoutStopSec is longer).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
-/// Delivers each flush; while one delivery runs, later flushes queue up and go together.
-async fn deliver_loop(mut delivery: Delivery, mut rx: mpsc::UnboundedReceiver<Vec<Datum>>) {
-    while let Some(mut datums) = rx.recv().await {
-        while let Ok(more) = rx.try_recv() {
-            datums.extend(more);
-        }
-        let report = delivery.deliver(datums).await;
-        if let Some(e) = &report.fatal {
-            // Dropping the receiver makes the main loop's next flush fail and the daemon exit.
-            tracing::error!(error = %e, "delivery cannot continue");
-            return;
-        }
-        if let Some(e) = &report.error {
-            tracing::warn!(sent = report.sent, pending = report.pending, error = %e, "delivery incomplete");
-        } else {
-            tracing::debug!(sent = report.sent, dropped = report.dropped, "delivered");
+/// How delivery paces itself: at most one request set per `replay_gap` while a backlog is sent,
+/// and after a failure a doubling wait of up to `max_backoff` (the flush interval) before the
+/// next try.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    pub replay_gap: Duration,
+    pub max_backoff: Duration,
+}
+
+/// Sends what waits, oldest first, paced; a new flush is tried at once. Stops when the main
+/// loop hangs up (one last paced drain, bounded by [`SHUTDOWN_GRACE`] in the caller) or when
+/// the sink cannot work any more.
+async fn deliver_loop(mut delivery: Delivery, mut rx: mpsc::UnboundedReceiver<Vec<Datum>>, pace: Pace) {
+    let mut next = tokio::time::Instant::now();
+    let mut failures: u32 = 0;
+    let mut open = true;
+    while open || delivery.has_backlog() {
+        let backlog = delivery.has_backlog();
+        tokio::select! {
+            biased;
+            msg = rx.recv(), if open => match msg {
+                Some(held) => {
+                    delivery.hold(held);
+                    // A new flush: try now, unless CloudWatch just failed us.
+                    if failures == 0 {
+                        next = tokio::time::Instant::now();
+                    }
+                }
+                None => {
+                    open = false;
+                    next = tokio::time::Instant::now();
+                }
+            },
+            _ = tokio::time::sleep_until(next), if backlog => {
+                match delivery.send_oldest().await {
+                    Step::Sent | Step::Empty => {
+                        failures = 0;
+                        next = tokio::time::Instant::now() + pace.replay_gap;
+                    }
+                    Step::Failed(e) => {
+                        if failures == 0 {
+                            let (held, files) = delivery.waiting();
+                            tracing::warn!(error = %e, spooled_flushes = files, held_in_memory = held, "cannot deliver; will retry");
+                        }
+                        if !open {
+                            return; // stopping: what is left stays in the spool
+                        }
+                        failures += 1;
+                        let wait = pace.replay_gap.saturating_mul(1 << failures.min(16)).min(pace.max_backoff);
+                        next = tokio::time::Instant::now() + wait;
+                    }
+                    Step::Fatal(e) => {
+                        // Dropping the receiver makes the main loop's next flush fail and the daemon exit.
+                        tracing::error!(error = %e, "delivery cannot continue");
+                        return;
+                    }
+                }
+            }
         }
     }
 }

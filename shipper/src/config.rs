@@ -87,7 +87,32 @@ pub struct Config {
     pub head: HeadConfig,
     pub node: NodeConfig,
     pub gpu: GpuConfig,
+    pub spool: SpoolConfig,
     pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SpoolConfig {
+    /// Write every flush to disk before sending it, and keep it there until CloudWatch took it.
+    pub enabled: bool,
+    pub dir: PathBuf,
+    /// The spool's size limit; beyond it the oldest flushes are dropped (and counted).
+    pub max_bytes: u64,
+    /// Requests per second when sending a backlog, so a fleet catching up after an outage does
+    /// not throttle itself.
+    pub replay_rate: f64,
+}
+
+impl Default for SpoolConfig {
+    fn default() -> Self {
+        SpoolConfig {
+            enabled: true,
+            dir: PathBuf::from("/var/lib/slurm-cw-shipper/spool"),
+            max_bytes: 256 << 20,
+            replay_rate: 2.0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -115,7 +140,7 @@ pub struct CloudWatchConfig {
     /// Start flushing at a random offset within the flush interval, so a fleet of nodes
     /// does not call the API in the same second.
     pub flush_jitter: bool,
-    /// Undelivered datums kept in memory while CloudWatch cannot be reached.
+    /// Undelivered datums kept in memory when the spool cannot take them (disk full, no spool).
     pub max_backlog: usize,
 }
 
@@ -209,6 +234,7 @@ impl Default for Config {
             head: HeadConfig::default(),
             node: NodeConfig::default(),
             gpu: GpuConfig::default(),
+            spool: SpoolConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -362,6 +388,12 @@ impl Config {
             if v.is_empty() || v.contains('/') {
                 return err(key, "must be a non-empty directory name without '/'".into());
             }
+        }
+        if !(self.spool.replay_rate > 0.0 && self.spool.replay_rate <= 100.0) {
+            return err("spool.replay_rate", "must be above 0 and at most 100 requests per second".into());
+        }
+        if self.spool.max_bytes < 1 << 20 {
+            return err("spool.max_bytes", "must be at least 1 MiB".into());
         }
         if self.collect_interval < Duration::from_secs(1) {
             return err("collect_interval", "must be at least 1s".into());

@@ -1,4 +1,5 @@
-//! The CloudWatch sink against LocalStack: split on 400 so only the bad datum is lost.
+//! The CloudWatch sink and delivery against LocalStack: split on 400 so only the bad datum is
+//! lost; flushes kept in the spool while the endpoint is down, sent once when it is back.
 
 mod common;
 
@@ -7,7 +8,8 @@ use slurm_cw_shipper::datum::{Datum, DatumValue};
 use slurm_cw_shipper::sinks::Sink;
 use slurm_cw_shipper::sinks::cloudwatch::retry::Backoff;
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings};
-use slurm_cw_shipper::sinks::delivery::{Delivery, StatsHandle};
+use slurm_cw_shipper::sinks::delivery::{Delivery, Intake, StatsHandle, Step};
+use slurm_cw_shipper::sinks::spool::Spool;
 use slurm_cw_shipper::sinks::validate::DropReason;
 use std::time::{Duration, SystemTime};
 
@@ -32,6 +34,13 @@ fn datum(metric: &str, job: &str, value: f64) -> Datum {
     }
 }
 
+fn no_spool(sink: CloudWatchSink, stats: &StatsHandle) -> (Intake, Delivery) {
+    (
+        Intake::new("unused", None, stats.clone()),
+        Delivery::new(Sink::CloudWatch(sink), None, 100_000, stats.clone()),
+    )
+}
+
 #[tokio::test]
 async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_dropped() {
     let Some(url) = localstack() else { return };
@@ -40,16 +49,16 @@ async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_drop
     let stats = StatsHandle::default();
     // Without local validation, Values and Counts of different lengths reach CloudWatch, which
     // refuses the whole request (HTTP 400 InvalidParameterValue).
-    let mut delivery = Delivery::new(Sink::CloudWatch(sink), 1000, stats.clone()).without_validation();
+    let (intake, delivery) = no_spool(sink, &stats);
+    let (mut intake, mut delivery) = (intake.without_validation(), delivery.without_validation());
     let mut datums: Vec<Datum> = (0..10).map(|i| datum("Good", &format!("j{i}"), i as f64)).collect();
     let mut bad = datum("Bad", "j6", 0.0);
     bad.value = DatumValue::Values { values: vec![1.0, 2.0], counts: vec![1.0] };
     datums.insert(6, bad);
-    let report = delivery.deliver(datums).await;
-    assert_eq!(report.sent, 10, "{report:?}");
-    assert_eq!(report.dropped, 1);
-    assert_eq!(report.pending, 0);
+    delivery.hold(intake.take(datums));
+    assert_eq!(delivery.drain().await, Step::Empty);
     let s = stats.take();
+    assert_eq!(s.sent, 10);
     assert_eq!(s.dropped.get(&DropReason::Rejected), Some(&1));
     assert!(s.requests >= 5, "1 request, then halves down to the bad datum: {}", s.requests);
 
@@ -73,29 +82,62 @@ async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_drop
 async fn with_validation_the_bad_datum_never_reaches_cloudwatch() {
     let Some(url) = localstack() else { return };
     let ns = unique_namespace("validated");
-    let sink = CloudWatchSink::new(settings(&url, &ns)).await;
     let stats = StatsHandle::default();
-    let mut delivery = Delivery::new(Sink::CloudWatch(sink), 1000, stats.clone());
+    let (mut intake, mut delivery) = no_spool(CloudWatchSink::new(settings(&url, &ns)).await, &stats);
     let datums = vec![datum("Good", "a", 1.0), datum("Bad", "b", f64::INFINITY), datum("Good", "c", 3.0)];
-    let report = delivery.deliver(datums).await;
-    assert_eq!((report.sent, report.dropped, report.pending), (2, 1, 0));
+    delivery.hold(intake.take(datums));
+    assert_eq!(delivery.drain().await, Step::Empty);
     let s = stats.take();
-    assert_eq!(s.requests, 1, "one request: nothing to split");
+    assert_eq!((s.sent, s.requests), (2, 1), "one request: nothing to split");
     assert_eq!(s.dropped.get(&DropReason::NonFinite), Some(&1));
 }
 
 #[tokio::test]
-async fn an_unreachable_endpoint_keeps_the_data_for_later_and_counts_retries() {
-    let ns = "SlurmTest/unreachable";
-    let sink = CloudWatchSink::new(settings("http://127.0.0.1:9", ns)).await;
+async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (spool, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+    let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
+    let ns = unique_namespace("spooled");
     let stats = StatsHandle::default();
-    let mut delivery = Delivery::new(Sink::CloudWatch(sink), 1000, stats.clone());
-    let report = delivery.deliver(vec![datum("Good", "a", 1.0)]).await;
-    assert_eq!((report.sent, report.pending), (0, 1));
-    assert!(report.error.as_deref().unwrap_or("").contains("cannot reach"), "{report:?}");
+    let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone());
+    let down = CloudWatchSink::new(settings("http://127.0.0.1:9", &ns)).await;
+    let mut delivery = Delivery::new(Sink::CloudWatch(down), Some(spool.clone()), 1000, stats.clone());
+    delivery.hold(intake.take(vec![datum("Good", "a", 1.0)]));
+    let step = delivery.drain().await;
+    assert!(matches!(&step, Step::Failed(e) if e.contains("cannot reach")), "{step:?}");
     let s = stats.take();
     assert_eq!((s.requests, s.retries), (3, 2), "max_retries = 2");
-    // The backlog goes out first next time; with the endpoint still down it stays queued.
-    let report = delivery.deliver(vec![datum("Good", "b", 2.0)]).await;
-    assert_eq!(report.pending, 2);
+    delivery.hold(intake.take(vec![datum("Good", "b", 2.0)]));
+    assert_eq!(delivery.waiting(), (0, 2), "two flushes on disk, none in memory");
+
+    // CloudWatch answers again (here: LocalStack): both flushes go, oldest first, and leave.
+    let Some(url) = localstack() else { return };
+    let up = CloudWatchSink::new(settings(&url, &ns)).await;
+    let mut delivery = Delivery::new(Sink::CloudWatch(up), Some(spool.clone()), 1000, stats.clone());
+    assert_eq!(delivery.drain().await, Step::Empty);
+    assert_eq!(delivery.waiting(), (0, 0));
+    assert_eq!(stats.take().sent, 2);
+    let cw = cloudwatch(&url).await;
+    for (job, v) in [("a", 1.0), ("b", 2.0)] {
+        let got = statistic(
+            &cw,
+            &ns,
+            "Good",
+            &[("ClusterName", "t"), ("JobId", job)],
+            "SampleCount",
+            Duration::from_secs(600),
+        )
+        .await;
+        assert_eq!(got, Some(1.0), "{job} once");
+        let got = statistic(
+            &cw,
+            &ns,
+            "Good",
+            &[("ClusterName", "t"), ("JobId", job)],
+            "Maximum",
+            Duration::from_secs(600),
+        )
+        .await;
+        assert_eq!(got, Some(v));
+    }
 }

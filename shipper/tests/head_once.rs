@@ -96,7 +96,7 @@ fn once_fails_with_a_one_line_reason_when_cloudwatch_is_unreachable() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = stderr.lines().last().unwrap_or("");
-    assert!(last.starts_with("slurm-cw-shipper: ") && last.contains("not delivered"), "{stderr}");
+    assert!(last.starts_with("slurm-cw-shipper: ") && last.contains("kept in the spool"), "{stderr}");
 }
 
 #[test]

@@ -4,5 +4,6 @@
 
 pub mod aws;
 pub mod cloudwatch;
-pub mod datum;
 pub mod validate;
+
+pub use slurm_cw_formats::datum;

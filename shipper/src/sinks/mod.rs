@@ -3,6 +3,7 @@
 //! sent yet.
 
 pub mod delivery;
+pub mod spool;
 pub mod stdout;
 
 pub use slurm_cw_sink::{cloudwatch, validate};
@@ -24,10 +25,11 @@ impl Sink {
         }
     }
 
-    pub async fn put(&mut self, datums: Vec<Datum>) -> PutOutcome {
+    /// Sends `datums` into `namespace` (a spooled batch keeps the namespace it was made for).
+    pub async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> PutOutcome {
         match self {
-            Sink::CloudWatch(s) => s.put(datums).await,
-            Sink::Stdout(s) => match s.put(&datums) {
+            Sink::CloudWatch(s) => s.put_in(namespace, datums).await,
+            Sink::Stdout(s) => match s.put_in(namespace, &datums) {
                 Ok(()) => PutOutcome { sent: datums.len(), ..PutOutcome::default() },
                 Err(e) => {
                     let msg = format!("cannot write to standard output: {e}");

@@ -18,11 +18,11 @@ impl StdoutSink {
     }
 
     /// Writes every datum; an error means standard output is gone (a closed pipe).
-    pub fn put(&mut self, datums: &[Datum]) -> std::io::Result<()> {
+    pub fn put_in(&mut self, namespace: &str, datums: &[Datum]) -> std::io::Result<()> {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
         for d in datums {
-            out.write_all(d.to_json_line(&self.namespace).as_bytes())?;
+            out.write_all(d.to_json_line(namespace).as_bytes())?;
             out.write_all(b"\n")?;
         }
         out.flush()

@@ -77,20 +77,43 @@ pub fn shipper_env(url: &str, namespace: &str) -> Vec<(String, String)> {
     ]
 }
 
+/// The shipper binary, with a spool of its own (never the system's /var/lib one) and none of
+/// the developer's SLURM_CW_* settings.
 pub fn shipper() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_slurm-cw-shipper"));
-    // A developer's own SLURM_CW_* settings must not leak into tests.
     for (k, _) in std::env::vars() {
         if k.starts_with("SLURM_CW_") {
             c.env_remove(k);
         }
     }
+    let spool = tempfile::Builder::new().prefix("slurm-cw-test-spool-").tempdir().map(|d| d.keep());
+    if let Ok(dir) = spool {
+        c.env("SLURM_CW_SPOOL__DIR", dir);
+    }
     c
 }
 
 /// One statistic of one metric over the last `window` (one bucket from now - window, so
-/// Maximum, Average and Sum are over every datum sent in it); None when there is no datapoint.
+/// Maximum, Average and Sum are over every datum sent in it); None when there is no datapoint
+/// after a few seconds (LocalStack stores what it accepted a moment later).
 pub async fn statistic(
+    cw: &Client,
+    namespace: &str,
+    metric: &str,
+    dims: &[(&str, &str)],
+    stat: &str,
+    window: Duration,
+) -> Option<f64> {
+    for _ in 0..20 {
+        if let Some(v) = statistic_now(cw, namespace, metric, dims, stat, window).await {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+async fn statistic_now(
     cw: &Client,
     namespace: &str,
     metric: &str,

@@ -99,12 +99,18 @@ impl CloudWatchSink {
 
     /// Sends `datums` (already validated), in order, in as many requests as the limits need.
     pub async fn put(&mut self, datums: Vec<Datum>) -> PutOutcome {
+        let namespace = self.settings.namespace.clone();
+        self.put_in(&namespace, datums).await
+    }
+
+    /// Sends `datums` into `namespace` (a spooled batch keeps the namespace it was made for).
+    pub async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> PutOutcome {
         let mut outcome = PutOutcome::default();
         // A stack of chunks still to send; halves of a rejected chunk go back on it.
         let mut todo: Vec<Vec<Datum>> = batch::requests(datums);
         todo.reverse();
         while let Some(chunk) = todo.pop() {
-            match self.put_with_retries(&chunk, &mut outcome).await {
+            match self.put_with_retries(namespace, &chunk, &mut outcome).await {
                 Ok(()) => {
                     outcome.sent += chunk.len();
                     outcome.bytes += chunk.iter().map(batch::estimated_size).sum::<usize>() as u64;
@@ -134,7 +140,12 @@ impl CloudWatchSink {
         outcome
     }
 
-    async fn put_with_retries(&mut self, chunk: &[Datum], outcome: &mut PutOutcome) -> Result<(), Failure> {
+    async fn put_with_retries(
+        &mut self,
+        namespace: &str,
+        chunk: &[Datum],
+        outcome: &mut PutOutcome,
+    ) -> Result<(), Failure> {
         let request: Vec<MetricDatum> =
             chunk.iter().map(|d| to_sdk(d, self.settings.storage_resolution)).collect();
         let mut attempt = 0;
@@ -143,7 +154,7 @@ impl CloudWatchSink {
             let result = self
                 .client
                 .put_metric_data()
-                .namespace(&self.settings.namespace)
+                .namespace(namespace)
                 .set_metric_data(Some(request.clone()))
                 .send()
                 .await;

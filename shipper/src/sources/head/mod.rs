@@ -3,11 +3,11 @@
 //! each with a time limit; a part that fails leaves the others shipping.
 
 pub mod command;
-pub mod gres;
 pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;
-pub mod state;
+
+pub use slurm_cw_formats::slurm::{gres, state};
 
 use super::{Collector, Errors};
 use crate::config::HeadConfig;
@@ -185,7 +185,7 @@ impl HeadCollector {
                 if bad.is_empty() {
                     self.note_ok("squeue");
                 }
-                queue.emit(self.cfg.per_partition, self.cfg.top_pending_reasons, out);
+                squeue::emit(&queue, self.cfg.per_partition, self.cfg.top_pending_reasons, out);
             }
             Err(e) => self.note_error("squeue", errors, e),
         }
@@ -206,7 +206,7 @@ impl HeadCollector {
                     self.note_unknown(&format!("sdiag field {label:?}"));
                 }
                 self.note_ok("sdiag");
-                s.emit(self.cfg.top_rpc_types, out);
+                sdiag::emit(&s, self.cfg.top_rpc_types, out);
             }
             Err(e) => {
                 if self.sdiag_format == Format::Json {

@@ -8,9 +8,10 @@
 
 pub mod cgroup;
 pub mod discover;
-pub mod kv;
 pub mod owner;
 pub mod procs;
+
+pub use slurm_cw_formats::cgroup as kv;
 
 use super::{Collector, Errors};
 use crate::config::{CgroupVersion, NodeConfig};

@@ -1,0 +1,12 @@
+//! Every text format the shipper reads or writes, in one crate with no I/O and no AWS SDK, so
+//! that each parser can be fuzzed on its own (see fuzz/):
+//!
+//! - [`slurm`]: sinfo, squeue and sdiag output, text and JSON, of every supported version;
+//! - [`cgroup`]: the small formats of cgroup v1 and v2 files;
+//! - [`datum`]: a datum and its JSON line (the stdout sink's output and the spool's content);
+//! - [`spool`]: the spool file, a checksummed batch of datums.
+
+pub mod cgroup;
+pub mod datum;
+pub mod slurm;
+pub mod spool;

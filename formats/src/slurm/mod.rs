@@ -1,0 +1,7 @@
+//! Slurm command output.
+
+pub mod gres;
+pub mod sdiag;
+pub mod sinfo;
+pub mod squeue;
+pub mod state;

@@ -1,0 +1,410 @@
+//! sdiag: scheduler statistics. Text (every version) is read section by section, because the
+//! same labels (`Last cycle:`, `Total cycles:`) mean different things in the main and backfill
+//! sections; `sdiag --json` (23.02 on) is read by key. Counters are shipped as they are; the
+//! Lambda turns them into reset-aware rates.
+
+use super::sinfo::number;
+use serde_json::Value;
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::metrics::*;
+
+/// What one sdiag output says.
+#[derive(Debug, Default, PartialEq)]
+pub struct Sdiag {
+    pub values: Vec<(&'static Metric, f64)>,
+    pub rpcs: Vec<Rpc>,
+    /// None when the output has no pending-RPC section (older versions).
+    pub pending_rpcs: Option<u64>,
+    /// Labels this parser does not know, for one log line; never fatal.
+    pub unknown: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rpc {
+    pub message_type: String,
+    pub count: u64,
+    pub total_time: u64,
+}
+
+impl Sdiag {
+    pub fn get(&self, m: &'static Metric) -> Option<f64> {
+        self.values.iter().find(|(k, _)| std::ptr::eq(*k, m)).map(|(_, v)| *v)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Section {
+    Header,
+    Main,
+    Backfill,
+    RpcByType,
+    PendingRpcs,
+    /// A section whose lines carry no metric (exit reasons, RPCs by user, ...).
+    Other,
+}
+
+const HEADER: &[(&str, &Metric)] = &[
+    ("Server thread count", &SERVER_THREAD_COUNT),
+    ("Agent queue size", &AGENT_QUEUE_SIZE),
+    ("Agent count", &AGENT_COUNT),
+    ("Agent thread count", &AGENT_THREAD_COUNT),
+    ("DBD Agent queue size", &DBD_AGENT_QUEUE_SIZE),
+    ("Jobs submitted", &JOBS_SUBMITTED),
+    ("Jobs started", &JOBS_STARTED),
+    ("Jobs completed", &JOBS_COMPLETED),
+    ("Jobs canceled", &JOBS_CANCELED),
+    ("Jobs failed", &JOBS_FAILED),
+    ("Jobs pending", &JOBS_PENDING),
+    ("Jobs running", &JOBS_RUNNING),
+];
+
+const MAIN: &[(&str, &Metric)] = &[
+    ("Last cycle", &MAIN_SCHED_LAST_CYCLE),
+    ("Max cycle", &MAIN_SCHED_MAX_CYCLE),
+    ("Total cycles", &MAIN_SCHED_TOTAL_CYCLES),
+    ("Mean cycle", &MAIN_SCHED_MEAN_CYCLE),
+    ("Mean depth cycle", &MAIN_SCHED_MEAN_DEPTH),
+    ("Cycles per minute", &MAIN_SCHED_CYCLES_PER_MINUTE),
+    ("Last queue length", &MAIN_SCHED_LAST_QUEUE_LENGTH),
+];
+
+const BACKFILL: &[(&str, &Metric)] = &[
+    ("Total backfilled jobs (since last slurm start)", &BACKFILL_JOBS_SINCE_START),
+    ("Total backfilled jobs (since last stats cycle start)", &BACKFILL_JOBS_SINCE_CYCLE_START),
+    ("Total cycles", &BACKFILL_TOTAL_CYCLES),
+    ("Last cycle", &BACKFILL_LAST_CYCLE),
+    ("Max cycle", &BACKFILL_MAX_CYCLE),
+    ("Mean cycle", &BACKFILL_MEAN_CYCLE),
+    ("Last depth cycle", &BACKFILL_LAST_DEPTH),
+    ("Last depth cycle (try sched)", &BACKFILL_LAST_DEPTH_TRY),
+    ("Depth Mean", &BACKFILL_DEPTH_MEAN),
+    ("Depth Mean (try depth)", &BACKFILL_DEPTH_MEAN_TRY),
+    ("Last queue length", &BACKFILL_QUEUE_LENGTH),
+    ("Queue length mean", &BACKFILL_QUEUE_LENGTH_MEAN),
+];
+
+/// Labels known to carry nothing we ship (so they are not reported as unknown).
+const IGNORED: &[&str] = &[
+    "Job states ts",
+    "RPC queue enabled",
+    "Total backfilled heterogeneous job components",
+    "Last cycle when",
+    "Last table size",
+    "Mean table size",
+    "Table size mean",
+    "Latency for 1000 calls to gettimeofday()",
+];
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SdiagError {
+    #[error("sdiag output has no statistics (empty or truncated before the first value)")]
+    Empty,
+    #[error("sdiag --json: {0}")]
+    Json(String),
+}
+
+/// Parses plain `sdiag` output.
+pub fn parse_text(out: &str) -> Result<Sdiag, SdiagError> {
+    let mut s = Sdiag::default();
+    let mut section = Section::Header;
+    for raw in out.lines() {
+        let line = raw.trim_end();
+        let banner = line.starts_with("sdiag output at") || line.starts_with("Data since");
+        if line.trim().is_empty() || line.starts_with('*') || banner {
+            continue;
+        }
+        let indented = raw.starts_with(['\t', ' ']);
+        if !indented && let Some(next) = section_of(line) {
+            section = next;
+            continue;
+        }
+        match section {
+            Section::RpcByType => {
+                if let Some(r) = parse_rpc(line) {
+                    s.rpcs.push(r);
+                }
+            }
+            Section::PendingRpcs => {
+                let total = s.pending_rpcs.get_or_insert(0);
+                if let Some(r) = parse_rpc(line) {
+                    *total += r.count;
+                }
+            }
+            Section::Other => {}
+            Section::Header | Section::Main | Section::Backfill => {
+                let Some((label, value)) = line.split_once(':') else {
+                    s.unknown.push(line.trim().to_owned());
+                    continue;
+                };
+                let label = label.trim();
+                let table = match section {
+                    Section::Header => HEADER,
+                    Section::Main => MAIN,
+                    _ => BACKFILL,
+                };
+                match table.iter().find(|(l, _)| *l == label) {
+                    Some((_, m)) => {
+                        // A value that is not a number (N/A) is left out, not guessed.
+                        if let Some(v) = value.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) {
+                            s.values.push((m, v));
+                        }
+                    }
+                    None if IGNORED.contains(&label) => {}
+                    None => s.unknown.push(label.to_owned()),
+                }
+            }
+        }
+    }
+    if s.values.is_empty() {
+        return Err(SdiagError::Empty);
+    }
+    Ok(s)
+}
+
+/// A section header (a line not indented that is no `Label: value` of the header part).
+fn section_of(line: &str) -> Option<Section> {
+    let starts = |p: &str| line.starts_with(p);
+    if starts("Main schedule statistics") {
+        Some(Section::Main)
+    } else if starts("Backfilling stats") {
+        Some(Section::Backfill)
+    } else if starts("Remote Procedure Call statistics by message type") {
+        Some(Section::RpcByType)
+    } else if starts("Pending RPC statistics") {
+        Some(Section::PendingRpcs)
+    } else if starts("Main scheduler exit")
+        || starts("Backfill exit")
+        || starts("Remote Procedure Call statistics by user")
+        || starts("Pending RPCs")
+    {
+        Some(Section::Other)
+    } else if line.ends_with(':') || !line.contains(':') {
+        // A header this version added: skip its lines rather than misread them.
+        Some(Section::Other)
+    } else {
+        None
+    }
+}
+
+/// `\tREQUEST_NODE_INFO   ( 2007) count:1   ave_time:456   total_time:456`
+fn parse_rpc(line: &str) -> Option<Rpc> {
+    let t = line.trim();
+    let name = t.split_whitespace().next()?;
+    if !name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+        return None;
+    }
+    let field = |key: &str| -> Option<u64> {
+        let at = t.find(key)? + key.len();
+        t[at..].split_whitespace().next()?.parse().ok()
+    };
+    Some(Rpc {
+        message_type: name.to_owned(),
+        count: field("count:")?,
+        total_time: field("total_time:").unwrap_or(0),
+    })
+}
+
+/// JSON keys of the statistics object (23.02 on) and the metric each feeds.
+const JSON_KEYS: &[(&str, &Metric)] = &[
+    ("server_thread_count", &SERVER_THREAD_COUNT),
+    ("agent_queue_size", &AGENT_QUEUE_SIZE),
+    ("agent_count", &AGENT_COUNT),
+    ("agent_thread_count", &AGENT_THREAD_COUNT),
+    ("dbd_agent_queue_size", &DBD_AGENT_QUEUE_SIZE),
+    ("jobs_submitted", &JOBS_SUBMITTED),
+    ("jobs_started", &JOBS_STARTED),
+    ("jobs_completed", &JOBS_COMPLETED),
+    ("jobs_canceled", &JOBS_CANCELED),
+    ("jobs_failed", &JOBS_FAILED),
+    ("jobs_pending", &JOBS_PENDING),
+    ("jobs_running", &JOBS_RUNNING),
+    ("schedule_cycle_last", &MAIN_SCHED_LAST_CYCLE),
+    ("schedule_cycle_max", &MAIN_SCHED_MAX_CYCLE),
+    ("schedule_cycle_total", &MAIN_SCHED_TOTAL_CYCLES),
+    ("schedule_cycle_mean", &MAIN_SCHED_MEAN_CYCLE),
+    ("schedule_cycle_mean_depth", &MAIN_SCHED_MEAN_DEPTH),
+    ("schedule_cycle_per_minute", &MAIN_SCHED_CYCLES_PER_MINUTE),
+    ("schedule_queue_length", &MAIN_SCHED_LAST_QUEUE_LENGTH),
+    ("bf_backfilled_jobs", &BACKFILL_JOBS_SINCE_START),
+    ("bf_last_backfilled_jobs", &BACKFILL_JOBS_SINCE_CYCLE_START),
+    ("bf_cycle_counter", &BACKFILL_TOTAL_CYCLES),
+    ("bf_cycle_last", &BACKFILL_LAST_CYCLE),
+    ("bf_cycle_max", &BACKFILL_MAX_CYCLE),
+    ("bf_cycle_mean", &BACKFILL_MEAN_CYCLE),
+    ("bf_last_depth", &BACKFILL_LAST_DEPTH),
+    ("bf_last_depth_try", &BACKFILL_LAST_DEPTH_TRY),
+    ("bf_depth_mean", &BACKFILL_DEPTH_MEAN),
+    ("bf_depth_mean_try", &BACKFILL_DEPTH_MEAN_TRY),
+    ("bf_queue_len", &BACKFILL_QUEUE_LENGTH),
+    ("bf_queue_len_mean", &BACKFILL_QUEUE_LENGTH_MEAN),
+];
+
+/// Parses `sdiag --json` (data_parser v0.0.39 and later).
+pub fn parse_json(text: &str) -> Result<Sdiag, SdiagError> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| SdiagError::Json(e.to_string()))?;
+    let stats = doc.get("statistics").ok_or_else(|| SdiagError::Json("no `statistics` object".into()))?;
+    let mut s = Sdiag::default();
+    for (key, m) in JSON_KEYS {
+        if let Some(v) = stats.get(*key).filter(|v| is_set(v)) {
+            s.values.push((m, number(Some(v)) as f64));
+        }
+    }
+    if let Some(list) = stats.get("rpcs_by_message_type").and_then(Value::as_array) {
+        for r in list {
+            let Some(name) = r.get("message_type").and_then(Value::as_str) else {
+                continue;
+            };
+            s.rpcs.push(Rpc {
+                message_type: name.to_owned(),
+                count: number(r.get("count")),
+                total_time: number(r.get("total_time")),
+            });
+        }
+    }
+    if let Some(list) = stats.get("pending_rpcs").and_then(Value::as_array) {
+        s.pending_rpcs = Some(list.iter().map(|r| number(r.get("count"))).sum());
+    }
+    if s.values.is_empty() {
+        return Err(SdiagError::Empty);
+    }
+    Ok(s)
+}
+
+/// False for `{"set": false, ...}` (a value slurmctld has not computed yet).
+fn is_set(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.get("set").and_then(Value::as_bool).unwrap_or(true),
+        Value::Number(_) => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT_2205: &str = "\
+*******************************************************
+sdiag output at Sat Nov 21 19:34:15 2026 (1795289655)
+Data since      Sat Nov 21 19:34:15 2026 (1795289655)
+*******************************************************
+Server thread count:  3
+Agent queue size:     1
+Agent count:          2
+Agent thread count:   4
+DBD Agent queue size: 5
+
+Jobs submitted: 10
+Jobs started:   9
+Jobs completed: 7
+Jobs canceled:  1
+Jobs failed:    2
+
+Job states ts:  Sat Nov 21 19:34:15 2026 (1795289655)
+Jobs pending:   3
+Jobs running:   4
+
+Main schedule statistics (microseconds):
+\tLast cycle:   111
+\tMax cycle:    222
+\tTotal cycles: 33
+\tMean cycle:   44
+\tMean depth cycle:  5
+\tCycles per minute: 6
+\tLast queue length: 7
+
+Backfilling stats
+\tTotal backfilled jobs (since last slurm start): 8
+\tTotal backfilled jobs (since last stats cycle start): 9
+\tTotal backfilled heterogeneous job components: 0
+\tTotal cycles: 10
+\tLast cycle when: Sat Nov 21 19:34:10 2026 (1795289650)
+\tLast cycle: 1100
+\tMax cycle:  1200
+\tMean cycle: 1300
+\tLast depth cycle: 14
+\tLast depth cycle (try sched): 15
+\tDepth Mean: 16
+\tDepth Mean (try depth): 17
+\tLast queue length: 18
+\tQueue length mean: 19
+\tLast table size: 20
+\tMean table size: 21
+
+Latency for 1000 calls to gettimeofday(): 29 microseconds
+
+Remote Procedure Call statistics by message type
+\tMESSAGE_NODE_REGISTRATION_STATUS        ( 1002) count:4      ave_time:1026   total_time:4104
+\tREQUEST_PARTITION_INFO                  ( 2009) count:1      ave_time:315    total_time:315
+\tREQUEST_NODE_INFO                       ( 2007) count:12     ave_time:456    total_time:5472
+
+Remote Procedure Call statistics by user
+\troot            (       0) count:6      ave_time:812    total_time:4875
+
+Pending RPC statistics
+\tNo pending RPCs
+";
+
+    #[test]
+    fn same_labels_in_different_sections_feed_different_metrics() {
+        let s = parse_text(TEXT_2205).unwrap();
+        assert_eq!(s.get(&MAIN_SCHED_LAST_CYCLE), Some(111.0));
+        assert_eq!(s.get(&BACKFILL_LAST_CYCLE), Some(1100.0));
+        assert_eq!(s.get(&MAIN_SCHED_TOTAL_CYCLES), Some(33.0));
+        assert_eq!(s.get(&BACKFILL_TOTAL_CYCLES), Some(10.0));
+        assert_eq!(s.get(&MAIN_SCHED_LAST_QUEUE_LENGTH), Some(7.0));
+        assert_eq!(s.get(&BACKFILL_QUEUE_LENGTH), Some(18.0));
+        assert_eq!(s.get(&BACKFILL_DEPTH_MEAN_TRY), Some(17.0));
+        assert_eq!(s.get(&JOBS_FAILED), Some(2.0));
+        assert_eq!(s.get(&DBD_AGENT_QUEUE_SIZE), Some(5.0));
+        assert_eq!(s.values.len(), HEADER.len() + MAIN.len() + BACKFILL.len(), "every field");
+        assert_eq!(s.rpcs.len(), 3);
+        assert_eq!(s.pending_rpcs, Some(0));
+        assert!(s.unknown.is_empty(), "{:?}", s.unknown);
+    }
+
+    #[test]
+    fn truncated_and_malformed_output() {
+        assert_eq!(parse_text(""), Err(SdiagError::Empty));
+        assert_eq!(
+            parse_text("sdiag: error: Unable to contact slurm controller\n").unwrap_err(),
+            SdiagError::Empty
+        );
+        let cut = &TEXT_2205[..TEXT_2205.find("Max cycle").unwrap()];
+        let s = parse_text(cut).unwrap();
+        assert_eq!(s.get(&MAIN_SCHED_LAST_CYCLE), Some(111.0));
+        assert_eq!(s.get(&MAIN_SCHED_MAX_CYCLE), None);
+        let odd = TEXT_2205
+            .replace("Agent count:          2", "Agent count:          N/A")
+            .replace("Jobs failed:    2", "Jobs frobbed:   2");
+        let s = parse_text(&odd).unwrap();
+        assert_eq!(s.get(&AGENT_COUNT), None);
+        assert_eq!(s.unknown, vec!["Jobs frobbed".to_owned()]);
+    }
+
+    #[test]
+    fn pending_rpcs_are_summed() {
+        let text = TEXT_2205.replace(
+            "\tNo pending RPCs\n",
+            "\tREQUEST_TERMINATE_JOB                   ( 6011) count:3\n\tREQUEST_LAUNCH_PROLOG                   ( 6017) count:2\n\nPending RPCs\n\t 1: REQUEST_TERMINATE_JOB                node01\n",
+        );
+        assert_eq!(parse_text(&text).unwrap().pending_rpcs, Some(5));
+    }
+
+    #[test]
+    fn json_numbers_plain_and_as_objects() {
+        let j = r#"{"statistics": {"server_thread_count": 3, "jobs_submitted": {"set": true, "infinite": false, "number": 42},
+            "schedule_cycle_mean": {"set": false, "infinite": false, "number": 0},
+            "rpcs_by_message_type": [{"message_type": "REQUEST_PING", "type_id": 1008, "count": 5, "average_time": 2, "total_time": 10}],
+            "pending_rpcs": [{"message_type": "REQUEST_TERMINATE_JOB", "type_id": 6011, "count": 2}]}}"#;
+        let s = parse_json(j).unwrap();
+        assert_eq!(s.get(&SERVER_THREAD_COUNT), Some(3.0));
+        assert_eq!(s.get(&JOBS_SUBMITTED), Some(42.0));
+        assert_eq!(s.get(&MAIN_SCHED_MEAN_CYCLE), None, "unset values are left out");
+        assert_eq!(s.rpcs[0].total_time, 10);
+        assert_eq!(s.pending_rpcs, Some(2));
+        assert!(parse_json("{").is_err());
+        assert!(parse_json("{}").is_err());
+        assert_eq!(parse_json(r#"{"statistics": {}}"#), Err(SdiagError::Empty));
+    }
+}

@@ -1,0 +1,175 @@
+//! The spool file format: one batch of datums on disk, so that nothing is lost while
+//! CloudWatch cannot be reached or the shipper restarts.
+//!
+//! ```text
+//! slurm-cw-spool 1 <datums> <body bytes> <crc32 of body, hex>\n
+//! <body: gzip of the datums' JSON lines, the first line the namespace>
+//! ```
+//!
+//! A file that fails any check (header, length, checksum, gzip, a line) is corrupt as a whole:
+//! a torn write from a power loss, never half-trusted.
+
+use crate::datum::{Datum, LineError};
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use std::io::{Read, Write};
+
+const MAGIC: &str = "slurm-cw-spool";
+const VERSION: u32 = 1;
+/// A body larger than this is not ours (and would cost memory to read).
+pub const MAX_BODY: usize = 64 << 20;
+/// Decompressed, likewise.
+pub const MAX_TEXT: usize = 512 << 20;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SpoolError {
+    #[error("no spool header")]
+    NoHeader,
+    #[error("bad spool header: {0}")]
+    BadHeader(String),
+    #[error("spool body is {got} bytes, the header says {want}")]
+    Length { got: usize, want: usize },
+    #[error("spool checksum mismatch")]
+    Checksum,
+    #[error("spool body does not decompress: {0}")]
+    Gzip(String),
+    #[error("spool line {line}: {error}")]
+    Line { line: usize, error: String },
+    #[error("spool holds {got} datums, the header says {want}")]
+    Count { got: usize, want: usize },
+}
+
+/// A decoded spool file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub namespace: String,
+    pub datums: Vec<Datum>,
+}
+
+/// The file's bytes.
+pub fn encode(namespace: &str, datums: &[Datum]) -> Vec<u8> {
+    let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+    // Writing to a Vec cannot fail.
+    let _ = writeln!(gz, "{}", serde_json::to_string(namespace).unwrap_or_default());
+    for d in datums {
+        let _ = writeln!(gz, "{}", d.to_json_line(namespace));
+    }
+    let body = gz.finish().unwrap_or_default();
+    let mut out =
+        format!("{MAGIC} {VERSION} {} {} {:08x}\n", datums.len(), body.len(), crc32fast::hash(&body))
+            .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The number of datums a file says it holds, from its header alone (to count what a full
+/// spool drops without reading everything).
+pub fn header_count(bytes: &[u8]) -> Option<usize> {
+    header(bytes).ok().map(|h| h.0)
+}
+
+/// (datums, body length, crc, header length)
+fn header(bytes: &[u8]) -> Result<(usize, usize, u32, usize), SpoolError> {
+    let end = bytes.iter().take(128).position(|b| *b == b'\n').ok_or(SpoolError::NoHeader)?;
+    let line = std::str::from_utf8(&bytes[..end]).map_err(|_| SpoolError::BadHeader("not UTF-8".into()))?;
+    let f: Vec<&str> = line.split(' ').collect();
+    let bad = || SpoolError::BadHeader(line.chars().take(80).collect());
+    if f.len() != 5 || f[0] != MAGIC || f[1] != VERSION.to_string() {
+        return Err(bad());
+    }
+    let count = f[2].parse().map_err(|_| bad())?;
+    let len: usize = f[3].parse().map_err(|_| bad())?;
+    let crc = u32::from_str_radix(f[4], 16).map_err(|_| bad())?;
+    if len > MAX_BODY {
+        return Err(bad());
+    }
+    Ok((count, len, crc, end + 1))
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Batch, SpoolError> {
+    let (count, len, crc, at) = header(bytes)?;
+    let body = &bytes[at..];
+    if body.len() != len {
+        return Err(SpoolError::Length { got: body.len(), want: len });
+    }
+    if crc32fast::hash(body) != crc {
+        return Err(SpoolError::Checksum);
+    }
+    let mut text = String::new();
+    GzDecoder::new(body)
+        .take(MAX_TEXT as u64)
+        .read_to_string(&mut text)
+        .map_err(|e| SpoolError::Gzip(e.to_string()))?;
+    let mut lines = text.lines();
+    let first = lines.next().ok_or(SpoolError::Line { line: 1, error: "no namespace".into() })?;
+    let namespace: String =
+        serde_json::from_str(first).map_err(|e| SpoolError::Line { line: 1, error: e.to_string() })?;
+    let mut datums = Vec::with_capacity(count.min(100_000));
+    for (i, line) in lines.enumerate() {
+        let (_, d) = Datum::from_json_line(line)
+            .map_err(|e: LineError| SpoolError::Line { line: i + 2, error: e.to_string() })?;
+        datums.push(d);
+    }
+    if datums.len() != count {
+        return Err(SpoolError::Count { got: datums.len(), want: count });
+    }
+    Ok(Batch { namespace, datums })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datum::DatumValue;
+    use std::time::{Duration, SystemTime};
+
+    fn datums(n: usize) -> Vec<Datum> {
+        (0..n)
+            .map(|i| Datum {
+                metric: "TestMetric".into(),
+                unit: "Count".into(),
+                dimensions: vec![("ClusterName".into(), "c".into()), ("JobId".into(), i.to_string())],
+                timestamp: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + i as u64),
+                value: DatumValue::Value { value: i as f64 },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn round_trip() {
+        let d = datums(100);
+        let bytes = encode("Slurm", &d);
+        assert_eq!(header_count(&bytes), Some(100));
+        assert_eq!(decode(&bytes).unwrap(), Batch { namespace: "Slurm".into(), datums: d });
+        assert_eq!(decode(&encode("X", &[])).unwrap().datums.len(), 0);
+    }
+
+    #[test]
+    fn torn_and_damaged_files_are_corrupt() {
+        let bytes = encode("Slurm", &datums(50));
+        assert_eq!(decode(&[]), Err(SpoolError::NoHeader));
+        for cut in [10, 30, bytes.len() / 2, bytes.len() - 1] {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut flipped = bytes.clone();
+        let last = flipped.len() - 5;
+        flipped[last] ^= 0x40;
+        assert_eq!(decode(&flipped), Err(SpoolError::Checksum));
+        let mut wrong_count = bytes.clone();
+        let text = String::from_utf8_lossy(&wrong_count[..20]).replace(" 50 ", " 51 ");
+        wrong_count[..20].copy_from_slice(text.as_bytes());
+        assert!(matches!(decode(&wrong_count), Err(SpoolError::Count { .. })));
+        assert!(matches!(decode(b"slurm-cw-spool 2 1 1 00000000\nx"), Err(SpoolError::BadHeader(_))));
+        assert!(matches!(
+            decode(b"slurm-cw-spool 1 1 999999999999 00000000\n"),
+            Err(SpoolError::BadHeader(_))
+        ));
+    }
+
+    #[test]
+    fn compressed_well() {
+        let bytes = encode("Slurm", &datums(1000));
+        let plain: usize = datums(1000).iter().map(|d| d.to_json_line("Slurm").len() + 1).sum();
+        assert!(bytes.len() * 4 < plain, "{} vs {plain}", bytes.len());
+    }
+}

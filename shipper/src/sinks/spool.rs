@@ -1,0 +1,264 @@
+//! The disk spool: every flush is written here before it is sent (write-ahead), and removed once
+//! CloudWatch accepted it. While CloudWatch cannot be reached the files pile up, bounded in
+//! bytes (the oldest go first, counted); on recovery they are replayed oldest first. A crash or
+//! `kill -9` loses at most the batch being written; a batch in flight is sent again after a
+//! restart, never anything older.
+//!
+//! Files are written to a temporary name, synced, renamed, and the directory synced, so a file
+//! with a final name is whole; a torn one (power loss) fails its checksum and is counted.
+
+use crate::datum::Datum;
+use slurm_cw_formats::spool::{self, SpoolError};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+const SUFFIX: &str = ".spool";
+const TMP_SUFFIX: &str = ".tmp";
+
+/// What making room or opening the spool cost.
+#[derive(Debug, Default, PartialEq)]
+pub struct Dropped {
+    /// Datums in the oldest files deleted to stay under the size limit.
+    pub full: u64,
+    /// Files that failed their checks (and the datums their header still names).
+    pub corrupt_files: u64,
+    pub corrupt_datums: u64,
+}
+
+/// One spooled batch read back.
+#[derive(Debug)]
+pub struct Entry {
+    pub path: PathBuf,
+    pub namespace: String,
+    pub datums: Vec<Datum>,
+}
+
+pub struct Spool {
+    dir: PathBuf,
+    max_bytes: u64,
+    /// file name -> size; names sort oldest first.
+    files: BTreeMap<String, u64>,
+    seq: u64,
+}
+
+fn is_spool_file(name: &str) -> bool {
+    name.ends_with(SUFFIX)
+}
+
+impl Spool {
+    /// Opens (creating) the spool directory and takes stock of what an earlier run left. Torn
+    /// temporary files of a crash are removed and counted as corrupt.
+    pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<(Spool, Dropped)> {
+        std::fs::create_dir_all(dir)?;
+        set_private(dir);
+        let mut files = BTreeMap::new();
+        let mut dropped = Dropped::default();
+        for e in std::fs::read_dir(dir)?.flatten() {
+            let Ok(name) = e.file_name().into_string() else { continue };
+            if is_spool_file(&name) {
+                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                files.insert(name, len);
+            } else if name.ends_with(TMP_SUFFIX) {
+                // A write that never finished: the batch being written when the process died.
+                if let Ok(bytes) = std::fs::read(e.path()) {
+                    dropped.corrupt_datums += spool::header_count(&bytes).unwrap_or(0) as u64;
+                }
+                dropped.corrupt_files += 1;
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let seq = files.len() as u64;
+        Ok((Spool { dir: dir.to_owned(), max_bytes, files, seq }, dropped))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn files(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.files.values().sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Writes a batch as the newest file, first deleting the oldest files while the spool would
+    /// exceed its size. Returns the file and what was dropped to make room.
+    pub fn push(&mut self, namespace: &str, datums: &[Datum]) -> std::io::Result<(String, Dropped)> {
+        let bytes = spool::encode(namespace, datums);
+        if bytes.len() as u64 > self.max_bytes {
+            // Larger than the whole spool: the caller keeps it in memory instead.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "batch larger than spool.max_bytes",
+            ));
+        }
+        let mut dropped = Dropped::default();
+        while !self.files.is_empty() && self.bytes() + bytes.len() as u64 > self.max_bytes {
+            let Some((oldest, _)) = self.files.pop_first() else { break };
+            let path = self.dir.join(&oldest);
+            if let Ok(old) = std::fs::read(&path) {
+                dropped.full += spool::header_count(&old).unwrap_or(0) as u64;
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+        let millis =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        self.seq += 1;
+        let name = format!("{millis:020}-{:08}{SUFFIX}", self.seq % 100_000_000);
+        self.write_atomically(&name, &bytes)?;
+        self.files.insert(name.clone(), bytes.len() as u64);
+        Ok((name, dropped))
+    }
+
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let tmp = self.dir.join(format!("{name}{TMP_SUFFIX}"));
+        let result = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, self.dir.join(name))?;
+            std::fs::File::open(&self.dir)?.sync_all()
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// The oldest file's name.
+    pub fn oldest(&self) -> Option<String> {
+        self.files.keys().next().cloned()
+    }
+
+    /// Reads a file. A corrupt one is removed, and its error returned with the datums its
+    /// header names (0 when the header itself is gone).
+    pub fn read(&mut self, name: &str) -> Result<Entry, (SpoolError, u64)> {
+        let path = self.dir.join(name);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.files.remove(name);
+                return Err((SpoolError::BadHeader(format!("cannot read {}: {e}", path.display())), 0));
+            }
+        };
+        match spool::decode(&bytes) {
+            Ok(b) => Ok(Entry { path, namespace: b.namespace, datums: b.datums }),
+            Err(e) => {
+                let named = spool::header_count(&bytes).unwrap_or(0) as u64;
+                self.remove(name);
+                Err((e, named))
+            }
+        }
+    }
+
+    /// Replaces a file with what is left of its batch (after part of it was delivered).
+    pub fn rewrite(&mut self, name: &str, namespace: &str, datums: &[Datum]) -> std::io::Result<()> {
+        let bytes = spool::encode(namespace, datums);
+        self.write_atomically(name, &bytes)?;
+        self.files.insert(name.to_owned(), bytes.len() as u64);
+        Ok(())
+    }
+
+    /// Deletes a delivered (or unreadable) file.
+    pub fn remove(&mut self, name: &str) {
+        self.files.remove(name);
+        let _ = std::fs::remove_file(self.dir.join(name));
+    }
+}
+
+fn set_private(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datum::DatumValue;
+    use std::time::Duration;
+
+    fn batch(n: usize, tag: &str) -> Vec<Datum> {
+        (0..n)
+            .map(|i| Datum {
+                metric: format!("M{tag}"),
+                unit: "Count".into(),
+                dimensions: vec![
+                    ("ClusterName".into(), "c".into()),
+                    ("I".into(), format!("{i}-{}", "x".repeat(40))),
+                ],
+                timestamp: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+                value: DatumValue::Value { value: i as f64 },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn oldest_first_and_survives_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, d) = Spool::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(d, Dropped::default());
+        let (a, _) = s.push("Slurm", &batch(3, "a")).unwrap();
+        let (b, _) = s.push("Slurm", &batch(2, "b")).unwrap();
+        assert!(a < b);
+        let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!((s.files(), s.oldest()), (2, Some(a.clone())));
+        let e = s.read(&a).unwrap();
+        assert_eq!((e.namespace.as_str(), e.datums.len(), e.datums[0].metric.as_str()), ("Slurm", 3, "Ma"));
+        s.remove(&a);
+        assert_eq!(s.oldest(), Some(b));
+    }
+
+    #[test]
+    fn a_full_spool_drops_the_oldest_and_counts_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = spool::encode("Slurm", &batch(50, "a")).len() as u64;
+        let (mut s, _) = Spool::open(dir.path(), one * 3 + 10).unwrap();
+        for tag in ["a", "b", "c"] {
+            assert_eq!(s.push("Slurm", &batch(50, tag)).unwrap().1, Dropped::default());
+        }
+        let (_, d) = s.push("Slurm", &batch(50, "d")).unwrap();
+        assert_eq!(d.full, 50, "the oldest batch of 50 went");
+        assert_eq!(s.files(), 3);
+        let oldest = s.oldest().unwrap();
+        assert_eq!(s.read(&oldest).unwrap().datums[0].metric, "Mb");
+        assert!(s.bytes() <= one * 3 + 10);
+    }
+
+    #[test]
+    fn torn_and_corrupt_files_are_counted_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+        let (a, _) = s.push("Slurm", &batch(7, "a")).unwrap();
+        let (b, _) = s.push("Slurm", &batch(4, "b")).unwrap();
+        // Power loss: a torn temporary file, and a final file cut short.
+        let full = std::fs::read(dir.path().join(&a)).unwrap();
+        std::fs::write(dir.path().join("99999999999999999999-00000009.spool.tmp"), &full[..full.len() / 2])
+            .unwrap();
+        std::fs::write(dir.path().join(&b), &std::fs::read(dir.path().join(&b)).unwrap()[..40]).unwrap();
+        let (mut s, d) = Spool::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!((d.corrupt_files, d.corrupt_datums), (1, 7), "the torn write, by its header");
+        assert_eq!(s.read(&a).unwrap().datums.len(), 7);
+        let (err, named) = s.read(&b).unwrap_err();
+        assert_eq!(named, 4);
+        assert!(matches!(err, SpoolError::Length { .. }), "{err}");
+        assert!(!dir.path().join(&b).exists(), "removed");
+        assert_eq!(s.files(), 1);
+    }
+
+    #[test]
+    fn rewrite_keeps_what_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+        let (a, _) = s.push("Slurm", &batch(10, "a")).unwrap();
+        s.rewrite(&a, "Slurm", &batch(3, "a")).unwrap();
+        assert_eq!(s.read(&a).unwrap().datums.len(), 3);
+    }
+}
