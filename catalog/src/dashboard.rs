@@ -246,10 +246,10 @@ pub fn referenced_metrics(dashboard_json: &str) -> Vec<String> {
         for m in metrics {
             let Some(parts) = m.as_array() else { continue };
             for p in parts {
-                if let Some(expr) = p.get("expression").and_then(Value::as_str) {
-                    if let Some(rest) = expr.split("MetricName=\"").nth(1) {
-                        out.push(rest.split('"').next().unwrap_or("").to_owned());
-                    }
+                if let Some(expr) = p.get("expression").and_then(Value::as_str)
+                    && let Some(rest) = expr.split("MetricName=\"").nth(1)
+                {
+                    out.push(rest.split('"').next().unwrap_or("").to_owned());
                 }
             }
             if let (Some(Value::String(_ns)), Some(Value::String(name))) = (parts.first(), parts.get(1)) {

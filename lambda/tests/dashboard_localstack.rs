@@ -8,8 +8,16 @@ use slurm_cw_catalog::dashboard::{cluster_dashboard, referenced_metrics};
 
 #[tokio::test]
 async fn put_dashboard_accepts_the_generated_body() {
-    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../terraform/dashboards/cluster.json.tftpl")).unwrap();
-    assert_eq!(template, cluster_dashboard(), "the committed template is stale: cargo run -p slurm-cw-catalog -- write");
+    let template = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../terraform/dashboards/cluster.json.tftpl"
+    ))
+    .unwrap();
+    assert_eq!(
+        template,
+        cluster_dashboard(),
+        "the committed template is stale: cargo run -p slurm-cw-catalog -- write"
+    );
     for name in referenced_metrics(&template) {
         assert!(slurm_cw_catalog::by_name(&name).is_some(), "{name} is not in the catalog");
     }
@@ -22,7 +30,8 @@ async fn put_dashboard_accepts_the_generated_body() {
     assert!(!body.contains("${"), "an unfilled placeholder");
     let cw = clients(&url).await.cloudwatch;
     let name = unique("slurm-cw-dashboard");
-    let out = cw.put_dashboard().dashboard_name(&name).dashboard_body(&body).send().await.expect("PutDashboard");
+    let out =
+        cw.put_dashboard().dashboard_name(&name).dashboard_body(&body).send().await.expect("PutDashboard");
     assert!(out.dashboard_validation_messages().is_empty(), "{:?}", out.dashboard_validation_messages());
     let back = cw.get_dashboard().dashboard_name(&name).send().await.unwrap();
     let stored: serde_json::Value = serde_json::from_str(back.dashboard_body().unwrap()).unwrap();

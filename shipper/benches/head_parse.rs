@@ -131,7 +131,7 @@ fn main() {
             let (q, bad) = squeue::parse_text(&text);
             assert!(bad.is_empty());
             let mut b = Batch::new(SystemTime::now());
-            q.emit(true, 10, &mut b);
+            squeue::emit(&q, true, 10, &mut b);
             b
         });
         let floor = measure(runs, || split_only(&text));
