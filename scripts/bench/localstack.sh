@@ -60,7 +60,7 @@ start() {
     # LocalStack keeps CloudWatch's datapoints in SQLite under $TMPDIR/localstack (kept across
     # restarts); on tmpfs its inserts are 100 times faster than on a disk that syncs.
     local tmp=$bench/tmp
-    if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmp=/dev/shm/slurm-cw-bench-localstack; fi
+    if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmp=/dev/shm/slurm-cw-bench-localstack-$port; fi
     mkdir -p "$tmp"
     # DNS_ADDRESS=0 and DISABLE_EVENTS=1 keep it off the internet; the gateway binds loopback only.
     TMPDIR=$tmp \

@@ -177,6 +177,9 @@ pub struct Pipeline {
     /// Metric names the configuration excludes.
     excluded: Vec<String>,
     spool: Option<SharedSpool>,
+    /// Collections since the last flush, and in the last flush.
+    collections: u64,
+    flushed_collections: u64,
 }
 
 impl Pipeline {
@@ -207,6 +210,8 @@ impl Pipeline {
             stats,
             excluded: config.exclude_metrics.clone(),
             spool,
+            collections: 0,
+            flushed_collections: 0,
         }
     }
 
@@ -257,6 +262,7 @@ impl Pipeline {
             total_errors += errors.total();
         }
         tracing::debug!(samples = batch.samples.len(), errors = total_errors, "collected");
+        self.collections += 1;
         self.add(batch);
         total_errors
     }
@@ -286,7 +292,13 @@ impl Pipeline {
             batch.push(&SHIPPER_SPOOL_BYTES, host.clone(), bytes as f64);
         }
         self.add(batch);
+        self.flushed_collections = std::mem::take(&mut self.collections);
         self.aggregator.drain()
+    }
+
+    /// Collections in the last flush.
+    pub fn flushed_collections(&self) -> u64 {
+        self.flushed_collections
     }
 }
 
@@ -353,11 +365,14 @@ async fn daemon(
             signal = shutdown.recv() => {
                 tracing::info!(signal, "stopping: flushing what is buffered");
                 // Into the spool first: whatever the last send does, nothing is lost.
-                let _ = tx.send(intake.take(pipeline.flush()));
+                let held = intake.take(pipeline.flush());
+                tracing::debug!(collections = pipeline.flushed_collections(), in_memory = held.len(), "flushed");
+                let _ = tx.send(held);
                 break;
             }
             _ = flush.tick() => {
                 let held = intake.take(pipeline.flush());
+                tracing::debug!(collections = pipeline.flushed_collections(), in_memory = held.len(), "flushed");
                 if tx.send(held).is_err() {
                     return Exit::Failed("delivery stopped (see the log)".into());
                 }

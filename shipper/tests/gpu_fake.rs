@@ -2,6 +2,9 @@
 //! allocated to the job with nothing running on it, MIG instances, a lost GPU, and GPUs with
 //! and without GPM.
 
+mod common;
+
+use common::copy_tree;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
@@ -9,26 +12,11 @@ use slurm_cw_shipper::sample::Batch;
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::gpu::GpuCollector;
 use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeGpus, FakeSource};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let t = e.file_type().unwrap();
-        if t.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if t.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
 }
 
 /// Job 1001 (v2 fixture, processes 4240-4243, account chemistry) allocated GPUs 0 and 1.

@@ -3,6 +3,9 @@
 //! Values must equal the files; rates must follow counter changes; missing files and
 //! vanishing jobs and processes only leave figures out.
 
+mod common;
+
+use common::copy_tree;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_shipper::config::NodeConfig;
@@ -14,22 +17,6 @@ use std::time::{Duration, SystemTime};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-/// `cp -a` (symbolic links kept), so tests can change the copy.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let t = e.file_type().unwrap();
-        if t.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if t.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
 }
 
 fn collector(cgroup_root: &Path, proc_root: &Path) -> NodeCollector {

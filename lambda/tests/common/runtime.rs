@@ -1,8 +1,12 @@
 //! A minimal Lambda Runtime API on 127.0.0.1: hands out one event, collects what the function
 //! posts back (its response or error), as the Lambda service would.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+#[path = "../../../tests/support/http.rs"]
+mod http;
+
+use http::{read_message, respond};
+use std::io::BufReader;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
@@ -32,60 +36,6 @@ pub fn scheduled_event(time: SystemTime) -> String {
     .to_string()
 }
 
-/// One HTTP/1.1 request: method, path, body.
-fn read_request(r: &mut BufReader<TcpStream>) -> Option<(String, String, Vec<u8>)> {
-    let mut line = String::new();
-    if r.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next()?.to_owned(), parts.next()?.to_owned());
-    let (mut length, mut chunked) = (0usize, false);
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).ok()?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (k, v) = h.split_once(':')?;
-        match k.trim().to_ascii_lowercase().as_str() {
-            "content-length" => length = v.trim().parse().ok()?,
-            "transfer-encoding" => chunked = v.trim().eq_ignore_ascii_case("chunked"),
-            _ => {}
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            let mut size = String::new();
-            r.read_line(&mut size).ok()?;
-            let n = usize::from_str_radix(size.trim(), 16).ok()?;
-            let mut chunk = vec![0; n + 2];
-            r.read_exact(&mut chunk).ok()?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else {
-        body.resize(length, 0);
-        r.read_exact(&mut body).ok()?;
-    }
-    Some((method, path, body))
-}
-
-fn respond(w: &mut TcpStream, status: &str, headers: &[(&str, String)], body: &str) {
-    let mut head =
-        format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\ncontent-type: application/json\r\n", body.len());
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let _ = w.write_all(head.as_bytes());
-    let _ = w.write_all(body.as_bytes());
-}
-
 /// Serves one invocation of `event`; sends what the function posted back to `tx`.
 fn serve(listener: TcpListener, event: String, tx: mpsc::Sender<(String, String)>) {
     let mut served = false;
@@ -98,7 +48,9 @@ fn serve(listener: TcpListener, event: String, tx: mpsc::Sender<(String, String)
             let mut w = stream.try_clone().unwrap();
             let mut r = BufReader::new(stream);
             let mut handed_out = !first;
-            while let Some((method, path, body)) = read_request(&mut r) {
+            while let Some(m) = read_message(&mut r) {
+                let (method, path) = m.target();
+                let body = m.body.clone();
                 if method == "GET" && path.ends_with("/invocation/next") {
                     if handed_out {
                         // No more events: hold the function here until the test ends.
@@ -118,11 +70,17 @@ fn serve(listener: TcpListener, event: String, tx: mpsc::Sender<(String, String)
                             "arn:aws:lambda:us-east-1:000000000000:function:slurm-cw".to_owned(),
                         ),
                         ("lambda-runtime-trace-id", "Root=1-00000000-000000000000000000000000".to_owned()),
+                        ("content-type", "application/json".to_owned()),
                     ];
-                    respond(&mut w, "200 OK", &headers, &event);
+                    respond(&mut w, "200 OK", &headers, event.as_bytes());
                 } else {
-                    let _ = tx.send((path, String::from_utf8_lossy(&body).into_owned()));
-                    respond(&mut w, "202 Accepted", &[], "{}");
+                    let _ = tx.send((path.to_owned(), String::from_utf8_lossy(&body).into_owned()));
+                    respond(
+                        &mut w,
+                        "202 Accepted",
+                        &[("content-type", "application/json".to_owned())],
+                        b"{}",
+                    );
                 }
             }
         });

@@ -5,6 +5,8 @@
 //! CI=true it fails.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use aws_sdk_cloudwatch::Client;
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
 use std::path::PathBuf;
@@ -270,6 +272,10 @@ impl Running {
         Running(Some(child))
     }
 
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().map_or(0, |c| c.id())
+    }
+
     pub fn child(&mut self) -> &mut std::process::Child {
         self.0.as_mut().expect("running")
     }
@@ -290,6 +296,22 @@ impl Drop for Running {
         if let Some(mut c) = self.0.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+}
+
+/// `cp -a` (symbolic links kept), so tests can change a copy of a fixture tree.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let t = e.file_type().unwrap();
+        if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if t.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
         }
     }
 }

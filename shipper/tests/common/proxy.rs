@@ -1,0 +1,158 @@
+//! A fault-injecting HTTP proxy on 127.0.0.1 between the shipper and LocalStack: by plan, a
+//! request is forwarded, answered with CloudWatch's `Throttling` (HTTP 400, the rpcv2-cbor
+//! error shape the SDK reads), answered with a 500, dropped without an answer, or held before
+//! it is forwarded (a request in flight). It counts requests, with their times.
+
+#[path = "../../../tests/support/http.rs"]
+mod http;
+
+use http::{read_message, respond};
+use std::io::{BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    Forward,
+    Throttle,
+    ServerError,
+    /// Close the connection before forwarding (the request never reached CloudWatch).
+    Drop,
+    /// Forward only after this long (a request in flight).
+    Hold(Duration),
+    /// Refuse everything, as if the endpoint were down.
+    Down,
+}
+
+pub type Plan = Box<dyn FnMut(u64) -> Fault + Send>;
+
+#[derive(Default)]
+pub struct Counts {
+    pub requests: AtomicU64,
+    pub throttled: AtomicU64,
+    pub errors: AtomicU64,
+    pub dropped: AtomicU64,
+    pub forwarded: AtomicU64,
+    /// Requests being held right now.
+    pub held: AtomicU64,
+    pub times: Mutex<Vec<Instant>>,
+}
+
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub counts: Arc<Counts>,
+    plan: Arc<Mutex<Plan>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// CBOR of `{"__type": <code>, "message": <message>}` (short strings only).
+fn cbor_error(code: &str, message: &str) -> Vec<u8> {
+    let text = |s: &str| {
+        let mut v = vec![0x60 | s.len() as u8];
+        v.extend_from_slice(s.as_bytes());
+        v
+    };
+    let mut out = vec![0xA2];
+    for part in ["__type", code, "message", message] {
+        out.extend(text(part));
+    }
+    out
+}
+
+impl Proxy {
+    pub fn start(upstream: SocketAddr, plan: Plan) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let addr = listener.local_addr().expect("address");
+        let counts = Arc::new(Counts::default());
+        let plan = Arc::new(Mutex::new(plan));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, p, s) = (counts.clone(), plan.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if s.load(Ordering::Relaxed) {
+                    return;
+                }
+                let (c, p) = (c.clone(), p.clone());
+                std::thread::spawn(move || serve(stream, upstream, c, p));
+            }
+        });
+        Proxy { addr, counts, plan, stop }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn set_plan(&self, plan: Plan) {
+        *self.plan.lock().unwrap_or_else(|e| e.into_inner()) = plan;
+    }
+
+    /// Requests per second over the busiest `window` (how hard the shipper pushed).
+    pub fn peak_rate(&self, window: Duration) -> f64 {
+        let times = self.counts.times.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut best = 0;
+        for (i, t) in times.iter().enumerate() {
+            best = best.max(times[i..].iter().take_while(|u| u.duration_since(*t) < window).count());
+        }
+        best as f64 / window.as_secs_f64()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn serve(stream: TcpStream, upstream: SocketAddr, counts: Arc<Counts>, plan: Arc<Mutex<Plan>>) {
+    let Ok(mut w) = stream.try_clone() else { return };
+    let mut r = BufReader::new(stream);
+    while let Some(req) = read_message(&mut r) {
+        let n = counts.requests.fetch_add(1, Ordering::Relaxed);
+        counts.times.lock().unwrap_or_else(|e| e.into_inner()).push(Instant::now());
+        let fault = (plan.lock().unwrap_or_else(|e| e.into_inner()))(n);
+        let cbor =
+            [("content-type", "application/cbor".to_owned()), ("smithy-protocol", "rpc-v2-cbor".to_owned())];
+        match fault {
+            Fault::Throttle => {
+                counts.throttled.fetch_add(1, Ordering::Relaxed);
+                respond(&mut w, "400 Bad Request", &cbor, &cbor_error("Throttling", "Rate exceeded"));
+            }
+            Fault::ServerError => {
+                counts.errors.fetch_add(1, Ordering::Relaxed);
+                respond(
+                    &mut w,
+                    "500 Internal Server Error",
+                    &cbor,
+                    &cbor_error("InternalServiceFault", "injected"),
+                );
+            }
+            Fault::Drop | Fault::Down => {
+                counts.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Fault::Forward | Fault::Hold(_) => {
+                if let Fault::Hold(d) = fault {
+                    counts.held.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(d);
+                    counts.held.fetch_sub(1, Ordering::Relaxed);
+                }
+                let Some(resp) = forward(upstream, &req) else { return };
+                counts.forwarded.fetch_add(1, Ordering::Relaxed);
+                if w.write_all(&resp.to_bytes()).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn forward(upstream: SocketAddr, req: &http::Message) -> Option<http::Message> {
+    let mut up = TcpStream::connect(upstream).ok()?;
+    up.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+    up.write_all(&req.to_bytes()).ok()?;
+    read_message(&mut BufReader::new(up))
+}

@@ -1,0 +1,278 @@
+//! Durable delivery on a bad day, with the real binary and LocalStack: throttling, 500s and
+//! dropped connections from a fault-injecting proxy; LocalStack stopped while the shipper runs;
+//! kill -9 with a request in flight; a full disk under the spool. Every flushed sample must be
+//! in CloudWatch afterwards, and none twice (beyond the one batch in flight at a kill -9).
+//!
+//! The shipper runs the node role on the cgroup v2 fixture job (one JobsOnNode sample per
+//! collection), logs each flush with the number of collections in it, and the sum of those is
+//! compared with JobsOnNode's SampleCount in LocalStack.
+
+mod common;
+
+use common::proxy::{Fault, Proxy};
+use common::*;
+use slurm_cw_catalog::metrics::JOBS_ON_NODE;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// A shipper of the node role on a copy of the fixture job, flushing every 2 s to `endpoint`,
+/// with its spool in `spool`. Its standard error is collected line by line.
+struct Run {
+    child: Running,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+fn start(endpoint: &str, namespace: &str, cluster: &str, spool: &Path, root: &Path) -> Run {
+    let mut child = shipper()
+        .args(["--role", "node"])
+        .envs(shipper_env(endpoint, namespace))
+        .env("SLURM_CW_CLUSTER_NAME", cluster)
+        .env("SLURM_CW_NODE_NAME", "n1")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "2s")
+        .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
+        .env("SLURM_CW_CLOUDWATCH__MAX_RETRIES", "3")
+        .env("SLURM_CW_CLOUDWATCH__RETRY_BASE_DELAY", "100ms")
+        .env("SLURM_CW_CLOUDWATCH__RETRY_MAX_DELAY", "1s")
+        .env("SLURM_CW_CLOUDWATCH__ATTEMPT_TIMEOUT", "2s")
+        .env("SLURM_CW_SPOOL__DIR", spool)
+        .env("SLURM_CW_SPOOL__REPLAY_RATE", "20")
+        .env("SLURM_CW_NODE__CGROUP_ROOT", root.join("cg"))
+        .env("SLURM_CW_NODE__PROC_ROOT", root.join("proc"))
+        .env("SLURM_CW_NODE__HOOK_SOCKET", root.join("hook.sock"))
+        .env("SLURM_CW_LOG__LEVEL", "warn,slurm_cw_shipper=info,slurm_cw_shipper::app=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (stderr, l) = (child.child().stderr.take().unwrap(), log.clone());
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            l.lock().unwrap().push(line);
+        }
+    });
+    Run { child, log }
+}
+
+impl Run {
+    fn log_has(&self, needle: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
+    }
+
+    /// SIGTERM; waits for the log reader to see the end.
+    fn stop(self) -> u64 {
+        let Run { child, log } = self;
+        let out = child.stop();
+        assert!(out.status.success());
+        std::thread::sleep(Duration::from_millis(200));
+        Run::count_flushed(&log.lock().unwrap())
+    }
+
+    fn count_flushed(lines: &[String]) -> u64 {
+        lines
+            .iter()
+            .filter(|l| l.contains("flushed"))
+            .filter_map(|l| l.split("collections=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+fn fixture_root() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &root.path().join("cg"));
+    copy_tree(&fixtures().join("proc/slurm-job-1001"), &root.path().join("proc"));
+    root
+}
+
+fn spool_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map_or(0, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".spool")).count())
+}
+
+fn wait_for_empty_spool(dir: &Path, limit: Duration) {
+    wait_until("the spool to drain", limit, || spool_files(dir) == 0);
+}
+
+async fn samples(url: &str, ns: &str, cluster: &str) -> f64 {
+    let cw = cloudwatch(url).await;
+    let dims = [("ClusterName", cluster), ("NodeName", "n1")];
+    statistic(&cw, ns, JOBS_ON_NODE.name, &dims, "SampleCount", Duration::from_secs(900)).await.unwrap_or(0.0)
+}
+
+fn upstream(url: &str) -> SocketAddr {
+    url.trim_start_matches("http://").parse().expect("LocalStack address")
+}
+
+#[tokio::test]
+async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off() {
+    let Some(url) = localstack() else { return };
+    let (ns, cluster) = (unique_namespace("faults"), format!("faults-{}", std::process::id()));
+    let root = fixture_root();
+    let spool = root.path().join("spool");
+    // A third throttled, a fifth failing, a seventh dropped before it reaches LocalStack.
+    let proxy = Proxy::start(
+        upstream(&url),
+        Box::new(|n| match n {
+            n if n % 3 == 1 => Fault::Throttle,
+            n if n % 5 == 2 => Fault::ServerError,
+            n if n % 7 == 3 => Fault::Drop,
+            _ => Fault::Forward,
+        }),
+    );
+    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    std::thread::sleep(Duration::from_secs(14));
+    proxy.set_plan(Box::new(|_| Fault::Forward));
+    wait_for_empty_spool(&spool, Duration::from_secs(60));
+    let flushed = run.stop();
+    let c = &proxy.counts;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!(
+        "proxy saw {} requests: {} throttled, {} HTTP 500, {} dropped, {} forwarded; peak {:.1} requests/s over 1 s, {:.2}/s over 5 s",
+        load(&c.requests),
+        load(&c.throttled),
+        load(&c.errors),
+        load(&c.dropped),
+        load(&c.forwarded),
+        proxy.peak_rate(Duration::from_secs(1)),
+        proxy.peak_rate(Duration::from_secs(5)),
+    );
+    assert!(load(&c.throttled) >= 2 && load(&c.errors) >= 1 && load(&c.dropped) >= 1, "the faults happened");
+    assert!(proxy.peak_rate(Duration::from_secs(5)) < 10.0, "retries back off instead of hammering");
+    assert!(flushed >= 10);
+    assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "every flushed sample once");
+}
+
+#[tokio::test]
+async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
+    let Some(_) = localstack() else { return };
+    // A LocalStack of its own, on another port, that this test stops and starts.
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/localstack.sh");
+    let port = 4500 + (std::process::id() % 60) as u16;
+    let bench = tempfile::tempdir().unwrap();
+    let ls = |verb: &str| {
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(verb)
+            .env("LOCALSTACK_PORT", port.to_string())
+            .env("LOCALSTACK_BENCH_DIR", bench.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success() || verb == "stop", "{verb}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let (ns, cluster) = (unique_namespace("outage"), format!("outage-{}", std::process::id()));
+    let root = fixture_root();
+    let spool = root.path().join("spool");
+
+    // LocalStack is down while the shipper runs for several flush intervals...
+    ls("stop");
+    let run = start(&url, &ns, &cluster, &spool, root.path());
+    std::thread::sleep(Duration::from_secs(9));
+    let during = spool_files(&spool);
+    assert!(during >= 3, "flushes wait in the spool during the outage: {during}");
+    assert!(run.log_has("cannot deliver"), "the shipper says what is wrong");
+    // ...then comes back: the backlog goes out, oldest first.
+    let started = Instant::now();
+    ls("start");
+    wait_for_empty_spool(&spool, Duration::from_secs(60));
+    eprintln!("{during} spooled flushes delivered {:?} after LocalStack started", started.elapsed());
+    let flushed = run.stop();
+    assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "every sample of the outage, once");
+    ls("stop");
+}
+
+#[tokio::test]
+async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_batch_in_flight() {
+    let Some(url) = localstack() else { return };
+    let (ns, cluster) = (unique_namespace("crash"), format!("crash-{}", std::process::id()));
+    let root = fixture_root();
+    let spool = root.path().join("spool");
+    // The first requests go through; from the fourth on, requests are held (in flight) for 4 s.
+    let proxy = Proxy::start(
+        upstream(&url),
+        Box::new(|n| if n < 3 { Fault::Forward } else { Fault::Hold(Duration::from_secs(4)) }),
+    );
+    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    let held = || proxy.counts.held.load(std::sync::atomic::Ordering::Relaxed);
+    wait_until("a request in flight", Duration::from_secs(30), || held() > 0);
+    // kill -9 while CloudWatch has the batch and the shipper has not heard back.
+    let mut dead = run.child;
+    dead.child().kill().unwrap();
+    let _ = dead.child().wait();
+    std::thread::sleep(Duration::from_millis(200));
+    let first = Run::count_flushed(&run.log.lock().unwrap());
+    let per_flush_max = 3;
+    // The held request reaches LocalStack anyway, with nobody left to hear the answer.
+    std::thread::sleep(Duration::from_secs(5));
+
+    // Restarted on the same spool: it sends what the dead one had not been told was delivered.
+    proxy.set_plan(Box::new(|_| Fault::Forward));
+    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    std::thread::sleep(Duration::from_secs(3));
+    wait_for_empty_spool(&spool, Duration::from_secs(60));
+    let second = run.stop();
+    let got = samples(&url, &ns, &cluster).await;
+    let flushed = (first + second) as f64;
+    eprintln!("flushed {flushed} samples over both runs; CloudWatch holds {got}");
+    assert!(got >= flushed, "nothing flushed is lost: {got} < {flushed}");
+    assert!(
+        got <= flushed + per_flush_max as f64,
+        "only the batch in flight is repeated: {got} > {flushed} + {per_flush_max}"
+    );
+}
+
+#[tokio::test]
+async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why() {
+    let Some(url) = localstack() else { return };
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var("CI").is_err(), "CI runs as root to mount a small tmpfs");
+        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+        return;
+    }
+    let (ns, cluster) = (unique_namespace("fulldisk"), format!("fulldisk-{}", std::process::id()));
+    let root = fixture_root();
+    let spool = root.path().join("spool");
+    std::fs::create_dir_all(&spool).unwrap();
+    cmd("mount", &["-t", "tmpfs", "-o", "size=64k", "tmpfs", &spool.display().to_string()]);
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(spool.clone());
+    // Fill it up.
+    let filler = spool.join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 128 << 10]);
+    let run = start(&url, &ns, &cluster, &spool, root.path());
+    std::thread::sleep(Duration::from_secs(7));
+    assert!(run.child_alive(), "the daemon keeps running");
+    assert!(run.log_has("No space left on device"), "and says what is wrong: {:?}", run.log.lock().unwrap());
+    // Room again: the spool takes data again.
+    std::fs::remove_file(&filler).unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(run.log_has("the spool takes data again"));
+    let flushed = run.stop();
+    assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "held in memory meanwhile, all delivered");
+}
+
+impl Run {
+    fn child_alive(&self) -> bool {
+        let pid = self.child_pid();
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    fn child_pid(&self) -> u32 {
+        self.child.pid()
+    }
+}
