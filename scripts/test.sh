@@ -4,6 +4,7 @@
 #
 #   scripts/test.sh            everything
 #   scripts/test.sh -- ARGS    extra arguments for `cargo test` (a filter, say)
+#   FUZZ_SECONDS=N             seconds per fuzz target (default 10, 0 skips fuzzing)
 #
 # With CI=true a test whose bench is missing fails instead of skipping.
 set -euo pipefail
@@ -76,6 +77,14 @@ fi
 
 step "cargo test"
 cargo test --workspace --locked "${extra[@]}"
+
+step "fuzz every parser for ${FUZZ_SECONDS:-10}s each (FUZZ_SECONDS=0 skips)"
+if [ "${FUZZ_SECONDS:-10}" != 0 ]; then
+    if command -v rustup >/dev/null && ! rustup toolchain list | grep -q '^nightly'; then
+        rustup toolchain install nightly --profile minimal >/dev/null
+    fi
+    bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
+fi
 
 step "infrastructure checks (terraform, checkov, systemd, ParallelCluster bootstrap, IAM)"
 bash tests/infra/run.sh

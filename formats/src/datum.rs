@@ -154,6 +154,10 @@ mod tests {
             assert_eq!(back, d);
         }
         assert!(Datum::from_json_line("{").is_err());
+        // Found by fuzzing: a long decimal must read back to the same float it was written as.
+        let long = r#"{"namespace":"S","metric":"M","dimensions":{},"unit":"Percent","timestamp":"2026-02-21T19:30:00Z","value":100.04444444444444444444444444444444444444444444444444444444}"#;
+        let (ns, d) = Datum::from_json_line(long).unwrap();
+        assert_eq!(Datum::from_json_line(&d.to_json_line(&ns)).unwrap().1, d);
         assert!(Datum::from_json_line(r#"{"namespace":"a"}"#).is_err());
     }
 }

@@ -24,7 +24,7 @@ pub fn gpus_in_gres(s: &str) -> u64 {
                 [.., last] => Some(last.parse().unwrap_or(1)),
             }
         })
-        .sum()
+        .fold(0u64, u64::saturating_add)
 }
 
 /// GPUs in a TRES list such as `cpu=4,mem=8G,node=1,gres/gpu=2,gres/gpu:a100=2` (tres-per-node,
@@ -33,21 +33,21 @@ pub fn gpus_in_tres(s: &str) -> u64 {
     if !s.contains("gpu") {
         return 0;
     }
-    let mut untyped = None;
-    let mut typed = 0;
+    let mut untyped: Option<u64> = None;
+    let mut typed: u64 = 0;
     for item in s.split(',') {
         let Some((key, value)) = item.trim().split_once('=') else {
             // `gres:gpu:2` style inside a TRES field (older squeue %b).
-            typed += gpus_in_gres(item);
+            typed = typed.saturating_add(gpus_in_gres(item));
             continue;
         };
         let key = key.strip_prefix("gres/").or_else(|| key.strip_prefix("gres:"));
         let Some(key) = key else { continue };
         let n = parse_count(value);
         if key == "gpu" {
-            untyped = Some(untyped.unwrap_or(0) + n);
+            untyped = Some(untyped.unwrap_or(0).saturating_add(n));
         } else if key.starts_with("gpu:") {
-            typed += n;
+            typed = typed.saturating_add(n);
         }
     }
     untyped.unwrap_or(typed)

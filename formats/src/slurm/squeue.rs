@@ -48,26 +48,29 @@ pub struct Job<'a> {
 }
 
 impl JobStats {
-    fn add(&mut self, job: &Job) {
-        *self.states.entry(job.state).or_default() += 1;
+    /// Adds `n` jobs like `job` (a pending array record stands for its tasks). Sums saturate:
+    /// absurd counts in damaged output must not wrap around.
+    fn add(&mut self, job: &Job, n: u64) {
+        let e = self.states.entry(job.state).or_default();
+        *e = e.saturating_add(n);
         match job.state {
             "pending" => {
                 let reason = short_reason(job.reason);
                 if startable(reason) {
-                    self.pending_cpus += job.cpus;
-                    self.pending_gpus += job.gpus;
-                    self.pending_nodes += job.nodes;
+                    self.pending_cpus = self.pending_cpus.saturating_add(job.cpus.saturating_mul(n));
+                    self.pending_gpus = self.pending_gpus.saturating_add(job.gpus.saturating_mul(n));
+                    self.pending_nodes = self.pending_nodes.saturating_add(job.nodes.saturating_mul(n));
                 }
                 match self.pending_reasons.get_mut(reason) {
-                    Some(n) => *n += 1,
+                    Some(c) => *c = c.saturating_add(n),
                     None => {
-                        self.pending_reasons.insert(reason.to_owned(), 1);
+                        self.pending_reasons.insert(reason.to_owned(), n);
                     }
                 }
             }
             "running" => {
-                self.running_cpus += job.cpus;
-                self.running_gpus += job.gpus;
+                self.running_cpus = self.running_cpus.saturating_add(job.cpus.saturating_mul(n));
+                self.running_gpus = self.running_gpus.saturating_add(job.gpus.saturating_mul(n));
             }
             _ => {}
         }
@@ -85,16 +88,21 @@ pub struct Queue {
 
 impl Queue {
     pub fn add(&mut self, job: &Job) {
+        self.add_n(job, 1);
+    }
+
+    /// Adds `n` jobs like `job`.
+    pub fn add_n(&mut self, job: &Job, n: u64) {
         if job.state == "other" {
-            self.unknown_states += 1;
+            self.unknown_states = self.unknown_states.saturating_add(n);
         }
-        self.cluster.add(job);
+        self.cluster.add(job, n);
         for p in job.partitions.split(',').filter(|p| !p.is_empty()) {
             match self.partitions.get_mut(p) {
-                Some(s) => s.add(job),
+                Some(s) => s.add(job, n),
                 None => {
                     let mut s = JobStats::default();
-                    s.add(job);
+                    s.add(job, n);
                     self.partitions.insert(p.to_owned(), s);
                 }
             }
@@ -176,8 +184,8 @@ fn parse_line(line: &str) -> Result<Job<'_>, String> {
 /// GPUs a job asked for: per job, plus per node times nodes, plus per task times tasks.
 pub fn requested_gpus(per_job: &str, per_node: &str, per_task: &str, nodes: u64, tasks: u64) -> u64 {
     gres::gpus_in_tres(per_job)
-        + gres::gpus_in_tres(per_node) * nodes.max(1)
-        + gres::gpus_in_tres(per_task) * tasks.max(1)
+        .saturating_add(gres::gpus_in_tres(per_node).saturating_mul(nodes.max(1)))
+        .saturating_add(gres::gpus_in_tres(per_task).saturating_mul(tasks.max(1)))
 }
 
 /// Slurm's "not set" values start here (NO_VAL is 0xfffffffe).
@@ -218,9 +226,7 @@ pub fn parse_json(text: &str) -> Result<(Queue, Vec<BadLine>), String> {
             _ => 1,
         };
         let job = Job { partitions, state: state.unwrap_or("other"), reason, cpus, nodes, gpus };
-        for _ in 0..tasks {
-            q.add(&job);
-        }
+        q.add_n(&job, tasks);
     }
     Ok((q, bad))
 }
@@ -243,7 +249,7 @@ pub fn count_tasks(s: &str) -> u64 {
                 None => u64::from(range.parse::<u64>().is_ok()),
             }
         })
-        .sum()
+        .fold(0u64, u64::saturating_add)
 }
 
 #[cfg(test)]

@@ -21,20 +21,22 @@ struct Summary {
     gpus: [u64; 2],
 }
 
+/// Sums saturate: absurd figures in damaged output must not wrap around.
+fn add_all<const N: usize>(sums: &mut [u64; N], values: [u64; N]) {
+    for (s, v) in sums.iter_mut().zip(values) {
+        *s = s.saturating_add(v);
+    }
+}
+
 impl Summary {
     fn add(&mut self, r: &NodeRow) {
         *self.states.entry(r.state.primary).or_default() += 1;
         for f in &r.state.flags {
             *self.flags.entry(f.clone()).or_default() += 1;
         }
-        self.cpus[0] += r.cpus_total;
-        self.cpus[1] += r.cpus_alloc;
-        self.cpus[2] += r.cpus_idle;
-        self.cpus[3] += r.cpus_other;
-        self.memory_mb[0] += r.memory_mb;
-        self.memory_mb[1] += r.memory_alloc_mb;
-        self.gpus[0] += r.gpus_total;
-        self.gpus[1] += r.gpus_alloc;
+        add_all(&mut self.cpus, [r.cpus_total, r.cpus_alloc, r.cpus_idle, r.cpus_other]);
+        add_all(&mut self.memory_mb, [r.memory_mb, r.memory_alloc_mb]);
+        add_all(&mut self.gpus, [r.gpus_total, r.gpus_alloc]);
     }
 
     fn emit(&self, dims: &Dims, out: &mut Batch) {

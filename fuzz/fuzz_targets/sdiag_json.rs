@@ -1,0 +1,10 @@
+#![no_main]
+//! `sdiag --json` (data_parser v0.0.39 and later).
+use libfuzzer_sys::fuzz_target;
+use slurm_cw_formats::slurm::sdiag;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = sdiag::parse_json(text);
+    }
+});
