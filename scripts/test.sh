@@ -72,7 +72,7 @@ fi
 
 step "shellcheck"
 if command -v shellcheck >/dev/null; then
-    shellcheck -x scripts/*.sh scripts/bench/*.sh .ci/run
+    shellcheck -x scripts/*.sh scripts/bench/*.sh scripts/load/*.sh .ci/run
 fi
 
 step "cargo test"

@@ -232,6 +232,41 @@ async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_bat
 }
 
 #[tokio::test]
+async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_loses_nothing() {
+    let Some(url) = localstack() else { return };
+    let (ns, cluster) = (unique_namespace("sigterm"), format!("sigterm-{}", std::process::id()));
+    let root = fixture_root();
+    let spool = root.path().join("spool");
+    // Every request is held for longer than the attempt timeout: a flush is always in flight.
+    let proxy = Proxy::start(upstream(&url), Box::new(|_| Fault::Hold(Duration::from_secs(30))));
+    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    wait_until("a request in flight", Duration::from_secs(30), || {
+        proxy.counts.held.load(std::sync::atomic::Ordering::Relaxed) > 0
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let asked = Instant::now();
+    let first = run.stop();
+    let took = asked.elapsed();
+    eprintln!(
+        "SIGTERM during an outage: exited 0 after {took:?} with {} flushes spooled",
+        spool_files(&spool)
+    );
+    assert!(took < slurm_cw_shipper::app::SHUTDOWN_GRACE + Duration::from_secs(5), "bounded: {took:?}");
+    assert!(spool_files(&spool) >= 2, "what was not delivered waits in the spool");
+
+    // The next start delivers it.
+    proxy.set_plan(Box::new(|_| Fault::Forward));
+    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    wait_for_empty_spool(&spool, Duration::from_secs(60));
+    let second = run.stop();
+    // Held requests time out on the shipper's side but may still reach LocalStack later; wait
+    // for the held ones to be released before counting.
+    std::thread::sleep(Duration::from_secs(1));
+    let got = samples(&url, &ns, &cluster).await;
+    assert!(got >= (first + second) as f64, "nothing flushed is lost: {got} < {first} + {second}");
+}
+
+#[tokio::test]
 async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why() {
     let Some(url) = localstack() else { return };
     if unsafe { libc::geteuid() } != 0 {

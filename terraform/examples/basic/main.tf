@@ -1,7 +1,7 @@
 # The module for one ParallelCluster cluster "hpc-prod" in us-east-1.
 #
-#   cargo lambda build --release -p slurm-cw-lambda --output-format zip
-#   terraform init && terraform apply -var lambda_zip_path=../../../target/lambda/bootstrap/bootstrap.zip
+#   scripts/release.sh      (at the top of the repository: dist/slurm-cw-lambda.zip)
+#   terraform init && terraform apply -var lambda_zip_path=../../../dist/slurm-cw-lambda.zip
 #
 # Then put the cluster_instance_policy_arn output under Iam/AdditionalIamPolicies of the head
 # node and of each queue (infra/parallelcluster/cluster-config.example.yaml).
@@ -34,7 +34,7 @@ variable "region" {
 variable "lambda_zip_path" {
   description = "Path of the Lambda package (a zip holding `bootstrap`)."
   type        = string
-  default     = "bootstrap.zip"
+  default     = "../../../dist/slurm-cw-lambda.zip"
 }
 
 variable "alarm_emails" {
