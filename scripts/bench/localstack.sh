@@ -40,6 +40,13 @@ install_if_missing() {
         -r "$here/localstack-requirements.txt"
 }
 
+# LocalStack keeps CloudWatch's datapoints in SQLite under $TMPDIR/localstack; on tmpfs its
+# inserts are 100 times faster than on a disk that syncs. Each start begins empty and stop
+# removes it: the table has no index LocalStack's GetMetricData can use, so an old one of a few
+# hundred MB makes every query take seconds.
+state=$bench/tmp
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then state=/dev/shm/slurm-cw-bench-localstack-$port; fi
+
 healthy() { curl -fsS -m 2 "$url/_localstack/health" >/dev/null 2>&1; }
 
 print_env() {
@@ -57,13 +64,10 @@ start() {
     fi
     install_if_missing
     mkdir -p "$bench/volume"
-    # LocalStack keeps CloudWatch's datapoints in SQLite under $TMPDIR/localstack (kept across
-    # restarts); on tmpfs its inserts are 100 times faster than on a disk that syncs.
-    local tmp=$bench/tmp
-    if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmp=/dev/shm/slurm-cw-bench-localstack-$port; fi
-    mkdir -p "$tmp"
+    rm -rf "$state"
+    mkdir -p "$state"
     # DNS_ADDRESS=0 and DISABLE_EVENTS=1 keep it off the internet; the gateway binds loopback only.
-    TMPDIR=$tmp \
+    TMPDIR=$state \
     SERVICES=cloudwatch,sns,sqs,logs,events,iam,sts \
     GATEWAY_LISTEN=127.0.0.1:$port \
     LOCALSTACK_VOLUME_DIR=$bench/volume \
@@ -99,6 +103,7 @@ stop() {
         kill -KILL -- "-$pid" 2>/dev/null || true
         rm -f "$pidf"
     fi
+    rm -rf "$state"
     log "stopped"
 }
 

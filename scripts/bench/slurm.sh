@@ -87,6 +87,9 @@ write_config() {
         echo "SelectTypeParameters=CR_Core_Memory"
         echo "ReturnToService=1"
         echo "MinJobAge=3600"
+        # Room for the load test's queue (scripts/load/head.sh): 10,000 array tasks and more.
+        echo "MaxArraySize=20001"
+        echo "MaxJobCount=50000"
         echo "DefMemPerCPU=100"
         echo "SlurmdParameters=config_overrides"
         echo "MpiDefault=none"
