@@ -52,20 +52,8 @@ fn emit_stats(s: &JobStats, dims: &Dims, top_reasons: usize, out: &mut Batch) {
 mod tests {
     use super::*;
 
-    // Real 22.05 shapes: `gres:gpu:N` in the per-node/job/task fields, N/A when absent.
-    const OUT: &str = "\
-debug|PENDING|Resources|2|1|1|N/A|N/A|N/A|
-debug|PENDING|Resources|2|1|1|N/A|N/A|N/A|
-batch,debug|PENDING|Priority|4|2|4|N/A|gres:gpu:1|N/A|
-batch|PENDING|Dependency|1|1|1|N/A|N/A|N/A|
-batch|PENDING|ReqNodeNotAvail, UnavailableNodes:c[1-2]|1|1|N/A|N/A|N/A|N/A|
-debug|RUNNING|None|2|1|2|N/A|N/A|gres/gpu:1|
-batch|COMPLETED|None|1|1|1|N/A|N/A|N/A|
-batch|FAILED|NonZeroExitCode|1|1|1|N/A|N/A|N/A|
-batch|CANCELLED|None|1|1|1|N/A|N/A|N/A|
-batch|OUT_OF_MEMORY|OutOfMemory|1|1|1|gres:gpu:2|N/A|N/A|
-batch|FROBNICATED|None|1|1|1|N/A|N/A|N/A|
-";
+    // The sample the parser's own tests use.
+    const OUT: &str = include_str!("../../../../formats/tests/fixtures/squeue-22.05-states.txt");
 
     #[test]
     fn emits_top_reasons_and_folds_the_rest_into_other() {
