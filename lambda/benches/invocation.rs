@@ -18,7 +18,7 @@ use slurm_cw_lambda::handler::DELAY_MINUTES;
 use slurm_cw_sink::cloudwatch::retry::Backoff;
 use slurm_cw_sink::cloudwatch::{CloudWatchSink, Settings};
 use slurm_cw_sink::datum::Datum;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
 fn size(var: &str, default: usize) -> usize {
@@ -157,20 +157,8 @@ fn main() {
         slurm_cw_catalog::alarms::default_rules_json()
     );
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bootstrap"))
-        .env("AWS_LAMBDA_RUNTIME_API", api.addr.to_string())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "slurm-cw")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_ENDPOINT_URL", &url)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("SLURM_CW_LAMBDA_CONFIG", &config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        runtime::bootstrap(&api, &url, &config).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let (path, body) = api.posted.recv_timeout(Duration::from_secs(600)).expect("a response");
     let took = started.elapsed();
     let _ = child.kill();

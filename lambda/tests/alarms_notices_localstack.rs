@@ -10,7 +10,7 @@ use common::*;
 use slurm_cw_catalog::alarms::{Rule, default_rules};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_lambda::config::Config;
-use slurm_cw_lambda::handler::handle;
+use slurm_cw_lambda::handler::{Clients, handle};
 use std::time::{Duration, Instant};
 
 async fn queue(url: &str, name: &str) -> (aws_sdk_sqs::Client, String, String) {
@@ -58,21 +58,18 @@ fn with_rules(ns: &str, cluster: &str, topic: &str, rules: &[Rule], extra: &str)
     .unwrap()
 }
 
+/// A new SNS topic's ARN.
+async fn topic(clients: &Clients, name: &str) -> String {
+    let out = clients.sns.create_topic().name(unique(name)).send().await.unwrap();
+    out.topic_arn().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn rules_become_alarms_idempotently_and_reach_alarm() {
     let Some(url) = localstack() else { return };
     let (ns, cluster) = (unique("AlarmTest"), unique("c"));
     let clients = clients(&url).await;
-    let topic = clients
-        .sns
-        .create_topic()
-        .name(unique("alarms"))
-        .send()
-        .await
-        .unwrap()
-        .topic_arn()
-        .unwrap()
-        .to_owned();
+    let topic = topic(&clients, "alarms").await;
     let mut rules = default_rules();
     let cfg = with_rules(&ns, &cluster, &topic, &rules, "");
     let prefix = cfg.alarm_prefix();
@@ -150,16 +147,7 @@ async fn idle_gpu_notice_reaches_sqs_once_and_backlog_goes_to_eventbridge() {
     let Some(url) = localstack() else { return };
     let (ns, cluster) = (unique("NoticeTest"), unique("c"));
     let clients = clients(&url).await;
-    let topic = clients
-        .sns
-        .create_topic()
-        .name(unique("notices"))
-        .send()
-        .await
-        .unwrap()
-        .topic_arn()
-        .unwrap()
-        .to_owned();
+    let topic = topic(&clients, "notices").await;
     let (sqs, q_url, q_arn) = queue(&url, &unique("notices")).await;
     clients.sns.subscribe().topic_arn(&topic).protocol("sqs").endpoint(&q_arn).send().await.unwrap();
     // Backlog events to another queue through an EventBridge rule.

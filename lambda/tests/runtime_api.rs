@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::runtime::{RuntimeApi, scheduled_event};
+use common::runtime::{RuntimeApi, bootstrap, scheduled_event};
 use common::*;
 use slurm_cw_catalog::metrics::{JOBS_SUBMITTED, JOBS_SUBMITTED_RATE};
 use std::process::{Command, Stdio};
@@ -25,22 +25,8 @@ fn bootstrap_answers_a_scheduled_event_through_the_runtime_api() {
     let api = RuntimeApi::start(scheduled_event(invocation_for(minute)));
 
     let config = format!(r#"{{"namespace": "{ns}", "cluster_name": "{cluster}"}}"#);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bootstrap"))
-        .env("AWS_LAMBDA_RUNTIME_API", api.addr.to_string())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "slurm-cw")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/slurm-cw")
-        .env("AWS_ENDPOINT_URL", &url)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("SLURM_CW_LAMBDA_CONFIG", &config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        bootstrap(&api, &url, &config).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let started = Instant::now();
     let got = api.posted.recv_timeout(Duration::from_secs(60));
     let _ = child.kill();

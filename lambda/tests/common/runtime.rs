@@ -26,6 +26,24 @@ impl RuntimeApi {
     }
 }
 
+/// The built `bootstrap` as the Lambda service starts it: pointed at `api`, calling the AWS
+/// endpoint `url` with LocalStack's credentials, configured with `config` (JSON).
+pub fn bootstrap(api: &RuntimeApi, url: &str, config: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"));
+    c.env("AWS_LAMBDA_RUNTIME_API", api.addr.to_string())
+        .env("AWS_LAMBDA_FUNCTION_NAME", "slurm-cw")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/slurm-cw")
+        .env("AWS_ENDPOINT_URL", url)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("SLURM_CW_LAMBDA_CONFIG", config);
+    c
+}
+
 /// An EventBridge scheduled event at `time`.
 pub fn scheduled_event(time: SystemTime) -> String {
     serde_json::json!({
