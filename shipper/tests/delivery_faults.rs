@@ -186,7 +186,17 @@ async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
     ls("start");
     wait_for_empty_spool(&spool, Duration::from_secs(60));
     eprintln!("{during} spooled flushes delivered {:?} after LocalStack started", started.elapsed());
-    let flushed = run.stop();
+    let mut flushed = run.stop();
+    // The last flush, at SIGTERM, may not get through a LocalStack that has just started (two
+    // cores, other tests beside it); then it waits in the spool for the next start, as it would
+    // for the next boot of a node.
+    let left = spool_files(&spool);
+    if left > 0 {
+        eprintln!("{left} flush(es) left in the spool at SIGTERM; delivered by the next start");
+        let run = start(&url, &ns, &cluster, &spool, root.path());
+        wait_for_empty_spool(&spool, Duration::from_secs(60));
+        flushed += run.stop();
+    }
     assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "every sample of the outage, once");
     ls("stop");
 }
