@@ -90,7 +90,17 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     wait_until("five running jobs", Duration::from_secs(60), || {
         [&mem, &burn, &threads, &files, &write].iter().all(|j| job_state(j) == "RUNNING")
     });
-    // Let python start and the workloads settle (memory touched, threads and files open).
+    // Python may start late on a busy machine; Slurm's list of a job's processes must hold it
+    // before it is the truth.
+    let runs_python = |job: &str, node: &str| {
+        job_pids(job, node)
+            .iter()
+            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "python3"))
+    };
+    wait_until("python in every job Slurm lists the processes of", Duration::from_secs(60), || {
+        runs_python(&burn, "c2") && runs_python(&threads, "c3") && runs_python(&files, "c3")
+    });
+    // Let the workloads settle (memory touched, threads and files open).
     std::thread::sleep(Duration::from_secs(3));
 
     // The truth, from Slurm's own list of each job's processes and their /proc entries.
