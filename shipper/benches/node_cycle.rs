@@ -1,18 +1,18 @@
 //! Cost of one node collection cycle over synthetic cgroup v2 trees of 1, 64 and 512 jobs with
 //! 8 processes each (a fake /proc beside them), against a floor measured in the same run: reading
-//! exactly the same files and directories without parsing anything.
+//! exactly the same files and directories, the same way, without parsing anything.
 //!
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle`
 //!
-//! Prints CPU time (user + system) per cycle for the collector and for the floor, their ratio,
-//! the CPU share of one core at a 30 s interval, and the process's resident memory. Targets:
-//! under 2x the floor, under 20 MB RSS, under 0.1% of one core with 64 jobs.
+//! For processes read every cycle (`node.process_every = 1`) and every other cycle (the
+//! default, 2), prints the mean CPU time (user + system) per cycle for the collector and for the
+//! floor, their ratio, the CPU share of one core at a 30 s interval, and the process's resident
+//! memory. Targets: under 2x the floor, under 20 MB RSS, under 0.1% of one core with 64 jobs.
 
 use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::Batch;
 use slurm_cw_shipper::sources::Errors;
-use slurm_cw_shipper::sources::node::NodeCollector;
-use std::io::Read;
+use slurm_cw_shipper::sources::node::{NodeCollector, read_into};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -95,13 +95,14 @@ fn build(root: &Path, jobs: u32) -> (PathBuf, PathBuf) {
     (cg, proc)
 }
 
-/// Reads the files and lists the directories one steady-state cycle reads, parsing nothing.
-fn floor(cg: &Path, proc: &Path, buf: &mut String) -> usize {
+/// Reads the files and lists the directories one steady-state cycle reads, parsing nothing:
+/// the cgroup files, and the processes when `with_procs`.
+fn floor(cg: &Path, proc: &Path, buf: &mut String, with_procs: bool) -> usize {
     let mut bytes = 0;
     let mut read = |p: PathBuf, buf: &mut String| {
         buf.clear();
-        if let Ok(mut f) = std::fs::File::open(p) {
-            bytes += f.read_to_string(buf).unwrap_or(0);
+        if read_into(&p, buf) {
+            bytes += buf.len();
         }
     };
     let scope = cg.join("system.slice/slurmstepd.scope");
@@ -121,6 +122,9 @@ fn floor(cg: &Path, proc: &Path, buf: &mut String) -> usize {
             "io.stat",
         ] {
             read(j.join(f), buf);
+        }
+        if !with_procs {
+            continue;
         }
         let mut pids = Vec::new();
         for d in [j.clone(), j.join("step_0"), j.join("step_0/user"), j.join("step_0/user/task_0")] {
@@ -145,13 +149,18 @@ fn floor(cg: &Path, proc: &Path, buf: &mut String) -> usize {
 fn main() {
     let cycles = 20;
     println!(
-        "{:>5} jobs | collector CPU/cycle | floor CPU/cycle | ratio | share of a core @30s | RSS now / peak",
+        "{:>5} jobs | /proc every | collector CPU/cycle | floor CPU/cycle | ratio | share of a core @30s | RSS now / peak",
         ""
     );
-    for jobs in [1u32, 64, 512] {
+    for (jobs, every) in [(1u32, 1u32), (1, 2), (64, 1), (64, 2), (512, 1), (512, 2)] {
         let dir = tempfile::tempdir().unwrap();
         let (cg, proc) = build(dir.path(), jobs);
-        let cfg = NodeConfig { cgroup_root: cg.clone(), proc_root: proc.clone(), ..NodeConfig::default() };
+        let cfg = NodeConfig {
+            cgroup_root: cg.clone(),
+            proc_root: proc.clone(),
+            process_every: every,
+            ..NodeConfig::default()
+        };
         let mut c = NodeCollector::new(cfg, "bench".into());
         let mut samples = 0;
         // Warm-up: the first cycle resolves users and accounts and has no rates.
@@ -168,14 +177,15 @@ fn main() {
         }
         let collector = (cpu_time() - t) / cycles;
         let mut buf = String::with_capacity(8192);
-        floor(&cg, &proc, &mut buf);
+        floor(&cg, &proc, &mut buf, true);
         let t = cpu_time();
-        for _ in 0..cycles {
-            std::hint::black_box(floor(&cg, &proc, &mut buf));
+        // The jobs all started together, so every job reads its processes on the same cycles.
+        for i in 0..cycles {
+            std::hint::black_box(floor(&cg, &proc, &mut buf, i % every == 0));
         }
         let base = (cpu_time() - t) / cycles;
         println!(
-            "{jobs:>5} jobs | {:>15.2} ms | {:>12.2} ms | {:>4.2}x | {:>17.4}% | {:.1} / {:.1} MB ({samples} samples a cycle)",
+            "{jobs:>5} jobs | {every:>11} | {:>15.2} ms | {:>12.2} ms | {:>4.2}x | {:>17.4}% | {:.1} / {:.1} MB ({samples} samples a cycle)",
             collector.as_secs_f64() * 1e3,
             base.as_secs_f64() * 1e3,
             collector.as_secs_f64() / base.as_secs_f64().max(1e-9),

@@ -195,6 +195,10 @@ pub struct NodeConfig {
     pub per_node_dimensions: bool,
     /// Executables shipped by name in ProcessCpuUsage, per job.
     pub top_executables: usize,
+    /// Read each job's processes in /proc (threads by state, open files, CPU by executable)
+    /// every Nth collection; cgroup files are read every collection. Most of a cycle's cost is
+    /// per process, and these figures move slowly.
+    pub process_every: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -281,6 +285,7 @@ impl Default for NodeConfig {
             hook_socket: PathBuf::from("/run/slurm-cw-shipper/hook.sock"),
             per_node_dimensions: false,
             top_executables: 5,
+            process_every: 2,
         }
     }
 }
@@ -388,6 +393,9 @@ impl Config {
             if v.is_empty() || v.contains('/') {
                 return err(key, "must be a non-empty directory name without '/'".into());
             }
+        }
+        if !(1..=60).contains(&self.node.process_every) {
+            return err("node.process_every", "must be 1 to 60 collections".into());
         }
         if !(self.spool.replay_rate > 0.0 && self.spool.replay_rate <= 100.0) {
             return err("spool.replay_rate", "must be above 0 and at most 100 requests per second".into());
@@ -603,6 +611,7 @@ mod tests {
             ("exclude_metrics = [\"NoSuchMetric\"]\n", "NoSuchMetric"),
             ("[node]\njob_dir_prefix = \"a/b\"\n", "job_dir_prefix"),
             ("[node]\ncgroup_version = \"v3\"\n", "v3"),
+            ("[node]\nprocess_every = 0\n", "process_every"),
         ];
         for (text, key) in cases {
             let e = Config::from_toml(text, "t", env(&[])).unwrap_err();

@@ -19,14 +19,21 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-fn collector(cgroup_root: &Path, proc_root: &Path) -> NodeCollector {
+/// A collector that reads processes every `process_every`th cycle.
+fn collector_every(cgroup_root: &Path, proc_root: &Path, process_every: u32) -> NodeCollector {
     let cfg = NodeConfig {
         cgroup_root: cgroup_root.to_owned(),
         proc_root: proc_root.to_owned(),
         top_executables: 3,
+        process_every,
         ..NodeConfig::default()
     };
     NodeCollector::new(cfg, "n1".into())
+}
+
+/// A collector that reads everything every cycle.
+fn collector(cgroup_root: &Path, proc_root: &Path) -> NodeCollector {
+    collector_every(cgroup_root, proc_root, 1)
 }
 
 fn collect(c: &mut NodeCollector) -> (Batch, Errors) {
@@ -146,6 +153,51 @@ fn cgroup_v2_rates_from_consecutive_samples() {
         "ProcessCpuUsage solver",
     );
     assert!(b.of(&CPU_CORE_UTILIZATION).next().is_none(), "cgroup v2 has no per-CPU usage: not invented");
+}
+
+#[test]
+fn processes_are_read_every_other_cycle_by_default_and_rates_span_the_readings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
+    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
+    copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    assert_eq!(NodeConfig::default().process_every, 2);
+    let mut c = collector_every(&cg, &proc, 2);
+    // A new job is read whole at once: its owner and processes are known from its first cycle.
+    let (b, _) = collect(&mut c);
+    let started = std::time::Instant::now();
+    assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0));
+    let owner = |b: &Batch| {
+        let s = b.of(&MEMORY_USAGE).next().unwrap();
+        (s.dims.get("User").map(str::to_owned), s.dims.get("Account").map(str::to_owned))
+    };
+    let first_owner = owner(&b);
+    assert_eq!(first_owner.1.as_deref(), Some("chemistry"));
+    let stat = std::fs::read_to_string(proc.join("4242/stat")).unwrap();
+    set(&proc.join("4242/stat"), &stat.replace(" 5000 200 ", " 5030 200 "));
+    std::thread::sleep(Duration::from_millis(300));
+    // Second cycle: cgroup figures only, under the same owner (v2 paths carry no uid).
+    let (b, _) = collect(&mut c);
+    assert!(job_value(&b, &CPU_USAGE, "1001", &[]).is_some());
+    for m in [&PROCESS_COUNT, &OPEN_FILES, &THREAD_COUNT, &PROCESS_CPU_USAGE] {
+        assert!(b.of(m).next().is_none(), "{} on a cgroup-only cycle", m.name);
+    }
+    assert_eq!(owner(&b), first_owner);
+    set(&proc.join("4242/stat"), &stat.replace(" 5000 200 ", " 5060 200 "));
+    std::thread::sleep(Duration::from_millis(300));
+    // Third: processes again; the solver's 60 ticks are spread over both intervals.
+    let (b, _) = collect(&mut c);
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0));
+    assert_eq!(job_value(&b, &THREAD_COUNT, "1001", &[("ThreadState", "running")]), Some(3.0));
+    let got = job_value(&b, &PROCESS_CPU_USAGE, "1001", &[("Executable", "solver")]).unwrap();
+    let want = 60.0 / procfs::ticks_per_second() as f64 / secs;
+    assert!((got - want).abs() <= want * 0.15, "ProcessCpuUsage {got} vs {want}");
+    assert_eq!(owner(&b), first_owner);
+    // A job's final sample (from the epilog hook) always reads its processes.
+    let mut b = Batch::new(SystemTime::now());
+    c.collect_jobs(Some("1001"), &mut b, &mut Errors::new());
+    assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0));
 }
 
 #[test]

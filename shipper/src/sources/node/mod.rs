@@ -2,9 +2,10 @@
 //! v2) and /proc.
 //!
 //! Each cycle: [`discover`] lists the job cgroups, [`cgroup`] reads each job's files once,
-//! [`procs`] reads its processes, [`owner`] names its user and account, and this module turns
-//! counters into per-second rates against the previous cycle (a job seen once has no rate yet)
-//! and emits the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
+//! [`procs`] reads its processes (every `process_every`th cycle of a job, and on its first and
+//! final sample), [`owner`] names its user and account, and this module turns counters into
+//! per-second rates against the previous reading (a job seen once has no rate yet) and emits
+//! the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
 
 pub mod cgroup;
 pub mod discover;
@@ -30,9 +31,26 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Reads a whole file into `buf` (appending); false when it cannot be read.
+/// A file read with plain reads to the end. File's own read_to_end first asks for the size
+/// (statx + lseek): two syscalls of five per file on cgroupfs and procfs, whose sizes mean
+/// nothing.
+struct Plain(std::fs::File);
+
+impl Read for Plain {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(b)
+    }
+}
+
+/// Reads a whole text file into `buf` (appending); false when it cannot be read.
 pub fn read_into(path: &Path, buf: &mut String) -> bool {
-    std::fs::File::open(path).and_then(|mut f| f.read_to_string(buf)).is_ok()
+    std::fs::File::open(path).and_then(|f| Plain(f).read_to_string(buf)).is_ok()
+}
+
+/// Reads a whole file into `buf` (appending): for /proc files, whose command names may be any
+/// bytes. False when it cannot be read.
+pub fn read_bytes(path: &Path, buf: &mut Vec<u8>) -> bool {
+    std::fs::File::open(path).and_then(|f| Plain(f).read_to_end(buf)).is_ok()
 }
 
 /// What the previous cycle saw of a job, for rates.
@@ -43,15 +61,26 @@ struct Previous {
     percpu_ns: Option<Vec<u64>>,
     throttled_ns: Option<u64>,
     io: Option<Io>,
-    /// (pid, start) -> (CPU ticks, I/O counters)
+    uid: Option<u32>,
+    /// When the processes were last read, and cycles since.
+    procs_at: Instant,
+    cycles_since_procs: u32,
+    /// (pid, start) -> (CPU ticks, I/O counters), as last read.
     procs: HashMap<(u32, u64), (u64, Option<Io>)>,
+}
+
+/// What was read of a job's processes.
+struct Processes {
+    list: Vec<Proc>,
+    /// Processes in the cgroup, Slurm's own step daemon left out.
+    count: usize,
 }
 
 /// Everything read of one job in one cycle.
 struct Reading {
     cg: CgroupStats,
-    procs: Vec<Proc>,
-    pids: usize,
+    /// None on the cycles that read cgroup files only.
+    procs: Option<Processes>,
     at: Instant,
 }
 
@@ -62,8 +91,9 @@ pub struct NodeCollector {
     previous: HashMap<(Option<String>, String), Previous>,
     owners: Owners,
     ticks_per_second: f64,
-    /// Reused for every file read.
+    /// Reused for every cgroup file read, and for every /proc file.
     buf: String,
+    bytes: Vec<u8>,
     logged: HashSet<String>,
     /// When each job's last final sample was taken (at most one a second).
     final_at: HashMap<String, Instant>,
@@ -82,6 +112,7 @@ impl NodeCollector {
             owners: Owners::default(),
             ticks_per_second: procfs::ticks_per_second() as f64,
             buf: String::with_capacity(8192),
+            bytes: Vec::with_capacity(4096),
             logged: HashSet::new(),
             final_at: HashMap::new(),
             fd_by_size,
@@ -141,9 +172,13 @@ impl NodeCollector {
             let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
             *per_node.entry(node.clone()).or_default() += 1;
             let key = (job.node.clone(), job.id.clone());
-            let reading = self.read_job(job);
-            self.emit_job(job, &node, &reading, out);
-            self.previous.insert(key.clone(), remember(&reading));
+            // Each job on its own count, so jobs that start apart spread the /proc reads.
+            let with_procs = only.is_some()
+                || self.previous.get(&key).is_none_or(|p| p.cycles_since_procs + 1 >= self.cfg.process_every);
+            let reading = self.read_job(job, with_procs);
+            let uid = self.emit_job(job, &node, &reading, out);
+            let before = self.previous.remove(&key);
+            self.previous.insert(key.clone(), remember(reading, uid, before));
             seen.insert(key);
         }
         if only.is_none() {
@@ -178,36 +213,46 @@ impl NodeCollector {
         }
     }
 
-    fn read_job(&mut self, job: &JobRef) -> Reading {
+    fn read_job(&mut self, job: &JobRef, with_procs: bool) -> Reading {
         let cg = cgroup::read(job, &mut self.buf);
-        let mut pids = Vec::new();
-        if let Some(dir) = job.process_dir() {
-            discover::pids(dir, &mut self.buf, &mut pids);
-        }
-        let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
-        let mut procs: Vec<Proc> =
-            pids.iter().filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want)).collect();
-        // Slurm's own step daemon is not the job's work (it shares some job cgroups).
-        let before = procs.len();
-        procs.retain(|p| p.comm != "slurmstepd");
-        let stepd = before - procs.len();
-        Reading { cg, pids: pids.len() - stepd, procs, at: Instant::now() }
+        let procs = with_procs.then(|| {
+            let mut pids = Vec::new();
+            if let Some(dir) = job.process_dir() {
+                discover::pids(dir, &mut self.buf, &mut pids);
+            }
+            let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
+            let mut list: Vec<Proc> = pids
+                .iter()
+                .filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want, &mut self.bytes))
+                .collect();
+            // Slurm's own step daemon is not the job's work (it shares some job cgroups).
+            let before = list.len();
+            list.retain(|p| p.comm != "slurmstepd");
+            Processes { count: pids.len() - (before - list.len()), list }
+        });
+        Reading { cg, procs, at: Instant::now() }
     }
 
-    fn emit_job(&mut self, job: &JobRef, node: &str, r: &Reading, out: &mut Batch) {
+    /// Emits the samples of one reading; returns the job's uid, as far as known.
+    fn emit_job(&mut self, job: &JobRef, node: &str, r: &Reading, out: &mut Batch) -> Option<u32> {
         let proc_root = &self.cfg.proc_root;
-        let uid = job.uid.or_else(|| r.procs.iter().find_map(|p| procs::uid(proc_root, p.key.0)));
+        let prev = self.previous.get(&(job.node.clone(), job.id.clone()));
+        let no_procs: &[Proc] = &[];
+        let procs = r.procs.as_ref().map_or(no_procs, |p| &p.list);
+        let uid = job
+            .uid
+            .or(prev.and_then(|p| p.uid))
+            .or_else(|| procs.iter().find_map(|p| procs::uid(proc_root, p.key.0)));
         let user = self.owners.user(uid);
         // slurmstepd may sit in the job's cgroup too; any job process carries the account.
         let account = self.owners.account(&job.id, || {
-            r.procs.iter().find_map(|p| procs::environ_var(proc_root, p.key.0, "SLURM_JOB_ACCOUNT"))
+            procs.iter().find_map(|p| procs::environ_var(proc_root, p.key.0, "SLURM_JOB_ACCOUNT"))
         });
         let base = Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account);
         let mut sets = vec![base.clone()];
         if self.cfg.per_node_dimensions {
             sets.push(base.with(NODE_NAME, node));
         }
-        let prev = self.previous.get(&(job.node.clone(), job.id.clone()));
         let cg = &r.cg;
         let mut values: Vec<(&'static Metric, f64)> = Vec::new();
         let levels = [
@@ -229,9 +274,11 @@ impl NodeCollector {
         if let Some(n) = allocated {
             values.push((&CPUS_ALLOCATED, n as f64));
         }
-        values.push((&PROCESS_COUNT, r.pids as f64));
-        if !r.procs.is_empty() {
-            values.push((&OPEN_FILES, r.procs.iter().filter_map(|p| p.open_files).sum::<u64>() as f64));
+        if let Some(p) = &r.procs {
+            values.push((&PROCESS_COUNT, p.count as f64));
+            if !p.list.is_empty() {
+                values.push((&OPEN_FILES, p.list.iter().filter_map(|p| p.open_files).sum::<u64>() as f64));
+            }
         }
         let mut distribution = None;
         let mut by_exe: Vec<(String, f64)> = Vec::new();
@@ -250,26 +297,31 @@ impl NodeCollector {
                     values.push((&CPU_THROTTLED_TIME, d as f64 / ns));
                 }
                 distribution = per_core(cg, prev, ns);
-                let io = match (cg.io, prev.io) {
-                    (Some(now), Some(before)) => io_delta(&now, &before),
-                    _ => proc_io_delta(&r.procs, &prev.procs),
-                };
-                if let Some(io) = io {
-                    values.push((&READ_BYTES, io.read_bytes as f64 / secs));
-                    values.push((&WRITE_BYTES, io.write_bytes as f64 / secs));
-                    values.push((&READ_OPS, io.read_ops as f64 / secs));
-                    values.push((&WRITE_OPS, io.write_ops as f64 / secs));
-                }
+            }
+            // Process figures are rates over the time since the processes were last read.
+            let proc_secs = r.at.duration_since(prev.procs_at).as_secs_f64();
+            let io = match (cg.io, prev.io) {
+                (Some(now), Some(before)) => io_delta(&now, &before).map(|io| (io, secs)),
+                _ if r.procs.is_some() => proc_io_delta(procs, &prev.procs).map(|io| (io, proc_secs)),
+                _ => None,
+            };
+            if let Some((io, secs)) = io.filter(|(_, secs)| *secs > 0.0) {
+                values.push((&READ_BYTES, io.read_bytes as f64 / secs));
+                values.push((&WRITE_BYTES, io.write_bytes as f64 / secs));
+                values.push((&READ_OPS, io.read_ops as f64 / secs));
+                values.push((&WRITE_OPS, io.write_ops as f64 / secs));
+            }
+            if r.procs.is_some() && proc_secs > 0.0 {
                 by_exe = top_executables(
-                    &r.procs,
+                    procs,
                     &prev.procs,
-                    secs * self.ticks_per_second,
+                    proc_secs * self.ticks_per_second,
                     self.cfg.top_executables,
                 );
             }
         }
         let mut threads = [0u64; 7];
-        for p in &r.procs {
+        for p in procs {
             for (t, n) in threads.iter_mut().zip(p.threads) {
                 *t += n;
             }
@@ -283,7 +335,7 @@ impl NodeCollector {
             }
             for (i, state) in THREAD_STATES.iter().enumerate() {
                 // Running and sleeping always (continuous series); the rest only when present.
-                if threads[i] > 0 || i < 2 {
+                if r.procs.is_some() && (threads[i] > 0 || i < 2) {
                     out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, *state), threads[i] as f64);
                 }
             }
@@ -291,6 +343,7 @@ impl NodeCollector {
                 out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *cores);
             }
         }
+        uid
     }
 
     pub fn cgroup_root(&self) -> &PathBuf {
@@ -298,14 +351,24 @@ impl NodeCollector {
     }
 }
 
-fn remember(r: &Reading) -> Previous {
+/// What to keep of this reading for the next; process figures carry over from `before` on
+/// cycles that did not read them.
+fn remember(r: Reading, uid: Option<u32>, before: Option<Previous>) -> Previous {
+    let (procs_at, cycles_since_procs, procs) = match (r.procs, before) {
+        (Some(p), _) => (r.at, 0, p.list.into_iter().map(|p| (p.key, (p.cpu_ticks, p.io))).collect()),
+        (None, Some(b)) => (b.procs_at, b.cycles_since_procs + 1, b.procs),
+        (None, None) => (r.at, 0, HashMap::new()),
+    };
     Previous {
         at: r.at,
         cpu_ns: r.cg.cpu_ns,
-        percpu_ns: r.cg.percpu_ns.clone(),
+        percpu_ns: r.cg.percpu_ns,
         throttled_ns: r.cg.throttled_ns,
         io: r.cg.io,
-        procs: r.procs.iter().map(|p| (p.key, (p.cpu_ticks, p.io))).collect(),
+        uid,
+        procs_at,
+        cycles_since_procs,
+        procs,
     }
 }
 

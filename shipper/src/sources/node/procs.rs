@@ -1,7 +1,11 @@
-//! What /proc says about one process of a job (through the procfs crate): CPU time, threads by
-//! state, open files, I/O, owner. A process that exits mid-read is skipped, never an error.
+//! What /proc says about one process of a job: CPU time, threads by state, open files, I/O,
+//! owner. Files are read with [`read_bytes`] into one reused buffer and parsed by the procfs
+//! crate. A process that exits mid-read is skipped, never an error.
 
 use super::kv::Io;
+use super::read_bytes;
+use procfs::FromRead;
+use procfs::process::Stat;
 use std::path::Path;
 
 /// Thread states as shipped in the `ThreadState` dimension.
@@ -45,23 +49,29 @@ pub struct Want {
     pub fd_by_size: bool,
 }
 
-/// Reads process `pid` under `proc_root`; None when it is gone (or unreadable).
-pub fn read(proc_root: &Path, pid: u32, want: Want) -> Option<Proc> {
+/// `T` parsed from the file at `path`, read into `buf`; None when unreadable or malformed.
+fn parse<T: FromRead>(path: &Path, buf: &mut Vec<u8>) -> Option<T> {
+    buf.clear();
+    read_bytes(path, buf).then(|| T::from_read(buf.as_slice()).ok()).flatten()
+}
+
+/// Reads process `pid` under `proc_root`, using `buf` for file contents; None when it is gone
+/// (or unreadable).
+pub fn read(proc_root: &Path, pid: u32, want: Want, buf: &mut Vec<u8>) -> Option<Proc> {
     let dir = proc_root.join(pid.to_string());
-    let p = procfs::process::Process::new_with_root(dir.clone()).ok()?;
-    let stat = p.stat().ok()?;
+    let stat: Stat = parse(&dir.join("stat"), buf)?;
     let mut threads = [0u64; 7];
     if stat.num_threads <= 1 {
         threads[thread_state_index(stat.state)] += 1;
-    } else if let Ok(tasks) = p.tasks() {
+    } else if let Ok(tasks) = std::fs::read_dir(dir.join("task")) {
         for t in tasks.flatten() {
-            if let Ok(ts) = t.stat() {
+            if let Some(ts) = parse::<Stat>(&t.path().join("stat"), buf) {
                 threads[thread_state_index(ts.state)] += 1;
             }
         }
     }
     let io = if want.io {
-        p.io().ok().map(|io| Io {
+        parse::<procfs::process::Io>(&dir.join("io"), buf).map(|io| Io {
             read_bytes: io.read_bytes,
             write_bytes: io.write_bytes,
             read_ops: io.syscr,
@@ -124,15 +134,31 @@ mod tests {
     fn reads_this_process() {
         let me = std::process::id();
         let want = Want { io: true, fd_by_size: is_procfs(Path::new("/proc")) };
-        let p = read(Path::new("/proc"), me, want).expect("our own process");
+        let mut buf = Vec::new();
+        let p = read(Path::new("/proc"), me, want, &mut buf).expect("our own process");
         assert_eq!(p.key.0, me);
         assert!(p.threads.iter().sum::<u64>() >= 1);
         assert!(p.open_files.unwrap_or(0) >= 3, "stdin, stdout, stderr at least");
         assert!(!p.comm.is_empty());
         assert!(p.io.is_some());
-        assert!(read(Path::new("/proc"), u32::MAX - 1, want).is_none(), "no such process");
+        assert!(read(Path::new("/proc"), u32::MAX - 1, want, &mut buf).is_none(), "no such process");
         assert!(is_procfs(Path::new("/proc")));
         assert!(!is_procfs(Path::new("/")));
+    }
+
+    #[test]
+    fn a_command_name_of_any_bytes_is_read() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("77");
+        std::fs::create_dir_all(dir.join("fd")).unwrap();
+        let mut stat = b"77 (a\xff) b) S 1 77 77 0 -1 4194304 100 0 0 0 5000 200 ".to_vec();
+        stat.extend_from_slice(b"0 0 20 0 1 0 1000 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n");
+        std::fs::write(dir.join("stat"), stat).unwrap();
+        let want = Want { io: false, fd_by_size: false };
+        let p = read(root.path(), 77, want, &mut Vec::new()).expect("read despite the name");
+        assert_eq!(p.cpu_ticks, 5200);
+        assert_eq!(p.threads[1], 1, "one sleeping thread");
+        assert!(p.comm.starts_with('a') && p.comm.ends_with(" b"), "{:?}", p.comm);
     }
 
     #[test]
