@@ -13,6 +13,10 @@ use std::time::{Duration, SystemTime};
 /// GetMetricData takes at most 500 queries a call.
 pub const MAX_QUERIES: usize = 500;
 
+/// GetMetricData calls in flight at once: 5,000 jobs make about 40 calls, which one after
+/// another would outlast a one-minute schedule. CloudWatch allows 50 a second by default.
+pub const PARALLEL_CALLS: usize = 8;
+
 /// Dimensions of a series besides ClusterName, sorted by name.
 pub type Dims = Vec<(String, String)>;
 
@@ -52,6 +56,7 @@ impl Cw {
     /// The other dimensions of every series of `metric` in this cluster.
     pub async fn list(&self, metric: &CatalogMetric) -> Result<Vec<Dims>> {
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut token = None;
         loop {
             let resp = self
@@ -72,7 +77,7 @@ impl Cw {
                     .filter(|(n, _)| n != CLUSTER_NAME)
                     .collect();
                 d.sort();
-                if !out.contains(&d) {
+                if seen.insert(d.clone()) {
                     out.push(d);
                 }
             }
@@ -105,65 +110,91 @@ impl Cw {
         period: i32,
     ) -> Result<Vec<Points>> {
         let mut out = vec![Points::new(); series.len()];
-        for (chunk_no, chunk) in series.chunks(MAX_QUERIES).enumerate() {
-            let queries: Vec<MetricDataQuery> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let mut dims = vec![Dimension::builder().name(CLUSTER_NAME).value(&self.cluster).build()];
-                    dims.extend(s.dims.iter().map(|(n, v)| Dimension::builder().name(n).value(v).build()));
-                    MetricDataQuery::builder()
-                        .id(format!("q{i}"))
-                        .metric_stat(
-                            MetricStat::builder()
-                                .metric(
-                                    Metric::builder()
-                                        .namespace(&self.namespace)
-                                        .metric_name(s.metric.name)
-                                        .set_dimensions(Some(dims))
-                                        .build(),
-                                )
-                                .period(period)
-                                .stat(s.stat)
-                                .build(),
-                        )
-                        .return_data(true)
-                        .build()
-                })
-                .collect();
-            self.queries += queries.len() as u32;
-            let mut token = None;
-            loop {
-                self.calls += 1;
-                let resp = self
-                    .client
-                    .get_metric_data()
-                    .set_metric_data_queries(Some(queries.clone()))
-                    .start_time(aws_smithy_types::DateTime::from(start))
-                    .end_time(aws_smithy_types::DateTime::from(end))
-                    .scan_by(ScanBy::TimestampAscending)
-                    .set_next_token(token)
-                    .send()
-                    .await
-                    .context("GetMetricData")?;
-                for r in resp.metric_data_results() {
-                    let Some(i) =
-                        r.id().and_then(|id| id.strip_prefix('q')).and_then(|n| n.parse::<usize>().ok())
-                    else {
-                        continue;
-                    };
-                    let points = &mut out[chunk_no * MAX_QUERIES + i];
-                    for (t, v) in r.timestamps().iter().zip(r.values()) {
-                        points.insert(t.secs(), *v);
-                    }
-                }
-                token = resp.next_token().map(str::to_owned);
-                if token.is_none() {
-                    break;
+        let mut chunks = series.chunks(MAX_QUERIES).enumerate();
+        let mut running = tokio::task::JoinSet::new();
+        loop {
+            while running.len() < PARALLEL_CALLS {
+                let Some((chunk_no, chunk)) = chunks.next() else { break };
+                let queries = self.queries(chunk, period);
+                self.queries += queries.len() as u32;
+                let client = self.client.clone();
+                running.spawn(async move { (chunk_no, get_metric_data(client, queries, start, end).await) });
+            }
+            let Some(done) = running.join_next().await else { break };
+            let (chunk_no, result) = done.context("GetMetricData task")?;
+            let (calls, points) = result?;
+            self.calls += calls;
+            for (i, t, v) in points {
+                if let Some(p) = out.get_mut(chunk_no * MAX_QUERIES + i) {
+                    p.insert(t, v);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// One query per series, with ids q0, q1, ... in order.
+    fn queries(&self, chunk: &[Series], period: i32) -> Vec<MetricDataQuery> {
+        chunk
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut dims = vec![Dimension::builder().name(CLUSTER_NAME).value(&self.cluster).build()];
+                dims.extend(s.dims.iter().map(|(n, v)| Dimension::builder().name(n).value(v).build()));
+                MetricDataQuery::builder()
+                    .id(format!("q{i}"))
+                    .metric_stat(
+                        MetricStat::builder()
+                            .metric(
+                                Metric::builder()
+                                    .namespace(&self.namespace)
+                                    .metric_name(s.metric.name)
+                                    .set_dimensions(Some(dims))
+                                    .build(),
+                            )
+                            .period(period)
+                            .stat(s.stat)
+                            .build(),
+                    )
+                    .return_data(true)
+                    .build()
+            })
+            .collect()
+    }
+}
+
+/// One GetMetricData request, every page of it: the calls made and (query index, time, value).
+async fn get_metric_data(
+    client: Client,
+    queries: Vec<MetricDataQuery>,
+    start: SystemTime,
+    end: SystemTime,
+) -> Result<(u32, Vec<(usize, i64, f64)>)> {
+    let (mut calls, mut points) = (0, Vec::new());
+    let mut token = None;
+    loop {
+        calls += 1;
+        let resp = client
+            .get_metric_data()
+            .set_metric_data_queries(Some(queries.clone()))
+            .start_time(aws_smithy_types::DateTime::from(start))
+            .end_time(aws_smithy_types::DateTime::from(end))
+            .scan_by(ScanBy::TimestampAscending)
+            .set_next_token(token)
+            .send()
+            .await
+            .context("GetMetricData")?;
+        for r in resp.metric_data_results() {
+            let Some(i) = r.id().and_then(|id| id.strip_prefix('q')).and_then(|n| n.parse::<usize>().ok())
+            else {
+                continue;
+            };
+            points.extend(r.timestamps().iter().zip(r.values()).map(|(t, v)| (i, t.secs(), *v)));
+        }
+        token = resp.next_token().map(str::to_owned);
+        if token.is_none() {
+            return Ok((calls, points));
+        }
     }
 }
 
