@@ -7,6 +7,10 @@
 #   scripts/bench/localstack.sh stop
 #   scripts/bench/localstack.sh status
 #
+# LOCALSTACK_PORT picks another port (one LocalStack per port). LOCALSTACK_INDEXED_CW=1 starts
+# it with indexed CloudWatch storage (localstack_indexed_cw.py), for the Lambda bench at cluster
+# scale; tests use LocalStack unchanged.
+#
 # The version pins come from ../shared/REFERENCE.md section 2: newer cbor2, pyOpenSSL and
 # cryptography break localstack-core 4.13.1, and 4.14+ needs Python 3.12.
 set -euo pipefail
@@ -42,10 +46,13 @@ install_if_missing() {
 
 # LocalStack keeps CloudWatch's datapoints in SQLite under $TMPDIR/localstack; on tmpfs its
 # inserts are 100 times faster than on a disk that syncs. Each start begins empty and stop
-# removes it: the table has no index LocalStack's GetMetricData can use, so an old one of a few
-# hundred MB makes every query take seconds.
+# removes it: GetMetricData reads every stored row of a metric once per period (its only index
+# is on metric name and namespace), so an old one of a few hundred MB makes every query slow.
 state=$bench/tmp
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then state=/dev/shm/slurm-cw-bench-localstack-$port; fi
+
+pidf=$bench/localstack-$port.pid
+logf=$bench/localstack-$port.log
 
 healthy() { curl -fsS -m 2 "$url/_localstack/health" >/dev/null 2>&1; }
 
@@ -66,34 +73,37 @@ start() {
     mkdir -p "$bench/volume"
     rm -rf "$state"
     mkdir -p "$state"
+    local main=(-m localstack.runtime.main)
+    if [ "${LOCALSTACK_INDEXED_CW:-0}" = 1 ]; then
+        main=(-c "import sys; sys.path.insert(0, '$here'); import localstack_indexed_cw, runpy; runpy.run_module('localstack.runtime.main', run_name='__main__')")
+        log "with indexed CloudWatch storage (localstack_indexed_cw.py)"
+    fi
     # DNS_ADDRESS=0 and DISABLE_EVENTS=1 keep it off the internet; the gateway binds loopback only.
     TMPDIR=$state \
     SERVICES=cloudwatch,sns,sqs,logs,events,iam,sts \
     GATEWAY_LISTEN=127.0.0.1:$port \
     LOCALSTACK_VOLUME_DIR=$bench/volume \
     DNS_ADDRESS=0 DISABLE_EVENTS=1 SKIP_SSL_CERT_DOWNLOAD=1 \
-    setsid nohup "$venv/bin/python" -m localstack.runtime.main \
-        >"$bench/localstack.log" 2>&1 < /dev/null &
-    echo $! > "$bench/localstack.pid"
+    setsid nohup "$venv/bin/python" "${main[@]}" >"$logf" 2>&1 < /dev/null &
+    echo $! > "$pidf"
     for _ in $(seq 300); do
         if healthy; then
-            log "ready on $url (log: $bench/localstack.log)"
+            log "ready on $url (log: $logf)"
             print_env
             return
         fi
-        if ! kill -0 "$(cat "$bench/localstack.pid")" 2>/dev/null; then
-            log "exited during start; last lines of $bench/localstack.log:"
-            tail -n 20 "$bench/localstack.log" >&2
+        if ! kill -0 "$(cat "$pidf")" 2>/dev/null; then
+            log "exited during start; last lines of $logf:"
+            tail -n 20 "$logf" >&2
             exit 1
         fi
         sleep 0.2
     done
-    log "not healthy after 60 s; see $bench/localstack.log"
+    log "not healthy after 60 s; see $logf"
     exit 1
 }
 
 stop() {
-    local pidf=$bench/localstack.pid
     if [ -f "$pidf" ]; then
         local pid
         pid=$(cat "$pidf")
