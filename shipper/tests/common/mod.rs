@@ -123,9 +123,11 @@ async fn statistic_now(
     stat: &str,
     window: Duration,
 ) -> Option<f64> {
-    let period = window.as_secs().div_ceil(60).max(1) * 60;
-    let start = SystemTime::now() - window;
-    let end = start + Duration::from_secs(period);
+    // One period from at least `window` ago to a minute ahead: LocalStack stores whole seconds
+    // and reads [start, end), so an end of "now" would leave out what was sent this second.
+    let period = (window.as_secs() + 60).div_ceil(60) * 60;
+    let end = SystemTime::now() + Duration::from_secs(60);
+    let start = end - Duration::from_secs(period);
     let dimensions: Vec<Dimension> =
         dims.iter().map(|(n, v)| Dimension::builder().name(*n).value(*v).build()).collect();
     let query = MetricDataQuery::builder()
