@@ -541,6 +541,32 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_names_real_keys_with_their_defaults() {
+        // Every commented `# key = value` line of the installed example, uncommented.
+        let example = include_str!("../../infra/systemd/config.toml.example");
+        let text: String = example
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(kv)
+                    if kv
+                        .split_once(" = ")
+                        .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '_')) =>
+                {
+                    kv
+                }
+                _ => l,
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = Config::from_toml(&text, "config.toml.example", env(&[])).unwrap_or_else(|e| panic!("{e}"));
+        let d = Config::default();
+        assert_eq!(c.node.process_every, d.node.process_every);
+        assert_eq!(c.node.top_executables, d.node.top_executables);
+        assert_eq!((c.collect_interval, c.flush_interval), (d.collect_interval, d.flush_interval));
+        assert_eq!(c.cloudwatch.max_backlog, d.cloudwatch.max_backlog);
+    }
+
+    #[test]
     fn defaults_need_no_file() {
         let c = Config::from_toml("", "t", env(&[])).unwrap();
         assert_eq!(c.namespace, "Slurm");
