@@ -69,13 +69,19 @@ impl Run {
         self.log.lock().unwrap().iter().any(|l| l.contains(needle))
     }
 
-    /// SIGTERM; waits for the log reader to see the end.
+    /// SIGTERM; waits for the log reader to see the end. Returns the collections flushed.
     fn stop(self) -> u64 {
+        self.stop_with_log().0
+    }
+
+    /// As [`Run::stop`], with the shipper's log.
+    fn stop_with_log(self) -> (u64, Vec<String>) {
         let Run { child, log } = self;
         let out = child.stop();
         assert!(out.status.success());
         std::thread::sleep(Duration::from_millis(200));
-        Run::count_flushed(&log.lock().unwrap())
+        let lines = std::mem::take(&mut *log.lock().unwrap());
+        (Run::count_flushed(&lines), lines)
     }
 
     fn count_flushed(lines: &[String]) -> u64 {
@@ -159,16 +165,23 @@ async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/localstack.sh");
     let port = 4500 + (std::process::id() % 60) as u16;
     let bench = tempfile::tempdir().unwrap();
-    let ls = |verb: &str| {
-        let out = Command::new("bash")
+    let ls_at = |bench: &Path, verb: &str| {
+        Command::new("bash")
             .arg(&script)
             .arg(verb)
             .env("LOCALSTACK_PORT", port.to_string())
-            .env("LOCALSTACK_BENCH_DIR", bench.path())
+            .env("LOCALSTACK_BENCH_DIR", bench)
             .output()
-            .unwrap();
+    };
+    let ls = |verb: &str| {
+        let out = ls_at(bench.path(), verb).unwrap();
         assert!(out.status.success() || verb == "stop", "{verb}: {}", String::from_utf8_lossy(&out.stderr));
     };
+    // Stopped however the test ends: one left running on this port would answer the next run
+    // (from a state directory that run removes).
+    let _stop = Defer(Some(|| {
+        let _ = ls_at(bench.path(), "stop");
+    }));
     let url = format!("http://127.0.0.1:{port}");
     let (ns, cluster) = (unique_namespace("outage"), format!("outage-{}", std::process::id()));
     let root = fixture_root();
@@ -186,7 +199,7 @@ async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
     ls("start");
     wait_for_empty_spool(&spool, Duration::from_secs(60));
     eprintln!("{during} spooled flushes delivered {:?} after LocalStack started", started.elapsed());
-    let mut flushed = run.stop();
+    let (mut flushed, mut log) = run.stop_with_log();
     // The last flush, at SIGTERM, may not get through a LocalStack that has just started (two
     // cores, other tests beside it); then it waits in the spool for the next start, as it would
     // for the next boot of a node.
@@ -195,10 +208,28 @@ async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
         eprintln!("{left} flush(es) left in the spool at SIGTERM; delivered by the next start");
         let run = start(&url, &ns, &cluster, &spool, root.path());
         wait_for_empty_spool(&spool, Duration::from_secs(60));
-        flushed += run.stop();
+        let (n, more) = run.stop_with_log();
+        flushed += n;
+        log.extend(more);
     }
-    assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "every sample of the outage, once");
-    ls("stop");
+    let stored = samples(&url, &ns, &cluster).await;
+    assert_eq!(
+        stored,
+        flushed as f64,
+        "every sample of the outage, once; the shipper's log:\n{}",
+        log.join("\n")
+    );
+}
+
+/// Runs its closure when dropped, also when a test panics.
+struct Defer<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
 }
 
 #[tokio::test]
