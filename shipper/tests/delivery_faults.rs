@@ -165,22 +165,22 @@ async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/localstack.sh");
     let port = 4500 + (std::process::id() % 60) as u16;
     let bench = tempfile::tempdir().unwrap();
-    let ls_at = |bench: &Path, verb: &str| {
+    let ls_run = |verb: &str| {
         Command::new("bash")
             .arg(&script)
             .arg(verb)
             .env("LOCALSTACK_PORT", port.to_string())
-            .env("LOCALSTACK_BENCH_DIR", bench)
+            .env("LOCALSTACK_BENCH_DIR", bench.path())
             .output()
     };
     let ls = |verb: &str| {
-        let out = ls_at(bench.path(), verb).unwrap();
+        let out = ls_run(verb).unwrap();
         assert!(out.status.success() || verb == "stop", "{verb}: {}", String::from_utf8_lossy(&out.stderr));
     };
     // Stopped however the test ends: one left running on this port would answer the next run
     // (from a state directory that run removes).
     let _stop = Defer(Some(|| {
-        let _ = ls_at(bench.path(), "stop");
+        let _ = ls_run("stop");
     }));
     let url = format!("http://127.0.0.1:{port}");
     let (ns, cluster) = (unique_namespace("outage"), format!("outage-{}", std::process::id()));

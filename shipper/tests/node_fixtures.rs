@@ -61,12 +61,18 @@ fn set(path: &Path, text: &str) {
 
 const V2_JOB: &str = "system.slice/slurmstepd.scope/job_1001";
 
-#[test]
-fn cgroup_v2_job_values_equal_the_files() {
+/// A copy of the cgroup v2 fixture (job 1001) and its /proc: (the directory, cgroup root, proc root).
+fn v2_job_tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
     copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
     copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    (tmp, cg, proc)
+}
+
+#[test]
+fn cgroup_v2_job_values_equal_the_files() {
+    let (_tmp, cg, proc) = v2_job_tree();
     let mut c = collector(&cg, &proc);
     let (b, e) = collect(&mut c);
     assert_eq!(e.total(), 0);
@@ -112,10 +118,7 @@ fn cgroup_v2_job_values_equal_the_files() {
 
 #[test]
 fn cgroup_v2_rates_from_consecutive_samples() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
-    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
-    copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    let (_tmp, cg, proc) = v2_job_tree();
     let mut c = collector(&cg, &proc);
     collect(&mut c);
     let started = std::time::Instant::now();
@@ -157,10 +160,7 @@ fn cgroup_v2_rates_from_consecutive_samples() {
 
 #[test]
 fn processes_are_read_every_other_cycle_by_default_and_rates_span_the_readings() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
-    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
-    copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    let (_tmp, cg, proc) = v2_job_tree();
     assert_eq!(NodeConfig::default().process_every, 2);
     let mut c = collector_every(&cg, &proc, 2);
     // A new job is read whole at once: its owner and processes are known from its first cycle.
@@ -202,10 +202,7 @@ fn processes_are_read_every_other_cycle_by_default_and_rates_span_the_readings()
 
 #[test]
 fn vanishing_processes_files_and_jobs_leave_figures_out() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
-    copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
-    copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
+    let (_tmp, cg, proc) = v2_job_tree();
     let mut c = collector(&cg, &proc);
     collect(&mut c);
     // A process exits between reading cgroup.procs and /proc; a file goes missing.
