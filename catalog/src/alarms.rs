@@ -215,7 +215,7 @@ pub fn default_rules() -> Vec<Rule> {
         simple(
             "idle-gpu-jobs",
             "Jobs hold GPUs they have not used for the configured idle time.",
-            watch(&IDLE_GPU_JOBS, &[], "Maximum"),
+            watch(&IDLE_GPU_JOBS, &[], "Sum"),
             1,
             ">",
             0.0,

@@ -16,6 +16,8 @@ pub const JOB_PATTERN: &str = "JOBID";
 const NS: &str = "${namespace}";
 const CLUSTER: &str = "${cluster_name}";
 const REGION: &str = "${region}";
+/// The job log group, filled in by Terraform.
+const JOB_LOG_GROUP: &str = "${job_log_group}";
 
 /// A SEARCH over `metric` with these dimension names, in this cluster, plus `filter` terms.
 fn search(m: &Metric, dims: &[&str], filter: &str, stat: &str) -> Value {
@@ -60,6 +62,19 @@ impl Layout {
         self.y += 1;
     }
 
+    /// A Logs Insights table over the job log group.
+    fn query(&mut self, title: &str, query: &str) {
+        self.x = 0;
+        self.widgets.push(json!({
+            "type": "log", "x": 0, "y": self.y, "width": 24, "height": 6,
+            "properties": {
+                "title": title, "region": REGION, "view": "table",
+                "query": format!("SOURCE '{JOB_LOG_GROUP}' | {query}")
+            }
+        }));
+        self.y += 6;
+    }
+
     fn chart(&mut self, title: &str, metrics: Vec<Value>, stacked: bool) {
         if self.x + 8 > 24 {
             self.x = 0;
@@ -79,7 +94,6 @@ impl Layout {
 /// The dashboard body (JSON text with the template's placeholders).
 pub fn cluster_dashboard() -> String {
     let mut l = Layout { widgets: Vec::new(), x: 0, y: 0 };
-    let job = format!(" JobId=\"{JOB_PATTERN}\"");
 
     l.header("Cluster ${cluster_name}: nodes and jobs");
     l.chart("Nodes by state", vec![search(&NODE_COUNT, &[dims::STATE], "", "Maximum")], true);
@@ -145,77 +159,100 @@ pub fn cluster_dashboard() -> String {
     );
     l.chart("RPCs per minute by type", vec![search(&RPC_RATE, &[dims::MESSAGE_TYPE], "", "Sum")], true);
 
-    l.header("Efficiency");
+    l.header("Job population (across jobs, per cluster; per partition and account in CloudWatch)");
     l.chart(
-        "Wasteful jobs",
+        "Jobs flagged by the nodes",
         vec![
-            line(&IDLE_GPU_JOBS, &[], "Maximum"),
-            line(&LOW_CPU_EFFICIENCY_JOBS, &[], "Maximum"),
-            line(&MEMORY_OVER_REQUESTED_JOBS, &[], "Maximum"),
+            line(&IDLE_GPU_JOBS, &[], "Sum"),
+            line(&LOW_CPU_EFFICIENCY_JOBS, &[], "Sum"),
+            line(&MEMORY_OVER_REQUESTED_JOBS, &[], "Sum"),
+            line(&JOB_ALLOCATIONS, &[], "Sum"),
         ],
         false,
     );
-    l.chart("GPU-hours held idle", vec![line(&GPU_HOURS_IDLE, &[], "Sum")], false);
     l.chart(
-        "GPU utilisation of running jobs (%)",
-        vec![search(&GPU_UTILIZATION, &[dims::JOB_ID, dims::USER, dims::ACCOUNT], "", "Average")],
+        "Job CPU efficiency (%): median and 10th percentile",
+        vec![line(&JOB_CPU_EFFICIENCY, &[], "p50"), line(&JOB_CPU_EFFICIENCY, &[], "p10")],
+        false,
+    );
+    l.chart(
+        "Job peak memory over request (%): median and 90th percentile",
+        vec![line(&JOB_MEMORY_PEAK_SHARE, &[], "p50"), line(&JOB_MEMORY_PEAK_SHARE, &[], "p90")],
+        false,
+    );
+    l.chart(
+        "GPU utilisation of GPU jobs (%) and idle GPUs",
+        vec![
+            line(&JOB_GPU_UTILIZATION, &[], "p50"),
+            line(&JOB_GPUS_IDLE, &[], "Sum"),
+            line(&GPU_HOURS_IDLE, &[], "Sum"),
+        ],
+        false,
+    );
+    l.chart(
+        "Cluster CPU efficiency by partition (%)",
+        vec![search(&CLUSTER_CPU_EFFICIENCY, &[dims::PARTITION], "", "Average")],
+        false,
+    );
+    l.chart(
+        "CPU efficiency by account (%), median",
+        vec![search(&JOB_CPU_EFFICIENCY, &[dims::ACCOUNT], "", "p50")],
         false,
     );
 
-    l.header(&format!("Job {JOB_PATTERN} (set the JobId variable above)"));
-    let job_dims = [dims::JOB_ID, dims::USER, dims::ACCOUNT];
-    let per_job = |m: &Metric, stat: &str| search(m, &job_dims, &job, stat);
-    l.chart(
-        "Memory (bytes)",
-        vec![
-            per_job(&MEMORY_USAGE, "Maximum"),
-            per_job(&MEMORY_RSS, "Maximum"),
-            per_job(&MEMORY_LIMIT, "Maximum"),
-        ],
-        false,
+    l.header(&format!("Job records (CloudWatch Logs Insights over {JOB_LOG_GROUP})"));
+    let f = |field: &crate::records::Field| field.name;
+    use crate::records::{self as r, kinds};
+    l.query(
+        "Top jobs by peak memory (summaries)",
+        &format!(
+            "fields {job}, {user}, {account}, {node}, {peak}, {req}, {share}\n| filter {ty} = '{summary}'\n| sort {peak} desc\n| limit 20",
+            job = f(&r::JOB_ID), user = f(&r::USER), account = f(&r::ACCOUNT), node = f(&r::NODE_NAME),
+            peak = f(&r::MEMORY_PEAK), req = f(&r::MEMORY_REQUESTED), share = f(&r::MEMORY_PEAK_PERCENT),
+            ty = f(&r::TYPE), summary = kinds::JOB_SUMMARY,
+        ),
     );
-    l.chart("CPU (cores)", vec![per_job(&CPU_USAGE, "Average"), per_job(&CPUS_ALLOCATED, "Maximum")], false);
-    l.chart("CPU utilisation (%)", vec![per_job(&CPU_UTILIZATION, "Average")], false);
-    l.chart(
-        "GPU",
-        vec![
-            per_job(&GPU_UTILIZATION, "Average"),
-            per_job(&GPU_SM_ACTIVITY, "Average"),
-            per_job(&GPU_TENSOR_ACTIVITY, "Average"),
-        ],
-        false,
+    l.query(
+        "Lowest CPU efficiency (summaries of jobs over 10 minutes)",
+        &format!(
+            "fields {job}, {user}, {account}, {eff}, {cores}, {elapsed}\n| filter {ty} = '{summary}' and {elapsed} >= 600\n| sort {eff} asc\n| limit 20",
+            job = f(&r::JOB_ID), user = f(&r::USER), account = f(&r::ACCOUNT), eff = f(&r::CPU_EFFICIENCY),
+            cores = f(&r::CORES_ALLOCATED), elapsed = f(&r::ELAPSED_SECONDS), ty = f(&r::TYPE),
+            summary = kinds::JOB_SUMMARY,
+        ),
     );
-    l.chart(
-        "GPU memory (bytes) and power (W)",
-        vec![per_job(&GPU_MEMORY_USED, "Maximum"), per_job(&GPU_POWER, "Average")],
-        false,
+    l.query(
+        "Findings: idle GPUs, low efficiency, memory over-requested",
+        &format!(
+            "fields @timestamp, {finding}, {job}, {user}, {account}, {node}, {detail}\n| filter {ty} = '{kind}'\n| sort @timestamp desc\n| limit 50",
+            finding = f(&r::FINDING), job = f(&r::JOB_ID), user = f(&r::USER), account = f(&r::ACCOUNT),
+            node = f(&r::NODE_NAME), detail = f(&r::DETAIL), ty = f(&r::TYPE), kind = kinds::JOB_FINDING,
+        ),
     );
-    l.chart(
-        "I/O (per second)",
-        vec![
-            per_job(&READ_BYTES, "Average"),
-            per_job(&WRITE_BYTES, "Average"),
-            per_job(&READ_OPS, "Average"),
-            per_job(&WRITE_OPS, "Average"),
-        ],
-        false,
-    );
-    l.chart(
-        "Processes and open files",
-        vec![per_job(&PROCESS_COUNT, "Maximum"), per_job(&OPEN_FILES, "Maximum")],
-        false,
+    l.query(
+        &format!("Job {JOB_PATTERN} over time (set the JobId variable above)"),
+        &format!(
+            "fields @timestamp, {node}, {rss}, {cpu}, {util}, {procs}\n| filter {ty} = '{sample}' and {job} = '{JOB_PATTERN}'\n| sort @timestamp asc",
+            node = f(&r::NODE_NAME), rss = MEMORY_RSS.name, cpu = CPU_USAGE.name, util = CPU_UTILIZATION.name,
+            procs = PROCESS_COUNT.name, ty = f(&r::TYPE), sample = kinds::JOB_SAMPLE, job = f(&r::JOB_ID),
+        ),
     );
 
     l.header("Shippers");
     l.chart("Datums dropped (all nodes)", vec![line(&SHIPPER_DATUMS_DROPPED, &[], "Sum")], false);
     l.chart(
-        "Shipper memory by node (bytes)",
-        vec![search(&SHIPPER_MEMORY_RSS, &[dims::NODE_NAME], "", "Maximum")],
+        "Backlog in the spool (largest node, bytes) and job records written",
+        vec![line(&SHIPPER_SPOOL_BYTES, &[], "Maximum"), line(&JOB_RECORDS, &[], "Sum")],
+        false,
+    );
+    l.chart(
+        "Shipper memory, largest and smallest node (bytes)",
+        vec![line(&SHIPPER_MEMORY_RSS, &[], "Maximum"), line(&SHIPPER_MEMORY_RSS, &[], "Minimum")],
         false,
     );
     l.chart(
         "Collection time by collector (ms)",
-        vec![search(&SHIPPER_COLLECTION_DURATION, &[dims::NODE_NAME, dims::COLLECTOR], "", "Maximum")],
+        vec![search(&SHIPPER_COLLECTION_DURATION, &[dims::COLLECTOR], "", "Maximum")],
         false,
     );
 
@@ -280,6 +317,8 @@ mod tests {
             assert!(x <= 24, "a widget runs off the 24-column grid");
         }
         assert!(d.contains("${cluster_name}") && d.contains("${namespace}") && d.contains("${region}"));
+        assert!(d.contains("SOURCE '${job_log_group}'"), "Logs Insights widgets over the job records");
+        assert!(!d.contains("SEARCH('{${namespace},Account,ClusterName,JobId"), "no per-job metric is drawn");
         assert!(!d.contains("%{"), "no Terraform directives by accident");
     }
 }

@@ -17,7 +17,9 @@ pub fn metrics_markdown() -> String {
          carries the dimension `{}`. Each line under *Dimensions* is one dimension set the metric \
          is published with; in CloudWatch each distinct combination of values is one billed \
          metric. *Counter* metrics grow until Slurm resets them; the Lambda publishes their \
-         reset-aware rates. {} metrics in all.\n",
+         reset-aware rates. *Total* metrics are one value per node and flush, so their `Sum` over \
+         the flush interval (60 s) is the cluster's total. Per-job detail is not here but in the \
+         job records (see [records.md](records.md)). {} metrics in all.\n",
         dims::CLUSTER_NAME,
         ALL.len()
     );
@@ -39,6 +41,7 @@ fn row(out: &mut String, m: &Metric) {
     let kind = match m.kind {
         Kind::Gauge => "gauge",
         Kind::Counter => "counter",
+        Kind::Total => "total",
     };
     let roles: Vec<&str> = m.roles.iter().map(|r| r.as_str()).collect();
     let sets: Vec<String> = m.full_dimension_sets().map(|s| s.join(", ")).collect();

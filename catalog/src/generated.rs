@@ -5,6 +5,7 @@
 pub fn files() -> Vec<(&'static str, String)> {
     vec![
         ("docs/metrics.md", crate::docs::metrics_markdown()),
+        ("docs/records.md", crate::records::records_markdown()),
         ("terraform/rules/default-rules.json", crate::alarms::default_rules_json()),
         ("terraform/dashboards/cluster.json.tftpl", crate::dashboard::cluster_dashboard()),
     ]

@@ -9,6 +9,7 @@ pub mod dashboard;
 pub mod docs;
 pub mod generated;
 pub mod metrics;
+pub mod records;
 
 pub use metrics::ALL;
 
@@ -74,6 +75,9 @@ pub enum Kind {
     /// Monotonically increasing until it resets (sdiag counters). Shipped as is; the Lambda
     /// derives reset-aware rates from it.
     Counter,
+    /// A node's count (of its jobs, say) that adds up across nodes: one value per flush, the
+    /// mean of the flush's samples, so that `Sum` over the flush interval is the cluster total.
+    Total,
 }
 
 /// Who emits a metric.
@@ -162,6 +166,7 @@ pub enum Group {
     JobIo,
     Gpu,
     GpuProfiling,
+    JobPopulation,
     Derived,
     Shipper,
 }
@@ -180,6 +185,7 @@ impl Group {
             Group::JobIo => "Job I/O (node)",
             Group::Gpu => "Job GPUs, from NVML (node)",
             Group::GpuProfiling => "Job GPU profiling, from NVML GPM on Hopper and newer (node)",
+            Group::JobPopulation => "Job population: figures across jobs, never per job (node)",
             Group::Derived => "Derived by the Lambda",
             Group::Shipper => "The shipper itself",
         }

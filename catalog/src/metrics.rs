@@ -45,8 +45,12 @@ const JOB_GPU: &[&[&str]] = &[
     &[JOB_ID, USER, ACCOUNT, NODE_NAME, GPU],
     &[JOB_ID, USER, ACCOUNT, NODE_NAME, GPU_UUID],
 ];
-/// The shipper's own figures, per host.
-const HOST: &[&[&str]] = &[&[NODE_NAME]];
+/// A host's own figures: across the cluster's hosts (a statistic set: Minimum and Maximum show
+/// the outliers), and per host when `self_metrics_per_node` is on.
+const HOST: &[&[&str]] = &[&[], &[NODE_NAME]];
+/// Across the jobs running on the nodes: per cluster, partition and account, and per user when
+/// `node.population_per_user` is on. Never per job: that detail is in the job records.
+const POPULATION: &[&[&str]] = &[&[], &[PARTITION], &[ACCOUNT], &[USER]];
 
 catalog! {
     Nodes {
@@ -169,7 +173,7 @@ catalog! {
             "1 when slurmctld answered this cycle, 0 when it failed or timed out.";
         SLURMCTLD_RESPONSE_TIME = "SlurmctldResponseTime", Milliseconds, Gauge, [Head], CLUSTER,
             "Time slurmctld took to answer sdiag (or, without sdiag, sinfo).";
-        COLLECTOR_ERRORS = "CollectorErrors", Count, Gauge, [Head, Node], &[&[NODE_NAME, COLLECTOR]],
+        COLLECTOR_ERRORS = "CollectorErrors", Count, Gauge, [Head, Node], &[&[COLLECTOR], &[NODE_NAME, COLLECTOR]],
             "Errors in a collector during the interval: a command that failed or timed out, a file that could not be read, output that could not be parsed.";
     }
     JobMemory {
@@ -286,6 +290,32 @@ catalog! {
         GPU_NVLINK_RX_BYTES = "GpuNvlinkRxBytes", BytesPerSecond, Gauge, [Node], JOB_GPU,
             "NVLink bytes received per second, all links (GPM).";
     }
+    JobPopulation {
+        JOB_ALLOCATIONS = "JobAllocations", Count, Total, [Node], POPULATION,
+            "Jobs running on the nodes (a job on k nodes counts k times).";
+        JOB_CPU_EFFICIENCY = "JobCpuEfficiency", Percent, Gauge, [Node], POPULATION,
+            "Each job's CPU use as a percentage of its allocated cores, one value per job and sample (Values/Counts: use percentiles).";
+        JOB_MEMORY_USED = "JobMemoryUsed", Bytes, Gauge, [Node], POPULATION,
+            "Each job's memory in use (cgroup, or its processes' RSS where Slurm keeps no memory cgroup), one value per job and sample.";
+        JOB_MEMORY_PEAK_SHARE = "JobMemoryPeakShare", Percent, Gauge, [Node], POPULATION,
+            "Each job's peak memory as a percentage of its memory limit, one value per job and sample.";
+        JOB_GPU_UTILIZATION = "JobGpuUtilization", Percent, Gauge, [Node], POPULATION,
+            "Each GPU job's mean GPU utilisation, one value per job and sample.";
+        JOB_CORES_USED = "JobCoresUsed", Count, Total, [Node], POPULATION,
+            "Cores busy with the jobs' work, summed over jobs.";
+        JOB_CORES_ALLOCATED = "JobCoresAllocated", Count, Total, [Node], POPULATION,
+            "Cores allocated to the jobs (their cpusets), summed over jobs.";
+        JOB_GPUS_IDLE = "JobGpusIdle", Count, Total, [Node], POPULATION,
+            "GPUs allocated to jobs that ran none of the job's work or sat under the idle threshold.";
+        IDLE_GPU_JOBS = "IdleGpuJobs", Count, Total, [Node], POPULATION,
+            "Jobs whose GPUs all stayed under the idle threshold for the idle window (node.findings).";
+        LOW_CPU_EFFICIENCY_JOBS = "LowCpuEfficiencyJobs", Count, Total, [Node], POPULATION,
+            "Jobs whose CPU efficiency stayed under the threshold for the whole window (node.findings).";
+        MEMORY_OVER_REQUESTED_JOBS = "MemoryOverRequestedJobs", Count, Total, [Node], POPULATION,
+            "Jobs whose peak memory stayed under a threshold share of their memory limit for the whole window (node.findings).";
+        JOB_RECORDS = "JobRecords", Count, Total, [Node], &[&[]],
+            "Job records (samples, summaries, findings) written to the job log group.";
+    }
     Derived {
         JOBS_SUBMITTED_RATE = "JobsSubmittedRate", Count, Gauge, [Lambda], CLUSTER,
             "Jobs submitted per minute, reset-aware.", rate_of = JOBS_SUBMITTED;
@@ -313,14 +343,10 @@ catalog! {
             "CpusAllocated as a percentage of CpusTotal.";
         CLUSTER_GPU_UTILIZATION = "ClusterGpuUtilization", Percent, Gauge, [Lambda], CLUSTER_AND_PARTITION,
             "GpusAllocated as a percentage of GpusTotal.";
-        IDLE_GPU_JOBS = "IdleGpuJobs", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs whose GPUs all stayed under the idle threshold for the whole look-back window.";
         GPU_HOURS_IDLE = "GpuHoursIdle", None, Gauge, [Lambda], CLUSTER,
-            "GPU-hours held by jobs and left idle during the last period.";
-        LOW_CPU_EFFICIENCY_JOBS = "LowCpuEfficiencyJobs", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs whose CPU utilisation stayed under the threshold for the whole look-back window.";
-        MEMORY_OVER_REQUESTED_JOBS = "MemoryOverRequestedJobs", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs that use less than a threshold share of the memory they requested (peak over limit).";
+            "GPU-hours held by jobs and left idle during the minute, from JobGpusIdle.";
+        CLUSTER_CPU_EFFICIENCY = "ClusterCpuEfficiency", Percent, Gauge, [Lambda], CLUSTER_AND_PARTITION,
+            "Cores the jobs used as a percentage of the cores allocated to them (JobCoresUsed over JobCoresAllocated).";
         BACKLOG_NODES = "BacklogNodes", Count, Gauge, [Lambda], &[&[PARTITION]],
             "Nodes the pending demand of a partition would need beyond its idle nodes: the autoscaling signal.";
         IDLE_NODES = "IdleNodes", Count, Gauge, [Lambda], &[&[PARTITION]],
@@ -329,7 +355,7 @@ catalog! {
     Shipper {
         SHIPPER_DATUMS_SENT = "ShipperDatumsSent", Count, Gauge, [Shipper], HOST,
             "Datums CloudWatch accepted from this shipper during the flush interval.";
-        SHIPPER_DATUMS_DROPPED = "ShipperDatumsDropped", Count, Gauge, [Shipper], &[&[NODE_NAME, REASON], &[]],
+        SHIPPER_DATUMS_DROPPED = "ShipperDatumsDropped", Count, Gauge, [Shipper], &[&[REASON], &[], &[NODE_NAME, REASON]],
             "Datums dropped during the interval, by reason (non_finite, out_of_range, bad_dimension, too_many_dimensions, timestamp, rejected, queue_full, spool_full, ...) per host; with ClusterName alone, the sum over reasons from every host (what the alarm watches).";
         SHIPPER_REQUESTS = "ShipperRequests", Count, Gauge, [Shipper], HOST,
             "PutMetricData requests sent during the interval, retries included.";
@@ -338,7 +364,7 @@ catalog! {
         SHIPPER_BYTES_SENT = "ShipperBytesSent", Bytes, Gauge, [Shipper], HOST,
             "Uncompressed size of the PutMetricData requests sent during the interval.";
         SHIPPER_COLLECTION_DURATION = "ShipperCollectionDuration", Milliseconds, Gauge, [Shipper],
-            &[&[NODE_NAME, COLLECTOR]],
+            &[&[COLLECTOR], &[NODE_NAME, COLLECTOR]],
             "Wall time one collection took, per collector.";
         SHIPPER_SPOOL_BYTES = "ShipperSpoolBytes", Bytes, Gauge, [Shipper], HOST,
             "Bytes of flushes waiting in the disk spool (CloudWatch not reached yet).";

@@ -1,0 +1,127 @@
+//! The job records: per-job detail, written as JSON events to a CloudWatch Logs group (one
+//! stream per node) instead of per-job custom metrics, because a log event is billed by its
+//! bytes and a custom metric by the hour for every job.
+//!
+//! Three types of record (the `Type` field): a sample of a job per flush, a summary when a job
+//! ends on a node, and a finding once per job and kind. A sample's figures are keyed by their
+//! catalog metric names (`MemoryRss`, `CpuUsage`, ...); a metric with a further dimension
+//! (`ThreadCount` by `ThreadState`, GPU figures by `Gpu`) is an object keyed by that value. The
+//! other fields are named here, once.
+
+use std::fmt::Write;
+
+/// A record field: its name and what it holds.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Field {
+    pub name: &'static str,
+    pub help: &'static str,
+}
+
+macro_rules! fields {
+    ($($id:ident = $name:expr, $help:literal;)*) => {
+        $(pub static $id: Field = Field { name: $name, help: $help };)*
+        /// Every field, in the order the docs list them.
+        pub static ALL_FIELDS: &[&Field] = &[$(&$id),*];
+    };
+}
+
+/// Values of [`TYPE`].
+pub mod kinds {
+    pub const JOB_SAMPLE: &str = "job_sample";
+    pub const JOB_SUMMARY: &str = "job_summary";
+    pub const JOB_FINDING: &str = "job_finding";
+}
+
+/// Values of [`FINDING`].
+pub mod findings {
+    pub const IDLE_GPU: &str = "idle_gpu";
+    pub const LOW_CPU_EFFICIENCY: &str = "low_cpu_efficiency";
+    pub const MEMORY_OVER_REQUESTED: &str = "memory_over_requested";
+}
+
+/// Values of [`ENDED_BY`].
+pub mod endings {
+    /// The TaskEpilog asked for the job's final sample.
+    pub const TASK_EPILOG: &str = "task_epilog";
+    /// The job's cgroup was gone at a collection.
+    pub const CGROUP_GONE: &str = "cgroup_gone";
+}
+
+use crate::dims;
+
+fields! {
+    TYPE = "Type", "job_sample, job_summary or job_finding.";
+    RECORD_ID = "RecordId", "Unique per record; a record delivered twice (at-least-once delivery) has the same id. A summary's id is the same for every summary of a job on a node: the latest one wins.";
+    TIME = "Time", "When the record was made (RFC 3339); the log event carries the same time.";
+    CLUSTER_NAME = dims::CLUSTER_NAME, "The cluster.";
+    NODE_NAME = dims::NODE_NAME, "The node that wrote the record.";
+    JOB_ID = dims::JOB_ID, "The Slurm job id (array tasks as <array job>_<task> where Slurm names them so).";
+    USER = dims::USER, "The job's user, from the cgroup path or the job processes' real uid.";
+    ACCOUNT = dims::ACCOUNT, "The job's Slurm account, or `unknown`.";
+    PARTITION = dims::PARTITION, "The job's partition, or `unknown`.";
+    SAMPLES = "Samples", "Collections the record covers.";
+    FIRST_SEEN = "FirstSeen", "Summary: when this node first saw the job (RFC 3339).";
+    LAST_SEEN = "LastSeen", "Summary: when this node last saw the job (RFC 3339).";
+    ELAPSED_SECONDS = "ElapsedSeconds", "Summary: LastSeen minus FirstSeen; a job shorter than one collection interval shows 0 unless its TaskEpilog asked for a final sample.";
+    CPU_SECONDS = "CpuSeconds", "Summary: CPU time the job used on this node, from its cgroup's counter (or its processes').";
+    CORES_ALLOCATED = "CoresAllocated", "Summary: cores in the job's cpuset on this node.";
+    CPU_EFFICIENCY = "CpuEfficiency", "Summary: CpuSeconds over CoresAllocated x ElapsedSeconds, in percent.";
+    MEMORY_PEAK = "MemoryPeakBytes", "Summary: the job's peak memory on this node (cgroup high-water mark, or the largest RSS seen).";
+    MEMORY_REQUESTED = "MemoryRequestedBytes", "Summary: the job's memory limit on this node.";
+    MEMORY_PEAK_PERCENT = "MemoryPeakPercent", "Summary: MemoryPeakBytes over MemoryRequestedBytes, in percent.";
+    GPUS = "Gpus", "Summary: GPUs the job held on this node.";
+    GPU_HOURS = "GpuHours", "Summary: GPU-hours the job held on this node.";
+    GPU_IDLE_PERCENT = "GpuIdlePercent", "Summary: share of GpuHours during which the GPU sat idle.";
+    GPU_ENERGY_KWH = "GpuEnergyKwh", "Summary: energy the job's GPUs used on this node, where NVML reports it.";
+    READ_BYTES_TOTAL = "ReadBytesTotal", "Summary: bytes the job read on this node.";
+    WRITE_BYTES_TOTAL = "WriteBytesTotal", "Summary: bytes the job wrote on this node.";
+    OOM_KILLS = crate::metrics::OOM_KILLS.name, "Summary: processes of the job the kernel killed for lack of memory.";
+    ENDED_BY = "EndedBy", "Summary: task_epilog (the TaskEpilog asked for the final sample) or cgroup_gone.";
+    FINDING = "Finding", "Finding: idle_gpu, low_cpu_efficiency or memory_over_requested.";
+    DETAIL = "Detail", "Finding: what was measured, in words.";
+    TRUNCATED = "Truncated", "Present when a record was too large for one log event and its largest objects were cut; names what was cut.";
+}
+
+/// `docs/records.md`.
+pub fn records_markdown() -> String {
+    let mut out = String::new();
+    out.push_str("# Job records\n\n");
+    out.push_str(
+        "<!-- Generated from catalog/src/records.rs by `cargo run -p slurm-cw-catalog -- write`. \
+         Do not edit: a test fails when this file is stale. -->\n\n",
+    );
+    out.push_str(
+        "Per-job detail goes to the CloudWatch Logs group `/slurm-cw/<cluster>/jobs` (one stream \
+         per node) as one JSON object per log event. A `job_sample` record carries every per-job \
+         figure of the [metric catalog](metrics.md) under the metric's name, averaged over the \
+         flush (`MemoryMax` is the peak); a metric with a further dimension (`ThreadCount` by \
+         `ThreadState`, GPU figures by `Gpu`) is an object keyed by that value. A multi-node job \
+         has one summary per node: add `CpuSeconds`, `GpuHours` and the I/O totals across them, \
+         take the largest `MemoryPeakBytes`, and recompute the efficiency from the sums.\n\n",
+    );
+    out.push_str("| Field | Meaning |\n|---|---|\n");
+    for f in ALL_FIELDS {
+        let _ = writeln!(out, "| `{}` | {} |", f.name, f.help.replace('|', "\\|"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn field_names_are_unique_and_not_metric_names() {
+        let mut seen = HashSet::new();
+        for f in ALL_FIELDS {
+            assert!(seen.insert(f.name), "{} twice", f.name);
+            assert!(f.help.ends_with('.'), "{}", f.name);
+        }
+        for m in crate::ALL {
+            // A sample's figures are keyed by metric name: a field of the same name would clash,
+            // except OomKills, which is the same figure.
+            assert!(!seen.contains(m.name) || m.name == OOM_KILLS.name, "{} is a field and a metric", m.name);
+        }
+    }
+}
