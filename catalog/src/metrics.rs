@@ -205,6 +205,8 @@ catalog! {
     JobCpu {
         CPU_USAGE = "CpuUsage", Count, Gauge, [Node], JOB,
             "Cores the job kept busy over the interval (CPU seconds per second).";
+        CPU_TIME = "CpuTime", Seconds, Gauge, [Node], JOB,
+            "CPU time the job has used on this node since it started (its cgroup's counter): the job summary's CpuSeconds.";
         CPU_UTILIZATION = "CpuUtilization", Percent, Gauge, [Node], JOB,
             "CpuUsage as a percentage of the job's allocated cores.";
         CPU_THROTTLED_TIME = "CpuThrottledTime", Seconds, Gauge, [Node], JOB,

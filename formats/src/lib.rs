@@ -4,9 +4,11 @@
 //! - [`slurm`]: sinfo, squeue and sdiag output, text and JSON, of every supported version;
 //! - [`cgroup`]: the small formats of cgroup v1 and v2 files;
 //! - [`datum`]: a datum and its JSON line (the stdout sink's output and the spool's content);
-//! - [`spool`]: the spool file, a checksummed batch of datums.
+//! - [`record`]: a job record, one CloudWatch Logs event;
+//! - [`spool`]: the spool file, a checksummed batch of datums or records.
 
 pub mod cgroup;
 pub mod datum;
+pub mod record;
 pub mod slurm;
 pub mod spool;

@@ -1,15 +1,16 @@
-//! The spool file format: one batch of datums on disk, so that nothing is lost while
-//! CloudWatch cannot be reached or the shipper restarts.
+//! The spool file format: one batch of datums (or job records) on disk, so that nothing is lost
+//! while CloudWatch cannot be reached or the shipper restarts.
 //!
 //! ```text
-//! slurm-cw-spool 1 <datums> <body bytes> <crc32 of body, hex>\n
-//! <body: gzip of the datums' JSON lines, the first line the namespace>
+//! slurm-cw-spool 1 <items> <body bytes> <crc32 of body, hex>\n
+//! <body: gzip of the items' JSON lines, the first line the label (namespace, or log group)>
 //! ```
 //!
 //! A file that fails any check (header, length, checksum, gzip, a line) is corrupt as a whole:
 //! a torn write from a power loss, never half-trusted.
 
-use crate::datum::{Datum, LineError};
+use crate::datum::Datum;
+use crate::record::Record;
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -40,30 +41,57 @@ pub enum SpoolError {
     Count { got: usize, want: usize },
 }
 
+/// What a spool file can hold: items with a one-line text form.
+pub trait Item: Sized {
+    fn to_line(&self, label: &str) -> String;
+    fn from_line(line: &str) -> Result<Self, String>;
+}
+
+impl Item for Datum {
+    fn to_line(&self, namespace: &str) -> String {
+        self.to_json_line(namespace)
+    }
+
+    fn from_line(line: &str) -> Result<Self, String> {
+        Datum::from_json_line(line).map(|(_, d)| d).map_err(|e| e.to_string())
+    }
+}
+
+impl Item for Record {
+    fn to_line(&self, _group: &str) -> String {
+        self.to_json_line()
+    }
+
+    fn from_line(line: &str) -> Result<Self, String> {
+        Record::from_json_line(line)
+    }
+}
+
 /// A decoded spool file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Batch {
-    pub namespace: String,
-    pub datums: Vec<Datum>,
+pub struct Batch<T> {
+    /// Where the items go: the namespace of datums, the log group of records.
+    pub label: String,
+    pub items: Vec<T>,
 }
 
 /// The file's bytes.
-pub fn encode(namespace: &str, datums: &[Datum]) -> Vec<u8> {
+pub fn encode<T: Item>(label: &str, items: &[T]) -> Vec<u8> {
     let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
     // Writing to a Vec cannot fail.
-    let _ = writeln!(gz, "{}", serde_json::to_string(namespace).unwrap_or_default());
-    for d in datums {
-        let _ = writeln!(gz, "{}", d.to_json_line(namespace));
+    let _ = writeln!(gz, "{}", serde_json::to_string(label).unwrap_or_default());
+    for d in items {
+        let _ = writeln!(gz, "{}", d.to_line(label));
     }
     let body = gz.finish().unwrap_or_default();
     let mut out =
-        format!("{MAGIC} {VERSION} {} {} {:08x}\n", datums.len(), body.len(), crc32fast::hash(&body))
+        format!("{MAGIC} {VERSION} {} {} {:08x}\n", items.len(), body.len(), crc32fast::hash(&body))
             .into_bytes();
     out.extend_from_slice(&body);
     out
 }
 
-/// The number of datums a file says it holds, from its header alone (to count what a full
+/// The number of items a file says it holds, from its header alone (to count what a full
 /// spool drops without reading everything).
 pub fn header_count(bytes: &[u8]) -> Option<usize> {
     header(bytes).ok().map(|h| h.0)
@@ -87,7 +115,7 @@ fn header(bytes: &[u8]) -> Result<(usize, usize, u32, usize), SpoolError> {
     Ok((count, len, crc, end + 1))
 }
 
-pub fn decode(bytes: &[u8]) -> Result<Batch, SpoolError> {
+pub fn decode<T: Item>(bytes: &[u8]) -> Result<Batch<T>, SpoolError> {
     let (count, len, crc, at) = header(bytes)?;
     let body = &bytes[at..];
     if body.len() != len {
@@ -103,18 +131,16 @@ pub fn decode(bytes: &[u8]) -> Result<Batch, SpoolError> {
         .map_err(|e| SpoolError::Gzip(e.to_string()))?;
     let mut lines = text.lines();
     let first = lines.next().ok_or(SpoolError::Line { line: 1, error: "no namespace".into() })?;
-    let namespace: String =
+    let label: String =
         serde_json::from_str(first).map_err(|e| SpoolError::Line { line: 1, error: e.to_string() })?;
-    let mut datums = Vec::with_capacity(count.min(100_000));
+    let mut items = Vec::with_capacity(count.min(100_000));
     for (i, line) in lines.enumerate() {
-        let (_, d) = Datum::from_json_line(line)
-            .map_err(|e: LineError| SpoolError::Line { line: i + 2, error: e.to_string() })?;
-        datums.push(d);
+        items.push(T::from_line(line).map_err(|error| SpoolError::Line { line: i + 2, error })?);
     }
-    if datums.len() != count {
-        return Err(SpoolError::Count { got: datums.len(), want: count });
+    if items.len() != count {
+        return Err(SpoolError::Count { got: items.len(), want: count });
     }
-    Ok(Batch { namespace, datums })
+    Ok(Batch { label, items })
 }
 
 #[cfg(test)]
@@ -140,13 +166,17 @@ mod tests {
         let d = datums(100);
         let bytes = encode("Slurm", &d);
         assert_eq!(header_count(&bytes), Some(100));
-        assert_eq!(decode(&bytes).unwrap(), Batch { namespace: "Slurm".into(), datums: d });
-        assert_eq!(decode(&encode("X", &[])).unwrap().datums.len(), 0);
+        assert_eq!(decode(&bytes).unwrap(), Batch { label: "Slurm".into(), items: d });
+        assert_eq!(decode::<Datum>(&encode::<Datum>("X", &[])).unwrap().items.len(), 0);
+        let records = vec![Record { time: SystemTime::UNIX_EPOCH, message: r#"{"JobId":"1"}"#.into() }];
+        let back = decode::<Record>(&encode("/slurm-cw/c/jobs", &records)).unwrap();
+        assert_eq!(back, Batch { label: "/slurm-cw/c/jobs".into(), items: records });
     }
 
     #[test]
     fn torn_and_damaged_files_are_corrupt() {
         let bytes = encode("Slurm", &datums(50));
+        let decode = decode::<Datum>;
         assert_eq!(decode(&[]), Err(SpoolError::NoHeader));
         for cut in [10, 30, bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");

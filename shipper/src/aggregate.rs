@@ -7,7 +7,7 @@
 
 use crate::datum::{Datum, DatumValue, Stats};
 use crate::sample::{Dims, Observed, Sample};
-use slurm_cw_catalog::{Metric, dims};
+use slurm_cw_catalog::{Kind, Metric, dims};
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
@@ -107,6 +107,8 @@ fn to_datum(cluster: &str, e: Entry, sample_dims: Dims) -> Datum {
     dimensions.sort();
     let value = match e.acc {
         Acc::Stats(s) if s.count == 1.0 => DatumValue::Value { value: s.sum },
+        // One value per node and flush, so that Sum across nodes is the cluster's total.
+        Acc::Stats(s) if e.metric.kind == Kind::Total => DatumValue::Value { value: s.sum / s.count },
         Acc::Stats(stats) => DatumValue::Stats { stats },
         Acc::Distribution(d) => {
             let (values, counts) = fold_distribution(&d);
@@ -180,6 +182,15 @@ mod tests {
             DatumValue::Stats { stats: Stats { min: 3.0, max: 7.0, sum: 20.0, count: 4.0 } }
         );
         assert_eq!(idle.timestamp, t(30), "a datum carries the time of its latest sample");
+    }
+
+    #[test]
+    fn totals_are_one_mean_value_per_flush() {
+        let mut a = Aggregator::new("c");
+        for v in [4.0, 6.0] {
+            a.add(Sample::new(&slurm_cw_catalog::metrics::JOB_ALLOCATIONS, Dims::new(), v, t(0)));
+        }
+        assert_eq!(a.drain()[0].value, DatumValue::Value { value: 5.0 });
     }
 
     #[test]

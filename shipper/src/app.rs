@@ -9,12 +9,18 @@ use crate::datum::Datum;
 use crate::hook::{self, Answer};
 use crate::role::{self, Role};
 use crate::sample::{Batch, Dims};
-use crate::sinks::Sink;
 use crate::sinks::cloudwatch::{CloudWatchSink, Settings, retry::Backoff};
-use crate::sinks::delivery::{Delivery, Intake, SharedSpool, StatsHandle, Step};
+use crate::sinks::delivery::{Destination, Delivery, Intake, SharedSpool, StatsHandle, Step};
+use crate::sinks::logs::LogsSink;
 use crate::sinks::spool::Spool;
 use crate::sinks::stdout::StdoutSink;
 use crate::sinks::validate::DropReason;
+use crate::sinks::{MetricSink, RecordSink};
+use crate::transforms::jobs::Jobs;
+use crate::transforms::population;
+use crate::transforms::shape::Shape;
+use slurm_cw_formats::record::Record;
+use slurm_cw_formats::spool::Item;
 use crate::sources::gpu::GpuCollector;
 use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::head::HeadCollector;
@@ -85,37 +91,71 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     };
     let node = config.node_name();
     tracing::info!(role = role.as_str(), why, cluster, node, "starting");
-    let stats = StatsHandle::default();
-    let sink = build_sink(&config).await;
-    let spool = open_spool(&config, &stats);
-    let intake = Intake::new(&config.namespace, spool.clone(), stats.clone());
-    let delivery = Delivery::new(sink, spool.clone(), config.cloudwatch.max_backlog, stats.clone());
-    let pipeline = Pipeline::new(&config, role, cluster, node, stats, spool);
-    if cli.once {
-        once(pipeline, intake, delivery).await
+    let group = config.logs.group_for(&cluster);
+    let metrics = Route::open(&config, &config.namespace, config.spool.dir.clone(), build_sink(&config).await);
+    let records = if role.runs_node() && config.node.job_metrics.records() {
+        let sink = build_record_sink(&config, &group, &node).await;
+        Some(Route::open(&config, &group, config.spool.dir.join("logs"), sink))
     } else {
-        daemon(pipeline, intake, delivery, &config, role).await
+        None
+    };
+    let pipeline = Pipeline::new(
+        &config,
+        role,
+        cluster,
+        node,
+        metrics.stats.clone(),
+        records.as_ref().map(|r| r.stats.clone()),
+        metrics.spool.clone(),
+    );
+    if cli.once {
+        once(pipeline, metrics, records).await
+    } else {
+        daemon(pipeline, metrics, records, &config, role).await
     }
 }
 
-/// The disk spool, for the CloudWatch sink when enabled. When it cannot be opened the shipper
-/// runs on without it (one error line; undelivered data then waits in memory).
-pub fn open_spool(config: &Config, stats: &StatsHandle) -> Option<SharedSpool> {
-    if config.sink != SinkKind::Cloudwatch || !config.spool.enabled {
-        return None;
+/// One destination's intake, spool and delivery, and the counts of what they did.
+pub struct Route<D: Destination> {
+    pub intake: Intake<D::Item>,
+    pub delivery: Delivery<D>,
+    pub stats: StatsHandle,
+    pub spool: Option<SharedSpool<D::Item>>,
+}
+
+impl<D: Destination> Route<D> {
+    /// `dir`: this destination's spool directory (used when the sink is CloudWatch's and the
+    /// spool is enabled).
+    pub fn open(config: &Config, label: &str, dir: std::path::PathBuf, sink: D) -> Self {
+        let stats = StatsHandle::default();
+        let spool = if config.sink == SinkKind::Cloudwatch && config.spool.enabled {
+            open_spool(&dir, config.spool.max_bytes, &stats)
+        } else {
+            None
+        };
+        let intake = Intake::new(label, spool.clone(), stats.clone());
+        let delivery = Delivery::new(sink, spool.clone(), config.cloudwatch.max_backlog, stats.clone());
+        Route { intake, delivery, stats, spool }
     }
-    match Spool::open(&config.spool.dir, config.spool.max_bytes) {
+}
+
+/// A disk spool. When it cannot be opened the shipper runs on without it (one error line;
+/// undelivered data then waits in memory).
+pub fn open_spool<T: Item>(dir: &Path, max_bytes: u64, stats: &StatsHandle) -> Option<SharedSpool<T>> {
+    match Spool::open(dir, max_bytes) {
         Ok((spool, dropped)) => {
             if dropped.corrupt_files > 0 {
                 tracing::warn!(
+                    dir = %dir.display(),
                     files = dropped.corrupt_files,
-                    datums = dropped.corrupt_datums,
+                    items = dropped.corrupt_datums,
                     "removed torn spool files of an earlier crash"
                 );
             }
             stats.count_drop(DropReason::SpoolCorrupt, dropped.corrupt_datums);
             if !spool.is_empty() {
                 tracing::info!(
+                    dir = %dir.display(),
                     files = spool.files(),
                     bytes = spool.bytes(),
                     "spooled data from an earlier run will be sent first"
@@ -124,16 +164,35 @@ pub fn open_spool(config: &Config, stats: &StatsHandle) -> Option<SharedSpool> {
             Some(Arc::new(Mutex::new(spool)))
         }
         Err(e) => {
-            tracing::error!(dir = %config.spool.dir.display(), error = %e, "cannot use the spool; undelivered data will wait in memory");
+            tracing::error!(dir = %dir.display(), error = %e, "cannot use the spool; undelivered data will wait in memory");
             None
         }
     }
 }
 
-pub async fn build_sink(config: &Config) -> Sink {
+pub async fn build_sink(config: &Config) -> MetricSink {
     match config.sink {
-        SinkKind::Stdout => Sink::Stdout(StdoutSink::new(&config.namespace)),
-        SinkKind::Cloudwatch => Sink::CloudWatch(CloudWatchSink::new(cloudwatch_settings(config)).await),
+        SinkKind::Stdout => MetricSink::Stdout(StdoutSink::new(&config.namespace)),
+        SinkKind::Cloudwatch => MetricSink::CloudWatch(CloudWatchSink::new(cloudwatch_settings(config)).await),
+    }
+}
+
+pub async fn build_record_sink(config: &Config, group: &str, node: &str) -> RecordSink {
+    match config.sink {
+        SinkKind::Stdout => RecordSink::Stdout(StdoutSink::new(group)),
+        SinkKind::Cloudwatch => RecordSink::Logs(LogsSink::new(logs_settings(config, group, node)).await),
+    }
+}
+
+pub fn logs_settings(config: &Config, group: &str, node: &str) -> crate::sinks::logs::Settings {
+    let cw = cloudwatch_settings(config);
+    crate::sinks::logs::Settings {
+        group: group.to_owned(),
+        stream: config.logs.stream.clone().unwrap_or_else(|| node.to_owned()),
+        region: cw.region,
+        endpoint: config.logs.endpoint.clone(),
+        backoff: cw.backoff,
+        attempt_timeout: cw.attempt_timeout,
     }
 }
 
@@ -168,18 +227,31 @@ fn gpu_collector(config: &Config, node: &str) -> Option<GpuCollector> {
     }
 }
 
-/// Collectors, the aggregator and the self-metrics: everything but delivery.
+/// Collectors, the transforms, the aggregator and the self-metrics: everything but delivery.
 pub struct Pipeline {
     collectors: Vec<Box<dyn Collector>>,
     aggregator: Aggregator,
     node: String,
     stats: StatsHandle,
+    record_stats: Option<StatsHandle>,
+    /// The job table, where job records are made (node role, records on).
+    jobs: Option<Jobs>,
+    shape: Shape,
+    per_user: bool,
+    idle_gpu_percent: f64,
     /// Metric names the configuration excludes.
     excluded: Vec<String>,
-    spool: Option<SharedSpool>,
+    spool: Option<SharedSpool<Datum>>,
     /// Collections since the last flush, and in the last flush.
     collections: u64,
     flushed_collections: u64,
+}
+
+/// What one flush hands to delivery.
+#[derive(Debug, Default)]
+pub struct Flushed {
+    pub datums: Vec<Datum>,
+    pub records: Vec<Record>,
 }
 
 impl Pipeline {
@@ -189,18 +261,21 @@ impl Pipeline {
         cluster: String,
         node: String,
         stats: StatsHandle,
-        spool: Option<SharedSpool>,
+        record_stats: Option<StatsHandle>,
+        spool: Option<SharedSpool<Datum>>,
     ) -> Self {
         let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
         if role.runs_head() {
             let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
             collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone())));
         }
+        let mut jobs = None;
         if role.runs_node() {
             collectors.push(Box::new(NodeCollector::new(config.node.clone(), node.clone())));
             if let Some(gpu) = gpu_collector(config, &node) {
                 collectors.push(Box::new(gpu));
             }
+            jobs = Some(Jobs::new(config.node.findings.clone()));
         }
         collectors.push(Box::new(ShipperCollector::new(node.clone())));
         Pipeline {
@@ -208,6 +283,15 @@ impl Pipeline {
             aggregator: Aggregator::new(cluster),
             node,
             stats,
+            record_stats,
+            jobs,
+            shape: Shape {
+                job_metrics: config.node.job_metrics,
+                per_node_job_dimensions: config.node.per_node_dimensions,
+                per_node_self_metrics: config.self_metrics_per_node,
+            },
+            per_user: config.node.population_per_user,
+            idle_gpu_percent: config.node.findings.idle_gpu_percent,
             excluded: config.exclude_metrics.clone(),
             spool,
             collections: 0,
@@ -234,10 +318,18 @@ impl Pipeline {
         answer
     }
 
-    /// Into the aggregator, less the excluded metrics.
-    fn add(&mut self, batch: Batch) {
+    /// Through the transforms into the aggregator, less the excluded metrics.
+    fn add(&mut self, mut batch: Batch) {
+        if let Some(jobs) = &mut self.jobs {
+            let now = jobs.observe(&batch);
+            if batch.all_jobs {
+                population::push(&now, self.per_user, self.idle_gpu_percent, &mut batch);
+            }
+        }
+        let mut shaped = Vec::with_capacity(batch.samples.len());
+        self.shape.apply(batch.samples, &mut shaped);
         let excluded = &self.excluded;
-        let kept = batch.samples.into_iter().filter(|s| !excluded.iter().any(|e| e == s.metric.name));
+        let kept = shaped.into_iter().filter(|s| !excluded.iter().any(|e| e == s.metric.name));
         self.aggregator.extend(kept);
     }
 
@@ -267,11 +359,26 @@ impl Pipeline {
         total_errors
     }
 
-    /// Everything aggregated since the last flush, with the delivery self-metrics.
-    pub fn flush(&mut self) -> Vec<Datum> {
-        let s = self.stats.take();
-        let mut batch = Batch::new(SystemTime::now());
+    /// Everything aggregated since the last flush, with the delivery self-metrics, and the job
+    /// records made since.
+    pub fn flush(&mut self) -> Flushed {
+        let now = SystemTime::now();
+        let records = self.jobs.as_mut().map(|j| j.flush(now)).unwrap_or_default();
+        let mut s = self.stats.take();
+        let mut batch = Batch::new(now);
         let host = Dims::new().with(NODE_NAME, self.node.as_str());
+        if let Some(rs) = &self.record_stats {
+            let r = rs.take();
+            batch.push(&JOB_RECORDS, Dims::new(), r.sent as f64);
+            for (reason, n) in r.dropped {
+                *s.dropped.entry(reason).or_default() += n;
+            }
+        }
+        if let Some(jobs) = &mut self.jobs
+            && jobs.trimmed > 0
+        {
+            *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut jobs.trimmed);
+        }
         batch.push(&SHIPPER_DATUMS_SENT, host.clone(), s.sent as f64);
         batch.push(&SHIPPER_REQUESTS, host.clone(), s.requests as f64);
         batch.push(&SHIPPER_RETRIES, host.clone(), s.retries as f64);
@@ -291,9 +398,11 @@ impl Pipeline {
             batch.push(&SHIPPER_SPOOL_FILES, host.clone(), files as f64);
             batch.push(&SHIPPER_SPOOL_BYTES, host.clone(), bytes as f64);
         }
-        self.add(batch);
+        let mut shaped = Vec::new();
+        self.shape.apply(batch.samples, &mut shaped);
+        self.aggregator.extend(shaped.into_iter().filter(|s| !self.excluded.iter().any(|e| e == s.metric.name)));
         self.flushed_collections = std::mem::take(&mut self.collections);
-        self.aggregator.drain()
+        Flushed { datums: self.aggregator.drain(), records }
     }
 
     /// Collections in the last flush.
@@ -302,36 +411,64 @@ impl Pipeline {
     }
 }
 
-async fn once(mut pipeline: Pipeline, mut intake: Intake, mut delivery: Delivery) -> Exit {
+type Metrics = Route<MetricSink>;
+type Records = Route<RecordSink>;
+
+async fn once(mut pipeline: Pipeline, mut metrics: Metrics, records: Option<Records>) -> Exit {
     pipeline.collect().await;
-    delivery.hold(intake.take(pipeline.flush()));
+    let flushed = pipeline.flush();
+    metrics.delivery.hold(metrics.intake.take(flushed.datums));
+    let mut results = vec![("metrics", drain(&mut metrics.delivery).await)];
+    if let Some(mut r) = records {
+        r.delivery.hold(r.intake.take(flushed.records));
+        results.push(("job records", drain(&mut r.delivery).await));
+    }
+    let failed: Vec<String> = results.into_iter().filter_map(|(what, r)| r.err().map(|e| format!("{what}: {e}"))).collect();
+    if failed.is_empty() { Exit::Ok } else { Exit::Failed(failed.join("; ")) }
+}
+
+/// Sends everything waiting; the error says what is kept.
+async fn drain<D: Destination>(delivery: &mut Delivery<D>) -> Result<(), String> {
     match delivery.drain().await {
-        Step::Sent | Step::Empty => Exit::Ok,
+        Step::Sent | Step::Empty => Ok(()),
+        // A closed standard output (`| head`): the reader has what it wanted.
+        Step::Fatal(e) if e.contains("Broken pipe") || e.contains("broken pipe") => Ok(()),
         Step::Failed(e) | Step::Fatal(e) => {
             let (held, files) = delivery.waiting();
             let kept = if files > 0 {
                 format!("{files} flush(es) kept in the spool for the daemon to send")
             } else {
-                format!("{held} datums not delivered")
+                format!("{held} items not delivered")
             };
-            Exit::Failed(format!("{kept}: {e}"))
+            Err(format!("{kept}: {e}"))
         }
     }
 }
 
-async fn daemon(
-    mut pipeline: Pipeline,
-    mut intake: Intake,
-    delivery: Delivery,
-    config: &Config,
-    role: Role,
-) -> Exit {
-    let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
+async fn daemon(mut pipeline: Pipeline, metrics: Metrics, records: Option<Records>, config: &Config, role: Role) -> Exit {
     let pace = Pace {
         replay_gap: Duration::from_secs_f64(1.0 / config.spool.replay_rate),
         max_backoff: config.flush_interval,
     };
-    let deliverer = tokio::spawn(deliver_loop(delivery, rx, pace));
+    let Route { intake: mut metric_intake, delivery, .. } = metrics;
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
+    let mut deliverers = vec![tokio::spawn(deliver_loop(delivery, rx, pace))];
+    let mut record_route = None;
+    if let Some(Route { intake, delivery, .. }) = records {
+        let (rtx, rrx) = mpsc::unbounded_channel::<Vec<Record>>();
+        deliverers.push(tokio::spawn(deliver_loop(delivery, rrx, pace)));
+        record_route = Some((intake, rtx));
+    }
+    let mut flush_to_delivery = |pipeline: &mut Pipeline| -> bool {
+        let f = pipeline.flush();
+        let held = metric_intake.take(f.datums);
+        tracing::debug!(collections = pipeline.flushed_collections(), in_memory = held.len(), records = f.records.len(), "flushed");
+        let mut ok = tx.send(held).is_ok();
+        if let Some((intake, rtx)) = &mut record_route {
+            ok &= rtx.send(intake.take(f.records)).is_ok();
+        }
+        ok
+    };
 
     let mut collect = tokio::time::interval(config.collect_interval);
     collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -365,15 +502,11 @@ async fn daemon(
             signal = shutdown.recv() => {
                 tracing::info!(signal, "stopping: flushing what is buffered");
                 // Into the spool first: whatever the last send does, nothing is lost.
-                let held = intake.take(pipeline.flush());
-                tracing::debug!(collections = pipeline.flushed_collections(), in_memory = held.len(), "flushed");
-                let _ = tx.send(held);
+                flush_to_delivery(&mut pipeline);
                 break;
             }
             _ = flush.tick() => {
-                let held = intake.take(pipeline.flush());
-                tracing::debug!(collections = pipeline.flushed_collections(), in_memory = held.len(), "flushed");
-                if tx.send(held).is_err() {
+                if !flush_to_delivery(&mut pipeline) {
                     return Exit::Failed("delivery stopped (see the log)".into());
                 }
             }
@@ -384,8 +517,12 @@ async fn daemon(
             _ = collect.tick() => { pipeline.collect().await; }
         }
     }
+    // Hanging up tells each delivery to send what is left and stop.
+    drop(flush_to_delivery);
     drop(tx);
-    match tokio::time::timeout(SHUTDOWN_GRACE, deliverer).await {
+    drop(record_route);
+    let all = futures_join(deliverers);
+    match tokio::time::timeout(SHUTDOWN_GRACE, all).await {
         Ok(Ok(())) => Exit::Ok,
         Ok(Err(e)) => Exit::Failed(format!("delivery task failed: {e}")),
         Err(_) => {
@@ -393,6 +530,14 @@ async fn daemon(
             Exit::Ok
         }
     }
+}
+
+/// Waits for every delivery task.
+async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) -> Result<(), tokio::task::JoinError> {
+    for t in tasks {
+        t.await?;
+    }
+    Ok(())
 }
 
 /// How long a stopping shipper waits for its last delivery (systemd's TimeoutStopSec is longer).
@@ -410,7 +555,7 @@ pub struct Pace {
 /// Sends what waits, oldest first, paced; a new flush is tried at once. Stops when the main
 /// loop hangs up (one last paced drain, bounded by [`SHUTDOWN_GRACE`] in the caller) or when
 /// the sink cannot work any more.
-async fn deliver_loop(mut delivery: Delivery, mut rx: mpsc::UnboundedReceiver<Vec<Datum>>, pace: Pace) {
+async fn deliver_loop<D: Destination>(mut delivery: Delivery<D>, mut rx: mpsc::UnboundedReceiver<Vec<D::Item>>, pace: Pace) {
     let mut next = tokio::time::Instant::now();
     let mut failures: u32 = 0;
     let mut open = true;

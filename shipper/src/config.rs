@@ -5,6 +5,8 @@
 //! key in a section: `SLURM_CW_FLUSH_INTERVAL=30s`, `SLURM_CW_CLOUDWATCH__MAX_RETRIES=3`.
 //! Unknown keys and bad values are errors that name the key (and the file line or the variable).
 
+pub use crate::transforms::findings::Thresholds;
+pub use crate::transforms::shape::JobMetrics;
 use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -82,7 +84,11 @@ pub struct Config {
     pub sink: SinkKind,
     /// Metrics never shipped (by catalog name), to trim cost.
     pub exclude_metrics: Vec<String>,
+    /// Host figures (the shipper's own, jobs and GPUs per node) per node as well as across the
+    /// cluster: one more metric per host for each.
+    pub self_metrics_per_node: bool,
     pub cloudwatch: CloudWatchConfig,
+    pub logs: LogsConfig,
     pub slurm: SlurmConfig,
     pub head: HeadConfig,
     pub node: NodeConfig,
@@ -144,6 +150,28 @@ pub struct CloudWatchConfig {
     pub max_backlog: usize,
 }
 
+/// `[logs]`: where job records go (CloudWatch Logs). Region, retries and timeouts are those of
+/// `[cloudwatch]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogsConfig {
+    /// The log group; `/slurm-cw/<cluster>/jobs` when not set (the Terraform module creates it).
+    #[serde(deserialize_with = "opt_string")]
+    pub group: Option<String>,
+    /// This node's log stream; the node name when not set.
+    #[serde(deserialize_with = "opt_string")]
+    pub stream: Option<String>,
+    /// Endpoint URL; AWS_ENDPOINT_URL_CLOUDWATCH_LOGS and AWS_ENDPOINT_URL also work.
+    #[serde(deserialize_with = "opt_string")]
+    pub endpoint: Option<String>,
+}
+
+impl LogsConfig {
+    pub fn group_for(&self, cluster: &str) -> String {
+        self.group.clone().unwrap_or_else(|| format!("/slurm-cw/{cluster}/jobs"))
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SlurmConfig {
@@ -199,6 +227,13 @@ pub struct NodeConfig {
     /// every Nth collection; cgroup files are read every collection. Most of a cycle's cost is
     /// per process, and these figures move slowly.
     pub process_every: u32,
+    /// logs | metrics | both: per-job figures as job records in CloudWatch Logs (default), as
+    /// per-job custom metrics (billed per metric and hour: docs/cost.md), or both.
+    pub job_metrics: JobMetrics,
+    /// Population metrics per user as well as per cluster, partition and account.
+    pub population_per_user: bool,
+    /// When the node reports a job as wasteful (`job_finding` records).
+    pub findings: Thresholds,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -233,7 +268,9 @@ impl Default for Config {
             flush_interval: Duration::from_secs(60),
             sink: SinkKind::Cloudwatch,
             exclude_metrics: Vec::new(),
+            self_metrics_per_node: false,
             cloudwatch: CloudWatchConfig::default(),
+            logs: LogsConfig::default(),
             slurm: SlurmConfig::default(),
             head: HeadConfig::default(),
             node: NodeConfig::default(),
@@ -286,6 +323,9 @@ impl Default for NodeConfig {
             per_node_dimensions: false,
             top_executables: 5,
             process_every: 2,
+            job_metrics: JobMetrics::Logs,
+            population_per_user: false,
+            findings: Thresholds::default(),
         }
     }
 }
@@ -393,6 +433,19 @@ impl Config {
             if v.is_empty() || v.contains('/') {
                 return err(key, "must be a non-empty directory name without '/'".into());
             }
+        }
+        if let Err(why) = self.node.findings.check() {
+            return Err(ConfigError(why));
+        }
+        if let Some(g) = &self.logs.group
+            && (g.is_empty() || g.len() > 512 || !g.chars().all(|c| c.is_ascii_alphanumeric() || "_-/.#".contains(c)))
+        {
+            return err("logs.group", "must be 1 to 512 characters of letters, digits and _ - / . #".into());
+        }
+        if let Some(s) = &self.logs.stream
+            && (s.is_empty() || s.len() > 512 || s.contains(':') || s.contains('*'))
+        {
+            return err("logs.stream", "must be 1 to 512 characters without ':' or '*'".into());
         }
         if !(1..=60).contains(&self.node.process_every) {
             return err("node.process_every", "must be 1 to 60 collections".into());

@@ -1,9 +1,9 @@
 //! slurm-cw-shipper: Slurm metrics for Amazon CloudWatch.
 //!
 //! A metric's path through the code follows the module names:
-//! `sources::*` (read and parse) -> [`sample`] -> [`aggregate`] -> `datum` ->
-//! `sinks::delivery` (validate, keep what could not be sent) -> `cloudwatch` or
-//! `sinks::stdout`. [`app`] runs the loop; [`config`] and [`cli`] say how. `datum`,
+//! `sources::*` (read and parse) -> [`sample`] -> [`transforms`] (job records, population
+//! figures, what becomes a metric) -> [`aggregate`] -> `datum` -> `sinks::delivery` (validate,
+//! keep what could not be sent) -> `cloudwatch`, `logs` or `sinks::stdout`. [`app`] runs the loop; [`config`] and [`cli`] say how. `datum`,
 //! `validate` and `cloudwatch` live in the slurm-cw-sink crate, which the Lambda shares, and
 //! are re-exported here.
 
@@ -20,3 +20,4 @@ pub mod sample;
 pub mod sinks;
 pub mod slurm_conf;
 pub mod sources;
+pub mod transforms;

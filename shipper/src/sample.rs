@@ -85,16 +85,33 @@ impl Sample {
     }
 }
 
+/// A job a node collection read, and whom it belongs to: what the job records and the
+/// population figures need beyond the per-job samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInfo {
+    pub id: String,
+    /// The node it runs on (this host, or one of several slurmd on it).
+    pub node: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+}
+
 /// Where collectors put samples, stamped with the time of the collection.
 #[derive(Debug)]
 pub struct Batch {
     pub time: SystemTime,
     pub samples: Vec<Sample>,
+    /// The jobs the node collector read.
+    pub jobs: Vec<JobInfo>,
+    /// True when `jobs` is every job on the node (a full collection, not one job's final
+    /// sample): a job tracked before and missing now has ended.
+    pub all_jobs: bool,
 }
 
 impl Batch {
     pub fn new(time: SystemTime) -> Self {
-        Batch { time, samples: Vec::new() }
+        Batch { time, samples: Vec::new(), jobs: Vec::new(), all_jobs: false }
     }
 
     pub fn push(&mut self, metric: &'static Metric, dims: Dims, value: f64) {

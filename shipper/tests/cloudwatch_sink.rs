@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use slurm_cw_shipper::datum::{Datum, DatumValue};
-use slurm_cw_shipper::sinks::Sink;
+use slurm_cw_shipper::sinks::MetricSink;
 use slurm_cw_shipper::sinks::cloudwatch::retry::Backoff;
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings};
 use slurm_cw_shipper::sinks::delivery::{Delivery, Intake, StatsHandle, Step};
@@ -34,10 +34,10 @@ fn datum(metric: &str, job: &str, value: f64) -> Datum {
     }
 }
 
-fn no_spool(sink: CloudWatchSink, stats: &StatsHandle) -> (Intake, Delivery) {
+fn no_spool(sink: CloudWatchSink, stats: &StatsHandle) -> (Intake<Datum>, Delivery<MetricSink>) {
     (
         Intake::new("unused", None, stats.clone()),
-        Delivery::new(Sink::CloudWatch(sink), None, 100_000, stats.clone()),
+        Delivery::new(MetricSink::CloudWatch(sink), None, 100_000, stats.clone()),
     )
 }
 
@@ -101,7 +101,7 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
     let stats = StatsHandle::default();
     let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone());
     let down = CloudWatchSink::new(settings("http://127.0.0.1:9", &ns)).await;
-    let mut delivery = Delivery::new(Sink::CloudWatch(down), Some(spool.clone()), 1000, stats.clone());
+    let mut delivery = Delivery::new(MetricSink::CloudWatch(down), Some(spool.clone()), 1000, stats.clone());
     delivery.hold(intake.take(vec![datum("Good", "a", 1.0)]));
     let step = delivery.drain().await;
     assert!(matches!(&step, Step::Failed(e) if e.contains("cannot reach")), "{step:?}");
@@ -113,7 +113,7 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
     // CloudWatch answers again (here: LocalStack): both flushes go, oldest first, and leave.
     let Some(url) = localstack() else { return };
     let up = CloudWatchSink::new(settings(&url, &ns)).await;
-    let mut delivery = Delivery::new(Sink::CloudWatch(up), Some(spool.clone()), 1000, stats.clone());
+    let mut delivery = Delivery::new(MetricSink::CloudWatch(up), Some(spool.clone()), 1000, stats.clone());
     assert_eq!(delivery.drain().await, Step::Empty);
     assert_eq!(delivery.waiting(), (0, 0));
     assert_eq!(stats.take().sent, 2);

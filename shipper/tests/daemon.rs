@@ -73,6 +73,6 @@ fn sigterm_flushes_aggregated_samples_then_exits_0() {
         other => panic!("expected statistic values, got {other:?}"),
     }
     assert_eq!(rss.dimension("ClusterName"), Some("daemon-test"));
-    assert!(rss.dimension("NodeName").is_some());
+    assert_eq!(rss.dimension("NodeName"), None, "across the cluster unless self_metrics_per_node");
     assert!(datums.iter().any(|d| d.metric == SHIPPER_DATUMS_SENT.name));
 }

@@ -12,6 +12,7 @@ use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::{Batch, Observed};
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::node::NodeCollector;
+use slurm_cw_shipper::transforms::shape::{JobMetrics, Shape};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -37,10 +38,24 @@ fn collector(cgroup_root: &Path, proc_root: &Path) -> NodeCollector {
 }
 
 fn collect(c: &mut NodeCollector) -> (Batch, Errors) {
+    collect_shaped(c, false)
+}
+
+/// One collection, shaped as per-job metrics would be shipped (`node.job_metrics = "metrics"`,
+/// per-node detail as asked); host figures keep their node.
+fn collect_shaped(c: &mut NodeCollector, per_node: bool) -> (Batch, Errors) {
     let mut b = Batch::new(SystemTime::now());
     let mut e = Errors::new();
     c.collect_jobs(None, &mut b, &mut e);
-    (b, e)
+    (shaped(b, per_node), e)
+}
+
+fn shaped(mut b: Batch, per_node: bool) -> Batch {
+    let shape = Shape { job_metrics: JobMetrics::Metrics, per_node_job_dimensions: per_node, per_node_self_metrics: true };
+    let mut out = Vec::new();
+    shape.apply(std::mem::take(&mut b.samples), &mut out);
+    b.samples = out;
+    b
 }
 
 /// The one value of `m` for job `job` (default dimension set), other dimensions as given.
@@ -197,7 +212,7 @@ fn processes_are_read_every_other_cycle_by_default_and_rates_span_the_readings()
     // A job's final sample (from the epilog hook) always reads its processes.
     let mut b = Batch::new(SystemTime::now());
     c.collect_jobs(Some("1001"), &mut b, &mut Errors::new());
-    assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0));
+    assert_eq!(job_value(&shaped(b, false), &PROCESS_COUNT, "1001", &[]), Some(4.0));
 }
 
 #[test]
@@ -316,7 +331,9 @@ fn per_node_detail_adds_a_node_name_set() {
         ..NodeConfig::default()
     };
     let mut c = NodeCollector::new(cfg, "n1".into());
-    let (b, _) = collect(&mut c);
+    let (raw, _) = collect_shaped(&mut c, false);
+    assert_eq!(raw.of(&MEMORY_USAGE).count(), 1, "one series unless per-node detail is asked for");
+    let (b, _) = collect_shaped(&mut c, true);
     let usage: Vec<_> = b.of(&MEMORY_USAGE).collect();
     assert_eq!(usage.len(), 2);
     assert!(usage.iter().any(|s| s.dims.get("NodeName") == Some("c3")));

@@ -38,6 +38,10 @@ pub enum DropReason {
     SpoolFull,
     /// A spool file failed its checksum or could not be parsed.
     SpoolCorrupt,
+    /// A job record too large for one log event even after trimming.
+    TooLarge,
+    /// Part of a job record was cut to fit one log event.
+    Trimmed,
 }
 
 impl DropReason {
@@ -55,6 +59,8 @@ impl DropReason {
             DropReason::QueueFull => "queue_full",
             DropReason::SpoolFull => "spool_full",
             DropReason::SpoolCorrupt => "spool_corrupt",
+            DropReason::TooLarge => "too_large",
+            DropReason::Trimmed => "trimmed",
         }
     }
 }

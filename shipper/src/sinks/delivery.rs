@@ -1,25 +1,80 @@
-//! Delivery, in two halves:
+//! Delivery to one destination (metrics, or job records), in two halves:
 //!
-//! - [`Intake`] (the main loop's, at each flush): validates the datums and writes them ahead to
+//! - [`Intake`] (the main loop's, at each flush): checks the items and writes them ahead to
 //!   the disk spool, synchronously, so that a flush is safe on disk before anything is sent; a
 //!   batch the spool cannot take (no spool, disk full) goes to delivery in memory instead.
 //! - [`Delivery`] (a task of its own): sends the oldest waiting batch first, spool files before
-//!   batches in memory, one request set at a time, and removes what CloudWatch accepted.
+//!   batches in memory, one request set at a time, and removes what the service accepted.
 //!
-//! Both count what they send and drop in a [`StatsHandle`] for the self-metrics.
+//! Both count what they send and drop in a [`StatsHandle`] for the self-metrics. What differs
+//! between destinations is behind [`Destination`] (where items go) and [`Checks`] (what may go).
 
-use super::Sink;
 use super::spool::Spool;
 use super::validate::{DropReason, Validator};
 use crate::datum::Datum;
+use slurm_cw_formats::record::Record;
+use slurm_cw_formats::spool::Item;
+use slurm_cw_sink::logs::{self, Unsendable};
+use slurm_cw_sink::outcome::Outcome;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-/// The spool, shared by the intake (writes) and delivery (reads and removes).
-pub type SharedSpool = Arc<Mutex<Spool>>;
+/// Where a delivery sends: CloudWatch metrics, CloudWatch Logs, standard output.
+#[allow(async_fn_in_trait)]
+pub trait Destination {
+    type Item: Item + Checked;
+    /// Where a batch held in memory goes (the namespace, the log group).
+    fn label(&self) -> &str;
+    async fn put_in(&mut self, label: &str, items: Vec<Self::Item>) -> Outcome<Self::Item>;
+}
 
-fn lock(s: &SharedSpool) -> MutexGuard<'_, Spool> {
+/// Items checked before they are spooled, and again before they are sent (a spooled batch may
+/// have aged past the service's window): what fails is dropped, logged once and counted.
+pub trait Checked: Sized {
+    fn retain_sendable(items: &mut Vec<Self>, validator: &mut Validator, stats: &StatsHandle);
+    /// A name for logs: the metric of a datum, "record" for a record.
+    fn what(&self) -> &str;
+}
+
+impl Checked for Datum {
+    fn retain_sendable(items: &mut Vec<Self>, validator: &mut Validator, stats: &StatsHandle) {
+        for (_, reason) in validator.retain_valid(items, SystemTime::now()) {
+            stats.count_drop(reason, 1);
+        }
+    }
+
+    fn what(&self) -> &str {
+        &self.metric
+    }
+}
+
+impl Checked for Record {
+    fn retain_sendable(items: &mut Vec<Self>, validator: &mut Validator, stats: &StatsHandle) {
+        let now = SystemTime::now();
+        items.retain(|r| match logs::check(r, now) {
+            Ok(()) => true,
+            Err(why) => {
+                let (reason, detail) = match why {
+                    Unsendable::Timestamp => (DropReason::Timestamp, "outside the 14 days to 2 hours ahead CloudWatch Logs accepts"),
+                    Unsendable::TooLarge => (DropReason::TooLarge, "larger than one log event may be"),
+                };
+                validator.log_once(reason, "record", detail);
+                stats.count_drop(reason, 1);
+                false
+            }
+        });
+    }
+
+    fn what(&self) -> &str {
+        "record"
+    }
+}
+
+/// A spool, shared by the intake (writes) and delivery (reads and removes).
+pub type SharedSpool<T> = Arc<Mutex<Spool<T>>>;
+
+fn lock<T>(s: &SharedSpool<T>) -> MutexGuard<'_, Spool<T>> {
     match s.lock() {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
@@ -82,20 +137,21 @@ impl Trouble {
     }
 }
 
-/// The flush side: validation and the write-ahead to the spool.
-pub struct Intake {
-    namespace: String,
+/// The flush side: checks and the write-ahead to the spool.
+pub struct Intake<T> {
+    label: String,
     validator: Validator,
     validate: bool,
-    spool: Option<SharedSpool>,
+    spool: Option<SharedSpool<T>>,
     stats: StatsHandle,
     trouble: Trouble,
 }
 
-impl Intake {
-    pub fn new(namespace: &str, spool: Option<SharedSpool>, stats: StatsHandle) -> Self {
+impl<T: Item + Checked> Intake<T> {
+    /// `label`: the namespace or log group every batch is spooled for.
+    pub fn new(label: &str, spool: Option<SharedSpool<T>>, stats: StatsHandle) -> Self {
         Intake {
-            namespace: namespace.to_owned(),
+            label: label.to_owned(),
             validator: Validator::new(),
             validate: true,
             spool,
@@ -110,19 +166,17 @@ impl Intake {
         self
     }
 
-    /// Validates a flush and writes it to the spool. Returns what the spool could not take, for
+    /// Checks a flush and writes it to the spool. Returns what the spool could not take, for
     /// delivery to hold in memory (everything, without a spool).
-    pub fn take(&mut self, mut datums: Vec<Datum>) -> Vec<Datum> {
+    pub fn take(&mut self, mut items: Vec<T>) -> Vec<T> {
         if self.validate {
-            for (_, reason) in self.validator.retain_valid(&mut datums, SystemTime::now()) {
-                self.stats.count_drop(reason, 1);
-            }
+            T::retain_sendable(&mut items, &mut self.validator, &self.stats);
         }
-        if datums.is_empty() {
-            return datums;
+        if items.is_empty() {
+            return items;
         }
-        let Some(spool) = &self.spool else { return datums };
-        let result = lock(spool).push(&self.namespace, &datums);
+        let Some(spool) = &self.spool else { return items };
+        let result = lock(spool).push(&self.label, &items);
         match result {
             Ok((_, dropped)) => {
                 if dropped.full > 0 {
@@ -142,7 +196,7 @@ impl Intake {
                     "cannot write the spool; keeping data in memory until it can (see cloudwatch.max_backlog)",
                     format!("{dir}: {e}"),
                 );
-                datums
+                items
             }
         }
     }
@@ -162,20 +216,20 @@ pub enum Step {
 }
 
 /// The sending side.
-pub struct Delivery {
-    sink: Sink,
+pub struct Delivery<D: Destination> {
+    sink: D,
     validator: Validator,
     validate: bool,
-    spool: Option<SharedSpool>,
-    memory: VecDeque<Vec<Datum>>,
+    spool: Option<SharedSpool<D::Item>>,
+    memory: VecDeque<Vec<D::Item>>,
     max_backlog: usize,
     stats: StatsHandle,
 }
 
-impl Delivery {
-    /// `max_backlog`: datums held in memory (what the spool could not take); beyond it the
+impl<D: Destination> Delivery<D> {
+    /// `max_backlog`: items held in memory (what the spool could not take); beyond it the
     /// oldest are dropped and counted as `queue_full`.
-    pub fn new(sink: Sink, spool: Option<SharedSpool>, max_backlog: usize, stats: StatsHandle) -> Self {
+    pub fn new(sink: D, spool: Option<SharedSpool<D::Item>>, max_backlog: usize, stats: StatsHandle) -> Self {
         Delivery {
             sink,
             validator: Validator::new(),
@@ -194,11 +248,11 @@ impl Delivery {
     }
 
     /// Holds a batch the spool could not take.
-    pub fn hold(&mut self, datums: Vec<Datum>) {
-        if datums.is_empty() {
+    pub fn hold(&mut self, items: Vec<D::Item>) {
+        if items.is_empty() {
             return;
         }
-        self.memory.push_back(datums);
+        self.memory.push_back(items);
         let mut held: usize = self.memory.iter().map(Vec::len).sum();
         while held > self.max_backlog {
             let Some(front) = self.memory.front_mut() else { break };
@@ -238,13 +292,13 @@ impl Delivery {
                         return Step::Sent;
                     }
                 };
-                let (step, left) = self.send(&entry.namespace, entry.datums).await;
+                let (step, left) = self.send(&entry.label, entry.items).await;
                 let mut s = lock(&spool);
                 match &left {
                     None => s.remove(&name),
                     Some(rest) => {
                         // Keep only what was not delivered, so nothing is sent twice.
-                        if let Err(e) = s.rewrite(&name, &entry.namespace, rest) {
+                        if let Err(e) = s.rewrite(&name, &entry.label, rest) {
                             tracing::warn!(error = %e, "cannot rewrite a spool file; it will be sent whole again");
                         }
                     }
@@ -253,8 +307,8 @@ impl Delivery {
             }
         }
         let Some(batch) = self.memory.pop_front() else { return Step::Empty };
-        let namespace = self.sink.namespace().to_owned();
-        let (step, left) = self.send(&namespace, batch).await;
+        let label = self.sink.label().to_owned();
+        let (step, left) = self.send(&label, batch).await;
         if let Some(rest) = left {
             self.memory.push_front(rest);
         }
@@ -262,19 +316,17 @@ impl Delivery {
     }
 
     /// Sends one batch; returns the step and what is left undelivered, if anything.
-    async fn send(&mut self, namespace: &str, mut datums: Vec<Datum>) -> (Step, Option<Vec<Datum>>) {
+    async fn send(&mut self, label: &str, mut items: Vec<D::Item>) -> (Step, Option<Vec<D::Item>>) {
         if self.validate {
             // Checked again: a spooled batch may have aged out of CloudWatch's 14 days.
-            for (_, reason) in self.validator.retain_valid(&mut datums, SystemTime::now()) {
-                self.stats.count_drop(reason, 1);
-            }
+            D::Item::retain_sendable(&mut items, &mut self.validator, &self.stats);
         }
-        if datums.is_empty() {
+        if items.is_empty() {
             return (Step::Sent, None);
         }
-        let outcome = self.sink.put_in(namespace, datums).await;
+        let outcome = self.sink.put_in(label, items).await;
         for d in &outcome.rejected {
-            self.validator.log_once(DropReason::Rejected, &d.metric, "refused by CloudWatch");
+            self.validator.log_once(DropReason::Rejected, d.what(), "refused by CloudWatch");
         }
         self.stats.count_drop(DropReason::Rejected, outcome.rejected.len() as u64);
         self.stats.update(|s| {

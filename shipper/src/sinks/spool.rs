@@ -1,5 +1,6 @@
 //! The disk spool: every flush is written here before it is sent (write-ahead), and removed once
-//! CloudWatch accepted it. While CloudWatch cannot be reached the files pile up, bounded in
+//! CloudWatch accepted it. Each destination has its own spool directory: datums for
+//! PutMetricData in `spool.dir`, job records for CloudWatch Logs in `spool.dir/logs`. While CloudWatch cannot be reached the files pile up, bounded in
 //! bytes (the oldest go first, counted); on recovery they are replayed oldest first. A crash or
 //! `kill -9` loses at most the batch being written; a batch in flight is sent again after a
 //! restart, never anything older.
@@ -7,8 +8,7 @@
 //! Files are written to a temporary name, synced, renamed, and the directory synced, so a file
 //! with a final name is whole; a torn one (power loss) fails its checksum and is counted.
 
-use crate::datum::Datum;
-use slurm_cw_formats::spool::{self, SpoolError};
+use slurm_cw_formats::spool::{self, Item, SpoolError};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,28 +29,29 @@ pub struct Dropped {
 
 /// One spooled batch read back.
 #[derive(Debug)]
-pub struct Entry {
-    pub path: PathBuf,
-    pub namespace: String,
-    pub datums: Vec<Datum>,
+pub struct Entry<T> {
+    /// The namespace of datums, the log group of records.
+    pub label: String,
+    pub items: Vec<T>,
 }
 
-pub struct Spool {
+pub struct Spool<T> {
     dir: PathBuf,
     max_bytes: u64,
     /// file name -> size; names sort oldest first.
     files: BTreeMap<String, u64>,
     seq: u64,
+    items: std::marker::PhantomData<fn() -> T>,
 }
 
 fn is_spool_file(name: &str) -> bool {
     name.ends_with(SUFFIX)
 }
 
-impl Spool {
+impl<T: Item> Spool<T> {
     /// Opens (creating) the spool directory and takes stock of what an earlier run left. Torn
     /// temporary files of a crash are removed and counted as corrupt.
-    pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<(Spool, Dropped)> {
+    pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<(Spool<T>, Dropped)> {
         std::fs::create_dir_all(dir)?;
         set_private(dir);
         let mut files = BTreeMap::new();
@@ -70,7 +71,7 @@ impl Spool {
             }
         }
         let seq = files.len() as u64;
-        Ok((Spool { dir: dir.to_owned(), max_bytes, files, seq }, dropped))
+        Ok((Spool { dir: dir.to_owned(), max_bytes, files, seq, items: std::marker::PhantomData }, dropped))
     }
 
     pub fn dir(&self) -> &Path {
@@ -91,8 +92,8 @@ impl Spool {
 
     /// Writes a batch as the newest file, first deleting the oldest files while the spool would
     /// exceed its size. Returns the file and what was dropped to make room.
-    pub fn push(&mut self, namespace: &str, datums: &[Datum]) -> std::io::Result<(String, Dropped)> {
-        let bytes = spool::encode(namespace, datums);
+    pub fn push(&mut self, label: &str, items: &[T]) -> std::io::Result<(String, Dropped)> {
+        let bytes = spool::encode(label, items);
         if bytes.len() as u64 > self.max_bytes {
             // Larger than the whole spool: the caller keeps it in memory instead.
             return Err(std::io::Error::new(
@@ -140,7 +141,7 @@ impl Spool {
 
     /// Reads a file. A corrupt one is removed, and its error returned with the datums its
     /// header names (0 when the header itself is gone).
-    pub fn read(&mut self, name: &str) -> Result<Entry, (SpoolError, u64)> {
+    pub fn read(&mut self, name: &str) -> Result<Entry<T>, (SpoolError, u64)> {
         let path = self.dir.join(name);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
@@ -150,7 +151,7 @@ impl Spool {
             }
         };
         match spool::decode(&bytes) {
-            Ok(b) => Ok(Entry { path, namespace: b.namespace, datums: b.datums }),
+            Ok(b) => Ok(Entry { label: b.label, items: b.items }),
             Err(e) => {
                 let named = spool::header_count(&bytes).unwrap_or(0) as u64;
                 self.remove(name);
@@ -160,8 +161,8 @@ impl Spool {
     }
 
     /// Replaces a file with what is left of its batch (after part of it was delivered).
-    pub fn rewrite(&mut self, name: &str, namespace: &str, datums: &[Datum]) -> std::io::Result<()> {
-        let bytes = spool::encode(namespace, datums);
+    pub fn rewrite(&mut self, name: &str, label: &str, items: &[T]) -> std::io::Result<()> {
+        let bytes = spool::encode(label, items);
         self.write_atomically(name, &bytes)?;
         self.files.insert(name.to_owned(), bytes.len() as u64);
         Ok(())
@@ -182,7 +183,9 @@ fn set_private(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datum::DatumValue;
+    use crate::datum::{Datum, DatumValue};
+
+    type Spool = super::Spool<Datum>;
     use std::time::Duration;
 
     fn batch(n: usize, tag: &str) -> Vec<Datum> {
@@ -211,7 +214,7 @@ mod tests {
         let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
         assert_eq!((s.files(), s.oldest()), (2, Some(a.clone())));
         let e = s.read(&a).unwrap();
-        assert_eq!((e.namespace.as_str(), e.datums.len(), e.datums[0].metric.as_str()), ("Slurm", 3, "Ma"));
+        assert_eq!((e.label.as_str(), e.items.len(), e.items[0].metric.as_str()), ("Slurm", 3, "Ma"));
         s.remove(&a);
         assert_eq!(s.oldest(), Some(b));
     }
@@ -228,7 +231,7 @@ mod tests {
         assert_eq!(d.full, 50, "the oldest batch of 50 went");
         assert_eq!(s.files(), 3);
         let oldest = s.oldest().unwrap();
-        assert_eq!(s.read(&oldest).unwrap().datums[0].metric, "Mb");
+        assert_eq!(s.read(&oldest).unwrap().items[0].metric, "Mb");
         assert!(s.bytes() <= one * 3 + 10);
     }
 
@@ -245,7 +248,7 @@ mod tests {
         std::fs::write(dir.path().join(&b), &std::fs::read(dir.path().join(&b)).unwrap()[..40]).unwrap();
         let (mut s, d) = Spool::open(dir.path(), 1 << 20).unwrap();
         assert_eq!((d.corrupt_files, d.corrupt_datums), (1, 7), "the torn write, by its header");
-        assert_eq!(s.read(&a).unwrap().datums.len(), 7);
+        assert_eq!(s.read(&a).unwrap().items.len(), 7);
         let (err, named) = s.read(&b).unwrap_err();
         assert_eq!(named, 4);
         assert!(matches!(err, SpoolError::Length { .. }), "{err}");
@@ -259,6 +262,6 @@ mod tests {
         let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
         let (a, _) = s.push("Slurm", &batch(10, "a")).unwrap();
         s.rewrite(&a, "Slurm", &batch(3, "a")).unwrap();
-        assert_eq!(s.read(&a).unwrap().datums.len(), 3);
+        assert_eq!(s.read(&a).unwrap().items.len(), 3);
     }
 }

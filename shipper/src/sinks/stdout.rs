@@ -1,28 +1,29 @@
-//! `--sink stdout`: one JSON line per datum on standard output (see `datum.rs` for the shape).
-//! For a first look at what a node would send, and for the GPU checks on machines without AWS.
+//! `--sink stdout`: one JSON line per datum (see `datum.rs` for the shape) and per job record
+//! (`{"time", "record"}`) on standard output. For a first look at what a node would send, and
+//! for the GPU checks on machines without AWS.
 
-use crate::datum::Datum;
 use std::io::Write;
 
 pub struct StdoutSink {
-    namespace: String,
+    label: String,
 }
 
 impl StdoutSink {
-    pub fn new(namespace: impl Into<String>) -> Self {
-        StdoutSink { namespace: namespace.into() }
+    /// `label`: the namespace (datums) or log group (records) the lines stand for.
+    pub fn new(label: impl Into<String>) -> Self {
+        StdoutSink { label: label.into() }
     }
 
-    pub fn namespace(&self) -> &str {
-        &self.namespace
+    pub fn label(&self) -> &str {
+        &self.label
     }
 
-    /// Writes every datum; an error means standard output is gone (a closed pipe).
-    pub fn put_in(&mut self, namespace: &str, datums: &[Datum]) -> std::io::Result<()> {
+    /// Writes every line; an error means standard output is gone (a closed pipe).
+    pub fn write_lines(&mut self, lines: impl Iterator<Item = String>) -> std::io::Result<()> {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
-        for d in datums {
-            out.write_all(d.to_json_line(namespace).as_bytes())?;
+        for line in lines {
+            out.write_all(line.as_bytes())?;
             out.write_all(b"\n")?;
         }
         out.flush()

@@ -7,12 +7,13 @@
 //! CloudWatch rejects as invalid until only the bad datums are left out.
 
 pub mod batch;
-pub mod retry;
+pub use crate::retry;
+pub use crate::failure::source_chain;
 
 use crate::datum::{Datum, DatumValue};
+use crate::failure::{Failure, classify};
+use crate::outcome::Outcome;
 use aws_sdk_cloudwatch::Client;
-use aws_sdk_cloudwatch::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_cloudwatch::operation::put_metric_data::PutMetricDataError;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit, StatisticSet};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -33,33 +34,7 @@ pub struct Settings {
 }
 
 /// What one `put` achieved.
-#[derive(Debug, Default)]
-pub struct PutOutcome {
-    pub sent: usize,
-    /// CloudWatch refused these even alone: dropped for good.
-    pub rejected: Vec<Datum>,
-    /// Not delivered after every retry (network down, throttled, credentials): to keep and
-    /// send again later.
-    pub undelivered: Vec<Datum>,
-    pub requests: u64,
-    pub retries: u64,
-    /// Estimated uncompressed bytes of the requests CloudWatch accepted.
-    pub bytes: u64,
-    pub last_error: Option<String>,
-    /// The sink cannot work any more (standard output closed): the daemon stops.
-    pub fatal: Option<String>,
-}
-
-/// How a failed request is handled.
-#[derive(Debug, PartialEq)]
-enum Failure {
-    /// The request itself is bad (a datum CloudWatch refuses): split it.
-    Invalid(String),
-    /// Throttling, 5xx, timeouts, connection errors: retry after a backoff.
-    Transient(String),
-    /// Credentials, permissions, configuration: retrying now will not help; keep the data.
-    Persistent(String),
-}
+pub type PutOutcome = Outcome<Datum>;
 
 pub struct CloudWatchSink {
     client: Client,
@@ -160,7 +135,7 @@ impl CloudWatchSink {
                 .await;
             let failure = match result {
                 Ok(_) => return Ok(()),
-                Err(e) => classify(&e),
+                Err(e) => classify("PutMetricData", &e),
             };
             match failure {
                 Failure::Transient(msg) if attempt < self.settings.backoff.max_retries => {
@@ -174,63 +149,6 @@ impl CloudWatchSink {
             }
         }
     }
-}
-
-fn classify(err: &SdkError<PutMetricDataError>) -> Failure {
-    match err {
-        SdkError::ServiceError(se) => {
-            let status = se.raw().status().as_u16();
-            let code = se.err().code().unwrap_or("");
-            let msg = format!(
-                "PutMetricData: HTTP {status} {code}: {}",
-                se.err().message().unwrap_or("no message")
-            );
-            let throttled = status == 429
-                || code.starts_with("Throttling")
-                || code == "RequestLimitExceeded"
-                || code == "TooManyRequestsException";
-            let invalid = status == 413
-                || code.starts_with("InvalidParameter")
-                || code.starts_with("MissingParameter")
-                || code.starts_with("MissingRequiredParameter")
-                || matches!(
-                    se.err(),
-                    PutMetricDataError::InvalidParameterValueException(_)
-                        | PutMetricDataError::InvalidParameterCombinationException(_)
-                        | PutMetricDataError::MissingRequiredParameterException(_)
-                );
-            if throttled || status >= 500 {
-                Failure::Transient(msg)
-            } else if invalid {
-                Failure::Invalid(msg)
-            } else {
-                Failure::Persistent(msg)
-            }
-        }
-        SdkError::TimeoutError(_) => Failure::Transient("PutMetricData: timed out".into()),
-        SdkError::DispatchFailure(_) => {
-            Failure::Transient(format!("PutMetricData: cannot reach CloudWatch: {}", source_chain(err)))
-        }
-        SdkError::ResponseError(_) => {
-            Failure::Transient(format!("PutMetricData: bad response: {}", source_chain(err)))
-        }
-        other => Failure::Persistent(format!("PutMetricData: {}", source_chain(other))),
-    }
-}
-
-/// An error and its causes on one line.
-pub fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 fn to_sdk(d: &Datum, storage_resolution: i32) -> MetricDatum {

@@ -15,7 +15,7 @@ pub mod nvml;
 pub mod source;
 
 use super::node::discover::{self, JobRef, Layout, Version};
-use super::node::owner::Owners;
+use super::node::owner::{self, Owners};
 use super::node::procs;
 use super::{Collector, Errors};
 use crate::config::{CgroupVersion, GpuConfig, NodeConfig};
@@ -229,8 +229,10 @@ impl GpuCollector {
         let account = self.owners.account(&job.id, || {
             let mut pids = Vec::new();
             discover::pids(job.process_dir()?, &mut String::new(), &mut pids);
-            pids.iter().find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))
+            let account = pids.iter().find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))?;
+            Some((account, owner::UNKNOWN.to_owned()))
         });
+        let account = account.0;
         let base = Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account);
         out.push(&GPU_COUNT, base.clone(), gpus.len() as f64);
         out.push(&GPU_IDLE_COUNT, base.clone(), gpus.iter().filter(|(_, busy)| !busy).count() as f64);

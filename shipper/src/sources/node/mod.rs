@@ -17,7 +17,7 @@ pub use slurm_cw_formats::cgroup as kv;
 use super::{Collector, Errors};
 use crate::config::{CgroupVersion, NodeConfig};
 use crate::hook::Answer;
-use crate::sample::{Batch, Dims};
+use crate::sample::{Batch, Dims, JobInfo};
 use cgroup::CgroupStats;
 use discover::{JobRef, Layout, Version};
 use kv::Io;
@@ -182,6 +182,7 @@ impl NodeCollector {
             seen.insert(key);
         }
         if only.is_none() {
+            out.all_jobs = true;
             self.previous.retain(|k, _| seen.contains(k));
             let ids: HashSet<&String> = seen.iter().map(|(_, id)| id).collect();
             self.owners.retain_jobs(|j| ids.contains(&j.to_owned()));
@@ -245,14 +246,23 @@ impl NodeCollector {
             .or_else(|| procs.iter().find_map(|p| procs::uid(proc_root, p.key.0)));
         let user = self.owners.user(uid);
         // slurmstepd may sit in the job's cgroup too; any job process carries the account.
-        let account = self.owners.account(&job.id, || {
-            procs.iter().find_map(|p| procs::environ_var(proc_root, p.key.0, "SLURM_JOB_ACCOUNT"))
+        let (account, partition) = self.owners.account(&job.id, || {
+            procs.iter().find_map(|p| {
+                let mut v = procs::environ_vars(proc_root, p.key.0, &["SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION"]);
+                let partition = v.pop().flatten().unwrap_or_else(|| owner::UNKNOWN.to_owned());
+                Some((v.pop().flatten()?, partition))
+            })
         });
-        let base = Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account);
-        let mut sets = vec![base.clone()];
-        if self.cfg.per_node_dimensions {
-            sets.push(base.with(NODE_NAME, node));
-        }
+        out.jobs.push(JobInfo {
+            id: job.id.clone(),
+            node: node.to_owned(),
+            user: user.clone(),
+            account: account.clone(),
+            partition,
+        });
+        // Every sample names its node: the job records are per node; whether metrics are
+        // (node.per_node_dimensions) is decided in transforms::shape.
+        let sets = [Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account).with(NODE_NAME, node)];
         let cg = &r.cg;
         let mut values: Vec<(&'static Metric, f64)> = Vec::new();
         let levels = [
@@ -273,6 +283,9 @@ impl NodeCollector {
         let allocated = cg.cpus.as_ref().map(|c| c.len()).filter(|n| *n > 0);
         if let Some(n) = allocated {
             values.push((&CPUS_ALLOCATED, n as f64));
+        }
+        if let Some(ns) = cg.cpu_ns {
+            values.push((&CPU_TIME, ns as f64 / 1e9));
         }
         if let Some(p) = &r.procs {
             values.push((&PROCESS_COUNT, p.count as f64));

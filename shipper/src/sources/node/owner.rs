@@ -1,7 +1,8 @@
 //! Who a job belongs to, without asking slurmctld from every node: the user name of its uid
-//! (the passwd database through NSS, so LDAP and SSSD users resolve too) and the account from
-//! SLURM_JOB_ACCOUNT in a job process's environment. Both are cached: they do not change
-//! while a job runs. What cannot be found becomes [`UNKNOWN`], never a failure.
+//! (the passwd database through NSS, so LDAP and SSSD users resolve too) and the account and
+//! partition from SLURM_JOB_ACCOUNT and SLURM_JOB_PARTITION in a job process's environment. All
+//! are cached: they do not change while a job runs. What cannot be found becomes [`UNKNOWN`],
+//! never a failure.
 
 use std::collections::HashMap;
 
@@ -34,9 +35,9 @@ pub fn user_name(uid: u32) -> Option<String> {
 #[derive(Debug, Default)]
 pub struct Owners {
     users: HashMap<u32, String>,
-    /// job id -> account; only found accounts are kept, so a job whose processes were not
-    /// readable yet is asked again next time.
-    accounts: HashMap<String, String>,
+    /// job id -> (account, partition); only what was found is kept, so a job whose processes
+    /// were not readable yet is asked again next time.
+    accounts: HashMap<String, (String, String)>,
 }
 
 impl Owners {
@@ -47,8 +48,9 @@ impl Owners {
         self.users.entry(uid).or_insert_with(|| user_name(uid).unwrap_or_else(|| uid.to_string())).clone()
     }
 
-    /// The account of `job`, looking into the environment of its processes when not cached.
-    pub fn account(&mut self, job: &str, lookup: impl FnOnce() -> Option<String>) -> String {
+    /// The account and partition of `job`, looking into the environment of its processes when
+    /// not cached.
+    pub fn account(&mut self, job: &str, lookup: impl FnOnce() -> Option<(String, String)>) -> (String, String) {
         if let Some(a) = self.accounts.get(job) {
             return a.clone();
         }
@@ -57,7 +59,7 @@ impl Owners {
                 self.accounts.insert(job.to_owned(), a.clone());
                 a
             }
-            None => UNKNOWN.to_owned(),
+            None => (UNKNOWN.to_owned(), UNKNOWN.to_owned()),
         }
     }
 
@@ -83,10 +85,12 @@ mod tests {
     #[test]
     fn accounts_are_cached_once_found() {
         let mut o = Owners::default();
-        assert_eq!(o.account("1", || None), UNKNOWN);
-        assert_eq!(o.account("1", || Some("physics".into())), "physics");
-        assert_eq!(o.account("1", || panic!("cached")), "physics");
+        let unknown = (UNKNOWN.to_owned(), UNKNOWN.to_owned());
+        assert_eq!(o.account("1", || None), unknown);
+        let physics = ("physics".to_owned(), "cpu".to_owned());
+        assert_eq!(o.account("1", || Some(physics.clone())), physics);
+        assert_eq!(o.account("1", || panic!("cached")), physics);
         o.retain_jobs(|j| j != "1");
-        assert_eq!(o.account("1", || None), UNKNOWN);
+        assert_eq!(o.account("1", || None), unknown);
     }
 }

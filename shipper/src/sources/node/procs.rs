@@ -121,9 +121,18 @@ pub fn is_procfs(path: &Path) -> bool {
 
 /// The value of `var` in the environment of process `pid` (the job's SLURM_* variables).
 pub fn environ_var(proc_root: &Path, pid: u32, var: &str) -> Option<String> {
-    let p = procfs::process::Process::new_with_root(proc_root.join(pid.to_string())).ok()?;
-    let env = p.environ().ok()?;
-    env.get(std::ffi::OsStr::new(var)).and_then(|v| v.to_str()).map(str::to_owned).filter(|v| !v.is_empty())
+    environ_vars(proc_root, pid, &[var]).pop().flatten()
+}
+
+/// Several variables of one process's environment, read once; None where unset or empty.
+pub fn environ_vars(proc_root: &Path, pid: u32, vars: &[&str]) -> Vec<Option<String>> {
+    let env = procfs::process::Process::new_with_root(proc_root.join(pid.to_string())).and_then(|p| p.environ());
+    let Ok(env) = env else { return vec![None; vars.len()] };
+    vars.iter()
+        .map(|var| {
+            env.get(std::ffi::OsStr::new(var)).and_then(|v| v.to_str()).map(str::to_owned).filter(|v| !v.is_empty())
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,134 @@
+//! Figures across the jobs a collection read, never per job: per cluster, partition and account
+//! (and per user as an option). Distributions (one value per job, shipped as Values/Counts so
+//! CloudWatch gives percentiles) and totals (summed over jobs, one value per node and flush).
+//! This is what dashboards and alarms read now that per-job detail lives in the job records.
+
+use super::jobs::JobNow;
+use crate::sample::{Batch, Dims};
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::dims::{ACCOUNT, PARTITION, USER};
+use slurm_cw_catalog::metrics::*;
+use std::collections::BTreeMap;
+
+/// The scopes a job counts in.
+fn scopes(j: &JobNow, per_user: bool) -> Vec<Dims> {
+    let mut s = vec![
+        Dims::new(),
+        Dims::new().with(PARTITION, j.info.partition.as_str()),
+        Dims::new().with(ACCOUNT, j.info.account.as_str()),
+    ];
+    if per_user {
+        s.push(Dims::new().with(USER, j.info.user.as_str()));
+    }
+    s
+}
+
+/// Totals summed over jobs, in this order.
+const TOTALS: [&Metric; 7] = [
+    &JOB_ALLOCATIONS,
+    &JOB_CORES_USED,
+    &JOB_CORES_ALLOCATED,
+    &JOB_GPUS_IDLE,
+    &IDLE_GPU_JOBS,
+    &LOW_CPU_EFFICIENCY_JOBS,
+    &MEMORY_OVER_REQUESTED_JOBS,
+];
+
+/// Pushes the population figures of one full collection into `out`.
+pub fn push(jobs: &[JobNow], per_user: bool, idle_gpu_percent: f64, out: &mut Batch) {
+    let mut totals: BTreeMap<Dims, [f64; TOTALS.len()]> = BTreeMap::new();
+    // Cluster-wide totals always, zero included, so alarms see a continuous series.
+    totals.insert(Dims::new(), [0.0; TOTALS.len()]);
+    let mut dists: BTreeMap<(&'static str, Dims), (&'static Metric, Vec<f64>)> = BTreeMap::new();
+    for j in jobs {
+        let gpus_idle = match (j.get(&GPU_COUNT), j.get(&GPU_UTILIZATION)) {
+            (Some(n), Some(u)) if u < idle_gpu_percent => n,
+            _ => j.get(&GPU_IDLE_COUNT).unwrap_or(0.0),
+        };
+        let row = [
+            1.0,
+            j.get(&CPU_USAGE).unwrap_or(0.0),
+            j.get(&CPUS_ALLOCATED).unwrap_or(0.0),
+            gpus_idle,
+            f64::from(u8::from(j.holding.idle_gpu)),
+            f64::from(u8::from(j.holding.low_cpu)),
+            f64::from(u8::from(j.holding.memory_over_requested)),
+        ];
+        let peak_share = match (j.get(&MEMORY_MAX), j.get(&MEMORY_LIMIT)) {
+            (Some(p), Some(l)) if l > 0.0 && l < (1u64 << 60) as f64 => Some(p / l * 100.0),
+            _ => None,
+        };
+        let values = [
+            (&JOB_CPU_EFFICIENCY, j.get(&CPU_UTILIZATION)),
+            (&JOB_MEMORY_USED, j.get(&MEMORY_USAGE).or(j.get(&MEMORY_RSS))),
+            (&JOB_MEMORY_PEAK_SHARE, peak_share),
+            (&JOB_GPU_UTILIZATION, j.get(&GPU_UTILIZATION)),
+        ];
+        for scope in scopes(j, per_user) {
+            let t = totals.entry(scope.clone()).or_insert([0.0; TOTALS.len()]);
+            for (acc, v) in t.iter_mut().zip(row) {
+                *acc += v;
+            }
+            for (m, v) in values {
+                if let Some(v) = v {
+                    dists.entry((m.name, scope.clone())).or_insert((m, Vec::new())).1.push(v);
+                }
+            }
+        }
+    }
+    for (scope, row) in totals {
+        for (m, v) in TOTALS.iter().zip(row) {
+            out.push(m, scope.clone(), v);
+        }
+    }
+    for ((_, scope), (m, values)) in dists {
+        out.push_distribution(m, scope, values);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::JobInfo;
+    use crate::transforms::findings::Holding;
+    use std::collections::HashMap;
+    use std::time::SystemTime;
+
+    fn job(id: &str, account: &str, figures: &[(&Metric, f64)], idle_gpu: bool) -> JobNow {
+        JobNow {
+            info: JobInfo { id: id.into(), node: "n1".into(), user: "u".into(), account: account.into(), partition: "gpu".into() },
+            figures: figures.iter().map(|(m, v)| (m.name, *v)).collect::<HashMap<_, _>>(),
+            holding: Holding { idle_gpu, ..Holding::default() },
+        }
+    }
+
+    #[test]
+    fn totals_and_distributions_per_scope() {
+        let jobs = [
+            job("1", "a", &[(&CPU_USAGE, 1.5), (&CPUS_ALLOCATED, 2.0), (&CPU_UTILIZATION, 75.0), (&MEMORY_USAGE, 3e8)], false),
+            job("2", "b", &[(&CPU_USAGE, 0.1), (&CPUS_ALLOCATED, 4.0), (&CPU_UTILIZATION, 2.5), (&GPU_COUNT, 2.0), (&GPU_UTILIZATION, 1.0)], true),
+        ];
+        let mut b = Batch::new(SystemTime::UNIX_EPOCH);
+        push(&jobs, false, 5.0, &mut b);
+        let cluster: &[(&str, &str)] = &[];
+        assert_eq!(b.value(&JOB_ALLOCATIONS, cluster), Some(2.0));
+        assert_eq!(b.value(&JOB_CORES_USED, cluster), Some(1.6));
+        assert_eq!(b.value(&JOB_CORES_ALLOCATED, cluster), Some(6.0));
+        assert_eq!(b.value(&JOB_GPUS_IDLE, cluster), Some(2.0), "a GPU job under the threshold idles all its GPUs");
+        assert_eq!(b.value(&IDLE_GPU_JOBS, cluster), Some(1.0));
+        assert_eq!(b.value(&IDLE_GPU_JOBS, &[("Account", "a")]), Some(0.0));
+        assert_eq!(b.value(&JOB_ALLOCATIONS, &[("Partition", "gpu")]), Some(2.0));
+        let eff: Vec<_> = b.of(&JOB_CPU_EFFICIENCY).filter(|s| s.dims.is_empty()).collect();
+        assert_eq!(eff[0].value, crate::sample::Observed::Distribution(vec![75.0, 2.5]));
+        assert!(b.samples.iter().all(|s| s.dims.get("JobId").is_none()), "never per job");
+        assert!(b.samples.iter().all(|s| s.dims.get("User").is_none()), "per user only when asked");
+    }
+
+    #[test]
+    fn no_jobs_still_reports_zero_for_the_cluster() {
+        let mut b = Batch::new(SystemTime::UNIX_EPOCH);
+        push(&[], false, 5.0, &mut b);
+        assert_eq!(b.value(&JOB_ALLOCATIONS, &[]), Some(0.0));
+        assert_eq!(b.samples.len(), TOTALS.len());
+    }
+}
