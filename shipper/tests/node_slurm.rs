@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use slurm_cw_catalog::metrics::*;
-use slurm_cw_shipper::datum::{Datum, DatumValue};
+use slurm_cw_formats::record::Record;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -84,7 +84,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         "physics",
         "--mem=400M",
         "--wrap",
-        &format!("python3 {w} write 41943040 {out_file} 9 6 90"),
+        &format!("python3 {w} write 41943040 {out_file} 9 6 5"),
     ]);
     cleanup.jobs.extend([mem.clone(), burn.clone(), threads.clone(), files.clone(), write.clone()]);
     wait_until("five running jobs", Duration::from_secs(60), || {
@@ -113,9 +113,13 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         .sum();
 
     let ns = unique_namespace("node_slurm");
+    let logs = logs(&url).await;
+    let group = job_log_group(&logs, "node_slurm").await;
+    // The default configuration: per-job figures as job records, no per-job metrics.
     let child = shipper()
         .args(["--role", "node"])
         .envs(shipper_env(&url, &ns))
+        .env("SLURM_CW_LOGS__GROUP", &group)
         .env("SLURM_CW_CLUSTER_NAME", "nodetest")
         .env("SLURM_CW_COLLECT_INTERVAL", "2s")
         .env("SLURM_CW_FLUSH_INTERVAL", "4s")
@@ -128,114 +132,100 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         .map(Running::new)
         .unwrap();
     let (cpu0, t0) = (cpu_at(&burn_pids), std::time::Instant::now());
-    // The writer starts 9 s after its job (after the shipper first saw it) and writes for 6 s;
-    // sampling 16 s from here covers it.
+    // The writer starts 9 s after its job, writes for 6 s and ends 5 s later; its cgroup then
+    // goes and its summary carries the total.
     std::thread::sleep(Duration::from_secs(16));
+    wait_until("the write job to end", Duration::from_secs(60), || job_state(&write) == "COMPLETED");
+    std::thread::sleep(Duration::from_secs(3));
     let burn_truth = (cpu_at(&burn_pids) - cpu0) / t0.elapsed().as_secs_f64();
     child.stop();
     let _ = std::fs::remove_file(&out_file);
 
-    let cw = cloudwatch(&url).await;
-    let window = Duration::from_secs(600);
-    let job = |id: &str, user: &'static str, account: &'static str| -> Vec<(&'static str, String)> {
-        vec![
-            ("ClusterName", "nodetest".into()),
-            ("JobId", id.to_owned()),
-            ("User", user.into()),
-            ("Account", account.into()),
-        ]
-    };
-    let get = |dims: Vec<(&'static str, String)>,
-               metric: &'static str,
-               stat: &'static str,
-               extra: Option<(&'static str, &'static str)>| {
-        let cw = cw.clone();
-        let ns = ns.clone();
+    let samples = |job: String| {
+        let (logs, group) = (logs.clone(), group.clone());
         async move {
-            let mut d: Vec<(&str, &str)> = dims.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            if let Some(e) = extra {
-                d.push(e);
-            }
-            statistic(&cw, &ns, metric, &d, stat, window)
-                .await
-                .unwrap_or_else(|| panic!("{metric} {d:?} not shipped"))
+            let got = records(&logs, &group, &[("JobId", &job), ("Type", "job_sample")]).await;
+            assert!(!got.is_empty(), "no job_sample records of job {job}");
+            got
         }
     };
+    // A figure across a job's sample records (each the mean over its flush).
+    let values = |recs: &[serde_json::Value], path: &[&str]| -> Vec<f64> {
+        recs.iter().filter_map(|r| path.iter().try_fold(r, |v, k| v.get(*k)).and_then(|v| v.as_f64())).collect()
+    };
+    let max = |v: Vec<f64>| v.into_iter().fold(f64::NAN, f64::max);
+    let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
     let report = |what: &str, got: f64, lo: f64, hi: f64| {
         eprintln!("{what}: {got:.3} (expected {lo:.3} to {hi:.3})");
         assert!(got >= lo && got <= hi, "{what}: {got} not in [{lo}, {hi}]");
     };
 
     // 300 MiB touched by python: RSS between that and that plus the interpreter (~30 MiB).
-    let m = job(&mem, "root", "physics");
-    report(
-        "memory job MemoryRss max (MiB)",
-        get(m.clone(), MEMORY_RSS.name, "Maximum", None).await / MIB,
-        300.0,
-        340.0,
-    );
-    report(
-        "memory job MemoryMax (MiB)",
-        get(m.clone(), MEMORY_MAX.name, "Maximum", None).await / MIB,
-        300.0,
-        360.0,
-    );
-    report(
-        "memory job MemoryLimit (MiB)",
-        get(m.clone(), MEMORY_LIMIT.name, "Maximum", None).await / MIB,
-        600.0,
-        600.0,
-    );
+    let m = samples(mem.clone()).await;
+    assert!(m.iter().all(|r| r["User"] == "root" && r["Account"] == "physics" && r["NodeName"] == "c1"), "{m:?}");
+    report("memory job record MemoryRss max (MiB)", max(values(&m, &[MEMORY_RSS.name])) / MIB, 300.0, 340.0);
+    report("memory job record MemoryMax (MiB)", max(values(&m, &[MEMORY_MAX.name])) / MIB, 300.0, 360.0);
+    report("memory job record MemoryLimit (MiB)", max(values(&m, &[MEMORY_LIMIT.name])) / MIB, 600.0, 600.0);
 
     // One core burning: the job's processes (as Slurm lists them) used `burn_truth` cores in
     // the window; on this shared 2-core machine that is a little under 1.
-    let b = job(&burn, "root", "chemistry");
+    let b = samples(burn.clone()).await;
     report("burn job true cores (from /proc of scontrol listpids)", burn_truth, 0.5, 1.05);
-    let usage = get(b.clone(), CPU_USAGE.name, "Average", None).await;
-    report("burn job CpuUsage average (cores)", usage, burn_truth * 0.85, burn_truth * 1.15);
-    report("burn job CpusAllocated", get(b.clone(), CPUS_ALLOCATED.name, "Maximum", None).await, 1.0, 1.0);
-    let util = get(b.clone(), CPU_UTILIZATION.name, "Average", None).await;
-    report("burn job CpuUtilization average (%)", util, usage * 100.0 * 0.99, usage * 100.0 * 1.01);
-    let exe = get(b.clone(), PROCESS_CPU_USAGE.name, "Average", Some(("Executable", "python3"))).await;
-    report("burn job ProcessCpuUsage python3 (cores)", exe, burn_truth * 0.85, burn_truth * 1.15);
+    let usage = mean(values(&b, &[CPU_USAGE.name]));
+    report("burn job record CpuUsage mean (cores)", usage, burn_truth * 0.85, burn_truth * 1.15);
+    report("burn job record CpusAllocated", max(values(&b, &[CPUS_ALLOCATED.name])), 1.0, 1.0);
+    let util = mean(values(&b, &[CPU_UTILIZATION.name]));
+    report("burn job record CpuUtilization mean (%)", util, usage * 100.0 * 0.99, usage * 100.0 * 1.01);
+    let exe = mean(values(&b, &[PROCESS_CPU_USAGE.name, "python3"]));
+    report("burn job record ProcessCpuUsage python3 (cores)", exe, burn_truth * 0.85, burn_truth * 1.15);
 
     // 50 threads started by the job, plus its interpreter's and shell's own.
-    let t = job(&threads, "root", "biology");
+    let t = samples(threads.clone()).await;
     let n = threads_truth as f64;
     assert!(n >= 52.0, "the job runs 50 threads, python's main thread and the shell: {n}");
-    report(
-        "threads job ThreadCount sleeping",
-        get(t, THREAD_COUNT.name, "Maximum", Some(("ThreadState", "sleeping"))).await,
-        n,
-        n,
-    );
+    report("threads job record ThreadCount sleeping", max(values(&t, &[THREAD_COUNT.name, "sleeping"])), n, n);
 
     // 200 files held, plus the standard descriptors of python and the shell.
-    let f = job(&files, "root", "biology");
+    let f = samples(files.clone()).await;
     let n = files_truth as f64;
     assert!(n >= 200.0, "{n}");
-    report("files job OpenFiles", get(f, OPEN_FILES.name, "Maximum", None).await, n, n);
+    report("files job record OpenFiles", max(values(&f, &[OPEN_FILES.name])), n, n);
 
-    // 40 MiB written over 6 s: the per-second rates add up to it. Slurm here puts jobs in no
-    // blkio cgroup, so I/O comes from /proc/<pid>/io, read every other 2 s cycle: each rate
-    // covers 4 s.
-    let wr = job(&write, "root", "physics");
-    let samples = get(wr.clone(), WRITE_BYTES.name, "SampleCount", None).await;
-    let sum = get(wr.clone(), WRITE_BYTES.name, "Sum", None).await;
-    eprintln!("write job: {samples} WriteBytes samples");
-    report("write job bytes written (MiB, sum of rates x 4 s)", sum * 4.0 / MIB, 40.0 * 0.85, 40.0 * 1.15);
-    report("write job WriteOps max (per s)", get(wr, WRITE_OPS.name, "Maximum", None).await, 0.4, 1e6);
+    // 40 MiB written, then the job ended: its summary has the total. Slurm here puts jobs in no
+    // blkio cgroup, so I/O comes from /proc/<pid>/io, read every other 2 s cycle.
+    let summary = records(&logs, &group, &[("JobId", &write), ("Type", "job_summary")]).await;
+    assert_eq!(summary.len(), 1, "one summary of the write job: {summary:?}");
+    assert_eq!(summary[0]["EndedBy"], "cgroup_gone");
+    let written = summary[0]["WriteBytesTotal"].as_f64().unwrap_or(0.0);
+    report("write job summary WriteBytesTotal (MiB)", written / MIB, 40.0 * 0.85, 40.0 * 1.15);
 
-    let on_c1 = statistic(
+    // What CloudWatch bills: no metric carries a JobId; the population figures are there.
+    let cw = cloudwatch(&url).await;
+    let listed = cw.list_metrics().namespace(&ns).send().await.expect("ListMetrics");
+    let with_job: Vec<_> = listed
+        .metrics()
+        .iter()
+        .filter(|m| m.dimensions().iter().any(|d| d.name() == Some("JobId")))
+        .map(|m| m.metric_name().unwrap_or("").to_owned())
+        .collect();
+    assert!(with_job.is_empty(), "metrics with a JobId dimension by default: {with_job:?}");
+    assert!(listed.metrics().len() > 10, "the node's other metrics: {}", listed.metrics().len());
+    let window = Duration::from_secs(600);
+    let allocations =
+        statistic(&cw, &ns, JOB_ALLOCATIONS.name, &[("ClusterName", "nodetest"), ("Account", "biology")], "Maximum", window)
+            .await;
+    assert_eq!(allocations, Some(2.0), "two biology jobs on c3");
+    let efficiency = statistic(
         &cw,
         &ns,
-        JOBS_ON_NODE.name,
-        &[("ClusterName", "nodetest"), ("NodeName", "c1")],
+        JOB_CPU_EFFICIENCY.name,
+        &[("ClusterName", "nodetest"), ("Account", "chemistry")],
         "Maximum",
         window,
     )
-    .await;
-    assert!(on_c1.is_some_and(|n| n >= 1.0), "JobsOnNode c1: {on_c1:?}");
+    .await
+    .expect("JobCpuEfficiency of the chemistry account");
+    report("chemistry JobCpuEfficiency max (%)", efficiency, burn_truth * 85.0, 101.0);
 }
 
 #[test]
@@ -271,18 +261,16 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
     let out = child.stop();
 
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let peak = stdout
+    let summaries: Vec<Record> = stdout
         .lines()
-        .filter_map(|l| Datum::from_json_line(l).ok().map(|(_, d)| d))
-        .find(|d| d.metric == MEMORY_MAX.name && d.dimension("JobId") == Some(job.as_str()))
-        .unwrap_or_else(|| {
-            panic!("no MemoryMax of job {job}; stderr: {}", String::from_utf8_lossy(&out.stderr))
-        });
-    let v = match peak.value {
-        DatumValue::Value { value } => value,
-        DatumValue::Stats { stats } => stats.max,
-        DatumValue::Values { .. } => panic!("not a distribution"),
-    };
-    eprintln!("short job {job}: final MemoryMax {:.1} MiB", v / MIB);
+        .filter_map(|l| Record::from_json_line(l).ok())
+        .filter(|r| r.message.contains(r#""Type":"job_summary""#) && r.message.contains(&format!(r#""JobId":"{job}""#)))
+        .collect();
+    assert_eq!(summaries.len(), 1, "one summary of job {job}; stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(&summaries[0].message).unwrap();
+    assert_eq!(summary["EndedBy"], "task_epilog");
+    let v = summary["MemoryPeakBytes"].as_f64().unwrap_or(0.0);
+    eprintln!("short job {job}: summary MemoryPeakBytes {:.1} MiB", v / MIB);
     assert!((150.0 * MIB..220.0 * MIB).contains(&v), "{v}");
+    assert!(!stdout.contains(&format!(r#""JobId":"{job}"}}"#)), "no per-job datum by default");
 }

@@ -51,6 +51,9 @@ struct Job {
     flush_samples: u32,
     samples: u32,
     last_sample_at: Option<SystemTime>,
+    /// When I/O rates last came: they cover the time since (every node.process_every cycles
+    /// where they come from /proc).
+    io_at: Option<SystemTime>,
     cpu_time: Option<f64>,
     cpu_integrated: f64,
     cpu_covered: f64,
@@ -78,6 +81,7 @@ impl Job {
             flush_samples: 0,
             samples: 0,
             last_sample_at: None,
+            io_at: None,
             cpu_time: None,
             cpu_integrated: 0.0,
             cpu_covered: 0.0,
@@ -249,10 +253,14 @@ impl Jobs {
     }
 }
 
-/// Six significant digits are more than any figure here is worth, and keep records small.
+/// Whole units from 1000 up (bytes stay exact), six significant digits below: more than any
+/// figure here is worth, and records stay small.
 fn round(v: f64) -> f64 {
     if v == 0.0 || !v.is_finite() {
         return if v.is_finite() { 0.0 } else { -1.0 };
+    }
+    if v.abs() >= 1000.0 {
+        return v.round();
     }
     let digits = 6 - (v.abs().log10().floor() as i32 + 1);
     let f = 10f64.powi(digits.clamp(-12, 12));
@@ -299,8 +307,13 @@ fn absorb(
         };
         job.gpu_idle_seconds += idle * dt;
     }
-    job.read_bytes += get(&READ_BYTES).unwrap_or(0.0) * dt;
-    job.write_bytes += get(&WRITE_BYTES).unwrap_or(0.0) * dt;
+    if let (Some(read), Some(write)) = (get(&READ_BYTES), get(&WRITE_BYTES)) {
+        let since = job.io_at.unwrap_or(job.first_seen);
+        let span = at.duration_since(since).unwrap_or_default().as_secs_f64();
+        job.read_bytes += read * span;
+        job.write_bytes += write * span;
+        job.io_at = Some(at);
+    }
     let obs = Observation {
         gpu_utilization: get(&GPU_UTILIZATION),
         cpu_efficiency: get(&CPU_UTILIZATION),
@@ -489,7 +502,8 @@ mod tests {
 
     #[test]
     fn rounding_keeps_six_digits() {
-        assert_eq!(round(314_572_812.0), 314_573_000.0);
+        assert_eq!(round(314_572_812.0), 314_572_812.0);
+        assert_eq!(round(629_145_600.5), 629_145_601.0);
         assert_eq!(round(0.123_456_78), 0.123_457);
         assert_eq!(round(0.0), 0.0);
     }

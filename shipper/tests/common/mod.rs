@@ -65,6 +65,68 @@ pub async fn cloudwatch(url: &str) -> Client {
     Client::new(&conf)
 }
 
+/// A CloudWatch Logs client for LocalStack.
+pub async fn logs(url: &str) -> aws_sdk_cloudwatchlogs::Client {
+    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(url)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new("test", "test", None, None, "bench"))
+        .load()
+        .await;
+    aws_sdk_cloudwatchlogs::Client::new(&conf)
+}
+
+/// Creates a job log group of its own for one test (the Terraform module does it for a
+/// cluster); returns its name.
+pub async fn job_log_group(logs: &aws_sdk_cloudwatchlogs::Client, test: &str) -> String {
+    let group = format!("/slurm-cw/{}/jobs", unique_namespace(test).replace('/', "-"));
+    logs.create_log_group().log_group_name(&group).send().await.expect("CreateLogGroup in LocalStack");
+    group
+}
+
+/// The job records in `group` whose fields have these values, every page, as JSON; retried for
+/// a few seconds until some arrive (LocalStack stores them a moment later). The first field is
+/// filtered by CloudWatch Logs (a JSON filter pattern), all of them here: LocalStack 4.13 does
+/// not apply `&&` in a pattern.
+pub async fn records(
+    logs: &aws_sdk_cloudwatchlogs::Client,
+    group: &str,
+    fields: &[(&str, &str)],
+) -> Vec<serde_json::Value> {
+    let pattern = fields.first().map(|(k, v)| format!("{{ $.{k} = \"{v}\" }}")).unwrap_or_default();
+    let wanted = |r: &serde_json::Value| fields.iter().all(|(k, v)| r.get(*k).and_then(|x| x.as_str()) == Some(*v));
+    for _ in 0..20 {
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            let page = logs
+                .filter_log_events()
+                .log_group_name(group)
+                .filter_pattern(&pattern)
+                .set_next_token(token)
+                .send()
+                .await
+                .expect("FilterLogEvents");
+            for e in page.events() {
+                let v: serde_json::Value =
+                    serde_json::from_str(e.message().unwrap_or("")).expect("a record is one JSON object");
+                if wanted(&v) {
+                    out.push(v);
+                }
+            }
+            token = page.next_token().map(str::to_owned);
+            if token.is_none() {
+                break;
+            }
+        }
+        if !out.is_empty() {
+            return out;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Vec::new()
+}
+
 /// The environment the shipper binary needs to talk to LocalStack.
 pub fn shipper_env(url: &str, namespace: &str) -> Vec<(String, String)> {
     vec![
