@@ -1,12 +1,12 @@
 //! One invocation of the real `bootstrap` against LocalStack holding a cluster's worth of
-//! metrics, at a rollup minute so that every step runs: duration from the event handed out to
-//! the response, the function's own CPU time, its peak memory and the API calls it made.
+//! metrics and job records, so that every stage runs: duration from the event handed out to the
+//! response, the function's own CPU time, its peak memory and the API calls it made.
 //!
 //! `eval "$(scripts/bench/localstack.sh start)"; cargo bench -p slurm-cw-lambda --bench invocation`
-//! (JOBS, GPU_JOBS and NODES override the sizes.) The default is small: stock LocalStack reads
-//! every stored row of a metric once per period of each query, so its time grows with jobs
-//! squared and the wall time is mostly LocalStack's. At cluster scale start LocalStack with
-//! indexed CloudWatch storage (scripts/bench/localstack_indexed_cw.py):
+//! (JOBS, GPU_JOBS and NODES override the sizes.) What the function reads does not grow with
+//! jobs: per-job detail is in the job records, of which a run reads the findings of its
+//! event-time window alone, and its metric series are a fixed set per partition. At cluster
+//! scale, LocalStack with indexed CloudWatch storage keeps the seeding quick:
 //!
 //! ```sh
 //! eval "$(LOCALSTACK_PORT=4590 LOCALSTACK_INDEXED_CW=1 scripts/bench/localstack.sh start)"
@@ -14,14 +14,17 @@
 //! LOCALSTACK_PORT=4590 scripts/bench/localstack.sh stop
 //! ```
 //!
-//! The seeded data is what the function reads: per job, 65 minutes of CpuUtilization,
-//! MemoryMax and MemoryLimit (and 35 of the GPU series for GPU jobs).
+//! The seeded data is what the shippers send: the head node's figures, each node's job totals
+//! (JobCoresUsed, JobCoresAllocated, JobGpusIdle, JobAllocations) for the minute, and per job
+//! five minutes of `job_sample` records and, for every tenth job, a `job_finding` in the minute
+//! the run reads.
 
 #[path = "../tests/common/runtime.rs"]
 mod runtime;
 
 use slurm_cw_catalog::ALL;
 use slurm_cw_catalog::metrics::*;
+use slurm_cw_catalog::records;
 use slurm_cw_lambda::cw::{at_epoch, datum, epoch};
 use slurm_cw_lambda::handler::DELAY_MINUTES;
 use slurm_cw_sink::cloudwatch::retry::Backoff;
@@ -51,8 +54,7 @@ fn main() {
     let n = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_nanos() % 1_000_000;
     let (ns, cluster) = (format!("LambdaBench{n}"), format!("bench{n}"));
     let now = epoch(SystemTime::now());
-    let mut at = now - now.rem_euclid(60) - 4 * 60;
-    at -= at.rem_euclid(300);
+    let at = now - now.rem_euclid(60) - 4 * 60;
     let minutes = |count: i64| (0..count).map(move |k| at - k * 60);
 
     // What the shippers of such a cluster would have sent.
@@ -108,27 +110,51 @@ fn main() {
     for i in 0..nodes {
         data.push(datum(&cluster, &SHIPPER_MEMORY_RSS, &d(&[("NodeName", format!("n{i}"))]), at + 30, 9e6));
     }
-    for j in 0..jobs {
-        let jd = d(&[
-            ("JobId", format!("{}", 100_000 + j)),
-            ("User", format!("u{}", j % 97)),
-            ("Account", format!("a{}", j % 13)),
-        ]);
-        for t in minutes(65) {
-            let cpu = if j % 10 == 0 { 5.0 } else { 85.0 };
-            data.push(datum(&cluster, &CPU_UTILIZATION, &jd, t + 30, cpu));
-            data.push(datum(&cluster, &MEMORY_MAX, &jd, t + 30, 2e9));
-            data.push(datum(&cluster, &MEMORY_LIMIT, &jd, t + 30, if j % 7 == 0 { 32e9 } else { 4e9 }));
-        }
-        if j < gpu_jobs {
-            for t in minutes(35) {
-                let util = if j % 5 == 0 { 1.0 } else { 70.0 };
-                data.push(datum(&cluster, &GPU_UTILIZATION, &jd, t + 30, util));
-                data.push(datum(&cluster, &GPU_COUNT, &jd, t + 30, 4.0));
-                data.push(datum(&cluster, &GPU_IDLE_COUNT, &jd, t + 30, 0.0));
-            }
+    // Each node's job totals for the minute, at its own flush offset, by partition and account.
+    for i in 0..nodes {
+        let part = partitions[i % partitions.len()].clone();
+        let account = format!("a{}", i % 13);
+        let on_node = jobs.div_ceil(nodes.max(1)) as f64;
+        let gpu_idle = if i < gpu_jobs { 1.0 } else { 0.0 };
+        for dims in [vec![], d(&[("Partition", part.clone())]), d(&[("Account", account.clone())])] {
+            let t = at + (i % 60) as i64;
+            data.push(datum(&cluster, &JOB_ALLOCATIONS, &dims, t, on_node));
+            data.push(datum(&cluster, &JOB_CORES_USED, &dims, t, on_node * 6.0));
+            data.push(datum(&cluster, &JOB_CORES_ALLOCATED, &dims, t, on_node * 8.0));
+            data.push(datum(&cluster, &JOB_GPUS_IDLE, &dims, t, gpu_idle));
         }
     }
+    // Each job's records on its node: five minutes of samples, and a finding for every tenth job
+    // in the minute before `at` (what a first run reads).
+    let mut streams: Vec<Vec<(i64, String)>> = vec![Vec::new(); nodes.max(1)];
+    for j in 0..jobs {
+        let node = j % nodes.max(1);
+        let job = format!("{}", 100_000 + j);
+        let base = serde_json::json!({
+            records::JOB_ID.name: job,
+            records::USER.name: format!("u{}", j % 97),
+            records::ACCOUNT.name: format!("a{}", j % 13),
+            records::PARTITION.name: partitions[j % partitions.len()],
+            records::NODE_NAME.name: format!("n{node}"),
+        });
+        for (k, t) in minutes(5).enumerate() {
+            let mut r = base.clone();
+            r[records::TYPE.name] = records::kinds::JOB_SAMPLE.into();
+            r[records::RECORD_ID.name] = format!("{job}-{node}-s{k}").into();
+            r[CPU_UTILIZATION.name] = (if j % 10 == 0 { 5.0 } else { 85.0 }).into();
+            r[MEMORY_RSS.name] = 2e9.into();
+            streams[node].push(((t + 20) * 1000, r.to_string()));
+        }
+        if j % 10 == 0 {
+            let mut r = base.clone();
+            r[records::TYPE.name] = records::kinds::JOB_FINDING.into();
+            r[records::RECORD_ID.name] = format!("{job}-{node}-low_cpu_efficiency").into();
+            r[records::FINDING.name] = records::findings::LOW_CPU_EFFICIENCY.into();
+            r[records::DETAIL.name] = "CPU efficiency under 20% for 60 minutes".into();
+            streams[node].push(((at - 30) * 1000, r.to_string()));
+        }
+    }
+    let events: usize = streams.iter().map(Vec::len).sum();
     let datums = data.len();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let seeding = Instant::now();
@@ -153,6 +179,38 @@ fn main() {
             attempt_timeout: Duration::from_secs(60),
             storage_resolution: 60,
         };
+        let logs = aws_sdk_cloudwatchlogs::Client::new(&sdk);
+        let group = format!("/slurm-cw/{cluster}/jobs");
+        logs.create_log_group().log_group_name(&group).send().await.expect("CreateLogGroup");
+        for (i, mut events) in streams.into_iter().enumerate() {
+            let stream = format!("n{i}");
+            logs.create_log_stream()
+                .log_group_name(&group)
+                .log_stream_name(&stream)
+                .send()
+                .await
+                .expect("CreateLogStream");
+            events.sort_by_key(|(t, _)| *t);
+            for chunk in events.chunks(5_000) {
+                let batch: Vec<aws_sdk_cloudwatchlogs::types::InputLogEvent> = chunk
+                    .iter()
+                    .filter_map(|(t, m)| {
+                        aws_sdk_cloudwatchlogs::types::InputLogEvent::builder()
+                            .timestamp(*t)
+                            .message(m)
+                            .build()
+                            .ok()
+                    })
+                    .collect();
+                logs.put_log_events()
+                    .log_group_name(&group)
+                    .log_stream_name(&stream)
+                    .set_log_events(Some(batch))
+                    .send()
+                    .await
+                    .expect("PutLogEvents");
+            }
+        }
         let mut tasks = Vec::new();
         let per = data.len().div_ceil(4);
         while !data.is_empty() {
@@ -167,7 +225,7 @@ fn main() {
         }
     });
     println!(
-        "seeded {datums} datums ({jobs} jobs, {gpu_jobs} with GPUs, {nodes} nodes) in {:.0?}",
+        "seeded {datums} datums and {events} job records ({jobs} jobs, {gpu_jobs} with GPUs, {nodes} nodes) in {:.0?}",
         seeding.elapsed()
     );
 
@@ -196,13 +254,16 @@ fn main() {
     let summary: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
     println!("{path}");
     println!(
-        "invocation: {:.2} s, of it {:.3} s CPU in the function; peak RSS {:.1} MB; {} GetMetricData calls reading {} metrics; {} datums published; {} findings",
+        "invocation: {:.2} s, of it {:.3} s CPU in the function; peak RSS {:.1} MB; {} GetMetricData calls reading {} metrics, {} ListMetrics calls, {} FilterLogEvents pages; {} datums published; {} findings; failed stages {}",
         took.as_secs_f64(),
         seconds(u.ru_utime) + seconds(u.ru_stime),
         peak_kb / 1024.0,
         summary["get_metric_data_calls"],
         summary["metrics_read"],
+        summary["list_metrics_calls"],
+        summary["filter_log_events_pages"],
         summary["datums_published"],
-        summary["findings"].as_array().map_or(0, Vec::len)
+        summary["findings"].as_array().map_or(0, Vec::len),
+        summary["failed_stages"]
     );
 }

@@ -1,6 +1,11 @@
 //! Keeps CloudWatch alarms equal to the rule set, idempotently: an alarm is written only when its
-//! rule (or what it depends on: namespace, cluster, topic) changed, and alarms with our prefix
-//! that no rule names are deleted. The rule's fingerprint rides in the alarm description.
+//! rule (or what it depends on: namespace, cluster, topic) changed, and our alarms that no rule
+//! names are deleted. The rule's fingerprint rides in the alarm description.
+//!
+//! An alarm is ours when it has our prefix (`slurm-cw-<cluster>/`) *and* ends its description
+//! with this cluster's marker line (`[slurm-cw cluster=<name>]`): a prefix alone is not proof,
+//! as `slurm-cw-hpc-` also begins `slurm-cw-hpc-prod-...`, and someone may name an alarm of their
+//! own with our prefix. Alarms without the marker are never deleted.
 
 use anyhow::{Context, Result};
 use aws_sdk_cloudwatch::Client;
@@ -43,6 +48,27 @@ fn fingerprint(rule: &Rule, t: &Target<'_>) -> String {
     format!("[slurm-cw {:016x}]", fnv(text.as_bytes()))
 }
 
+/// The last line of every alarm description the function writes for `cluster`.
+pub fn marker(cluster: &str) -> String {
+    format!("[slurm-cw cluster={cluster}]")
+}
+
+/// Whether an alarm's description says that `cluster`'s function manages it.
+pub fn owned(description: &str, cluster: &str) -> bool {
+    description.lines().last() == Some(marker(cluster).as_str())
+}
+
+/// CloudWatch takes descriptions of up to 1024 characters.
+const MAX_DESCRIPTION: usize = 1024;
+
+/// The whole description of `rule`'s alarm: the rule's words, its fingerprint, the marker.
+fn description(rule: &Rule, t: &Target<'_>) -> String {
+    let tail = format!("{}\n{}", fingerprint(rule, t), marker(t.cluster));
+    let room = MAX_DESCRIPTION.saturating_sub(tail.chars().count() + 1);
+    let words: String = rule.description.trim().chars().take(room).collect();
+    if words.is_empty() { tail } else { format!("{words} {tail}") }
+}
+
 fn comparison(c: &str) -> ComparisonOperator {
     match c {
         ">=" => ComparisonOperator::GreaterThanOrEqualToThreshold,
@@ -60,7 +86,7 @@ fn dimensions(m: &MetricRef, cluster: &str) -> Vec<Dimension> {
 
 async fn put(client: &Client, rule: &Rule, t: &Target<'_>) -> Result<()> {
     let name = format!("{}{}", t.prefix, rule.name);
-    let description = format!("{} {}", rule.description, fingerprint(rule, t)).trim().to_owned();
+    let description = description(rule, t);
     let actions: Vec<String> =
         if rule.notify { t.topic.map(|a| vec![a.to_owned()]).unwrap_or_default() } else { vec![] };
     let mut req = client
@@ -139,14 +165,14 @@ async fn existing(client: &Client, prefix: &str) -> Result<BTreeMap<String, Stri
     }
 }
 
-/// Creates or updates an alarm per rule and deletes our alarms no rule names.
+/// Creates or updates an alarm per rule and deletes our alarms (prefix and marker) no rule names.
 pub async fn sync(client: &Client, rules: &[Rule], t: &Target<'_>) -> Result<SyncReport> {
     let have = existing(client, t.prefix).await?;
     let mut report = SyncReport::default();
     let mut wanted = Vec::new();
     for rule in rules {
         let name = format!("{}{}", t.prefix, rule.name);
-        let current = have.get(&name).is_some_and(|d| d.ends_with(&fingerprint(rule, t)));
+        let current = have.get(&name).is_some_and(|d| *d == description(rule, t));
         if current {
             report.unchanged += 1;
         } else {
@@ -155,7 +181,11 @@ pub async fn sync(client: &Client, rules: &[Rule], t: &Target<'_>) -> Result<Syn
         }
         wanted.push(name);
     }
-    let stale: Vec<String> = have.keys().filter(|n| !wanted.contains(n)).cloned().collect();
+    let stale: Vec<String> = have
+        .iter()
+        .filter(|(n, d)| !wanted.contains(n) && owned(d, t.cluster))
+        .map(|(n, _)| n.clone())
+        .collect();
     for chunk in stale.chunks(100) {
         client.delete_alarms().set_alarm_names(Some(chunk.to_vec())).send().await.context("DeleteAlarms")?;
     }
@@ -179,5 +209,25 @@ mod tests {
         let other = Target { cluster: "b", ..t };
         assert_ne!(f, fingerprint(&rule, &other));
         assert_eq!(fnv(b""), 0xcbf2_9ce4_8422_2325);
+    }
+
+    #[test]
+    fn the_marker_names_one_cluster_exactly() {
+        let rule = slurm_cw_catalog::alarms::default_rules().remove(0);
+        let t = Target { namespace: "Slurm", cluster: "hpc", prefix: "slurm-cw-hpc/", topic: None };
+        let d = description(&rule, &t);
+        assert!(d.starts_with(rule.description.trim()), "{d}");
+        assert!(d.ends_with("\n[slurm-cw cluster=hpc]"), "{d}");
+        assert!(owned(&d, "hpc"));
+        assert!(!owned(&d, "hpc-prod") && !owned(&d, "hp"));
+        let other = Target { cluster: "hpc-prod", ..t };
+        assert!(!owned(&description(&rule, &other), "hpc"));
+        assert!(!owned("someone's own alarm", "hpc"));
+        assert!(!owned("[slurm-cw cluster=hpc] not the last line\nmore", "hpc"));
+        let mut long = rule.clone();
+        long.description = "w".repeat(2_000);
+        let d = description(&long, &t);
+        assert_eq!(d.chars().count(), MAX_DESCRIPTION);
+        assert!(owned(&d, "hpc"), "the marker survives a long description");
     }
 }

@@ -1,5 +1,7 @@
 //! Cluster figures from the head node's: CPU and GPU utilisation (allocated over total) for the
-//! cluster and each partition, and the autoscaling signal per partition.
+//! cluster and each partition, and the autoscaling signal per partition; and from the nodes'
+//! job-population totals: the GPU-hours held idle and the jobs' CPU efficiency. Each reads a
+//! fixed set of series per partition, however many jobs ran.
 
 use crate::cw::{Cw, Points, Series, at_epoch, datum};
 use anyhow::Result;
@@ -102,6 +104,35 @@ pub async fn cluster(cw: &mut Cw, at: i64) -> Result<(Vec<Datum>, Vec<Backlog>)>
         backlogs.push(Backlog { partition: part.clone(), backlog_nodes: b, idle_nodes: idle_net, previous });
     }
     Ok((out, backlogs))
+}
+
+/// GpuHoursIdle (cluster) and ClusterCpuEfficiency (cluster and each partition) at minute `at`,
+/// from the nodes' totals: each node sends one value per minute, so the minute's Sum is the
+/// cluster's (or partition's) figure.
+pub async fn job_figures(cw: &mut Cw, at: i64) -> Result<Vec<Datum>> {
+    let mut scopes: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    scopes.extend(cw.list_with(&JOB_CORES_ALLOCATED, &[PARTITION]).await?);
+    let mut series = vec![Series { metric: &JOB_GPUS_IDLE, dims: Vec::new(), stat: "Sum" }];
+    for dims in &scopes {
+        for m in [&JOB_CORES_USED, &JOB_CORES_ALLOCATED] {
+            series.push(Series { metric: m, dims: dims.clone(), stat: "Sum" });
+        }
+    }
+    let points = cw.fetch(&series, at_epoch(at), at_epoch(at + 60), 60).await?;
+    let mut out = Vec::new();
+    let allocated_anywhere = value(&points[2], at).is_some();
+    // GPU-minutes idle over the minute, in hours; none reported while nodes report jobs is 0.
+    if let Some(gpus) = value(&points[0], at).or(allocated_anywhere.then_some(0.0)) {
+        out.push(datum(&cw.cluster, &GPU_HOURS_IDLE, &[], at, gpus / 60.0));
+    }
+    for (i, dims) in scopes.iter().enumerate() {
+        if let (Some(used), Some(alloc)) = (value(&points[1 + 2 * i], at), value(&points[2 + 2 * i], at))
+            && alloc > 0.0
+        {
+            out.push(datum(&cw.cluster, &CLUSTER_CPU_EFFICIENCY, dims, at, used / alloc * 100.0));
+        }
+    }
+    Ok(out)
 }
 
 /// Whether a backlog moved enough to tell the autoscaler: by `threshold` nodes, or from none

@@ -12,10 +12,15 @@ pub struct Config {
     #[serde(default = "default_namespace")]
     pub namespace: String,
     pub cluster_name: String,
-    /// Every alarm the function manages is named with this prefix; alarms with it that no rule
-    /// names are deleted.
+    /// Every alarm the function manages is named with this prefix (default
+    /// `slurm-cw-<cluster_name>/`); alarms with it and this cluster's marker that no rule names
+    /// are deleted.
     #[serde(default)]
     pub alarm_prefix: Option<String>,
+    /// The log group the nodes write job records to (default `/slurm-cw/<cluster_name>/jobs`);
+    /// findings are read from it and the function's cursor is kept in its `_lambda` stream.
+    #[serde(default)]
+    pub job_log_group: Option<String>,
     /// Alarm actions and notices go here.
     #[serde(default)]
     pub sns_topic_arn: Option<String>,
@@ -26,12 +31,15 @@ pub struct Config {
     pub rules: Vec<Rule>,
     #[serde(default)]
     pub thresholds: Thresholds,
-    /// Job rollups (idle GPUs, low efficiency) run every this many minutes; they read every
-    /// job's series, the costly part of an invocation.
-    #[serde(default = "default_rollup")]
-    pub rollup_minutes: u32,
+    /// Accepted so that older configurations still load, and ignored: findings are read from
+    /// the job records every run, and no run reads per-job series any more.
+    #[serde(default)]
+    pub rollup_minutes: Option<u32>,
 }
 
+/// Only `backlog_change_nodes` is the Lambda's own: the nodes decide job findings now
+/// (`node.findings`), so the other thresholds are accepted (the Terraform module passes them)
+/// and ignored.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Thresholds {
@@ -68,21 +76,22 @@ fn default_bus() -> String {
     "default".into()
 }
 
-fn default_rollup() -> u32 {
-    5
-}
-
 impl Config {
     pub fn from_json(text: &str) -> Result<Config, String> {
         let c: Config = serde_json::from_str(text).map_err(|e| format!("{ENV}: {e}"))?;
         if c.cluster_name.trim().is_empty() {
             return Err(format!("{ENV}: cluster_name is empty"));
         }
+        // '/' ends the alarm prefix (`slurm-cw-<cluster>/`), so that no cluster's prefix is the
+        // start of another's; a line break would forge the ownership marker.
+        if c.cluster_name.contains('/') || c.cluster_name.chars().any(char::is_control) {
+            return Err(format!("{ENV}: cluster_name must not contain '/' or control characters"));
+        }
+        if let Some(g) = &c.job_log_group {
+            check_log_group(g).map_err(|e| format!("{ENV}: job_log_group: {e}"))?;
+        }
         slurm_cw_sink::validate::check_namespace(&c.namespace)
             .map_err(|e| format!("{ENV}: namespace: {e}"))?;
-        if c.rollup_minutes == 0 || c.rollup_minutes > 60 {
-            return Err(format!("{ENV}: rollup_minutes must be 1 to 60"));
-        }
         let t = &c.thresholds;
         if t.idle_gpu_minutes == 0
             || t.low_cpu_minutes == 0
@@ -107,8 +116,21 @@ impl Config {
     }
 
     pub fn alarm_prefix(&self) -> String {
-        self.alarm_prefix.clone().unwrap_or_else(|| format!("slurm-cw-{}-", self.cluster_name))
+        self.alarm_prefix.clone().unwrap_or_else(|| format!("slurm-cw-{}/", self.cluster_name))
     }
+
+    pub fn job_log_group(&self) -> String {
+        self.job_log_group.clone().unwrap_or_else(|| format!("/slurm-cw/{}/jobs", self.cluster_name))
+    }
+}
+
+/// CloudWatch Logs' rule for group names: 1 to 512 of `[A-Za-z0-9_./#-]`.
+fn check_log_group(name: &str) -> Result<(), String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "_-./#".contains(c);
+    if name.is_empty() || name.len() > 512 || !name.chars().all(ok) {
+        return Err(format!("{name:?} is not a log group name (1-512 of A-Z a-z 0-9 _ - . / #)"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -118,8 +140,9 @@ mod tests {
     #[test]
     fn minimal_and_full() {
         let c = Config::from_json(r#"{"cluster_name": "prod"}"#).unwrap();
-        assert_eq!((c.namespace.as_str(), c.event_bus.as_str(), c.rollup_minutes), ("Slurm", "default", 5));
-        assert_eq!(c.alarm_prefix(), "slurm-cw-prod-");
+        assert_eq!((c.namespace.as_str(), c.event_bus.as_str()), ("Slurm", "default"));
+        assert_eq!(c.alarm_prefix(), "slurm-cw-prod/");
+        assert_eq!(c.job_log_group(), "/slurm-cw/prod/jobs");
         assert_eq!(c.thresholds.idle_gpu_minutes, 30);
         let rules = slurm_cw_catalog::alarms::default_rules_json();
         let c = Config::from_json(&format!(
@@ -128,6 +151,11 @@ mod tests {
         .unwrap();
         assert_eq!(c.rules.len(), slurm_cw_catalog::alarms::default_rules().len());
         assert_eq!((c.thresholds.idle_gpu_minutes, c.thresholds.low_cpu_minutes), (10, 60));
+        let c = Config::from_json(
+            r#"{"cluster_name": "p", "alarm_prefix": "slurm-cw-p-", "job_log_group": "/x/y", "rollup_minutes": 5}"#,
+        )
+        .unwrap();
+        assert_eq!((c.alarm_prefix().as_str(), c.job_log_group().as_str()), ("slurm-cw-p-", "/x/y"));
     }
 
     #[test]
@@ -143,5 +171,11 @@ mod tests {
         assert!(e.contains("Nope"), "{e}");
         let e = Config::from_json(r#"{"cluster_name": ""}"#).unwrap_err();
         assert!(e.contains("cluster_name"), "{e}");
+        for bad in ["hpc/prod", "/", "hpc\\n"] {
+            let e = Config::from_json(&format!(r#"{{"cluster_name": "{bad}"}}"#)).unwrap_err();
+            assert!(e.contains("cluster_name"), "{bad}: {e}");
+        }
+        let e = Config::from_json(r#"{"cluster_name": "p", "job_log_group": "a b"}"#).unwrap_err();
+        assert!(e.contains("job_log_group"), "{e}");
     }
 }

@@ -1,9 +1,15 @@
 //! Reading what the shippers sent: ListMetrics to find a metric's series, GetMetricData in
 //! batches of 500 queries (one per series) to read them. Writing goes through slurm-cw-sink.
+//!
+//! Every ListMetrics asks only for series with data in the last three hours (RecentlyActive):
+//! without it, ListMetrics returns every series of the last two weeks, and a listing would grow
+//! with whatever stopped reporting (jobs, nodes, partitions) long ago.
 
 use anyhow::{Context, Result};
 use aws_sdk_cloudwatch::Client;
-use aws_sdk_cloudwatch::types::{Dimension, DimensionFilter, Metric, MetricDataQuery, MetricStat, ScanBy};
+use aws_sdk_cloudwatch::types::{
+    Dimension, DimensionFilter, Metric, MetricDataQuery, MetricStat, RecentlyActive, ScanBy,
+};
 use slurm_cw_catalog::Metric as CatalogMetric;
 use slurm_cw_catalog::dims::CLUSTER_NAME;
 use slurm_cw_sink::datum::{Datum, DatumValue};
@@ -13,8 +19,8 @@ use std::time::{Duration, SystemTime};
 /// GetMetricData takes at most 500 queries a call.
 pub const MAX_QUERIES: usize = 500;
 
-/// GetMetricData calls in flight at once: 5,000 jobs make about 40 calls, which one after
-/// another would outlast a one-minute schedule. CloudWatch allows 50 a second by default.
+/// GetMetricData calls in flight at once, should a read ever need many: one after another they
+/// could outlast a one-minute schedule. CloudWatch allows 50 a second by default.
 pub const PARALLEL_CALLS: usize = 8;
 
 /// Dimensions of a series besides ClusterName, sorted by name.
@@ -38,6 +44,8 @@ pub struct Cw {
     /// GetMetricData calls made (each query in them is billed as one metric).
     pub calls: u32,
     pub queries: u32,
+    /// ListMetrics calls made (pages included).
+    pub list_calls: u32,
 }
 
 pub fn epoch(t: SystemTime) -> i64 {
@@ -50,21 +58,30 @@ pub fn at_epoch(secs: i64) -> SystemTime {
 
 impl Cw {
     pub fn new(client: Client, namespace: String, cluster: String) -> Self {
-        Cw { client, namespace, cluster, calls: 0, queries: 0 }
+        Cw { client, namespace, cluster, calls: 0, queries: 0, list_calls: 0 }
     }
 
-    /// The other dimensions of every series of `metric` in this cluster.
-    pub async fn list(&self, metric: &CatalogMetric) -> Result<Vec<Dims>> {
+    /// The other dimensions of every recently active series of `metric` in this cluster.
+    pub async fn list(&mut self, metric: &CatalogMetric) -> Result<Vec<Dims>> {
+        self.list_having(metric, &[]).await
+    }
+
+    /// As [`Cw::list`], of the series that have (at least) the dimensions `names`.
+    async fn list_having(&mut self, metric: &CatalogMetric, names: &[&str]) -> Result<Vec<Dims>> {
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        let mut filters = vec![DimensionFilter::builder().name(CLUSTER_NAME).value(&self.cluster).build()];
+        filters.extend(names.iter().map(|n| DimensionFilter::builder().name(*n).build()));
         let mut token = None;
         loop {
+            self.list_calls += 1;
             let resp = self
                 .client
                 .list_metrics()
                 .namespace(&self.namespace)
                 .metric_name(metric.name)
-                .dimensions(DimensionFilter::builder().name(CLUSTER_NAME).value(&self.cluster).build())
+                .set_dimensions(Some(filters.clone()))
+                .recently_active(RecentlyActive::Pt3H)
                 .set_next_token(token)
                 .send()
                 .await
@@ -90,11 +107,11 @@ impl Cw {
 
     /// Series of `metric` whose other dimensions are exactly `names` (so per-job series, not
     /// their per-node or per-GPU detail).
-    pub async fn list_with(&self, metric: &CatalogMetric, names: &[&str]) -> Result<Vec<Dims>> {
+    pub async fn list_with(&mut self, metric: &CatalogMetric, names: &[&str]) -> Result<Vec<Dims>> {
         let mut want: Vec<&str> = names.to_vec();
         want.sort_unstable();
         Ok(self
-            .list(metric)
+            .list_having(metric, names)
             .await?
             .into_iter()
             .filter(|d| d.iter().map(|(n, _)| n.as_str()).eq(want.iter().copied()))

@@ -1,18 +1,22 @@
-//! One invocation: derived rates, cluster utilisation and backlog, job rollups (every
-//! `rollup_minutes`), notices, alarm upkeep. Everything it needs comes from CloudWatch, so the
-//! function keeps no state between invocations.
+//! One invocation, in stages that each run and report on their own: rates, cluster figures
+//! (utilisation, backlog and its events, GPU-hours idle, CPU efficiency), publishing the derived
+//! datums, job findings, alarm upkeep. A stage that fails is logged and named in the summary;
+//! the others still run (alarm upkeep too), and only then does the invocation fail, so that
+//! Lambda counts it (and its dead-letter queue sees it). The metrics come from CloudWatch; the
+//! one piece of state, how far findings were notified, is a cursor in the job log group.
 
 use crate::alarms::{self, SyncReport, Target};
 use crate::cluster;
 use crate::config::Config;
 use crate::cw::Cw;
-use crate::jobs::{self, Finding};
+use crate::findings::{self, Finding};
 use crate::notify;
 use crate::rates;
 use anyhow::Result;
 use serde::Serialize;
 use slurm_cw_sink::cloudwatch::retry::Backoff;
 use slurm_cw_sink::cloudwatch::{CloudWatchSink, Settings};
+use slurm_cw_sink::datum::Datum;
 use slurm_cw_sink::validate::Validator;
 use std::time::{Duration, SystemTime};
 
@@ -23,6 +27,7 @@ pub const DELAY_MINUTES: i64 = 3;
 /// The AWS clients the function uses.
 pub struct Clients {
     pub cloudwatch: aws_sdk_cloudwatch::Client,
+    pub logs: aws_sdk_cloudwatchlogs::Client,
     pub sns: aws_sdk_sns::Client,
     pub eventbridge: aws_sdk_eventbridge::Client,
 }
@@ -32,10 +37,18 @@ impl Clients {
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
         Clients {
             cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
+            logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
             sns: aws_sdk_sns::Client::new(&sdk),
             eventbridge: aws_sdk_eventbridge::Client::new(&sdk),
         }
     }
+}
+
+/// A stage that failed, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedStage {
+    pub stage: String,
+    pub error: String,
 }
 
 /// What an invocation did (the function's response, and a log line).
@@ -45,12 +58,43 @@ pub struct Summary {
     pub minute: String,
     pub datums_published: usize,
     pub datums_dropped: usize,
-    pub rollup: bool,
+    /// Findings notified this run (or found, where no topic is configured).
     pub findings: Vec<Finding>,
+    /// Findings read again and skipped: notified before, or delivered twice.
+    pub findings_already_notified: usize,
+    /// The event-time window of the job records read for findings, [from, to), RFC 3339.
+    pub findings_window: Option<(String, String)>,
+    pub filter_log_events_pages: u32,
     pub backlog_events: usize,
     pub alarms: SyncReport,
     pub get_metric_data_calls: u32,
     pub metrics_read: u32,
+    pub list_metrics_calls: u32,
+    pub failed_stages: Vec<FailedStage>,
+}
+
+impl Summary {
+    /// Ok when every stage ran through, else an error naming the stages that failed.
+    pub fn into_result(self) -> Result<Summary> {
+        if self.failed_stages.is_empty() {
+            return Ok(self);
+        }
+        let what: Vec<String> =
+            self.failed_stages.iter().map(|f| format!("{}: {}", f.stage, f.error)).collect();
+        anyhow::bail!("{} stage(s) failed: {}", what.len(), what.join("; "))
+    }
+
+    fn record<T>(&mut self, stage: &str, r: Result<T>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let error = format!("{e:#}");
+                tracing::error!(stage, error = %error, "stage failed");
+                self.failed_stages.push(FailedStage { stage: stage.into(), error });
+                None
+            }
+        }
+    }
 }
 
 /// The minute (epoch seconds) an invocation at `now` derives.
@@ -59,7 +103,13 @@ pub fn minute_for(now: SystemTime) -> i64 {
     secs - secs.rem_euclid(60) - DELAY_MINUTES * 60
 }
 
+/// One invocation; an error when any stage failed, after all of them ran.
 pub async fn handle(cfg: &Config, clients: &Clients, now: SystemTime) -> Result<Summary> {
+    run(cfg, clients, now).await.into_result()
+}
+
+/// One invocation, every stage, whatever fails: the summary names the failed stages.
+pub async fn run(cfg: &Config, clients: &Clients, now: SystemTime) -> Summary {
     let at = minute_for(now);
     let mut cw = Cw::new(clients.cloudwatch.clone(), cfg.namespace.clone(), cfg.cluster_name.clone());
     let mut summary = Summary {
@@ -67,18 +117,75 @@ pub async fn handle(cfg: &Config, clients: &Clients, now: SystemTime) -> Result<
         ..Summary::default()
     };
 
-    let mut datums = rates::rates(&mut cw, at).await?;
-    let (mut derived, backlogs) = cluster::cluster(&mut cw, at).await?;
-    datums.append(&mut derived);
-    let rollup_now = (at / 60) % i64::from(cfg.rollup_minutes) == 0;
-    if rollup_now {
-        let (mut rolled, findings) = jobs::rollup(&mut cw, at, cfg.rollup_minutes, &cfg.thresholds).await?;
-        datums.append(&mut rolled);
-        summary.findings = findings;
-        summary.rollup = true;
+    let mut datums = Vec::new();
+    if let Some(mut d) = summary.record("rates", rates::rates(&mut cw, at).await) {
+        datums.append(&mut d);
     }
+    let cluster_figures = cluster_stage(cfg, clients, &mut cw, at, &mut datums).await;
+    if let Some(events) = summary.record("cluster", cluster_figures) {
+        summary.backlog_events = events;
+    }
+    let published = publish(cfg, clients, datums, &mut summary).await;
+    summary.record("publish", published);
 
-    // Published with the shipper's validation and retries.
+    let group = cfg.job_log_group();
+    let target =
+        findings::Target { group: &group, cluster: &cfg.cluster_name, topic: cfg.sns_topic_arn.as_deref() };
+    let mut progress = findings::Progress::default();
+    let found = findings::run(&clients.logs, &clients.sns, &target, at, &mut progress).await;
+    summary.record("findings", found);
+    summary.findings = progress.notified;
+    summary.findings_already_notified = progress.already_notified;
+    summary.findings_window = progress.window;
+    summary.filter_log_events_pages = progress.filter_log_events_pages;
+
+    let prefix = cfg.alarm_prefix();
+    let target = Target {
+        namespace: &cfg.namespace,
+        cluster: &cfg.cluster_name,
+        prefix: &prefix,
+        topic: cfg.sns_topic_arn.as_deref(),
+    };
+    if let Some(report) =
+        summary.record("alarms", alarms::sync(&clients.cloudwatch, &cfg.rules, &target).await)
+    {
+        summary.alarms = report;
+    }
+    summary.get_metric_data_calls = cw.calls;
+    summary.metrics_read = cw.queries;
+    summary.list_metrics_calls = cw.list_calls;
+    summary
+}
+
+/// Utilisation, backlog and job figures into `datums`; backlog events sent: their number. The
+/// figures read before a failure are kept.
+async fn cluster_stage(
+    cfg: &Config,
+    clients: &Clients,
+    cw: &mut Cw,
+    at: i64,
+    datums: &mut Vec<Datum>,
+) -> Result<usize> {
+    let utilisation = cluster::cluster(cw, at).await;
+    let jobs = cluster::job_figures(cw, at).await.map(|mut d| datums.append(&mut d));
+    let (mut derived, backlogs) = utilisation?;
+    datums.append(&mut derived);
+    let changed: Vec<&cluster::Backlog> =
+        backlogs.iter().filter(|b| cluster::changed(b, cfg.thresholds.backlog_change_nodes)).collect();
+    if !changed.is_empty() {
+        notify::backlog_events(&clients.eventbridge, &cfg.event_bus, &cfg.cluster_name, &changed).await?;
+    }
+    jobs?;
+    Ok(changed.len())
+}
+
+/// Publishes the derived datums with the shipper's validation and retries.
+async fn publish(
+    cfg: &Config,
+    clients: &Clients,
+    mut datums: Vec<Datum>,
+    summary: &mut Summary,
+) -> Result<()> {
     let mut validator = Validator::new();
     summary.datums_dropped = validator.retain_valid(&mut datums, SystemTime::now()).len();
     let sink_settings = Settings {
@@ -108,29 +215,7 @@ pub async fn handle(cfg: &Config, clients: &Clients, now: SystemTime) -> Result<
             outcome.last_error.unwrap_or_default()
         );
     }
-
-    let changed: Vec<&cluster::Backlog> =
-        backlogs.iter().filter(|b| cluster::changed(b, cfg.thresholds.backlog_change_nodes)).collect();
-    if !changed.is_empty() {
-        notify::backlog_events(&clients.eventbridge, &cfg.event_bus, &cfg.cluster_name, &changed).await?;
-        summary.backlog_events = changed.len();
-    }
-    if let (Some(topic), false) = (&cfg.sns_topic_arn, summary.findings.is_empty()) {
-        let (subject, body) = notify::notice(&cfg.cluster_name, &summary.findings);
-        notify::publish(&clients.sns, topic, &subject, &body).await?;
-    }
-
-    let prefix = cfg.alarm_prefix();
-    let target = Target {
-        namespace: &cfg.namespace,
-        cluster: &cfg.cluster_name,
-        prefix: &prefix,
-        topic: cfg.sns_topic_arn.as_deref(),
-    };
-    summary.alarms = alarms::sync(&clients.cloudwatch, &cfg.rules, &target).await?;
-    summary.get_metric_data_calls = cw.calls;
-    summary.metrics_read = cw.queries;
-    Ok(summary)
+    Ok(())
 }
 
 #[cfg(test)]

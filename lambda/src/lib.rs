@@ -1,14 +1,15 @@
-//! The scheduled Lambda: derived rates, cluster efficiency, the autoscaling signal, job rollups
-//! and notices, and alarm upkeep, from what the shippers sent to CloudWatch.
+//! The scheduled Lambda: derived rates, cluster utilisation and efficiency, the autoscaling
+//! signal, notices of the job findings the nodes record, and alarm upkeep, from what the
+//! shippers sent to CloudWatch.
 //!
-//! [`handler::handle`] runs one invocation: [`rates`] -> [`cluster`] -> [`jobs`] ->
-//! publishing (through slurm-cw-sink) -> [`notify`] -> [`alarms`]. [`cw`] reads CloudWatch.
+//! [`handler::handle`] runs one invocation, stage by stage: [`rates`], [`cluster`], publishing
+//! (through slurm-cw-sink), [`findings`] (with [`notify`]), [`alarms`]. [`cw`] reads CloudWatch.
 
 pub mod alarms;
 pub mod cluster;
 pub mod config;
 pub mod cw;
+pub mod findings;
 pub mod handler;
-pub mod jobs;
 pub mod notify;
 pub mod rates;

@@ -21,6 +21,11 @@ async fn main() -> Result<(), Error> {
         tracing::error!(error = %e, "bad configuration");
         e
     })?;
+    if config.rollup_minutes.is_some() {
+        tracing::warn!(
+            "rollup_minutes is ignored: findings are read every run and no run reads per-job series"
+        );
+    }
     let clients = Clients::from_env().await;
     let (config, clients) = (&config, &clients);
     lambda_runtime::run(service_fn(
@@ -31,15 +36,18 @@ async fn main() -> Result<(), Error> {
                 Some(t) => SystemTime::UNIX_EPOCH + Duration::from_secs(t.timestamp().max(0) as u64),
                 None => SystemTime::now(),
             };
-            let summary: Summary = handler::handle(config, clients, now).await?;
+            let summary: Summary = handler::run(config, clients, now).await;
             tracing::info!(
                 minute = %summary.minute,
                 published = summary.datums_published,
                 findings = summary.findings.len(),
                 alarms_changed = summary.alarms.created_or_updated.len(),
+                failed_stages = summary.failed_stages.len(),
                 "invocation done"
             );
-            Ok::<Summary, Error>(summary)
+            // Every stage has run; now a failed one fails the invocation, for Lambda's metrics
+            // and dead-letter queue.
+            Ok::<Summary, Error>(summary.into_result()?)
         },
     ))
     .await

@@ -1,32 +1,63 @@
 //! Notices: job findings to the SNS topic, autoscaling signals to EventBridge.
 
 use crate::cluster::Backlog;
-use crate::jobs::Finding;
+use crate::findings::Finding;
 use anyhow::{Context, Result};
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-use std::fmt::Write;
 
 /// The `source` of autoscaling events.
 pub const EVENT_SOURCE: &str = "slurm-cw";
 /// Their `detail-type`.
 pub const BACKLOG_DETAIL_TYPE: &str = "Slurm Backlog Changed";
 
-/// The subject and body of the notice about `findings`.
-pub fn notice(cluster: &str, findings: &[Finding]) -> (String, String) {
-    let subject = format!("Slurm {cluster}: {} job finding(s)", findings.len());
-    let mut body = format!("Cluster {cluster}: jobs that are wasting what they hold.\n\n");
+/// SNS takes messages up to 256 KB: a notice's body stays under this many bytes, and more
+/// findings than fit go out as several notices.
+pub const MAX_BODY_BYTES: usize = 200_000;
+/// A node's own words, cut to this many characters in a notice.
+const MAX_DETAIL_CHARS: usize = 1_000;
+
+fn line(f: &Finding) -> String {
+    let detail: String = f.detail.chars().take(MAX_DETAIL_CHARS).collect();
+    format!(
+        "- job {} (user {}, account {}, partition {}, node {}): {}: {} [{}]\n",
+        f.job, f.user, f.account, f.partition, f.node, f.kind, detail, f.time
+    )
+}
+
+/// The notices about `findings`: (subject, body, findings in it), one unless they do not fit
+/// in one message.
+pub fn notices(cluster: &str, findings: &[Finding]) -> Vec<(String, String, usize)> {
+    let head = format!("Cluster {cluster}: jobs that are wasting what they hold.\n\n");
+    let foot =
+        "\nEach finding is reported once; the job's records (samples, summary) are in the job log group.\n";
+    let mut chunks: Vec<Vec<String>> = Vec::new();
+    let mut size = 0;
     for f in findings {
-        let _ = writeln!(
-            body,
-            "- job {} (user {}, account {}): {:?}: {}",
-            f.job, f.user, f.account, f.kind, f.detail
-        );
+        let l = line(f);
+        match chunks.last_mut() {
+            Some(c) if size + l.len() <= MAX_BODY_BYTES - head.len() - foot.len() => {
+                size += l.len();
+                c.push(l);
+            }
+            _ => {
+                size = l.len();
+                chunks.push(vec![l]);
+            }
+        }
     }
-    body.push_str(
-        "\nEach job is reported once when a finding starts; see the per-job metrics for its figures.\n",
-    );
-    // SNS subjects are at most 100 characters.
-    (subject.chars().take(100).collect(), body)
+    chunks
+        .into_iter()
+        .map(|lines| {
+            let subject = format!("Slurm {cluster}: {} job finding(s)", lines.len());
+            let mut body = head.clone();
+            for l in &lines {
+                body.push_str(l);
+            }
+            body.push_str(foot);
+            // SNS subjects are at most 100 characters.
+            (subject.chars().take(100).collect(), body, lines.len())
+        })
+        .collect()
 }
 
 pub async fn publish(sns: &aws_sdk_sns::Client, topic: &str, subject: &str, body: &str) -> Result<()> {
@@ -72,22 +103,43 @@ pub async fn backlog_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::Kind;
 
-    #[test]
-    fn notice_lists_every_job() {
-        let f = |job: &str| Finding {
-            kind: Kind::IdleGpu,
+    fn f(job: &str, detail: &str) -> Finding {
+        Finding {
+            kind: "idle_gpu".into(),
             job: job.into(),
             user: "alice".into(),
             account: "physics".into(),
-            detail: "2 GPU(s) idle".into(),
-        };
-        let (subject, body) = notice("prod", &[f("1"), f("2")]);
-        assert_eq!(subject, "Slurm prod: 2 job finding(s)");
-        assert!(body.contains("job 1 (user alice, account physics): IdleGpu: 2 GPU(s) idle"));
+            partition: "gpu".into(),
+            node: "n1".into(),
+            detail: detail.into(),
+            record_id: format!("r{job}"),
+            time: "2027-01-15T08:00:00Z".into(),
+            event_ms: 0,
+        }
+    }
+
+    #[test]
+    fn notice_lists_every_job() {
+        let n = notices("prod", &[f("1", "2 GPU(s) idle"), f("2", "2 GPU(s) idle")]);
+        assert_eq!(n.len(), 1);
+        let (subject, body, count) = &n[0];
+        assert_eq!((subject.as_str(), *count), ("Slurm prod: 2 job finding(s)", 2));
+        assert!(body.contains(
+            "job 1 (user alice, account physics, partition gpu, node n1): idle_gpu: 2 GPU(s) idle"
+        ));
         assert!(body.contains("job 2 "));
         let long = "c".repeat(200);
-        assert!(notice(&long, &[]).0.chars().count() <= 100);
+        assert!(notices(&long, &[f("1", "")])[0].0.chars().count() <= 100);
+        assert!(notices("prod", &[]).is_empty());
+    }
+
+    #[test]
+    fn many_findings_split_into_notices_that_fit() {
+        let many: Vec<Finding> = (0..1_000).map(|i| f(&i.to_string(), &"x".repeat(2_000))).collect();
+        let n = notices("prod", &many);
+        assert!(n.len() > 1);
+        assert_eq!(n.iter().map(|(_, _, c)| c).sum::<usize>(), 1_000, "every finding once");
+        assert!(n.iter().all(|(_, b, _)| b.len() <= MAX_BODY_BYTES), "each fits");
     }
 }

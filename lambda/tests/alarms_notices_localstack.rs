@@ -1,7 +1,7 @@
-//! Alarms, notices and the autoscaling signal against LocalStack: rules become alarms with the
-//! rule's settings (idempotently), an alarm fed breaching data reaches ALARM, a notice about an
-//! idle-GPU job reaches an SQS queue subscribed to the topic (once), and a backlog change goes
-//! to EventBridge.
+//! Alarms, cluster figures and the autoscaling signal against LocalStack: rules become alarms
+//! with the rule's settings (idempotently), an alarm fed breaching data reaches ALARM, the
+//! nodes' job totals become GpuHoursIdle and ClusterCpuEfficiency, and a backlog change goes to
+//! EventBridge.
 
 mod common;
 
@@ -10,45 +10,8 @@ use common::*;
 use slurm_cw_catalog::alarms::{Rule, default_rules};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_lambda::config::Config;
-use slurm_cw_lambda::handler::{Clients, handle};
+use slurm_cw_lambda::handler::handle;
 use std::time::{Duration, Instant};
-
-async fn queue(url: &str, name: &str) -> (aws_sdk_sqs::Client, String, String) {
-    let sqs = aws_sdk_sqs::Client::new(&sdk(url).await);
-    let q = sqs.create_queue().queue_name(name).send().await.unwrap();
-    let q_url = q.queue_url().unwrap().to_owned();
-    let attrs = sqs
-        .get_queue_attributes()
-        .queue_url(&q_url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap();
-    let arn = attrs.attributes().unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone();
-    (sqs, q_url, arn)
-}
-
-async fn messages(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<String> {
-    let start = Instant::now();
-    let mut out = Vec::new();
-    while start.elapsed() < wait {
-        let r = sqs
-            .receive_message()
-            .queue_url(q)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .unwrap();
-        for m in r.messages() {
-            out.push(m.body().unwrap_or("").to_owned());
-        }
-        if !out.is_empty() {
-            break;
-        }
-    }
-    out
-}
 
 fn with_rules(ns: &str, cluster: &str, topic: &str, rules: &[Rule], extra: &str) -> Config {
     Config::from_json(&format!(
@@ -58,18 +21,13 @@ fn with_rules(ns: &str, cluster: &str, topic: &str, rules: &[Rule], extra: &str)
     .unwrap()
 }
 
-/// A new SNS topic's ARN.
-async fn topic(clients: &Clients, name: &str) -> String {
-    let out = clients.sns.create_topic().name(unique(name)).send().await.unwrap();
-    out.topic_arn().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn rules_become_alarms_idempotently_and_reach_alarm() {
     let Some(url) = localstack() else { return };
     let (ns, cluster) = (unique("AlarmTest"), unique("c"));
     let clients = clients(&url).await;
     let topic = topic(&clients, "alarms").await;
+    job_group(&clients, &cluster).await;
     let mut rules = default_rules();
     let cfg = with_rules(&ns, &cluster, &topic, &rules, "");
     let prefix = cfg.alarm_prefix();
@@ -143,15 +101,12 @@ async fn rules_become_alarms_idempotently_and_reach_alarm() {
 }
 
 #[tokio::test]
-async fn idle_gpu_notice_reaches_sqs_once_and_backlog_goes_to_eventbridge() {
+async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     let Some(url) = localstack() else { return };
-    let (ns, cluster) = (unique("NoticeTest"), unique("c"));
+    let (ns, cluster) = (unique("FiguresTest"), unique("c"));
     let clients = clients(&url).await;
-    let topic = topic(&clients, "notices").await;
-    let (sqs, q_url, q_arn) = queue(&url, &unique("notices")).await;
-    clients.sns.subscribe().topic_arn(&topic).protocol("sqs").endpoint(&q_arn).send().await.unwrap();
-    // Backlog events to another queue through an EventBridge rule.
-    let (_, ev_url, ev_arn) = queue(&url, &unique("events")).await;
+    // Backlog events to a queue through an EventBridge rule.
+    let (sqs, ev_url, ev_arn) = queue(&url, &unique("events")).await;
     let rule = unique("backlog");
     clients
         .eventbridge
@@ -170,30 +125,24 @@ async fn idle_gpu_notice_reaches_sqs_once_and_backlog_goes_to_eventbridge() {
         .await
         .unwrap();
 
-    // A rollup minute a little in the past, idle window of 10 minutes, rollups every 5.
-    let mut at = minute_ago(8);
-    at -= at.rem_euclid(300);
-    let cfg = with_rules(
-        &ns,
-        &cluster,
-        &topic,
-        &[],
-        r#", "rollup_minutes": 5, "thresholds": {"idle_gpu_minutes": 10}"#,
-    );
-    let minutes = |from: i64, to: i64| (from..=to).map(move |k| at + k * 60);
-    let job = |id: &'static str| [("JobId", id), ("User", "alice"), ("Account", "physics")];
+    let at = minute_ago(8);
+    let cfg = config(&ns, &cluster);
+    // Another cluster whose nodes send cluster totals alone: LocalStack matches a query's
+    // dimensions as a subset, so a cluster-wide read there would take in the partitions' series.
+    let whole = unique("w");
     let mut data = Vec::new();
-    // Job 7: busy until 10 minutes before `at`, then idle; job 8 busy throughout.
-    let util7: Vec<(i64, f64)> =
-        minutes(-20, 5).map(|t| (t, if t <= at - 600 { 80.0 } else { 1.0 })).collect();
-    let util8: Vec<(i64, f64)> = minutes(-20, 5).map(|t| (t, 90.0)).collect();
-    let twos: Vec<(i64, f64)> = minutes(-20, 5).map(|t| (t, 2.0)).collect();
-    let zeros: Vec<(i64, f64)> = minutes(-20, 5).map(|t| (t, 0.0)).collect();
-    data.extend(series(&cluster, &GPU_UTILIZATION, &job("7"), &util7));
-    data.extend(series(&cluster, &GPU_UTILIZATION, &job("8"), &util8));
-    for j in ["7", "8"] {
-        data.extend(series(&cluster, &GPU_COUNT, &job(j), &twos));
-        data.extend(series(&cluster, &GPU_IDLE_COUNT, &job(j), &zeros));
+    // Two nodes' totals for the minute, each at its own flush offset: node a runs partition p's
+    // jobs, node b partition q's.
+    let node = |c: &str, offset: i64, m: &'static slurm_cw_catalog::Metric, dims: &[(&str, &str)], v: f64| {
+        let dims: Vec<(String, String)> = dims.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        slurm_cw_lambda::cw::datum(c, m, &dims, at + offset, v)
+    };
+    for (offset, part, used) in [(12, "p", 10.0), (47, "q", 20.0)] {
+        data.push(node(&cluster, offset, &JOB_CORES_USED, &[("Partition", part)], used));
+        data.push(node(&cluster, offset, &JOB_CORES_ALLOCATED, &[("Partition", part)], 40.0));
+        data.push(node(&whole, offset, &JOB_CORES_USED, &[], used));
+        data.push(node(&whole, offset, &JOB_CORES_ALLOCATED, &[], 40.0));
+        data.push(node(&whole, offset, &JOB_GPUS_IDLE, &[], 3.0));
     }
     // Partition p: 3 nodes asked for, 6 CPUs of 2-CPU nodes, one node idle: backlog 2.
     let p = [("Partition", "p")];
@@ -204,26 +153,25 @@ async fn idle_gpu_notice_reaches_sqs_once_and_backlog_goes_to_eventbridge() {
     data.extend(series(&cluster, &NODE_COUNT, &[("Partition", "p"), ("State", "allocated")], &[(at, 3.0)]));
     put(&url, &ns, data).await;
 
-    let s = handle(&cfg, &clients, invocation_for(at)).await.unwrap();
-    assert!(s.rollup);
-    assert_eq!(s.findings.len(), 1, "{:?}", s.findings);
-    assert_eq!(s.findings[0].job, "7");
-    let notices = messages(&sqs, &q_url, Duration::from_secs(20)).await;
-    assert_eq!(notices.len(), 1, "{notices:?}");
-    assert!(
-        notices[0].contains("job 7 (user alice, account physics)") && !notices[0].contains("job 8"),
-        "{}",
-        notices[0]
-    );
+    // No job log group for this cluster: the findings stage fails, the figures do not.
+    let s = slurm_cw_lambda::handler::run(&cfg, &clients, invocation_for(at)).await;
+    assert_eq!(s.failed_stages.iter().map(|f| f.stage.as_str()).collect::<Vec<_>>(), ["findings"]);
 
-    let w = |m: &'static slurm_cw_catalog::Metric, dims: &'static [(&'static str, &'static str)]| {
-        let (cw, ns, cluster) = (clients.cloudwatch.clone(), ns.clone(), cluster.clone());
-        async move { read(&cw, &ns, &cluster, m, dims, at, at).await.get(&at).copied() }
+    let s = slurm_cw_lambda::handler::run(&config(&ns, &whole), &clients, invocation_for(at)).await;
+    assert_eq!(s.failed_stages.iter().map(|f| f.stage.as_str()).collect::<Vec<_>>(), ["findings"]);
+
+    let w = |c: &str, m: &'static slurm_cw_catalog::Metric, dims: &'static [(&'static str, &'static str)]| {
+        let (cw, ns, c) = (clients.cloudwatch.clone(), ns.clone(), c.to_owned());
+        async move { read(&cw, &ns, &c, m, dims, at, at).await.get(&at).copied() }
     };
-    assert_eq!(w(&IDLE_GPU_JOBS, &[]).await, Some(1.0));
-    // Job 7 idle for the 5 minutes of the rollup with 2 GPUs: 10 GPU-minutes.
-    let hours = w(&GPU_HOURS_IDLE, &[]).await.unwrap();
-    assert!((hours - 10.0 / 60.0).abs() < 1e-9, "{hours}");
+    // 6 GPUs idle through the minute: 6 GPU-minutes, 0.1 GPU-hours.
+    let hours = w(&whole, &GPU_HOURS_IDLE, &[]).await.unwrap();
+    assert!((hours - 0.1).abs() < 1e-9, "{hours}");
+    // 30 of 80 cores busy over the cluster; 10 of 40 in p, 20 of 40 in q.
+    assert_eq!(w(&whole, &CLUSTER_CPU_EFFICIENCY, &[]).await, Some(37.5));
+    let w = |m, dims| w(&cluster, m, dims);
+    assert_eq!(w(&CLUSTER_CPU_EFFICIENCY, &[("Partition", "p")]).await, Some(25.0));
+    assert_eq!(w(&CLUSTER_CPU_EFFICIENCY, &[("Partition", "q")]).await, Some(50.0));
     assert_eq!(w(&BACKLOG_NODES, &[("Partition", "p")]).await, Some(2.0));
     assert_eq!(w(&IDLE_NODES, &[("Partition", "p")]).await, Some(0.0));
     assert_eq!(w(&CLUSTER_CPU_UTILIZATION, &[("Partition", "p")]).await, Some(75.0));
@@ -233,9 +181,4 @@ async fn idle_gpu_notice_reaches_sqs_once_and_backlog_goes_to_eventbridge() {
     assert_eq!(ev["detail-type"], "Slurm Backlog Changed");
     assert_eq!(ev["detail"]["partition"], "p");
     assert_eq!(ev["detail"]["backlog_nodes"], 2.0);
-
-    // The next rollup: job 7 still idle, already reported: no notice.
-    let s = handle(&cfg, &clients, invocation_for(at + 300)).await.unwrap();
-    assert!(s.rollup && s.findings.is_empty(), "{:?}", s.findings);
-    assert!(messages(&sqs, &q_url, Duration::from_secs(3)).await.is_empty(), "at most once per job");
 }

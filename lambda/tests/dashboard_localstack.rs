@@ -26,7 +26,8 @@ async fn put_dashboard_accepts_the_generated_body() {
     let body = template
         .replace("${cluster_name}", "prod")
         .replace("${namespace}", "Slurm")
-        .replace("${region}", "us-east-1");
+        .replace("${region}", "us-east-1")
+        .replace("${job_log_group}", "/slurm-cw/prod/jobs");
     assert!(!body.contains("${"), "an unfilled placeholder");
     let cw = clients(&url).await.cloudwatch;
     let name = unique("slurm-cw-dashboard");

@@ -29,6 +29,7 @@ async fn rates_are_reset_aware_and_gap_aware() {
 
     let cfg = config(&ns, &cluster);
     let clients = clients(&url).await;
+    job_group(&clients, &cluster).await;
     for k in 0..=8 {
         let s = handle(&cfg, &clients, invocation_for(m(k))).await.expect("invocation");
         assert_eq!(s.datums_dropped, 0);

@@ -1,6 +1,7 @@
 //! The real `bootstrap` binary against the Lambda Runtime API: a minimal Runtime API on
 //! 127.0.0.1 hands it one EventBridge scheduled event (GET .../invocation/next) and receives its
-//! response (POST .../invocation/{id}/response), as the Lambda service would.
+//! response (POST .../invocation/{id}/response), or its error when a stage failed (POST
+//! .../invocation/{id}/error), as the Lambda service would.
 
 mod common;
 
@@ -16,11 +17,10 @@ fn bootstrap_answers_a_scheduled_event_through_the_runtime_api() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (ns, cluster) = (unique("RuntimeApiTest"), unique("c"));
     let minute = minute_ago(6);
-    rt.block_on(put(
-        &url,
-        &ns,
-        series(&cluster, &JOBS_SUBMITTED, &[], &[(minute - 60, 40.0), (minute, 52.0)]),
-    ));
+    rt.block_on(async {
+        put(&url, &ns, series(&cluster, &JOBS_SUBMITTED, &[], &[(minute - 60, 40.0), (minute, 52.0)])).await;
+        job_group(&clients(&url).await, &cluster).await;
+    });
 
     let api = RuntimeApi::start(scheduled_event(invocation_for(minute)));
 
@@ -47,6 +47,36 @@ fn bootstrap_answers_a_scheduled_event_through_the_runtime_api() {
         read(&c.cloudwatch, &ns, &cluster, &JOBS_SUBMITTED_RATE, &[], minute, minute).await
     });
     assert_eq!(rate.get(&minute), Some(&12.0), "the binary published the rate");
+}
+
+#[test]
+fn a_failed_stage_fails_the_invocation_after_the_others_ran() {
+    let Some(url) = localstack() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (ns, cluster) = (unique("RuntimeApiFailTest"), unique("c"));
+    let minute = minute_ago(6);
+    // No job log group: the findings stage fails.
+    rt.block_on(put(
+        &url,
+        &ns,
+        series(&cluster, &JOBS_SUBMITTED, &[], &[(minute - 60, 40.0), (minute, 52.0)]),
+    ));
+    let api = RuntimeApi::start(scheduled_event(invocation_for(minute)));
+    let config = format!(r#"{{"namespace": "{ns}", "cluster_name": "{cluster}"}}"#);
+    let mut child =
+        bootstrap(&api, &url, &config).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let got = api.posted.recv_timeout(Duration::from_secs(60));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let (path, body) =
+        got.unwrap_or_else(|_| panic!("no response; stderr: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(path, "/2018-06-01/runtime/invocation/req-1/error", "{body}");
+    assert!(body.contains("findings") && body.contains("FilterLogEvents"), "{body}");
+    let rate = rt.block_on(async {
+        let c = clients(&url).await;
+        read(&c.cloudwatch, &ns, &cluster, &JOBS_SUBMITTED_RATE, &[], minute, minute).await
+    });
+    assert_eq!(rate.get(&minute), Some(&12.0), "the rates were published before the invocation failed");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use slurm_cw_sink::cloudwatch::retry::Backoff;
 use slurm_cw_sink::cloudwatch::{CloudWatchSink, Settings};
 use slurm_cw_sink::datum::Datum;
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 pub fn localstack() -> Option<String> {
     match std::env::var("BENCH_LOCALSTACK_URL") {
@@ -45,6 +45,7 @@ pub async fn clients(url: &str) -> Clients {
     let sdk = sdk(url).await;
     Clients {
         cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
+        logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
         sns: aws_sdk_sns::Client::new(&sdk),
         eventbridge: aws_sdk_eventbridge::Client::new(&sdk),
     }
@@ -140,4 +141,184 @@ pub async fn read(
 /// The time at which an invocation derives `minute`.
 pub fn invocation_for(minute: i64) -> SystemTime {
     slurm_cw_lambda::cw::at_epoch(minute + slurm_cw_lambda::handler::DELAY_MINUTES * 60 + 7)
+}
+
+/// An SQS queue: (client, URL, ARN).
+pub async fn queue(url: &str, name: &str) -> (aws_sdk_sqs::Client, String, String) {
+    let sqs = aws_sdk_sqs::Client::new(&sdk(url).await);
+    let q = sqs.create_queue().queue_name(name).send().await.unwrap();
+    let q_url = q.queue_url().unwrap().to_owned();
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&q_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap();
+    let arn = attrs.attributes().unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone();
+    (sqs, q_url, arn)
+}
+
+/// Messages on queue `q` within `wait` (returns as soon as some came).
+pub async fn messages(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<String> {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while start.elapsed() < wait {
+        let r = sqs
+            .receive_message()
+            .queue_url(q)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for m in r.messages() {
+            out.push(m.body().unwrap_or("").to_owned());
+            if let Some(h) = m.receipt_handle() {
+                sqs.delete_message().queue_url(q).receipt_handle(h).send().await.unwrap();
+            }
+        }
+        if !out.is_empty() {
+            break;
+        }
+    }
+    out
+}
+
+/// A new SNS topic's ARN.
+pub async fn topic(clients: &Clients, name: &str) -> String {
+    let out = clients.sns.create_topic().name(unique(name)).send().await.unwrap();
+    out.topic_arn().unwrap().to_owned()
+}
+
+/// A new topic with a queue subscribed to it: (topic ARN, SQS client, queue URL).
+pub async fn subscribed_topic(
+    url: &str,
+    clients: &Clients,
+    name: &str,
+) -> (String, aws_sdk_sqs::Client, String) {
+    let topic = topic(clients, name).await;
+    let (sqs, q_url, q_arn) = queue(url, &unique(name)).await;
+    clients.sns.subscribe().topic_arn(&topic).protocol("sqs").endpoint(&q_arn).send().await.unwrap();
+    (topic, sqs, q_url)
+}
+
+/// The notice texts (SNS `Message`) on a subscribed queue, waiting up to `wait` for the first.
+pub async fn notices(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut wait = wait;
+    loop {
+        let got = messages(sqs, q, wait).await;
+        if got.is_empty() {
+            return out;
+        }
+        for body in got {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            out.push(v["Message"].as_str().map_or(body.clone(), str::to_owned));
+        }
+        // Whatever else is on its way.
+        wait = Duration::from_secs(2);
+    }
+}
+
+/// The default job log group of `cluster`, created (as the deployment does) so that the
+/// findings stage has somewhere to read.
+pub async fn job_group(clients: &Clients, cluster: &str) -> String {
+    let group = format!("/slurm-cw/{cluster}/jobs");
+    log_group(&clients.logs, &group).await;
+    group
+}
+
+/// Creates a log group (and nothing else).
+pub async fn log_group(logs: &aws_sdk_cloudwatchlogs::Client, group: &str) {
+    logs.create_log_group().log_group_name(group).send().await.expect("CreateLogGroup");
+}
+
+/// What a node's shipper writes: `records` (event time ms, JSON) to stream `node`, created if
+/// missing; in batches, each within a day and in time order as PutLogEvents requires.
+pub async fn put_records(
+    logs: &aws_sdk_cloudwatchlogs::Client,
+    group: &str,
+    node: &str,
+    records: &[(i64, String)],
+) {
+    match logs.create_log_stream().log_group_name(group).log_stream_name(node).send().await {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_already_exists_exception()) => {}
+        Err(e) => panic!("CreateLogStream {group} {node}: {e:?}"),
+    }
+    let mut records = records.to_vec();
+    records.sort_by_key(|(t, _)| *t);
+    let mut batch: Vec<aws_sdk_cloudwatchlogs::types::InputLogEvent> = Vec::new();
+    let mut first = 0;
+    for (t, msg) in &records {
+        if !batch.is_empty() && (batch.len() == 5_000 || *t - first > 20 * 3_600_000) {
+            put_batch(logs, group, node, std::mem::take(&mut batch)).await;
+        }
+        if batch.is_empty() {
+            first = *t;
+        }
+        batch.push(
+            aws_sdk_cloudwatchlogs::types::InputLogEvent::builder()
+                .timestamp(*t)
+                .message(msg)
+                .build()
+                .unwrap(),
+        );
+    }
+    if !batch.is_empty() {
+        put_batch(logs, group, node, batch).await;
+    }
+}
+
+async fn put_batch(
+    logs: &aws_sdk_cloudwatchlogs::Client,
+    group: &str,
+    node: &str,
+    batch: Vec<aws_sdk_cloudwatchlogs::types::InputLogEvent>,
+) {
+    let r = logs
+        .put_log_events()
+        .log_group_name(group)
+        .log_stream_name(node)
+        .set_log_events(Some(batch))
+        .send()
+        .await
+        .expect("PutLogEvents");
+    assert!(r.rejected_log_events_info().is_none(), "{:?}", r.rejected_log_events_info());
+}
+
+/// A `job_finding` record as a node writes it.
+pub fn finding(record_id: &str, job: &str, node: &str, kind: &str, ms: i64) -> (i64, String) {
+    use slurm_cw_catalog::records as r;
+    let v = serde_json::json!({
+        r::TYPE.name: r::kinds::JOB_FINDING,
+        r::RECORD_ID.name: record_id,
+        r::TIME.name: slurm_cw_sink::datum::format_timestamp(slurm_cw_lambda::cw::at_epoch(ms / 1000)),
+        r::JOB_ID.name: job,
+        r::USER.name: "alice",
+        r::ACCOUNT.name: "physics",
+        r::PARTITION.name: "gpu",
+        r::NODE_NAME.name: node,
+        r::FINDING.name: kind,
+        r::DETAIL.name: format!("{kind} on {node}"),
+    });
+    (ms, v.to_string())
+}
+
+/// A `job_sample` record (not a finding).
+pub fn sample(record_id: &str, job: &str, node: &str, ms: i64) -> (i64, String) {
+    use slurm_cw_catalog::records as r;
+    let v = serde_json::json!({
+        r::TYPE.name: r::kinds::JOB_SAMPLE,
+        r::RECORD_ID.name: record_id,
+        r::JOB_ID.name: job,
+        r::USER.name: "alice",
+        r::ACCOUNT.name: "physics",
+        r::PARTITION.name: "gpu",
+        r::NODE_NAME.name: node,
+        "CpuUtilization": 3.5,
+        "MemoryRss": 1_000_000,
+    });
+    (ms, v.to_string())
 }
