@@ -88,6 +88,7 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
         None => rows.push(row("slurm.conf", Status::Warn, "not found")),
     }
     rows.extend(aws_rows(config).await);
+    rows.push(log_group_row(config, role.is_some_and(|r| r.runs_node())).await);
     let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
     let head = role.is_some_and(|r| r.runs_head());
     for program in ["sinfo", "squeue", "sdiag"] {
@@ -147,6 +148,30 @@ async fn aws_rows(config: &Config) -> Vec<Row> {
         });
     rows.push(endpoint_row(&endpoint).await);
     rows
+}
+
+/// The job log group a node writes its job records to: it must exist (the Terraform module
+/// creates it); this node's stream is created here if missing.
+async fn log_group_row(config: &Config, node_role: bool) -> Row {
+    let check = "job log group";
+    if !node_role || !config.node.job_metrics.records() {
+        return row(check, Status::Skip, "no job records on this role (node.job_metrics)");
+    }
+    if config.sink == SinkKind::Stdout {
+        return row(check, Status::Skip, "sink is stdout");
+    }
+    let Ok((cluster, _)) = config.resolve_cluster_name() else {
+        return row(check, Status::Skip, "no cluster name");
+    };
+    let group = config.logs.group_for(&cluster);
+    let settings = crate::app::logs_settings(config, &group, &config.node_name());
+    let stream = settings.stream.clone();
+    let mut sink = crate::sinks::logs::LogsSink::new(settings).await;
+    match tokio::time::timeout(Duration::from_secs(15), sink.probe()).await {
+        Ok(Ok(())) => row(check, Status::Ok, format!("{group} (stream {stream})")),
+        Ok(Err(e)) => row(check, Status::Fail, e),
+        Err(_) => row(check, Status::Fail, format!("{group}: no answer in 15 s")),
+    }
 }
 
 async fn endpoint_row(url: &str) -> Row {

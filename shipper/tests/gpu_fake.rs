@@ -12,8 +12,11 @@ use slurm_cw_shipper::sample::Batch;
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::gpu::GpuCollector;
 use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeGpus, FakeSource};
+use slurm_cw_shipper::sources::node::NodeCollector;
+use slurm_cw_shipper::transforms::findings::Thresholds;
+use slurm_cw_shipper::transforms::jobs::Jobs;
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -174,4 +177,41 @@ fn gpu_enabled_on_without_a_driver_reports_an_error_every_cycle() {
     c.collect_once(&mut b, &mut e);
     assert_eq!(e.total(), 1);
     assert!(b.samples.is_empty());
+}
+
+/// The node and GPU collectors' samples of job 1001, one collection a minute for `minutes`,
+/// through the job table; returns the job_finding records it wrote.
+fn findings_over(gpus: Vec<FakeGpu>, minutes: u64) -> Vec<serde_json::Value> {
+    let mut b = bench(gpus, GpuConfig::default());
+    let root = b._dir.path().to_owned();
+    let cfg = NodeConfig { cgroup_root: root.join("cg"), proc_root: root.join("proc"), ..NodeConfig::default() };
+    let mut node = NodeCollector::new(cfg, "g1".into());
+    let mut jobs = Jobs::new(Thresholds { idle_gpu_minutes: 30, ..Thresholds::default() });
+    let start = SystemTime::now() - Duration::from_secs(3600);
+    let mut found = Vec::new();
+    for minute in 0..=minutes {
+        let mut batch = Batch::new(start + Duration::from_secs(minute * 60));
+        node.collect_jobs(None, &mut batch, &mut Errors::new());
+        b.collector.collect_once(&mut batch, &mut Errors::new());
+        jobs.observe(&batch);
+        for r in jobs.flush(batch.time) {
+            let v: serde_json::Value = serde_json::from_str(&r.message).unwrap();
+            if v["Type"] == "job_finding" {
+                found.push(v);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn an_idle_gpu_job_has_exactly_one_finding_and_a_busy_one_none() {
+    let idle = findings_over(vec![FakeGpu::gpu(0, 1.0).with_pids(&[4242]), FakeGpu::gpu(1, 0.0)], 45);
+    assert_eq!(idle.len(), 1, "{idle:?}");
+    assert_eq!(idle[0]["Finding"], "idle_gpu");
+    assert_eq!((idle[0]["JobId"].as_str(), idle[0]["Account"].as_str()), (Some("1001"), Some("chemistry")));
+    assert_eq!(idle[0]["NodeName"], "g1");
+    assert!(idle[0]["Detail"].as_str().unwrap_or("").contains("30 minutes"), "{}", idle[0]["Detail"]);
+    let busy = findings_over(vec![FakeGpu::gpu(0, 80.0).with_pids(&[4242]), FakeGpu::gpu(1, 70.0)], 45);
+    assert!(busy.iter().all(|f| f["Finding"] != "idle_gpu"), "{busy:?}");
 }
