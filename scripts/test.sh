@@ -78,6 +78,14 @@ fi
 step "cargo test"
 cargo test --workspace --locked "${extra[@]}"
 
+step "the README's quick start: scripts/demo.sh"
+if [ "$(id -u)" -eq 0 ]; then
+    bash scripts/demo.sh
+else
+    echo "not root: the demo needs the Slurm bench; skipped" >&2
+    [ "${CI:-}" = true ] && exit 1
+fi
+
 step "fuzz every parser for ${FUZZ_SECONDS:-10}s each (FUZZ_SECONDS=0 skips)"
 if [ "${FUZZ_SECONDS:-10}" != 0 ]; then
     if command -v rustup >/dev/null && ! rustup toolchain list | grep -q '^nightly'; then

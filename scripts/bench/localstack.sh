@@ -6,6 +6,7 @@
 #   scripts/bench/localstack.sh env     print those variables again
 #   scripts/bench/localstack.sh stop
 #   scripts/bench/localstack.sh status
+#   scripts/bench/localstack.sh log-group NAME   create a log group (a cluster's job log group)
 #
 # LOCALSTACK_PORT picks another port (one LocalStack per port). LOCALSTACK_INDEXED_CW=1 starts
 # it with indexed CloudWatch storage (localstack_indexed_cw.py), for the Lambda bench at cluster
@@ -117,10 +118,25 @@ stop() {
     log "stopped"
 }
 
+# The job log group a cluster's nodes write to (the Terraform module creates it in AWS).
+create_log_group() {
+    [ -n "${1:-}" ] || { echo "usage: $0 log-group NAME" >&2; exit 2; }
+    AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "$venv/bin/python" - "$url" "$1" <<'PY'
+import sys
+import boto3
+logs = boto3.client("logs", endpoint_url=sys.argv[1], region_name="us-east-1")
+try:
+    logs.create_log_group(logGroupName=sys.argv[2])
+except logs.exceptions.ResourceAlreadyExistsException:
+    pass
+PY
+}
+
 case "${1:-start}" in
     start) start ;;
     stop) stop ;;
     env) print_env ;;
     status) if healthy; then echo "up on $url"; else echo "down"; exit 1; fi ;;
-    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+    log-group) create_log_group "${2:-}" ;;
+    *) echo "usage: $0 start|stop|env|status|log-group NAME" >&2; exit 2 ;;
 esac

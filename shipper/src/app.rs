@@ -427,12 +427,18 @@ async fn once(mut pipeline: Pipeline, mut metrics: Metrics, records: Option<Reco
     if failed.is_empty() { Exit::Ok } else { Exit::Failed(failed.join("; ")) }
 }
 
+/// Standard output closed by its reader (`| head`): the end Unix tools meet quietly.
+fn closed_pipe(why: &str) -> bool {
+    // The OS's text ("Broken pipe (os error 32)"), whatever its case.
+    why.to_ascii_lowercase().contains("broken pipe")
+}
+
 /// Sends everything waiting; the error says what is kept.
 async fn drain<D: Destination>(delivery: &mut Delivery<D>) -> Result<(), String> {
     match delivery.drain().await {
         Step::Sent | Step::Empty => Ok(()),
         // A closed standard output (`| head`): the reader has what it wanted.
-        Step::Fatal(e) if e.contains("Broken pipe") || e.contains("broken pipe") => Ok(()),
+        Step::Fatal(e) if closed_pipe(&e) => Ok(()),
         Step::Failed(e) | Step::Fatal(e) => {
             let (held, files) = delivery.waiting();
             let kept = if files > 0 {
@@ -494,6 +500,7 @@ async fn daemon(mut pipeline: Pipeline, metrics: Metrics, records: Option<Record
         }
     }
 
+    let mut gave_up = false;
     loop {
         // Biased, in this order: a collection slower than its interval makes its tick ready
         // again at once, and a fair choice would then starve the flush and the shutdown.
@@ -507,7 +514,8 @@ async fn daemon(mut pipeline: Pipeline, metrics: Metrics, records: Option<Record
             }
             _ = flush.tick() => {
                 if !flush_to_delivery(&mut pipeline) {
-                    return Exit::Failed("delivery stopped (see the log)".into());
+                    gave_up = true;
+                    break;
                 }
             }
             Some(req) = hook_rx.recv() => {
@@ -521,9 +529,14 @@ async fn daemon(mut pipeline: Pipeline, metrics: Metrics, records: Option<Record
     drop(flush_to_delivery);
     drop(tx);
     drop(record_route);
-    let all = futures_join(deliverers);
+    let all = join_all(deliverers);
     match tokio::time::timeout(SHUTDOWN_GRACE, all).await {
-        Ok(Ok(())) => Exit::Ok,
+        Ok(Ok(why)) if gave_up => match why.into_iter().flatten().next() {
+            Some(e) if closed_pipe(&e) => Exit::Ok,
+            Some(e) => Exit::Failed(format!("delivery stopped: {e}")),
+            None => Exit::Failed("delivery stopped (see the log)".into()),
+        },
+        Ok(Ok(_)) => Exit::Ok,
         Ok(Err(e)) => Exit::Failed(format!("delivery task failed: {e}")),
         Err(_) => {
             tracing::warn!(?SHUTDOWN_GRACE, "delivery did not finish in time; exiting anyway");
@@ -532,12 +545,15 @@ async fn daemon(mut pipeline: Pipeline, metrics: Metrics, records: Option<Record
     }
 }
 
-/// Waits for every delivery task.
-async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) -> Result<(), tokio::task::JoinError> {
+/// Waits for every delivery task; what each said when it gave up.
+async fn join_all(
+    tasks: Vec<tokio::task::JoinHandle<Option<String>>>,
+) -> Result<Vec<Option<String>>, tokio::task::JoinError> {
+    let mut out = Vec::new();
     for t in tasks {
-        t.await?;
+        out.push(t.await?);
     }
-    Ok(())
+    Ok(out)
 }
 
 /// How long a stopping shipper waits for its last delivery (systemd's TimeoutStopSec is longer).
@@ -555,7 +571,12 @@ pub struct Pace {
 /// Sends what waits, oldest first, paced; a new flush is tried at once. Stops when the main
 /// loop hangs up (one last paced drain, bounded by [`SHUTDOWN_GRACE`] in the caller) or when
 /// the sink cannot work any more.
-async fn deliver_loop<D: Destination>(mut delivery: Delivery<D>, mut rx: mpsc::UnboundedReceiver<Vec<D::Item>>, pace: Pace) {
+/// Returns why the sink gave up, when it did.
+async fn deliver_loop<D: Destination>(
+    mut delivery: Delivery<D>,
+    mut rx: mpsc::UnboundedReceiver<Vec<D::Item>>,
+    pace: Pace,
+) -> Option<String> {
     let mut next = tokio::time::Instant::now();
     let mut failures: u32 = 0;
     let mut open = true;
@@ -588,7 +609,7 @@ async fn deliver_loop<D: Destination>(mut delivery: Delivery<D>, mut rx: mpsc::U
                             tracing::warn!(error = %e, spooled_flushes = files, held_in_memory = held, "cannot deliver; will retry");
                         }
                         if !open {
-                            return; // stopping: what is left stays in the spool
+                            return None; // stopping: what is left stays in the spool
                         }
                         failures += 1;
                         let wait = pace.replay_gap.saturating_mul(1 << failures.min(16)).min(pace.max_backoff);
@@ -596,13 +617,16 @@ async fn deliver_loop<D: Destination>(mut delivery: Delivery<D>, mut rx: mpsc::U
                     }
                     Step::Fatal(e) => {
                         // Dropping the receiver makes the main loop's next flush fail and the daemon exit.
-                        tracing::error!(error = %e, "delivery cannot continue");
-                        return;
+                        if !closed_pipe(&e) {
+                            tracing::error!(error = %e, "delivery cannot continue");
+                        }
+                        return Some(e);
                     }
                 }
             }
         }
     }
+    None
 }
 
 /// SIGTERM and SIGINT.

@@ -34,7 +34,7 @@ fn a_closed_standard_output_stops_the_daemon_instead_of_piling_up() {
         assert!(started.elapsed() < Duration::from_secs(15), "still running with nowhere to write");
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(status.code(), Some(0), "a closed pipe ends it quietly, as Unix tools do");
 }
 
 #[test]
