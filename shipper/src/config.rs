@@ -60,7 +60,7 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// The `ClusterName` dimension; from slurm.conf's ClusterName when not set.
@@ -97,7 +97,7 @@ pub struct Config {
     pub log: LogConfig,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SpoolConfig {
     /// Write every flush to disk before sending it, and keep it there until CloudWatch took it.
@@ -121,7 +121,7 @@ impl Default for SpoolConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CloudWatchConfig {
     /// AWS region; from AWS_REGION, the AWS profile or the instance metadata when not set.
@@ -152,7 +152,7 @@ pub struct CloudWatchConfig {
 
 /// `[logs]`: where job records go (CloudWatch Logs). Region, retries and timeouts are those of
 /// `[cloudwatch]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogsConfig {
     /// The log group; `/slurm-cw/<cluster>/jobs` when not set (the Terraform module creates it).
@@ -172,7 +172,7 @@ impl LogsConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SlurmConfig {
     /// slurm.conf; searched in $SLURM_CONF, /opt/slurm/etc, /etc/slurm, /etc/slurm-llnl when not set.
@@ -184,7 +184,7 @@ pub struct SlurmConfig {
     pub command_timeout: Duration,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HeadConfig {
     /// Publish node, capacity and job figures per partition as well as for the cluster.
@@ -195,7 +195,7 @@ pub struct HeadConfig {
     pub top_rpc_types: usize,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NodeConfig {
     /// Root of the cgroup file systems.
@@ -236,7 +236,7 @@ pub struct NodeConfig {
     pub findings: Thresholds,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GpuConfig {
     /// auto: on when the NVIDIA driver is present.
@@ -247,7 +247,7 @@ pub struct GpuConfig {
     pub uuid_dimension: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// A tracing filter: error, warn, info, debug, or per module (`RUST_LOG` syntax).
@@ -611,12 +611,16 @@ mod tests {
             })
             .map(|l| format!("{l}\n"))
             .collect();
-        let c = Config::from_toml(&text, "config.toml.example", env(&[])).unwrap_or_else(|e| panic!("{e}"));
-        let d = Config::default();
-        assert_eq!(c.node.process_every, d.node.process_every);
-        assert_eq!(c.node.top_executables, d.node.top_executables);
-        assert_eq!((c.collect_interval, c.flush_interval), (d.collect_interval, d.flush_interval));
-        assert_eq!(c.cloudwatch.max_backlog, d.cloudwatch.max_backlog);
+        let mut c = Config::from_toml(&text, "config.toml.example", env(&[])).unwrap_or_else(|e| panic!("{e}"));
+        // The lines that show an example value rather than the default (which is "none").
+        assert_eq!(c.cloudwatch.region.take().as_deref(), Some("us-east-1"));
+        assert!(c.cloudwatch.endpoint.take().is_some());
+        assert_eq!(c.logs.group.take().as_deref(), Some("/slurm-cw/hpc/jobs"));
+        assert_eq!(c.cluster_name.take().as_deref(), Some("my-cluster"));
+        assert_eq!(c.node_name.take().as_deref(), Some("compute-dy-c6i-1"));
+        assert_eq!(c.slurm.conf.take(), Some(PathBuf::from("/opt/slurm/etc/slurm.conf")));
+        assert_eq!(c.slurm.bin_dir.take(), Some(PathBuf::from("/opt/slurm/bin")));
+        assert_eq!(c, Config::default(), "every other key at its default");
     }
 
     #[test]
