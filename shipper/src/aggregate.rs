@@ -6,6 +6,7 @@
 //! become `Values`/`Counts`, folded to CloudWatch's 150 distinct values.
 
 use crate::datum::{Datum, DatumValue, Stats};
+use slurm_cw_sink::validate::clean_dimension_value;
 use crate::sample::{Dims, Observed, Sample};
 use slurm_cw_catalog::{Kind, Metric, dims};
 use std::collections::{BTreeMap, HashMap};
@@ -103,7 +104,8 @@ impl Aggregator {
 fn to_datum(cluster: &str, e: Entry, sample_dims: Dims) -> Datum {
     let mut dimensions: Vec<(String, String)> = Vec::with_capacity(sample_dims.len() + 1);
     dimensions.push((dims::CLUSTER_NAME.to_owned(), cluster.to_owned()));
-    dimensions.extend(sample_dims.iter().map(|(n, v)| (n.to_owned(), v.to_owned())));
+    // Values come from Slurm and from job users (process names, accounts): cleaned, never dropped.
+    dimensions.extend(sample_dims.iter().map(|(n, v)| (n.to_owned(), clean_dimension_value(v).into_owned())));
     dimensions.sort();
     let value = match e.acc {
         Acc::Stats(s) if s.count == 1.0 => DatumValue::Value { value: s.sum },
@@ -182,6 +184,17 @@ mod tests {
             DatumValue::Stats { stats: Stats { min: 3.0, max: 7.0, sum: 20.0, count: 4.0 } }
         );
         assert_eq!(idle.timestamp, t(30), "a datum carries the time of its latest sample");
+    }
+
+    #[test]
+    fn user_chosen_names_are_cleaned_not_dropped() {
+        let mut a = Aggregator::new("c");
+        let exe = "sölver\u{1b}[31m";
+        a.add(Sample::new(&slurm_cw_catalog::metrics::PROCESS_CPU_USAGE, Dims::new().with("Executable", exe), 1.0, t(0)));
+        let mut out = a.drain();
+        assert_eq!(out[0].dimension("Executable"), Some("s\\u{f6}lver\\u{1b}[31m"));
+        let dropped = slurm_cw_sink::validate::Validator::new().retain_valid(&mut out, t(0));
+        assert!(dropped.is_empty() && out.len() == 1, "{dropped:?}");
     }
 
     #[test]

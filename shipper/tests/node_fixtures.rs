@@ -338,3 +338,40 @@ fn per_node_detail_adds_a_node_name_set() {
     assert_eq!(usage.len(), 2);
     assert!(usage.iter().any(|s| s.dims.get("NodeName") == Some("c3")));
 }
+
+#[test]
+fn a_process_named_outside_ascii_is_shipped_under_an_escaped_name_never_dropped() {
+    let (_tmp, cg, proc) = v2_job_tree();
+    // The kernel keeps whatever bytes a process names itself: UTF-8 ö, a bell, a stray byte.
+    let original = |pid: &str| std::fs::read(proc.join(pid).join("stat")).unwrap();
+    let originals = [original("4242"), original("4243")];
+    let rename = |pid: &str, ticks: &[u8]| {
+        let stat = &originals[usize::from(pid == "4243")];
+        let at = stat.windows(8).position(|w| w == b"(solver)").unwrap();
+        let mut bytes = stat[..at].to_vec();
+        bytes.extend_from_slice(b"(s\xc3\xb6lver\x07\xff)");
+        let rest = String::from_utf8_lossy(&stat[at + 8..]).replace(" 5000 200 ", &format!(" {} 200 ", String::from_utf8_lossy(ticks)));
+        bytes.extend_from_slice(rest.as_bytes());
+        std::fs::write(proc.join(pid).join("stat"), bytes).unwrap();
+    };
+    rename("4242", b"5000");
+    rename("4243", b"5000");
+    let mut c = collector(&cg, &proc);
+    collect(&mut c);
+    rename("4242", b"5090");
+    std::thread::sleep(Duration::from_millis(200));
+    let (b, _) = collect(&mut c);
+    let mut agg = slurm_cw_shipper::aggregate::Aggregator::new("t");
+    agg.extend(b.samples);
+    let mut datums = agg.drain();
+    let before = datums.len();
+    let dropped = slurm_cw_shipper::sinks::validate::Validator::new().retain_valid(&mut datums, SystemTime::now());
+    assert!(dropped.is_empty(), "{dropped:?}");
+    assert_eq!(datums.len(), before);
+    let names: Vec<&str> = datums
+        .iter()
+        .filter(|d| d.metric == PROCESS_CPU_USAGE.name)
+        .filter_map(|d| d.dimension("Executable"))
+        .collect();
+    assert!(names.contains(&"s\\u{f6}lver\\u{7}\\u{fffd}"), "{names:?}");
+}

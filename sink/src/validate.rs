@@ -123,6 +123,36 @@ impl Validator {
 
 type Invalid = (DropReason, String);
 
+/// A dimension value CloudWatch accepts, from any text: printable ASCII is kept, a backslash
+/// becomes `\\`, other characters `\u{..}` (control characters and bytes outside ASCII
+/// included), a blank value's spaces `\x20`, an empty one `(empty)`; past 1024 characters it is
+/// cut and ends in `~`. Job users choose process names and accounts: a name they pick must
+/// never make a datum invalid (a drop pages the admins).
+pub fn clean_dimension_value(value: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_ascii() && !c.is_ascii_control() && c != '\\';
+    if !value.is_empty() && value.chars().all(plain) && !value.trim().is_empty() && value.len() <= MAX_DIMENSION_VALUE {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    if value.is_empty() {
+        return std::borrow::Cow::Borrowed("(empty)");
+    }
+    let blank = value.trim().is_empty();
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            ' ' if blank => out.push_str("\\x20"),
+            c if plain(c) => out.push(c),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    if out.len() > MAX_DIMENSION_VALUE {
+        out.truncate(MAX_DIMENSION_VALUE - 1);
+        out.push('~');
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// One datum against every rule; fixes tiny magnitudes in place.
 pub fn check(d: &mut Datum, now: SystemTime) -> Result<(), Invalid> {
     if d.metric.is_empty() || d.metric.len() > MAX_METRIC_NAME || d.metric.chars().any(char::is_control) {
@@ -147,6 +177,9 @@ fn check_dimensions(dims: &[(String, String)]) -> Result<(), Invalid> {
         }
         if value.is_empty() || value.chars().count() > MAX_DIMENSION_VALUE {
             return bad("value must be 1 to 1024 characters");
+        }
+        if !value.is_ascii() {
+            return bad("value must be ASCII");
         }
         if value.trim().is_empty() {
             return bad("value is blank");
@@ -289,8 +322,29 @@ mod tests {
             assert_eq!(reason(d), Some(DropReason::BadDimension), "{name:?}={value:?}");
         }
         let mut d = good();
-        d.dimensions[1].1 = "é".repeat(1024);
-        assert_eq!(reason(d), None, "1024 characters (not bytes) is allowed");
+        d.dimensions[1].1 = "e".repeat(1024);
+        assert_eq!(reason(d), None, "1024 characters is allowed");
+        let mut d = good();
+        d.dimensions[1].1 = "é".into();
+        assert_eq!(reason(d), Some(DropReason::BadDimension), "CloudWatch takes ASCII only");
+    }
+
+    #[test]
+    fn any_text_cleans_to_a_valid_dimension_value() {
+        assert_eq!(clean_dimension_value("python3"), "python3");
+        assert!(matches!(clean_dimension_value("python3"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(clean_dimension_value("sölver\u{7}"), "s\\u{f6}lver\\u{7}");
+        assert_eq!(clean_dimension_value("a\\b"), "a\\\\b");
+        assert_eq!(clean_dimension_value("  "), "\\x20\\x20");
+        assert_eq!(clean_dimension_value(""), "(empty)");
+        assert_eq!(clean_dimension_value("\u{fffd}x"), "\\u{fffd}x");
+        let long = clean_dimension_value(&"ü".repeat(2000)).into_owned();
+        assert_eq!((long.len(), long.ends_with('~')), (MAX_DIMENSION_VALUE, true));
+        for v in ["sölver\u{7}", "  ", "", "\n", &"ü".repeat(2000), "漢字", "\u{0}"] {
+            let mut d = good();
+            d.dimensions[1].1 = clean_dimension_value(v).into_owned();
+            assert_eq!(reason(d), None, "{v:?}");
+        }
     }
 
     #[test]
