@@ -163,6 +163,10 @@ pub fn open_spool<T: Item>(dir: &Path, max_bytes: u64, stats: &StatsHandle) -> O
             }
             Some(Arc::new(Mutex::new(spool)))
         }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            tracing::warn!(error = %e, "the spool is another process's: this one keeps undelivered data in memory");
+            None
+        }
         Err(e) => {
             tracing::error!(dir = %dir.display(), error = %e, "cannot use the spool; undelivered data will wait in memory");
             None

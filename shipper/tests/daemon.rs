@@ -76,3 +76,48 @@ fn sigterm_flushes_aggregated_samples_then_exits_0() {
     assert_eq!(rss.dimension("NodeName"), None, "across the cluster unless self_metrics_per_node");
     assert!(datums.iter().any(|d| d.metric == SHIPPER_DATUMS_SENT.name));
 }
+
+#[test]
+fn once_beside_the_daemon_leaves_its_spool_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let env = |c: &mut std::process::Command| {
+        c.args(["--role", "node"])
+            .env("SLURM_CW_CLUSTER_NAME", "lock-test")
+            .env("SLURM_CW_SPOOL__DIR", &spool)
+            .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("SLURM_CW_CLOUDWATCH__MAX_RETRIES", "0");
+    };
+    let mut daemon = shipper();
+    env(&mut daemon);
+    let mut daemon = daemon
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
+        .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let spooled = || std::fs::read_dir(&spool).map_or(0, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".spool")).count());
+    let started = Instant::now();
+    while spooled() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(20), "the daemon spools what it cannot send");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut once = shipper();
+    env(&mut once);
+    let out = once.arg("--once").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("in use by process {}", daemon.pid())), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "nothing delivered, nothing kept: {stderr}");
+    assert!(spooled() >= 2, "the daemon's flushes are still there");
+    assert!(daemon.child().try_wait().unwrap().is_none(), "the daemon runs on");
+    let _ = daemon.stop();
+}

@@ -36,6 +36,8 @@ pub struct Entry<T> {
 }
 
 pub struct Spool<T> {
+    /// Held while the spool is open: one process per spool directory.
+    _lock: std::fs::File,
     dir: PathBuf,
     max_bytes: u64,
     /// file name -> size; names sort oldest first.
@@ -54,6 +56,9 @@ impl<T: Item> Spool<T> {
     pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<(Spool<T>, Dropped)> {
         std::fs::create_dir_all(dir)?;
         set_private(dir);
+        // Before anything else: a second process must not take the first one's temporary file
+        // for a torn write, nor send its backlog a second time.
+        let lock = lock(dir)?;
         let mut files = BTreeMap::new();
         let mut dropped = Dropped::default();
         for e in std::fs::read_dir(dir)?.flatten() {
@@ -71,7 +76,7 @@ impl<T: Item> Spool<T> {
             }
         }
         let seq = files.len() as u64;
-        Ok((Spool { dir: dir.to_owned(), max_bytes, files, seq, items: std::marker::PhantomData }, dropped))
+        Ok((Spool { _lock: lock, dir: dir.to_owned(), max_bytes, files, seq, items: std::marker::PhantomData }, dropped))
     }
 
     pub fn dir(&self) -> &Path {
@@ -175,6 +180,31 @@ impl<T: Item> Spool<T> {
     }
 }
 
+const LOCK: &str = ".lock";
+
+/// An exclusive lock on the spool directory, taken without waiting; the error names the
+/// process that holds it.
+fn lock(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join(LOCK);
+    let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+    // SAFETY: flock on a file descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() == std::io::ErrorKind::WouldBlock {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                format!("{} is in use by process {} (the daemon?)", dir.display(), holder.trim()),
+            ));
+        }
+        return Err(err);
+    }
+    f.set_len(0)?;
+    write!(f, "{}", std::process::id())?;
+    Ok(f)
+}
+
 fn set_private(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
@@ -211,6 +241,7 @@ mod tests {
         let (a, _) = s.push("Slurm", &batch(3, "a")).unwrap();
         let (b, _) = s.push("Slurm", &batch(2, "b")).unwrap();
         assert!(a < b);
+        drop(s); // the process ends
         let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
         assert_eq!((s.files(), s.oldest()), (2, Some(a.clone())));
         let e = s.read(&a).unwrap();
@@ -246,6 +277,7 @@ mod tests {
         std::fs::write(dir.path().join("99999999999999999999-00000009.spool.tmp"), &full[..full.len() / 2])
             .unwrap();
         std::fs::write(dir.path().join(&b), &std::fs::read(dir.path().join(&b)).unwrap()[..40]).unwrap();
+        drop(s); // the process ends
         let (mut s, d) = Spool::open(dir.path(), 1 << 20).unwrap();
         assert_eq!((d.corrupt_files, d.corrupt_datums), (1, 7), "the torn write, by its header");
         assert_eq!(s.read(&a).unwrap().items.len(), 7);
@@ -254,6 +286,23 @@ mod tests {
         assert!(matches!(err, SpoolError::Length { .. }), "{err}");
         assert!(!dir.path().join(&b).exists(), "removed");
         assert_eq!(s.files(), 1);
+    }
+
+    #[test]
+    fn a_second_process_cannot_open_a_spool_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+        s.push("Slurm", &batch(3, "a")).unwrap();
+        // The daemon's write in progress.
+        std::fs::write(dir.path().join("99999999999999999999-00000009.spool.tmp"), b"half").unwrap();
+        // flock is per open file description: a second open here stands for a second process.
+        let err = Spool::open(dir.path(), 1 << 20).map(|_| ()).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+        assert!(err.to_string().contains(&format!("in use by process {}", std::process::id())), "{err}");
+        assert!(dir.path().join("99999999999999999999-00000009.spool.tmp").exists(), "left alone");
+        drop(s);
+        let (again, dropped) = Spool::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!((again.files(), dropped.corrupt_files), (1, 1), "free once the first is gone");
     }
 
     #[test]
