@@ -8,7 +8,8 @@ use slurm_cw_shipper::datum::{Datum, DatumValue};
 use slurm_cw_shipper::sinks::MetricSink;
 use slurm_cw_shipper::sinks::cloudwatch::retry::Backoff;
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings};
-use slurm_cw_shipper::sinks::delivery::{Delivery, Intake, StatsHandle, Step};
+use common::proxy::{Fault, Proxy};
+use slurm_cw_shipper::sinks::delivery::{Delivery, Intake, SET_ASIDE_AFTER, StatsHandle, Step};
 use slurm_cw_shipper::sinks::spool::Spool;
 use slurm_cw_shipper::sinks::validate::DropReason;
 use std::time::{Duration, SystemTime};
@@ -140,4 +141,78 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
         .await;
         assert_eq!(got, Some(v));
     }
+}
+
+/// A spooled flush for a namespace the role may not write (AccessDenied after a namespace
+/// change) must not hold newer flushes back for 14 days: after a few refusals the newer ones
+/// go, and the refused one is set aside, counted, and kept on disk.
+#[tokio::test]
+async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
+    let Some(url) = localstack() else { return };
+    let upstream: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let proxy = Proxy::start(upstream, Box::new(|_| Fault::Forward));
+    let denied = unique_namespace("denied");
+    let allowed = unique_namespace("allowed");
+    proxy.deny_body_containing(denied.as_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let (spool, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+    let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
+    let stats = StatsHandle::default();
+    // The first flush was spooled under the old namespace; the newer ones under the new.
+    Intake::new(&denied, Some(spool.clone()), stats.clone()).take(vec![datum("Old", "a", 1.0)]);
+    let mut intake = Intake::new(&allowed, Some(spool.clone()), stats.clone());
+    intake.take(vec![datum("New", "b", 2.0)]);
+    intake.take(vec![datum("New", "c", 3.0)]);
+    let sink = CloudWatchSink::new(settings(&proxy.url(), &allowed)).await;
+    let mut delivery = Delivery::new(MetricSink::CloudWatch(sink), Some(spool.clone()), 1000, stats.clone());
+    let mut steps = Vec::new();
+    for _ in 0..10 {
+        match delivery.send_oldest().await {
+            Step::Empty => break,
+            step => steps.push(step),
+        }
+    }
+    let refusals = steps.iter().filter(|s| matches!(s, Step::Failed(e) if e.contains("AccessDenied"))).count();
+    assert_eq!(refusals, SET_ASIDE_AFTER as usize, "{steps:?}");
+    assert_eq!(delivery.waiting(), (0, 0), "nothing waits behind the refused flush");
+    let s = stats.take();
+    assert_eq!(s.dropped.get(&DropReason::SetAside), Some(&1), "counted with its reason");
+    assert_eq!(s.sent, 2);
+    let aside: Vec<_> = std::fs::read_dir(dir.path().join("aside")).unwrap().flatten().collect();
+    assert_eq!(aside.len(), 1, "kept on disk for a person to look at");
+    let cw = cloudwatch(&url).await;
+    for (job, v) in [("b", 2.0), ("c", 3.0)] {
+        let got = statistic(&cw, &allowed, "New", &[("ClusterName", "t"), ("JobId", job)], "Maximum", Duration::from_secs(600)).await;
+        assert_eq!(got, Some(v), "{job}");
+    }
+}
+
+/// Refused for good but nothing newer goes through either (credentials, say): nothing is set
+/// aside, everything waits.
+#[tokio::test]
+async fn when_everything_is_refused_nothing_is_set_aside() {
+    let Some(url) = localstack() else { return };
+    let upstream: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let proxy = Proxy::start(upstream, Box::new(|_| Fault::Forward));
+    let ns = unique_namespace("all-denied");
+    proxy.deny_body_containing(ns.as_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let (spool, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+    let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
+    let stats = StatsHandle::default();
+    let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone());
+    for job in ["a", "b", "c"] {
+        intake.take(vec![datum("M", job, 1.0)]);
+    }
+    let sink = CloudWatchSink::new(settings(&proxy.url(), &ns)).await;
+    let mut delivery = Delivery::new(MetricSink::CloudWatch(sink), Some(spool.clone()), 1000, stats.clone());
+    for _ in 0..15 {
+        assert!(matches!(delivery.send_oldest().await, Step::Failed(_)));
+    }
+    assert_eq!(delivery.waiting(), (0, 3), "all three still wait");
+    assert_eq!(stats.take().dropped.get(&DropReason::SetAside), None);
+    // The service takes it again: all three go, oldest first.
+    proxy.allow_all();
+    assert_eq!(delivery.drain().await, Step::Empty);
+    assert_eq!(stats.take().sent, 3);
 }

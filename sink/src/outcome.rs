@@ -14,6 +14,9 @@ pub struct Outcome<T> {
     /// Estimated uncompressed bytes of the requests the service accepted.
     pub bytes: u64,
     pub last_error: Option<String>,
+    /// The service refused the undelivered items for good (permissions, a missing resource):
+    /// sending the same request again will not help, though newer data may go through.
+    pub persistent: bool,
     /// The sink cannot work any more (standard output closed): the daemon stops.
     pub fatal: Option<String>,
 }
@@ -28,6 +31,7 @@ impl<T> Default for Outcome<T> {
             retries: 0,
             bytes: 0,
             last_error: None,
+            persistent: false,
             fatal: None,
         }
     }

@@ -42,6 +42,9 @@ pub enum DropReason {
     TooLarge,
     /// Part of a job record was cut to fit one log event.
     Trimmed,
+    /// A spooled flush the service refused for good while newer ones went through: moved to
+    /// the spool's `aside/` directory so the rest is not held behind it.
+    SetAside,
 }
 
 impl DropReason {
@@ -61,6 +64,7 @@ impl DropReason {
             DropReason::SpoolCorrupt => "spool_corrupt",
             DropReason::TooLarge => "too_large",
             DropReason::Trimmed => "trimmed",
+            DropReason::SetAside => "set_aside",
         }
     }
 }

@@ -215,8 +215,13 @@ pub enum Step {
     Fatal(String),
 }
 
+/// Persistent refusals of one spool file before newer files are tried past it.
+pub const SET_ASIDE_AFTER: u32 = 3;
+
 /// The sending side.
 pub struct Delivery<D: Destination> {
+    /// Spool files the service refused for good, and how many times.
+    stuck: BTreeMap<String, (u32, String)>,
     sink: D,
     validator: Validator,
     validate: bool,
@@ -231,6 +236,7 @@ impl<D: Destination> Delivery<D> {
     /// oldest are dropped and counted as `queue_full`.
     pub fn new(sink: D, spool: Option<SharedSpool<D::Item>>, max_backlog: usize, stats: StatsHandle) -> Self {
         Delivery {
+            stuck: BTreeMap::new(),
             sink,
             validator: Validator::new(),
             validate: true,
@@ -281,48 +287,88 @@ impl<D: Destination> Delivery<D> {
     /// Sends the oldest waiting batch (spool files first: they are older).
     pub async fn send_oldest(&mut self) -> Step {
         if let Some(spool) = self.spool.clone() {
-            let oldest = lock(&spool).oldest();
+            // A file refused for good again and again does not hold the newer ones back.
+            let stuck = &self.stuck;
+            let oldest = lock(&spool).oldest_but(|n| stuck.get(n).is_some_and(|(k, _)| *k >= SET_ASIDE_AFTER));
             if let Some(name) = oldest {
-                let read = lock(&spool).read(&name);
-                let entry = match read {
-                    Ok(e) => e,
-                    Err((e, datums)) => {
-                        self.validator.log_once(DropReason::SpoolCorrupt, "*", &e.to_string());
-                        self.stats.count_drop(DropReason::SpoolCorrupt, datums);
-                        return Step::Sent;
-                    }
-                };
-                let (step, left) = self.send(&entry.label, entry.items).await;
-                let mut s = lock(&spool);
-                match &left {
-                    None => s.remove(&name),
-                    Some(rest) => {
-                        // Keep only what was not delivered, so nothing is sent twice.
-                        if let Err(e) = s.rewrite(&name, &entry.label, rest) {
-                            tracing::warn!(error = %e, "cannot rewrite a spool file; it will be sent whole again");
-                        }
-                    }
+                let (step, delivered) = self.send_file(&spool, &name).await;
+                if delivered {
+                    self.retry_or_set_aside_before(&spool, &name).await;
                 }
                 return step;
             }
         }
         let Some(batch) = self.memory.pop_front() else { return Step::Empty };
         let label = self.sink.label().to_owned();
-        let (step, left) = self.send(&label, batch).await;
+        let (step, left, _) = self.send(&label, batch).await;
         if let Some(rest) = left {
             self.memory.push_front(rest);
         }
         step
     }
 
-    /// Sends one batch; returns the step and what is left undelivered, if anything.
-    async fn send(&mut self, label: &str, mut items: Vec<D::Item>) -> (Step, Option<Vec<D::Item>>) {
+    /// Sends one spool file; true when all of it was delivered (or it was unreadable).
+    async fn send_file(&mut self, spool: &SharedSpool<D::Item>, name: &str) -> (Step, bool) {
+        let read = lock(spool).read(name);
+        let entry = match read {
+            Ok(e) => e,
+            Err((e, datums)) => {
+                self.validator.log_once(DropReason::SpoolCorrupt, "*", &e.to_string());
+                self.stats.count_drop(DropReason::SpoolCorrupt, datums);
+                return (Step::Sent, false);
+            }
+        };
+        let (step, left, persistent) = self.send(&entry.label, entry.items).await;
+        let mut s = lock(spool);
+        match &left {
+            None => {
+                s.remove(name);
+                self.stuck.remove(name);
+            }
+            Some(rest) => {
+                if persistent {
+                    let why = if let Step::Failed(e) = &step { e.clone() } else { String::new() };
+                    self.stuck.entry(name.to_owned()).or_insert((0, why)).0 += 1;
+                }
+                // Keep only what was not delivered, so nothing is sent twice.
+                if let Err(e) = s.rewrite(name, &entry.label, rest) {
+                    tracing::warn!(error = %e, "cannot rewrite a spool file; it will be sent whole again");
+                }
+            }
+        }
+        (step, left.is_none())
+    }
+
+    /// Newer data went through: each older file refused for good gets one more try now, and
+    /// is set aside when it is refused again (its own fault, not the service's state).
+    async fn retry_or_set_aside_before(&mut self, spool: &SharedSpool<D::Item>, name: &str) {
+        let older: Vec<String> = self.stuck.range(..name.to_owned()).map(|(k, _)| k.clone()).collect();
+        for old in older {
+            let before = self.stuck.get(&old).map_or(0, |(n, _)| *n);
+            let (_, delivered) = self.send_file(spool, &old).await;
+            let Some((n, why)) = self.stuck.get(&old).cloned() else { continue };
+            if delivered || n == before {
+                continue; // sent now, or failed for a passing reason: it stays in line
+            }
+            self.stuck.remove(&old);
+            let items = lock(spool).set_aside(&old);
+            self.stats.count_drop(DropReason::SetAside, items);
+            tracing::error!(
+                file = %old, items, refusals = n, error = %why,
+                "a spooled flush refused for good while newer ones go through was set aside (in the spool's aside/ directory)"
+            );
+        }
+    }
+
+    /// Sends one batch; returns the step, what is left undelivered if anything, and whether
+    /// it was refused for good.
+    async fn send(&mut self, label: &str, mut items: Vec<D::Item>) -> (Step, Option<Vec<D::Item>>, bool) {
         if self.validate {
             // Checked again: a spooled batch may have aged out of CloudWatch's 14 days.
             D::Item::retain_sendable(&mut items, &mut self.validator, &self.stats);
         }
         if items.is_empty() {
-            return (Step::Sent, None);
+            return (Step::Sent, None, false);
         }
         let outcome = self.sink.put_in(label, items).await;
         for d in &outcome.rejected {
@@ -336,13 +382,13 @@ impl<D: Destination> Delivery<D> {
             s.bytes += outcome.bytes;
         });
         if let Some(e) = outcome.fatal {
-            return (Step::Fatal(e), Some(outcome.undelivered));
+            return (Step::Fatal(e), Some(outcome.undelivered), false);
         }
         if outcome.undelivered.is_empty() {
-            (Step::Sent, None)
+            (Step::Sent, None, false)
         } else {
             let why = outcome.last_error.unwrap_or_else(|| "unknown error".into());
-            (Step::Failed(why), Some(outcome.undelivered))
+            (Step::Failed(why), Some(outcome.undelivered), outcome.persistent)
         }
     }
 

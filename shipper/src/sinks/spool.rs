@@ -144,6 +144,26 @@ impl<T: Item> Spool<T> {
         self.files.keys().next().cloned()
     }
 
+    /// The oldest file that `skip` does not pass over, else the oldest.
+    pub fn oldest_but(&self, skip: impl Fn(&str) -> bool) -> Option<String> {
+        self.files.keys().find(|n| !skip(n)).or(self.files.keys().next()).cloned()
+    }
+
+    /// Moves a file out of the way (into `aside/`, kept for a person to look at); returns the
+    /// items its header names.
+    pub fn set_aside(&mut self, name: &str) -> u64 {
+        let from = self.dir.join(name);
+        let count = std::fs::read(&from).ok().and_then(|b| spool::header_count(&b)).unwrap_or(0) as u64;
+        let aside = self.dir.join(ASIDE);
+        let moved = std::fs::create_dir_all(&aside).and_then(|()| std::fs::rename(&from, aside.join(name)));
+        if let Err(e) = moved {
+            tracing::warn!(file = %from.display(), error = %e, "cannot move a refused spool file aside; removing it");
+            let _ = std::fs::remove_file(&from);
+        }
+        self.files.remove(name);
+        count
+    }
+
     /// Reads a file. A corrupt one is removed, and its error returned with the datums its
     /// header names (0 when the header itself is gone).
     pub fn read(&mut self, name: &str) -> Result<Entry<T>, (SpoolError, u64)> {
@@ -181,6 +201,8 @@ impl<T: Item> Spool<T> {
 }
 
 const LOCK: &str = ".lock";
+/// Where refused files go (see [`Spool::set_aside`]).
+pub const ASIDE: &str = "aside";
 
 /// An exclusive lock on the spool directory, taken without waiting; the error names the
 /// process that holds it.

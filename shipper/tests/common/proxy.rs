@@ -44,6 +44,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     pub counts: Arc<Counts>,
     plan: Arc<Mutex<Plan>>,
+    /// Requests whose (uncompressed) body holds these bytes are refused as AccessDenied.
+    deny: Arc<Mutex<Option<Vec<u8>>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -68,21 +70,33 @@ impl Proxy {
         let counts = Arc::new(Counts::default());
         let plan = Arc::new(Mutex::new(plan));
         let stop = Arc::new(AtomicBool::new(false));
-        let (c, p, s) = (counts.clone(), plan.clone(), stop.clone());
+        let deny = Arc::new(Mutex::new(None));
+        let (c, p, s, d) = (counts.clone(), plan.clone(), stop.clone(), deny.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 if s.load(Ordering::Relaxed) {
                     return;
                 }
-                let (c, p) = (c.clone(), p.clone());
-                std::thread::spawn(move || serve(stream, upstream, c, p));
+                let (c, p, d) = (c.clone(), p.clone(), d.clone());
+                std::thread::spawn(move || serve(stream, upstream, c, p, d));
             }
         });
-        Proxy { addr, counts, plan, stop }
+        Proxy { addr, counts, plan, deny, stop }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Refuses every request whose body holds `needle` (a namespace, say) with CloudWatch's
+    /// AccessDenied (HTTP 400), as IAM does for a namespace the role may not write.
+    pub fn deny_body_containing(&self, needle: &[u8]) {
+        *self.deny.lock().unwrap_or_else(|e| e.into_inner()) = Some(needle.to_vec());
+    }
+
+    /// Stops refusing (see [`Proxy::deny_body_containing`]).
+    pub fn allow_all(&self) {
+        *self.deny.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     pub fn set_plan(&self, plan: Plan) {
@@ -107,15 +121,29 @@ impl Drop for Proxy {
     }
 }
 
-fn serve(stream: TcpStream, upstream: SocketAddr, counts: Arc<Counts>, plan: Arc<Mutex<Plan>>) {
+fn serve(
+    stream: TcpStream,
+    upstream: SocketAddr,
+    counts: Arc<Counts>,
+    plan: Arc<Mutex<Plan>>,
+    deny: Arc<Mutex<Option<Vec<u8>>>>,
+) {
     let Ok(mut w) = stream.try_clone() else { return };
     let mut r = BufReader::new(stream);
     while let Some(req) = read_message(&mut r) {
         let n = counts.requests.fetch_add(1, Ordering::Relaxed);
         counts.times.lock().unwrap_or_else(|e| e.into_inner()).push(Instant::now());
-        let fault = (plan.lock().unwrap_or_else(|e| e.into_inner()))(n);
         let cbor =
             [("content-type", "application/cbor".to_owned()), ("smithy-protocol", "rpc-v2-cbor".to_owned())];
+        let denied = deny.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(needle) = denied
+            && req.body.windows(needle.len()).any(|w| w == needle.as_slice())
+        {
+            counts.errors.fetch_add(1, Ordering::Relaxed);
+            respond(&mut w, "400 Bad Request", &cbor, &cbor_error("AccessDenied", "not authorized"));
+            continue;
+        }
+        let fault = (plan.lock().unwrap_or_else(|e| e.into_inner()))(n);
         match fault {
             Fault::Throttle => {
                 counts.throttled.fetch_add(1, Ordering::Relaxed);

@@ -102,8 +102,9 @@ impl CloudWatchSink {
                     todo.push(second);
                     todo.push(first);
                 }
-                Err(Failure::Transient(msg) | Failure::Persistent(msg)) => {
-                    outcome.last_error = Some(msg);
+                Err(failure @ (Failure::Transient(_) | Failure::Persistent(_))) => {
+                    outcome.persistent = matches!(failure, Failure::Persistent(_));
+                    outcome.last_error = Some(failure.message().to_owned());
                     outcome.undelivered.extend(chunk);
                     // Everything after it would meet the same wall; keep it all for later.
                     while let Some(rest) = todo.pop() {

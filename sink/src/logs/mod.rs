@@ -120,8 +120,9 @@ impl LogsSink {
                     todo.push(second);
                     todo.push(first);
                 }
-                Err(Failure::Transient(msg) | Failure::Persistent(msg)) => {
-                    outcome.last_error = Some(msg);
+                Err(failure @ (Failure::Transient(_) | Failure::Persistent(_))) => {
+                    outcome.persistent = matches!(failure, Failure::Persistent(_));
+                    outcome.last_error = Some(failure.message().to_owned());
                     outcome.undelivered.extend(chunk);
                     while let Some(rest) = todo.pop() {
                         outcome.undelivered.extend(rest);
