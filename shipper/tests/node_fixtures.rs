@@ -375,3 +375,24 @@ fn a_process_named_outside_ascii_is_shipped_under_an_escaped_name_never_dropped(
         .collect();
     assert!(names.contains(&"s\\u{f6}lver\\u{7}\\u{fffd}"), "{names:?}");
 }
+
+#[test]
+fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
+    use slurm_cw_shipper::hook::Answer;
+    use slurm_cw_shipper::sources::Collector;
+    let (_tmp, cg, proc) = v2_job_tree();
+    let step_daemon = cg.join(V2_JOB).join("step_0/slurm/cgroup.procs");
+    assert_eq!(std::fs::read_to_string(&step_daemon).unwrap().trim(), "4239", "the real layout: slurmstepd in slurm/");
+    let mut c = collector(&cg, &proc);
+    let (b, _) = collect(&mut c);
+    let user = b.of(&MEMORY_USAGE).next().and_then(|s| s.dims.get("User")).map(str::to_owned);
+    let by_uid_1000 = slurm_cw_shipper::sources::node::owner::user_name(1000).unwrap_or_else(|| "1000".into());
+    assert_eq!(user.as_deref(), Some(by_uid_1000.as_str()), "the tasks' real uid, not root's");
+    assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0), "slurmstepd is not the job's work");
+
+    let mut out = Batch::new(SystemTime::now());
+    assert_eq!(c.final_sample("1001", 1001, &mut out), Some(Answer::Denied), "another user");
+    assert_eq!(c.final_sample("1001", 1000, &mut out), Some(Answer::Sampled(1)), "the job's own user");
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(c.final_sample("1001", 0, &mut out), Some(Answer::Sampled(1)), "root");
+}

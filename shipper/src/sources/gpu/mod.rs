@@ -220,11 +220,7 @@ impl GpuCollector {
         out: &mut Batch,
     ) {
         let proc_root = self.node.proc_root.clone();
-        let uid = job.uid.or_else(|| {
-            let mut pids = Vec::new();
-            discover::pids(job.process_dir()?, &mut String::new(), &mut pids);
-            pids.iter().find_map(|p| procs::uid(&proc_root, *p))
-        });
+        let uid = job.uid.or_else(|| discover::task_owner(job.process_dir()?, &proc_root, &mut String::new()));
         let user = self.owners.user(uid);
         let account = self.owners.account(&job.id, || {
             let mut pids = Vec::new();

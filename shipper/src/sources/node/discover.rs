@@ -173,16 +173,49 @@ fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
 
 /// Every pid in the cgroup subtree at `dir` (cgroup.procs of it and all its descendants).
 pub fn pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
+    walk_pids(dir, buf, out, |_| true);
+}
+
+/// The job's task processes: [`pids`] less cgroup v2's `step_*/slurm/`, where Slurm's step
+/// daemon (root) lives beside the step's `user/` tree.
+pub fn task_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
+    walk_pids(dir, buf, out, |name| name != STEP_DAEMON_DIR);
+}
+
+/// cgroup v2: the directory of a step that holds slurmstepd.
+const STEP_DAEMON_DIR: &str = "slurm";
+
+fn walk_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>, enter: impl Fn(&str) -> bool) {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         buf.clear();
         if super::read_into(&d.join("cgroup.procs"), buf) {
             out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
-        stack.extend(subdirs(&d).into_iter().map(|(_, p)| p));
+        stack.extend(subdirs(&d).into_iter().filter(|(name, _)| enter(name)).map(|(_, p)| p));
     }
     out.sort_unstable();
     out.dedup();
+}
+
+/// Whom a job runs as: the real uid (`Uid:` in /proc/<pid>/status, which a setuid program
+/// does not change) of its first task process that is not Slurm's. Asking slurmstepd instead
+/// would make every cgroup v2 job root's, and deny its user's own final-sample request.
+pub fn task_owner(dir: &Path, proc_root: &Path, buf: &mut String) -> Option<u32> {
+    let mut pids = Vec::new();
+    task_pids(dir, buf, &mut pids);
+    pids.into_iter().find_map(|pid| {
+        buf.clear();
+        let path = proc_root.join(pid.to_string()).join("status");
+        if !super::read_into(&path, buf) {
+            return None;
+        }
+        let name = buf.lines().find_map(|l| l.strip_prefix("Name:")).map(str::trim);
+        if name == Some("slurmstepd") {
+            return None;
+        }
+        buf.lines().find_map(|l| l.strip_prefix("Uid:")?.split_whitespace().next()?.parse().ok())
+    })
 }
 
 #[cfg(test)]

@@ -240,10 +240,10 @@ impl NodeCollector {
         let prev = self.previous.get(&(job.node.clone(), job.id.clone()));
         let no_procs: &[Proc] = &[];
         let procs = r.procs.as_ref().map_or(no_procs, |p| &p.list);
-        let uid = job
-            .uid
-            .or(prev.and_then(|p| p.uid))
-            .or_else(|| procs.iter().find_map(|p| procs::uid(proc_root, p.key.0)));
+        let uid = job.uid.or(prev.and_then(|p| p.uid)).or_else(|| {
+            let mut buf = String::new();
+            discover::task_owner(job.process_dir()?, proc_root, &mut buf)
+        });
         let user = self.owners.user(uid);
         // slurmstepd may sit in the job's cgroup too; any job process carries the account.
         let (account, partition) = self.owners.account(&job.id, || {
@@ -463,11 +463,7 @@ impl Collector for NodeCollector {
         if uid != 0 {
             let layout = self.layout()?;
             let owner = discover::jobs(&layout).into_iter().find(|j| j.id == job).and_then(|j| {
-                j.uid.or_else(|| {
-                    let mut pids = Vec::new();
-                    discover::pids(j.process_dir()?, &mut self.buf, &mut pids);
-                    pids.iter().find_map(|&p| procs::uid(&self.cfg.proc_root, p))
-                })
+                j.uid.or_else(|| discover::task_owner(j.process_dir()?, &self.cfg.proc_root, &mut self.buf))
             });
             if owner != Some(uid) {
                 return Some(Answer::Denied);
