@@ -34,7 +34,9 @@ impl Record {
             serde_json::value::RawValue::from_string(serde_json::to_string(&self.message).unwrap_or_default())
         });
         match record {
-            Ok(record) => serde_json::to_string(&Line { time: format_millis(self.time), record }).unwrap_or_default(),
+            Ok(record) => {
+                serde_json::to_string(&Line { time: format_millis(self.time), record }).unwrap_or_default()
+            }
             Err(_) => String::new(),
         }
     }

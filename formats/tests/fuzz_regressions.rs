@@ -9,7 +9,10 @@ use std::path::Path;
 fn replay(target: &str, bytes: &[u8]) {
     let text = std::str::from_utf8(bytes).ok();
     match (target, text) {
-        ("spool_file", _) => drop(spool::decode(bytes)),
+        ("spool_file", _) => {
+            drop(spool::decode::<Datum>(bytes));
+            drop(spool::decode::<slurm_cw_formats::record::Record>(bytes));
+        }
         (_, None) => {}
         ("sinfo_text", Some(t)) => drop(sinfo::parse_text(t)),
         ("sinfo_json", Some(t)) => drop(sinfo::parse_json(t)),

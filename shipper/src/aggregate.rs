@@ -6,9 +6,9 @@
 //! become `Values`/`Counts`, folded to CloudWatch's 150 distinct values.
 
 use crate::datum::{Datum, DatumValue, Stats};
-use slurm_cw_sink::validate::clean_dimension_value;
 use crate::sample::{Dims, Observed, Sample};
 use slurm_cw_catalog::{Kind, Metric, dims};
+use slurm_cw_sink::validate::clean_dimension_value;
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
@@ -190,7 +190,12 @@ mod tests {
     fn user_chosen_names_are_cleaned_not_dropped() {
         let mut a = Aggregator::new("c");
         let exe = "sölver\u{1b}[31m";
-        a.add(Sample::new(&slurm_cw_catalog::metrics::PROCESS_CPU_USAGE, Dims::new().with("Executable", exe), 1.0, t(0)));
+        a.add(Sample::new(
+            &slurm_cw_catalog::metrics::PROCESS_CPU_USAGE,
+            Dims::new().with("Executable", exe),
+            1.0,
+            t(0),
+        ));
         let mut out = a.drain();
         assert_eq!(out[0].dimension("Executable"), Some("s\\u{f6}lver\\u{1b}[31m"));
         let dropped = slurm_cw_sink::validate::Validator::new().retain_valid(&mut out, t(0));

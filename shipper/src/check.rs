@@ -3,8 +3,9 @@
 //! Exit status: 0 when everything the role needs works, 1 when something it needs does not,
 //! 2 when the configuration itself cannot work (no cluster name, no role).
 
-use crate::app::{Exit, detect_role};
+use crate::Exit;
 use crate::config::{Config, SinkKind};
+use crate::role::detect as detect_role;
 use crate::sources::head::command::SlurmCommands;
 use aws_credential_types::provider::ProvideCredentials;
 use std::fmt::Write;
@@ -164,7 +165,7 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
         return row(check, Status::Skip, "no cluster name");
     };
     let group = config.logs.group_for(&cluster);
-    let settings = crate::app::logs_settings(config, &group, &config.node_name());
+    let settings = crate::sinks::route::logs_settings(config, &group, &config.node_name());
     let stream = settings.stream.clone();
     let mut sink = crate::sinks::logs::LogsSink::new(settings).await;
     match tokio::time::timeout(Duration::from_secs(15), sink.probe()).await {

@@ -45,3 +45,23 @@ pub enum SinkArg {
     Cloudwatch,
     Stdout,
 }
+
+impl Cli {
+    /// Applies the command line over the configuration file.
+    pub fn apply_to(&self, config: &mut crate::config::Config) {
+        use crate::config::{RoleSetting, SinkKind};
+        if let Some(r) = self.role {
+            config.role = match r {
+                RoleArg::Node => RoleSetting::Node,
+                RoleArg::Head => RoleSetting::Head,
+                RoleArg::All => RoleSetting::All,
+            };
+        }
+        if let Some(s) = self.sink {
+            config.sink = match s {
+                SinkArg::Cloudwatch => SinkKind::Cloudwatch,
+                SinkArg::Stdout => SinkKind::Stdout,
+            };
+        }
+    }
+}

@@ -438,7 +438,9 @@ impl Config {
             return Err(ConfigError(why));
         }
         if let Some(g) = &self.logs.group
-            && (g.is_empty() || g.len() > 512 || !g.chars().all(|c| c.is_ascii_alphanumeric() || "_-/.#".contains(c)))
+            && (g.is_empty()
+                || g.len() > 512
+                || !g.chars().all(|c| c.is_ascii_alphanumeric() || "_-/.#".contains(c)))
         {
             return err("logs.group", "must be 1 to 512 characters of letters, digits and _ - / . #".into());
         }
@@ -611,7 +613,8 @@ mod tests {
             })
             .map(|l| format!("{l}\n"))
             .collect();
-        let mut c = Config::from_toml(&text, "config.toml.example", env(&[])).unwrap_or_else(|e| panic!("{e}"));
+        let mut c =
+            Config::from_toml(&text, "config.toml.example", env(&[])).unwrap_or_else(|e| panic!("{e}"));
         // The lines that show an example value rather than the default (which is "none").
         assert_eq!(c.cloudwatch.region.take().as_deref(), Some("us-east-1"));
         assert!(c.cloudwatch.endpoint.take().is_some());

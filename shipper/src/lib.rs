@@ -14,10 +14,22 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod hook;
+pub mod pipeline;
 pub mod role;
 pub mod sample;
 pub mod sinks;
 pub mod slurm_conf;
 pub mod sources;
 pub mod transforms;
+
+/// How the process ends.
+#[derive(Debug, PartialEq)]
+pub enum Exit {
+    Ok,
+    /// Exit status 1, with a one-line reason.
+    Failed(String),
+    /// Exit status 2: the configuration (or the command line) cannot work.
+    BadConfig(String),
+}

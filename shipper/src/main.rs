@@ -1,5 +1,6 @@
 use clap::Parser;
-use slurm_cw_shipper::app::{self, Exit};
+use slurm_cw_shipper::Exit;
+use slurm_cw_shipper::app;
 use slurm_cw_shipper::cli::Cli;
 use slurm_cw_shipper::config::{Config, LogFormat};
 use std::process::ExitCode;

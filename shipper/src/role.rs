@@ -1,7 +1,22 @@
 //! Which role this host plays: `head` (slurmctld), `node` (slurmd), or `all`.
 
-use crate::config::RoleSetting;
+use crate::config::{Config, RoleSetting};
 use std::path::Path;
+
+/// This host's role, and why: the configured one, else what the host shows.
+pub fn detect(config: &Config) -> Result<(Role, String), String> {
+    let conf = config.slurm_conf_path();
+    let host = crate::config::short_hostname();
+    resolve(
+        config.role,
+        &Probe {
+            cfnconfig: Path::new("/etc/parallelcluster/cfnconfig"),
+            proc_root: &config.node.proc_root,
+            slurm_conf: conf.as_deref(),
+            hostname: &host,
+        },
+    )
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

@@ -3,12 +3,12 @@
 
 mod common;
 
+use common::proxy::{Fault, Proxy};
 use common::*;
 use slurm_cw_shipper::datum::{Datum, DatumValue};
 use slurm_cw_shipper::sinks::MetricSink;
 use slurm_cw_shipper::sinks::cloudwatch::retry::Backoff;
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings};
-use common::proxy::{Fault, Proxy};
 use slurm_cw_shipper::sinks::delivery::{Delivery, Intake, SET_ASIDE_AFTER, StatsHandle, Step};
 use slurm_cw_shipper::sinks::spool::Spool;
 use slurm_cw_shipper::sinks::validate::DropReason;
@@ -172,7 +172,8 @@ async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
             step => steps.push(step),
         }
     }
-    let refusals = steps.iter().filter(|s| matches!(s, Step::Failed(e) if e.contains("AccessDenied"))).count();
+    let refusals =
+        steps.iter().filter(|s| matches!(s, Step::Failed(e) if e.contains("AccessDenied"))).count();
     assert_eq!(refusals, SET_ASIDE_AFTER as usize, "{steps:?}");
     assert_eq!(delivery.waiting(), (0, 0), "nothing waits behind the refused flush");
     let s = stats.take();
@@ -182,7 +183,15 @@ async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
     assert_eq!(aside.len(), 1, "kept on disk for a person to look at");
     let cw = cloudwatch(&url).await;
     for (job, v) in [("b", 2.0), ("c", 3.0)] {
-        let got = statistic(&cw, &allowed, "New", &[("ClusterName", "t"), ("JobId", job)], "Maximum", Duration::from_secs(600)).await;
+        let got = statistic(
+            &cw,
+            &allowed,
+            "New",
+            &[("ClusterName", "t"), ("JobId", job)],
+            "Maximum",
+            Duration::from_secs(600),
+        )
+        .await;
         assert_eq!(got, Some(v), "{job}");
     }
 }

@@ -105,7 +105,11 @@ fn once_beside_the_daemon_leaves_its_spool_alone() {
         .spawn()
         .map(Running::new)
         .unwrap();
-    let spooled = || std::fs::read_dir(&spool).map_or(0, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".spool")).count());
+    let spooled = || {
+        std::fs::read_dir(&spool).map_or(0, |d| {
+            d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".spool")).count()
+        })
+    };
     let started = Instant::now();
     while spooled() < 2 {
         assert!(started.elapsed() < Duration::from_secs(20), "the daemon spools what it cannot send");

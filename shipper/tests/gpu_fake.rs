@@ -184,7 +184,8 @@ fn gpu_enabled_on_without_a_driver_reports_an_error_every_cycle() {
 fn findings_over(gpus: Vec<FakeGpu>, minutes: u64) -> Vec<serde_json::Value> {
     let mut b = bench(gpus, GpuConfig::default());
     let root = b._dir.path().to_owned();
-    let cfg = NodeConfig { cgroup_root: root.join("cg"), proc_root: root.join("proc"), ..NodeConfig::default() };
+    let cfg =
+        NodeConfig { cgroup_root: root.join("cg"), proc_root: root.join("proc"), ..NodeConfig::default() };
     let mut node = NodeCollector::new(cfg, "g1".into());
     let mut jobs = Jobs::new(Thresholds { idle_gpu_minutes: 30, ..Thresholds::default() });
     let start = SystemTime::now() - Duration::from_secs(3600);

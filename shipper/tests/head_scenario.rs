@@ -254,11 +254,8 @@ async fn every_head_metric_equals_what_slurm_says() {
         &cw,
         &ns,
         COLLECTOR_ERRORS.name,
-        &[
-            ("ClusterName", &cluster),
-            ("NodeName", &slurm_cw_shipper::config::short_hostname()),
-            ("Collector", "squeue"),
-        ],
+        // Host figures go across the cluster by default (self_metrics_per_node adds NodeName).
+        &[("ClusterName", &cluster), ("Collector", "squeue")],
         "Maximum",
         window,
     )

@@ -29,7 +29,9 @@ fn settings(url: &str, group: &str) -> Settings {
 fn record(job: &str, age: Duration) -> Record {
     Record {
         time: SystemTime::now() - age,
-        message: format!(r#"{{"Type":"job_sample","JobId":"{job}","RecordId":"n1:{job}:s1","MemoryRss":314572800}}"#),
+        message: format!(
+            r#"{{"Type":"job_sample","JobId":"{job}","RecordId":"n1:{job}:s1","MemoryRss":314572800}}"#
+        ),
     }
 }
 
@@ -45,11 +47,18 @@ async fn records_wait_in_their_spool_through_an_outage_and_arrive_once() {
     let mut intake = Intake::new(&group, Some(spool.clone()), stats.clone());
     let down = LogsSink::new(settings("http://127.0.0.1:9", &group)).await;
     let mut delivery = Delivery::new(RecordSink::Logs(down), Some(spool.clone()), 1000, stats.clone());
-    delivery.hold(intake.take(vec![record("41", Duration::from_secs(120)), record("42", Duration::from_secs(110))]));
+    delivery.hold(
+        intake.take(vec![record("41", Duration::from_secs(120)), record("42", Duration::from_secs(110))]),
+    );
     let step = delivery.drain().await;
     assert!(matches!(&step, Step::Failed(e) if e.contains("cannot reach")), "{step:?}");
     // One too old for CloudWatch Logs (14 days), dropped and counted before it is spooled.
-    delivery.hold(intake.take(vec![record("43", Duration::from_secs(60)), record("old", Duration::from_secs(15 * 86400))]));
+    delivery.hold(
+        intake.take(vec![
+            record("43", Duration::from_secs(60)),
+            record("old", Duration::from_secs(15 * 86400)),
+        ]),
+    );
     assert_eq!(delivery.waiting(), (0, 2), "two flushes on disk");
     let s = stats.take();
     assert_eq!(s.dropped.get(&DropReason::Timestamp), Some(&1));
@@ -84,7 +93,10 @@ async fn check_names_a_missing_job_log_group() {
     let out = run();
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().find(|l| l.starts_with("job log group")).unwrap_or_else(|| panic!("{text}"));
-    assert!(line.contains("FAIL") && line.contains(&format!("/slurm-cw/{cluster}/jobs does not exist")), "{line}");
+    assert!(
+        line.contains("FAIL") && line.contains(&format!("/slurm-cw/{cluster}/jobs does not exist")),
+        "{line}"
+    );
     assert_eq!(out.status.code(), Some(1), "{text}");
 
     let logs = logs(&url).await;

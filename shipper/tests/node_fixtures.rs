@@ -51,7 +51,11 @@ fn collect_shaped(c: &mut NodeCollector, per_node: bool) -> (Batch, Errors) {
 }
 
 fn shaped(mut b: Batch, per_node: bool) -> Batch {
-    let shape = Shape { job_metrics: JobMetrics::Metrics, per_node_job_dimensions: per_node, per_node_self_metrics: true };
+    let shape = Shape {
+        job_metrics: JobMetrics::Metrics,
+        per_node_job_dimensions: per_node,
+        per_node_self_metrics: true,
+    };
     let mut out = Vec::new();
     shape.apply(std::mem::take(&mut b.samples), &mut out);
     b.samples = out;
@@ -350,7 +354,8 @@ fn a_process_named_outside_ascii_is_shipped_under_an_escaped_name_never_dropped(
         let at = stat.windows(8).position(|w| w == b"(solver)").unwrap();
         let mut bytes = stat[..at].to_vec();
         bytes.extend_from_slice(b"(s\xc3\xb6lver\x07\xff)");
-        let rest = String::from_utf8_lossy(&stat[at + 8..]).replace(" 5000 200 ", &format!(" {} 200 ", String::from_utf8_lossy(ticks)));
+        let rest = String::from_utf8_lossy(&stat[at + 8..])
+            .replace(" 5000 200 ", &format!(" {} 200 ", String::from_utf8_lossy(ticks)));
         bytes.extend_from_slice(rest.as_bytes());
         std::fs::write(proc.join(pid).join("stat"), bytes).unwrap();
     };
@@ -365,7 +370,8 @@ fn a_process_named_outside_ascii_is_shipped_under_an_escaped_name_never_dropped(
     agg.extend(b.samples);
     let mut datums = agg.drain();
     let before = datums.len();
-    let dropped = slurm_cw_shipper::sinks::validate::Validator::new().retain_valid(&mut datums, SystemTime::now());
+    let dropped =
+        slurm_cw_shipper::sinks::validate::Validator::new().retain_valid(&mut datums, SystemTime::now());
     assert!(dropped.is_empty(), "{dropped:?}");
     assert_eq!(datums.len(), before);
     let names: Vec<&str> = datums
@@ -382,11 +388,16 @@ fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
     use slurm_cw_shipper::sources::Collector;
     let (_tmp, cg, proc) = v2_job_tree();
     let step_daemon = cg.join(V2_JOB).join("step_0/slurm/cgroup.procs");
-    assert_eq!(std::fs::read_to_string(&step_daemon).unwrap().trim(), "4239", "the real layout: slurmstepd in slurm/");
+    assert_eq!(
+        std::fs::read_to_string(&step_daemon).unwrap().trim(),
+        "4239",
+        "the real layout: slurmstepd in slurm/"
+    );
     let mut c = collector(&cg, &proc);
     let (b, _) = collect(&mut c);
     let user = b.of(&MEMORY_USAGE).next().and_then(|s| s.dims.get("User")).map(str::to_owned);
-    let by_uid_1000 = slurm_cw_shipper::sources::node::owner::user_name(1000).unwrap_or_else(|| "1000".into());
+    let by_uid_1000 =
+        slurm_cw_shipper::sources::node::owner::user_name(1000).unwrap_or_else(|| "1000".into());
     assert_eq!(user.as_deref(), Some(by_uid_1000.as_str()), "the tasks' real uid, not root's");
     assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0), "slurmstepd is not the job's work");
 

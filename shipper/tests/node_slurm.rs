@@ -151,7 +151,9 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     };
     // A figure across a job's sample records (each the mean over its flush).
     let values = |recs: &[serde_json::Value], path: &[&str]| -> Vec<f64> {
-        recs.iter().filter_map(|r| path.iter().try_fold(r, |v, k| v.get(*k)).and_then(|v| v.as_f64())).collect()
+        recs.iter()
+            .filter_map(|r| path.iter().try_fold(r, |v, k| v.get(*k)).and_then(|v| v.as_f64()))
+            .collect()
     };
     let max = |v: Vec<f64>| v.into_iter().fold(f64::NAN, f64::max);
     let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
@@ -162,7 +164,10 @@ async fn per_job_figures_equal_what_the_jobs_did() {
 
     // 300 MiB touched by python: RSS between that and that plus the interpreter (~30 MiB).
     let m = samples(mem.clone()).await;
-    assert!(m.iter().all(|r| r["User"] == "root" && r["Account"] == "physics" && r["NodeName"] == "c1"), "{m:?}");
+    assert!(
+        m.iter().all(|r| r["User"] == "root" && r["Account"] == "physics" && r["NodeName"] == "c1"),
+        "{m:?}"
+    );
     report("memory job record MemoryRss max (MiB)", max(values(&m, &[MEMORY_RSS.name])) / MIB, 300.0, 340.0);
     report("memory job record MemoryMax (MiB)", max(values(&m, &[MEMORY_MAX.name])) / MIB, 300.0, 360.0);
     report("memory job record MemoryLimit (MiB)", max(values(&m, &[MEMORY_LIMIT.name])) / MIB, 600.0, 600.0);
@@ -183,7 +188,12 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     let t = samples(threads.clone()).await;
     let n = threads_truth as f64;
     assert!(n >= 52.0, "the job runs 50 threads, python's main thread and the shell: {n}");
-    report("threads job record ThreadCount sleeping", max(values(&t, &[THREAD_COUNT.name, "sleeping"])), n, n);
+    report(
+        "threads job record ThreadCount sleeping",
+        max(values(&t, &[THREAD_COUNT.name, "sleeping"])),
+        n,
+        n,
+    );
 
     // 200 files held, plus the standard descriptors of python and the shell.
     let f = samples(files.clone()).await;
@@ -211,9 +221,15 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     assert!(with_job.is_empty(), "metrics with a JobId dimension by default: {with_job:?}");
     assert!(listed.metrics().len() > 10, "the node's other metrics: {}", listed.metrics().len());
     let window = Duration::from_secs(600);
-    let allocations =
-        statistic(&cw, &ns, JOB_ALLOCATIONS.name, &[("ClusterName", "nodetest"), ("Account", "biology")], "Maximum", window)
-            .await;
+    let allocations = statistic(
+        &cw,
+        &ns,
+        JOB_ALLOCATIONS.name,
+        &[("ClusterName", "nodetest"), ("Account", "biology")],
+        "Maximum",
+        window,
+    )
+    .await;
     assert_eq!(allocations, Some(2.0), "two biology jobs on c3");
     let efficiency = statistic(
         &cw,
@@ -264,9 +280,17 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
     let summaries: Vec<Record> = stdout
         .lines()
         .filter_map(|l| Record::from_json_line(l).ok())
-        .filter(|r| r.message.contains(r#""Type":"job_summary""#) && r.message.contains(&format!(r#""JobId":"{job}""#)))
+        .filter(|r| {
+            r.message.contains(r#""Type":"job_summary""#)
+                && r.message.contains(&format!(r#""JobId":"{job}""#))
+        })
         .collect();
-    assert_eq!(summaries.len(), 1, "one summary of job {job}; stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        summaries.len(),
+        1,
+        "one summary of job {job}; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_str(&summaries[0].message).unwrap();
     assert_eq!(summary["EndedBy"], "task_epilog");
     let v = summary["MemoryPeakBytes"].as_f64().unwrap_or(0.0);

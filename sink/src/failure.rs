@@ -56,8 +56,12 @@ where
             }
         }
         SdkError::TimeoutError(_) => Failure::Transient(format!("{op}: timed out")),
-        SdkError::DispatchFailure(_) => Failure::Transient(format!("{op}: cannot reach the service: {}", source_chain(err))),
-        SdkError::ResponseError(_) => Failure::Transient(format!("{op}: bad response: {}", source_chain(err))),
+        SdkError::DispatchFailure(_) => {
+            Failure::Transient(format!("{op}: cannot reach the service: {}", source_chain(err)))
+        }
+        SdkError::ResponseError(_) => {
+            Failure::Transient(format!("{op}: bad response: {}", source_chain(err)))
+        }
         other => Failure::Persistent(format!("{op}: {}", source_chain(other))),
     }
 }
@@ -91,7 +95,9 @@ mod tests {
 
     #[test]
     fn codes_of_both_services_classify_alike() {
-        for c in ["Throttling", "ThrottlingException", "TooManyRequestsException", "ServiceUnavailableException"] {
+        for c in
+            ["Throttling", "ThrottlingException", "TooManyRequestsException", "ServiceUnavailableException"]
+        {
             assert!(throttled(c), "{c}");
         }
         for c in ["InvalidParameterValue", "InvalidParameterException", "MissingParameter"] {

@@ -134,7 +134,11 @@ type Invalid = (DropReason, String);
 /// never make a datum invalid (a drop pages the admins).
 pub fn clean_dimension_value(value: &str) -> std::borrow::Cow<'_, str> {
     let plain = |c: char| c.is_ascii() && !c.is_ascii_control() && c != '\\';
-    if !value.is_empty() && value.chars().all(plain) && !value.trim().is_empty() && value.len() <= MAX_DIMENSION_VALUE {
+    if !value.is_empty()
+        && value.chars().all(plain)
+        && !value.trim().is_empty()
+        && value.len() <= MAX_DIMENSION_VALUE
+    {
         return std::borrow::Cow::Borrowed(value);
     }
     if value.is_empty() {

@@ -56,7 +56,10 @@ impl Checked for Record {
             Ok(()) => true,
             Err(why) => {
                 let (reason, detail) = match why {
-                    Unsendable::Timestamp => (DropReason::Timestamp, "outside the 14 days to 2 hours ahead CloudWatch Logs accepts"),
+                    Unsendable::Timestamp => (
+                        DropReason::Timestamp,
+                        "outside the 14 days to 2 hours ahead CloudWatch Logs accepts",
+                    ),
                     Unsendable::TooLarge => (DropReason::TooLarge, "larger than one log event may be"),
                 };
                 validator.log_once(reason, "record", detail);
@@ -289,7 +292,8 @@ impl<D: Destination> Delivery<D> {
         if let Some(spool) = self.spool.clone() {
             // A file refused for good again and again does not hold the newer ones back.
             let stuck = &self.stuck;
-            let oldest = lock(&spool).oldest_but(|n| stuck.get(n).is_some_and(|(k, _)| *k >= SET_ASIDE_AFTER));
+            let oldest =
+                lock(&spool).oldest_but(|n| stuck.get(n).is_some_and(|(k, _)| *k >= SET_ASIDE_AFTER));
             if let Some(name) = oldest {
                 let (step, delivered) = self.send_file(&spool, &name).await;
                 if delivered {

@@ -4,6 +4,8 @@
 //! the count of what was sent and dropped, and the backlog of what could not be sent yet.
 
 pub mod delivery;
+pub mod pacing;
+pub mod route;
 pub mod spool;
 pub mod stdout;
 
@@ -29,7 +31,12 @@ pub enum RecordSink {
 fn stdout_failed<T>(items: Vec<T>, e: std::io::Error) -> Outcome<T> {
     let msg = format!("cannot write to standard output: {e}");
     let gone = e.kind() == std::io::ErrorKind::BrokenPipe;
-    Outcome { undelivered: items, fatal: gone.then(|| msg.clone()), last_error: Some(msg), ..Outcome::default() }
+    Outcome {
+        undelivered: items,
+        fatal: gone.then(|| msg.clone()),
+        last_error: Some(msg),
+        ..Outcome::default()
+    }
 }
 
 fn to_stdout<T>(s: &mut StdoutSink, items: Vec<T>, line: impl Fn(&T) -> String) -> Outcome<T> {

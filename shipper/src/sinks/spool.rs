@@ -76,7 +76,17 @@ impl<T: Item> Spool<T> {
             }
         }
         let seq = files.len() as u64;
-        Ok((Spool { _lock: lock, dir: dir.to_owned(), max_bytes, files, seq, items: std::marker::PhantomData }, dropped))
+        Ok((
+            Spool {
+                _lock: lock,
+                dir: dir.to_owned(),
+                max_bytes,
+                files,
+                seq,
+                items: std::marker::PhantomData,
+            },
+            dropped,
+        ))
     }
 
     pub fn dir(&self) -> &Path {
@@ -209,7 +219,8 @@ pub const ASIDE: &str = "aside";
 fn lock(dir: &Path) -> std::io::Result<std::fs::File> {
     use std::os::fd::AsRawFd;
     let path = dir.join(LOCK);
-    let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+    let mut f =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
     // SAFETY: flock on a file descriptor this function owns.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let err = std::io::Error::last_os_error();
@@ -222,8 +233,9 @@ fn lock(dir: &Path) -> std::io::Result<std::fs::File> {
         }
         return Err(err);
     }
-    f.set_len(0)?;
-    write!(f, "{}", std::process::id())?;
+    // Only to name the holder in a second process's message: a full disk must not stop the
+    // spool from opening (it takes data again when room comes back).
+    let _ = f.set_len(0).and_then(|()| write!(f, "{}", std::process::id()));
     Ok(f)
 }
 

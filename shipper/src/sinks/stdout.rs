@@ -29,3 +29,9 @@ impl StdoutSink {
         out.flush()
     }
 }
+
+/// Standard output closed by its reader (`| head`): the end Unix tools meet quietly.
+pub fn closed_pipe(why: &str) -> bool {
+    // The OS's text ("Broken pipe (os error 32)"), whatever its case.
+    why.to_ascii_lowercase().contains("broken pipe")
+}

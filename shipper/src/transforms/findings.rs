@@ -116,11 +116,18 @@ pub struct JobFindings {
 const UNLIMITED: f64 = (1u64 << 60) as f64;
 
 impl JobFindings {
-    pub fn observe(&mut self, o: &Observation, at: SystemTime, t: &Thresholds, out: &mut Vec<New>) -> Holding {
+    pub fn observe(
+        &mut self,
+        o: &Observation,
+        at: SystemTime,
+        t: &Thresholds,
+        out: &mut Vec<New>,
+    ) -> Holding {
         let minutes = |m: u32| Duration::from_secs(u64::from(m) * 60);
         let idle = o.gpu_utilization.map(|u| u < t.idle_gpu_percent);
         let low = o.cpu_efficiency.map(|e| e < t.low_cpu_efficiency_percent);
-        let share = o.memory.filter(|(_, limit)| *limit > 0.0 && *limit < UNLIMITED).map(|(p, l)| p / l * 100.0);
+        let share =
+            o.memory.filter(|(_, limit)| *limit > 0.0 && *limit < UNLIMITED).map(|(p, l)| p / l * 100.0);
         // Memory is judged once the job has run long enough to reach its working set.
         let over = share.map(|s| s < t.memory_over_requested_percent && o.age >= minutes(t.low_cpu_minutes));
         let holding = Holding {
@@ -224,7 +231,10 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert!(out[0].detail.starts_with("peak memory 1.6%"), "{}", out[0].detail);
         let mut g = JobFindings::default();
-        assert!(!g.observe(&mem(1e9, 2f64.powi(63), 20), at(20), &t, &mut out).memory_over_requested, "no limit");
+        assert!(
+            !g.observe(&mem(1e9, 2f64.powi(63), 20), at(20), &t, &mut out).memory_over_requested,
+            "no limit"
+        );
         assert!(!g.observe(&mem(40e9, 64e9, 20), at(21), &t, &mut out).memory_over_requested, "uses 62%");
     }
 }

@@ -5,6 +5,7 @@
 
 use super::findings::{self, JobFindings, Observation, Thresholds};
 use crate::sample::{Batch, JobInfo, Observed, Sample};
+use serde_json::{Map, Value, json};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
@@ -12,7 +13,6 @@ use slurm_cw_catalog::records::{self as r, endings, kinds};
 use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::record::Record;
 use slurm_cw_sink::logs::batch::MAX_MESSAGE_BYTES;
-use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
@@ -161,7 +161,9 @@ impl Jobs {
             let keys = by_id.get(id).cloned().unwrap_or_default();
             let node = s.dims.get(NODE_NAME);
             // A sample names its node (node collector) or not (GPU collector: the job's first node).
-            let Some(key) = keys.iter().find(|k| Some(k.0.as_str()) == node).or(keys.first()).cloned() else { continue };
+            let Some(key) = keys.iter().find(|k| Some(k.0.as_str()) == node).or(keys.first()).cloned() else {
+                continue;
+            };
             let Some(job) = self.jobs.get_mut(&key) else { continue };
             let extra = further(s);
             let m = job.flush.entry((s.metric.name, extra.clone())).or_default();
@@ -183,11 +185,11 @@ impl Jobs {
             let seen: HashSet<Key> = batch.jobs.iter().map(|i| (i.node.clone(), i.id.clone())).collect();
             let gone: Vec<Key> = self.jobs.keys().filter(|k| !seen.contains(*k)).cloned().collect();
             for key in gone {
-                if let Some(job) = self.jobs.remove(&key) {
-                    if job.summarized != Some(job.last_seen) {
-                        let record = summary(&job, endings::CGROUP_GONE);
-                        self.push(record, job.last_seen);
-                    }
+                if let Some(job) = self.jobs.remove(&key)
+                    && job.summarized != Some(job.last_seen)
+                {
+                    let record = summary(&job, endings::CGROUP_GONE);
+                    self.push(record, job.last_seen);
                 }
             }
         } else {
@@ -224,7 +226,12 @@ impl Jobs {
                 continue;
             }
             self.seq += 1;
-            let mut m = head(&job.info, kinds::JOB_SAMPLE, at, format!("{}:{}:s{}", job.info.node, job.info.id, self.seq));
+            let mut m = head(
+                &job.info,
+                kinds::JOB_SAMPLE,
+                at,
+                format!("{}:{}:s{}", job.info.node, job.info.id, self.seq),
+            );
             m.insert(r::SAMPLES.name.into(), json!(job.flush_samples));
             for ((metric, extra), mean) in std::mem::take(&mut job.flush) {
                 let v = json!(round(mean.sum / mean.n));
@@ -324,7 +331,8 @@ fn absorb(
     let holding = job.findings.observe(&obs, at, t, &mut new);
     for n in new {
         *seq += 1;
-        let mut m = head(&job.info, kinds::JOB_FINDING, at, format!("{}:{}:{}", job.info.node, job.info.id, n.kind));
+        let mut m =
+            head(&job.info, kinds::JOB_FINDING, at, format!("{}:{}:{}", job.info.node, job.info.id, n.kind));
         m.insert(r::FINDING.name.into(), json!(n.kind));
         m.insert(r::DETAIL.name.into(), json!(n.detail));
         pending.push(finish(m, at).0);
@@ -417,7 +425,13 @@ mod tests {
     }
 
     fn info(id: &str) -> JobInfo {
-        JobInfo { id: id.into(), node: "n1".into(), user: "alice".into(), account: "phys".into(), partition: "cpu".into() }
+        JobInfo {
+            id: id.into(),
+            node: "n1".into(),
+            user: "alice".into(),
+            account: "phys".into(),
+            partition: "cpu".into(),
+        }
     }
 
     fn collection(at: u64, jobs: &[(&str, f64, f64)]) -> Batch {
@@ -425,7 +439,8 @@ mod tests {
         b.all_jobs = true;
         for (id, cores, rss) in jobs {
             b.jobs.push(info(id));
-            let d = Dims::new().with(JOB_ID, *id).with(USER, "alice").with(ACCOUNT, "phys").with(NODE_NAME, "n1");
+            let d =
+                Dims::new().with(JOB_ID, *id).with(USER, "alice").with(ACCOUNT, "phys").with(NODE_NAME, "n1");
             b.push(&CPU_USAGE, d.clone(), *cores);
             b.push(&CPU_UTILIZATION, d.clone(), cores / 2.0 * 100.0);
             b.push(&CPUS_ALLOCATED, d.clone(), 2.0);
@@ -451,7 +466,10 @@ mod tests {
         assert_eq!(samples.len(), 2);
         let seven = &samples[0];
         assert_eq!(seven["Type"], "job_sample");
-        assert_eq!((seven["JobId"].as_str(), seven["Account"].as_str(), seven["Partition"].as_str()), (Some("7"), Some("phys"), Some("cpu")));
+        assert_eq!(
+            (seven["JobId"].as_str(), seven["Account"].as_str(), seven["Partition"].as_str()),
+            (Some("7"), Some("phys"), Some("cpu"))
+        );
         assert_eq!(seven["MemoryRss"], 305e6, "the mean over the flush");
         assert_eq!(seven["Samples"], 2);
         assert_eq!(seven["ThreadCount"]["running"], 3.0);

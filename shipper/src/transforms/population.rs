@@ -96,7 +96,13 @@ mod tests {
 
     fn job(id: &str, account: &str, figures: &[(&Metric, f64)], idle_gpu: bool) -> JobNow {
         JobNow {
-            info: JobInfo { id: id.into(), node: "n1".into(), user: "u".into(), account: account.into(), partition: "gpu".into() },
+            info: JobInfo {
+                id: id.into(),
+                node: "n1".into(),
+                user: "u".into(),
+                account: account.into(),
+                partition: "gpu".into(),
+            },
             figures: figures.iter().map(|(m, v)| (m.name, *v)).collect::<HashMap<_, _>>(),
             holding: Holding { idle_gpu, ..Holding::default() },
         }
@@ -105,8 +111,24 @@ mod tests {
     #[test]
     fn totals_and_distributions_per_scope() {
         let jobs = [
-            job("1", "a", &[(&CPU_USAGE, 1.5), (&CPUS_ALLOCATED, 2.0), (&CPU_UTILIZATION, 75.0), (&MEMORY_USAGE, 3e8)], false),
-            job("2", "b", &[(&CPU_USAGE, 0.1), (&CPUS_ALLOCATED, 4.0), (&CPU_UTILIZATION, 2.5), (&GPU_COUNT, 2.0), (&GPU_UTILIZATION, 1.0)], true),
+            job(
+                "1",
+                "a",
+                &[(&CPU_USAGE, 1.5), (&CPUS_ALLOCATED, 2.0), (&CPU_UTILIZATION, 75.0), (&MEMORY_USAGE, 3e8)],
+                false,
+            ),
+            job(
+                "2",
+                "b",
+                &[
+                    (&CPU_USAGE, 0.1),
+                    (&CPUS_ALLOCATED, 4.0),
+                    (&CPU_UTILIZATION, 2.5),
+                    (&GPU_COUNT, 2.0),
+                    (&GPU_UTILIZATION, 1.0),
+                ],
+                true,
+            ),
         ];
         let mut b = Batch::new(SystemTime::UNIX_EPOCH);
         push(&jobs, false, 5.0, &mut b);
@@ -114,7 +136,11 @@ mod tests {
         assert_eq!(b.value(&JOB_ALLOCATIONS, cluster), Some(2.0));
         assert_eq!(b.value(&JOB_CORES_USED, cluster), Some(1.6));
         assert_eq!(b.value(&JOB_CORES_ALLOCATED, cluster), Some(6.0));
-        assert_eq!(b.value(&JOB_GPUS_IDLE, cluster), Some(2.0), "a GPU job under the threshold idles all its GPUs");
+        assert_eq!(
+            b.value(&JOB_GPUS_IDLE, cluster),
+            Some(2.0),
+            "a GPU job under the threshold idles all its GPUs"
+        );
         assert_eq!(b.value(&IDLE_GPU_JOBS, cluster), Some(1.0));
         assert_eq!(b.value(&IDLE_GPU_JOBS, &[("Account", "a")]), Some(0.0));
         assert_eq!(b.value(&JOB_ALLOCATIONS, &[("Partition", "gpu")]), Some(2.0));

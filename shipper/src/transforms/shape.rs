@@ -108,7 +108,11 @@ mod tests {
 
     #[test]
     fn by_default_no_job_metric_and_host_figures_across_the_cluster() {
-        let shape = Shape { job_metrics: JobMetrics::Logs, per_node_job_dimensions: false, per_node_self_metrics: false };
+        let shape = Shape {
+            job_metrics: JobMetrics::Logs,
+            per_node_job_dimensions: false,
+            per_node_self_metrics: false,
+        };
         let got = shaped(
             shape,
             vec![
@@ -122,11 +126,19 @@ mod tests {
 
     #[test]
     fn options_bring_back_per_job_and_per_node_series() {
-        let shape = Shape { job_metrics: JobMetrics::Both, per_node_job_dimensions: true, per_node_self_metrics: true };
+        let shape = Shape {
+            job_metrics: JobMetrics::Both,
+            per_node_job_dimensions: true,
+            per_node_self_metrics: true,
+        };
         let per_gpu = job().with(GPU, "0");
         let got = shaped(
             shape,
-            vec![s(&MEMORY_RSS, job()), s(&GPU_UTILIZATION, per_gpu), s(&SHIPPER_MEMORY_RSS, Dims::new().with(NODE_NAME, "n1"))],
+            vec![
+                s(&MEMORY_RSS, job()),
+                s(&GPU_UTILIZATION, per_gpu),
+                s(&SHIPPER_MEMORY_RSS, Dims::new().with(NODE_NAME, "n1")),
+            ],
         );
         assert_eq!(
             got,

@@ -70,7 +70,9 @@ pub async fn logs(url: &str) -> aws_sdk_cloudwatchlogs::Client {
     let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(url)
         .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new("test", "test", None, None, "bench"))
+        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new(
+            "test", "test", None, None, "bench",
+        ))
         .load()
         .await;
     aws_sdk_cloudwatchlogs::Client::new(&conf)
@@ -94,7 +96,8 @@ pub async fn records(
     fields: &[(&str, &str)],
 ) -> Vec<serde_json::Value> {
     let pattern = fields.first().map(|(k, v)| format!("{{ $.{k} = \"{v}\" }}")).unwrap_or_default();
-    let wanted = |r: &serde_json::Value| fields.iter().all(|(k, v)| r.get(*k).and_then(|x| x.as_str()) == Some(*v));
+    let wanted =
+        |r: &serde_json::Value| fields.iter().all(|(k, v)| r.get(*k).and_then(|x| x.as_str()) == Some(*v));
     for _ in 0..20 {
         let mut out = Vec::new();
         let mut token = None;

@@ -7,8 +7,8 @@
 //! CloudWatch rejects as invalid until only the bad datums are left out.
 
 pub mod batch;
-pub use crate::retry;
 pub use crate::failure::source_chain;
+pub use crate::retry;
 
 use crate::datum::{Datum, DatumValue};
 use crate::failure::{Failure, classify};

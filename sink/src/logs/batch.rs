@@ -25,7 +25,8 @@ pub fn requests(mut records: Vec<Record>) -> Vec<Vec<Record>> {
     let mut bytes = 0;
     for r in records {
         let n = size(&r);
-        let too_far = current.first().is_some_and(|f| r.time.duration_since(f.time).unwrap_or_default() > MAX_SPAN);
+        let too_far =
+            current.first().is_some_and(|f| r.time.duration_since(f.time).unwrap_or_default() > MAX_SPAN);
         if !current.is_empty() && (current.len() == MAX_EVENTS || bytes + n > MAX_REQUEST_BYTES || too_far) {
             out.push(std::mem::take(&mut current));
             bytes = 0;
@@ -45,7 +46,10 @@ mod tests {
     use std::time::SystemTime;
 
     fn rec(secs: u64, len: usize) -> Record {
-        Record { time: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs), message: "x".repeat(len) }
+        Record {
+            time: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs),
+            message: "x".repeat(len),
+        }
     }
 
     #[test]

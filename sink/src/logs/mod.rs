@@ -182,9 +182,15 @@ impl LogsSink {
         }
     }
 
-    async fn create_stream(&mut self, group: &str, stream: &str, outcome: &mut Outcome<Record>) -> Result<(), Failure> {
+    async fn create_stream(
+        &mut self,
+        group: &str,
+        stream: &str,
+        outcome: &mut Outcome<Record>,
+    ) -> Result<(), Failure> {
         outcome.requests += 1;
-        let result = self.client.create_log_stream().log_group_name(group).log_stream_name(stream).send().await;
+        let result =
+            self.client.create_log_stream().log_group_name(group).log_stream_name(stream).send().await;
         match result {
             Ok(_) => Ok(()),
             Err(e) if code(&e) == Some("ResourceAlreadyExistsException") => Ok(()),
@@ -205,7 +211,10 @@ impl LogsSink {
 }
 
 /// Events PutLogEvents accepted the request with but refused by time (too new, too old, expired).
-fn refused_indices(info: Option<&aws_sdk_cloudwatchlogs::types::RejectedLogEventsInfo>, n: usize) -> Vec<usize> {
+fn refused_indices(
+    info: Option<&aws_sdk_cloudwatchlogs::types::RejectedLogEventsInfo>,
+    n: usize,
+) -> Vec<usize> {
     let Some(info) = info else { return Vec::new() };
     let clamp = |i: i32| (i.max(0) as usize).min(n);
     let mut out = Vec::new();
@@ -225,7 +234,10 @@ mod tests {
 
     #[test]
     fn refused_events_by_index() {
-        let info = RejectedLogEventsInfo::builder().too_old_log_event_end_index(2).too_new_log_event_start_index(8).build();
+        let info = RejectedLogEventsInfo::builder()
+            .too_old_log_event_end_index(2)
+            .too_new_log_event_start_index(8)
+            .build();
         assert_eq!(refused_indices(Some(&info), 10), vec![0, 1, 8, 9]);
         assert_eq!(refused_indices(None, 10), Vec::<usize>::new());
     }

@@ -248,7 +248,8 @@ impl NodeCollector {
         // slurmstepd may sit in the job's cgroup too; any job process carries the account.
         let (account, partition) = self.owners.account(&job.id, || {
             procs.iter().find_map(|p| {
-                let mut v = procs::environ_vars(proc_root, p.key.0, &["SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION"]);
+                let mut v =
+                    procs::environ_vars(proc_root, p.key.0, &["SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION"]);
                 let partition = v.pop().flatten().unwrap_or_else(|| owner::UNKNOWN.to_owned());
                 Some((v.pop().flatten()?, partition))
             })
@@ -262,7 +263,11 @@ impl NodeCollector {
         });
         // Every sample names its node: the job records are per node; whether metrics are
         // (node.per_node_dimensions) is decided in transforms::shape.
-        let sets = [Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account).with(NODE_NAME, node)];
+        let sets = [Dims::new()
+            .with(JOB_ID, job.id.as_str())
+            .with(USER, user)
+            .with(ACCOUNT, account)
+            .with(NODE_NAME, node)];
         let cg = &r.cg;
         let mut values: Vec<(&'static Metric, f64)> = Vec::new();
         let levels = [

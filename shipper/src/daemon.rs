@@ -1,0 +1,199 @@
+//! How the process runs: `--once` (one collection, one flush, delivered or kept) or the daemon
+//! loop (collect every `collect_interval`, flush every `flush_interval` at a random offset,
+//! serve the TaskEpilog hook, stop on SIGTERM after a last flush), with one delivery task per
+//! destination beside it so a slow or unreachable service never delays sampling.
+
+use crate::Exit;
+use crate::config::Config;
+use crate::datum::Datum;
+use crate::hook;
+use crate::pipeline::Pipeline;
+use crate::role::Role;
+use crate::sinks::delivery::{Delivery, Destination, Step};
+use crate::sinks::pacing::{Pace, deliver_loop};
+use crate::sinks::route::Route;
+use crate::sinks::{MetricSink, RecordSink};
+use slurm_cw_formats::record::Record;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+pub type Metrics = Route<MetricSink>;
+pub type Records = Route<RecordSink>;
+
+pub async fn once(mut pipeline: Pipeline, mut metrics: Metrics, records: Option<Records>) -> Exit {
+    pipeline.collect().await;
+    let flushed = pipeline.flush();
+    metrics.delivery.hold(metrics.intake.take(flushed.datums));
+    let mut results = vec![("metrics", drain(&mut metrics.delivery).await)];
+    if let Some(mut r) = records {
+        r.delivery.hold(r.intake.take(flushed.records));
+        results.push(("job records", drain(&mut r.delivery).await));
+    }
+    let failed: Vec<String> =
+        results.into_iter().filter_map(|(what, r)| r.err().map(|e| format!("{what}: {e}"))).collect();
+    if failed.is_empty() { Exit::Ok } else { Exit::Failed(failed.join("; ")) }
+}
+
+/// Sends everything waiting; the error says what is kept.
+async fn drain<D: Destination>(delivery: &mut Delivery<D>) -> Result<(), String> {
+    match delivery.drain().await {
+        Step::Sent | Step::Empty => Ok(()),
+        // A closed standard output (`| head`): the reader has what it wanted.
+        Step::Fatal(e) if crate::sinks::stdout::closed_pipe(&e) => Ok(()),
+        Step::Failed(e) | Step::Fatal(e) => {
+            let (held, files) = delivery.waiting();
+            let kept = if files > 0 {
+                format!("{files} flush(es) kept in the spool for the daemon to send")
+            } else {
+                format!("{held} items not delivered")
+            };
+            Err(format!("{kept}: {e}"))
+        }
+    }
+}
+
+pub async fn daemon(
+    mut pipeline: Pipeline,
+    metrics: Metrics,
+    records: Option<Records>,
+    config: &Config,
+    role: Role,
+) -> Exit {
+    let pace = Pace {
+        replay_gap: Duration::from_secs_f64(1.0 / config.spool.replay_rate),
+        max_backoff: config.flush_interval,
+    };
+    let Route { intake: mut metric_intake, delivery, .. } = metrics;
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
+    let mut deliverers = vec![tokio::spawn(deliver_loop(delivery, rx, pace))];
+    let mut record_route = None;
+    if let Some(Route { intake, delivery, .. }) = records {
+        let (rtx, rrx) = mpsc::unbounded_channel::<Vec<Record>>();
+        deliverers.push(tokio::spawn(deliver_loop(delivery, rrx, pace)));
+        record_route = Some((intake, rtx));
+    }
+    let mut flush_to_delivery = |pipeline: &mut Pipeline| -> bool {
+        let f = pipeline.flush();
+        let held = metric_intake.take(f.datums);
+        tracing::debug!(
+            collections = pipeline.flushed_collections(),
+            in_memory = held.len(),
+            records = f.records.len(),
+            "flushed"
+        );
+        let mut ok = tx.send(held).is_ok();
+        if let Some((intake, rtx)) = &mut record_route {
+            ok &= rtx.send(intake.take(f.records)).is_ok();
+        }
+        ok
+    };
+
+    let mut collect = tokio::time::interval(config.collect_interval);
+    collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let offset = if config.cloudwatch.flush_jitter {
+        config.flush_interval.mul_f64(rand::random::<f64>())
+    } else {
+        config.flush_interval
+    };
+    tracing::debug!(?offset, "first flush after the random offset");
+    let mut flush = tokio::time::interval_at(tokio::time::Instant::now() + offset, config.flush_interval);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shutdown = Shutdown::new();
+    let (hook_tx, mut hook_rx) = mpsc::channel::<hook::Request>(64);
+    if role.runs_node() {
+        match hook::bind(&config.node.hook_socket) {
+            Ok(listener) => {
+                tokio::spawn(hook::serve(listener, hook_tx));
+            }
+            Err(e) => tracing::warn!(
+                socket = %config.node.hook_socket.display(), error = %e,
+                "cannot listen for final job samples; short jobs may be missed"
+            ),
+        }
+    }
+
+    let mut gave_up = false;
+    loop {
+        // Biased, in this order: a collection slower than its interval makes its tick ready
+        // again at once, and a fair choice would then starve the flush and the shutdown.
+        tokio::select! {
+            biased;
+            signal = shutdown.recv() => {
+                tracing::info!(signal, "stopping: flushing what is buffered");
+                // Into the spool first: whatever the last send does, nothing is lost.
+                flush_to_delivery(&mut pipeline);
+                break;
+            }
+            _ = flush.tick() => {
+                if !flush_to_delivery(&mut pipeline) {
+                    gave_up = true;
+                    break;
+                }
+            }
+            Some(req) = hook_rx.recv() => {
+                let answer = pipeline.final_sample(&req.job, req.uid);
+                let _ = req.reply.send(answer);
+            }
+            _ = collect.tick() => { pipeline.collect().await; }
+        }
+    }
+    // Hanging up tells each delivery to send what is left and stop.
+    drop(tx);
+    drop(record_route);
+    let all = join_all(deliverers);
+    match tokio::time::timeout(SHUTDOWN_GRACE, all).await {
+        Ok(Ok(why)) if gave_up => match why.into_iter().flatten().next() {
+            Some(e) if crate::sinks::stdout::closed_pipe(&e) => Exit::Ok,
+            Some(e) => Exit::Failed(format!("delivery stopped: {e}")),
+            None => Exit::Failed("delivery stopped (see the log)".into()),
+        },
+        Ok(Ok(_)) => Exit::Ok,
+        Ok(Err(e)) => Exit::Failed(format!("delivery task failed: {e}")),
+        Err(_) => {
+            tracing::warn!(?SHUTDOWN_GRACE, "delivery did not finish in time; exiting anyway");
+            Exit::Ok
+        }
+    }
+}
+
+/// Waits for every delivery task; what each said when it gave up.
+async fn join_all(
+    tasks: Vec<tokio::task::JoinHandle<Option<String>>>,
+) -> Result<Vec<Option<String>>, tokio::task::JoinError> {
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await?);
+    }
+    Ok(out)
+}
+
+/// How long a stopping shipper waits for its last delivery (systemd's TimeoutStopSec is longer).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// SIGTERM and SIGINT.
+struct Shutdown {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Shutdown {
+    fn new() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Shutdown { term: signal(SignalKind::terminate()).ok(), int: signal(SignalKind::interrupt()).ok() }
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        async fn wait(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        tokio::select! {
+            _ = wait(&mut self.term) => "SIGTERM",
+            _ = wait(&mut self.int) => "SIGINT",
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Everything but delivery: the collectors, the transforms, the aggregator and the shipper's
+//! own figures. `collect` runs every collector once; `flush` hands what was gathered since the
+//! last flush to delivery, datums and job records.
+
+use crate::aggregate::Aggregator;
+use crate::config::{Config, Toggle};
+use crate::datum::Datum;
+use crate::hook::Answer;
+use crate::role::Role;
+use crate::sample::{Batch, Dims};
+use crate::sinks::delivery::{SharedSpool, StatsHandle};
+use crate::sinks::validate::DropReason;
+use crate::sources::gpu::GpuCollector;
+use crate::sources::gpu::nvml::NvmlSource;
+use crate::sources::head::HeadCollector;
+use crate::sources::head::command::SlurmCommands;
+use crate::sources::node::NodeCollector;
+use crate::sources::shipper::ShipperCollector;
+use crate::sources::{Collector, Errors};
+use crate::transforms::jobs::Jobs;
+use crate::transforms::population;
+use crate::transforms::shape::Shape;
+use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME, REASON};
+use slurm_cw_catalog::metrics::*;
+use slurm_cw_formats::record::Record;
+use std::time::{Instant, SystemTime};
+
+/// The GPU collector, when `gpu.enabled` allows and NVML loads; with `auto` and no driver, one
+/// log line and no collector.
+fn gpu_collector(config: &Config, node: &str) -> Option<GpuCollector> {
+    if config.gpu.enabled == Toggle::Off {
+        return None;
+    }
+    let (gpu, node_cfg) = (config.gpu.clone(), config.node.clone());
+    match NvmlSource::init() {
+        Ok(source) => Some(GpuCollector::new(Box::new(source), gpu, node_cfg, node.to_owned())),
+        Err(e) if config.gpu.enabled == Toggle::On => {
+            Some(GpuCollector::unavailable(e, gpu, node_cfg, node.to_owned()))
+        }
+        Err(e) => {
+            tracing::info!(reason = %e, "no NVIDIA driver here: GPU collector off");
+            None
+        }
+    }
+}
+
+/// Collectors, the transforms, the aggregator and the self-metrics: everything but delivery.
+pub struct Pipeline {
+    collectors: Vec<Box<dyn Collector>>,
+    aggregator: Aggregator,
+    node: String,
+    stats: StatsHandle,
+    record_stats: Option<StatsHandle>,
+    /// The job table, where job records are made (node role, records on).
+    jobs: Option<Jobs>,
+    shape: Shape,
+    per_user: bool,
+    idle_gpu_percent: f64,
+    /// Metric names the configuration excludes.
+    excluded: Vec<String>,
+    spool: Option<SharedSpool<Datum>>,
+    /// Collections since the last flush, and in the last flush.
+    collections: u64,
+    flushed_collections: u64,
+}
+
+/// What one flush hands to delivery.
+#[derive(Debug, Default)]
+pub struct Flushed {
+    pub datums: Vec<Datum>,
+    pub records: Vec<Record>,
+}
+
+impl Pipeline {
+    pub fn new(
+        config: &Config,
+        role: Role,
+        cluster: String,
+        node: String,
+        stats: StatsHandle,
+        record_stats: Option<StatsHandle>,
+        spool: Option<SharedSpool<Datum>>,
+    ) -> Self {
+        let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
+        if role.runs_head() {
+            let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+            collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone())));
+        }
+        let mut jobs = None;
+        if role.runs_node() {
+            collectors.push(Box::new(NodeCollector::new(config.node.clone(), node.clone())));
+            if let Some(gpu) = gpu_collector(config, &node) {
+                collectors.push(Box::new(gpu));
+            }
+            jobs = Some(Jobs::new(config.node.findings.clone()));
+        }
+        collectors.push(Box::new(ShipperCollector::new(node.clone())));
+        Pipeline {
+            collectors,
+            aggregator: Aggregator::new(cluster),
+            node,
+            stats,
+            record_stats,
+            jobs,
+            shape: Shape {
+                job_metrics: config.node.job_metrics,
+                per_node_job_dimensions: config.node.per_node_dimensions,
+                per_node_self_metrics: config.self_metrics_per_node,
+            },
+            per_user: config.node.population_per_user,
+            idle_gpu_percent: config.node.findings.idle_gpu_percent,
+            excluded: config.exclude_metrics.clone(),
+            spool,
+            collections: 0,
+            flushed_collections: 0,
+        }
+    }
+
+    /// The final sample of an ending job (see [`crate::hook`]).
+    pub fn final_sample(&mut self, job: &str, uid: u32) -> Answer {
+        let mut batch = Batch::new(SystemTime::now());
+        let mut answer = Answer::Sampled(0);
+        for c in &mut self.collectors {
+            match c.final_sample(job, uid, &mut batch) {
+                Some(Answer::Sampled(n)) => {
+                    if let Answer::Sampled(total) = &mut answer {
+                        *total += n;
+                    }
+                }
+                Some(other) => answer = other,
+                None => {}
+            }
+        }
+        self.add(batch);
+        answer
+    }
+
+    /// Through the transforms into the aggregator, less the excluded metrics.
+    fn add(&mut self, mut batch: Batch) {
+        if let Some(jobs) = &mut self.jobs {
+            let now = jobs.observe(&batch);
+            if batch.all_jobs {
+                population::push(&now, self.per_user, self.idle_gpu_percent, &mut batch);
+            }
+        }
+        let mut shaped = Vec::with_capacity(batch.samples.len());
+        self.shape.apply(batch.samples, &mut shaped);
+        let excluded = &self.excluded;
+        let kept = shaped.into_iter().filter(|s| !excluded.iter().any(|e| e == s.metric.name));
+        self.aggregator.extend(kept);
+    }
+
+    /// Runs every collector once; returns the errors they had in all.
+    pub async fn collect(&mut self) -> u64 {
+        let mut batch = Batch::new(SystemTime::now());
+        let mut total_errors = 0;
+        for c in &mut self.collectors {
+            let started = Instant::now();
+            let mut errors = Errors::new();
+            c.collect(&mut batch, &mut errors).await;
+            let took = started.elapsed();
+            let host = Dims::new().with(NODE_NAME, self.node.as_str());
+            batch.push(
+                &SHIPPER_COLLECTION_DURATION,
+                host.clone().with(COLLECTOR, c.name()),
+                took.as_secs_f64() * 1000.0,
+            );
+            for (part, n) in errors.iter() {
+                batch.push(&COLLECTOR_ERRORS, host.clone().with(COLLECTOR, part), n as f64);
+            }
+            total_errors += errors.total();
+        }
+        tracing::debug!(samples = batch.samples.len(), errors = total_errors, "collected");
+        self.collections += 1;
+        self.add(batch);
+        total_errors
+    }
+
+    /// Everything aggregated since the last flush, with the delivery self-metrics, and the job
+    /// records made since.
+    pub fn flush(&mut self) -> Flushed {
+        let now = SystemTime::now();
+        let records = self.jobs.as_mut().map(|j| j.flush(now)).unwrap_or_default();
+        let mut s = self.stats.take();
+        let mut batch = Batch::new(now);
+        let host = Dims::new().with(NODE_NAME, self.node.as_str());
+        if let Some(rs) = &self.record_stats {
+            let r = rs.take();
+            batch.push(&JOB_RECORDS, Dims::new(), r.sent as f64);
+            for (reason, n) in r.dropped {
+                *s.dropped.entry(reason).or_default() += n;
+            }
+        }
+        if let Some(jobs) = &mut self.jobs
+            && jobs.trimmed > 0
+        {
+            *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut jobs.trimmed);
+        }
+        batch.push(&SHIPPER_DATUMS_SENT, host.clone(), s.sent as f64);
+        batch.push(&SHIPPER_REQUESTS, host.clone(), s.requests as f64);
+        batch.push(&SHIPPER_RETRIES, host.clone(), s.retries as f64);
+        batch.push(&SHIPPER_BYTES_SENT, host.clone(), s.bytes as f64);
+        for (reason, n) in &s.dropped {
+            batch.push(&SHIPPER_DATUMS_DROPPED, host.clone().with(REASON, reason.as_str()), *n as f64);
+        }
+        // Cluster-wide, every host adds into one series that an alarm can watch (zero too, so
+        // the alarm sees data).
+        let total: u64 = s.dropped.values().sum();
+        batch.push(&SHIPPER_DATUMS_DROPPED, Dims::new(), total as f64);
+        if let Some(spool) = &self.spool {
+            let (files, bytes) = match spool.lock() {
+                Ok(g) => (g.files(), g.bytes()),
+                Err(p) => (p.get_ref().files(), p.get_ref().bytes()),
+            };
+            batch.push(&SHIPPER_SPOOL_FILES, host.clone(), files as f64);
+            batch.push(&SHIPPER_SPOOL_BYTES, host.clone(), bytes as f64);
+        }
+        let mut shaped = Vec::new();
+        self.shape.apply(batch.samples, &mut shaped);
+        self.aggregator
+            .extend(shaped.into_iter().filter(|s| !self.excluded.iter().any(|e| e == s.metric.name)));
+        self.flushed_collections = std::mem::take(&mut self.collections);
+        Flushed { datums: self.aggregator.drain(), records }
+    }
+
+    /// Collections in the last flush.
+    pub fn flushed_collections(&self) -> u64 {
+        self.flushed_collections
+    }
+}
