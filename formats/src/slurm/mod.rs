@@ -1,6 +1,7 @@
 //! Slurm command output.
 
 pub mod gres;
+pub mod job;
 pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;

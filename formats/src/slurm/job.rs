@@ -1,0 +1,168 @@
+//! `scontrol show job -d -o <id>`: what Slurm itself says of one job (account, partition, user,
+//! and the GPU indices it holds on each node). The node role asks this instead of believing the
+//! job's own environment, which its user can write.
+//!
+//! One line of `Key=Value` words; the per-node part repeats `Nodes=<hostlist> CPU_IDs=..
+//! Mem=.. GRES=gpu:<n>(IDX:<list>)` for each group of nodes.
+
+use std::collections::BTreeSet;
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JobDetail {
+    pub job_id: String,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub user_id: Option<u32>,
+    /// (node hostlist expression, GPU indices there), in the order Slurm prints them.
+    pub gpus: Vec<(String, BTreeSet<u32>)>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum JobError {
+    #[error("no JobId= in scontrol's answer")]
+    NoJobId,
+}
+
+/// Parses the one-line form. Unknown and malformed words are skipped.
+pub fn parse(text: &str) -> Result<JobDetail, JobError> {
+    let mut d = JobDetail::default();
+    let mut nodes: Option<String> = None;
+    for word in text.split_whitespace() {
+        let Some((key, value)) = word.split_once('=') else { continue };
+        let value = value.trim();
+        let set = |v: &str| (!v.is_empty() && v != "(null)").then(|| v.to_owned());
+        match key {
+            "JobId" if d.job_id.is_empty() => d.job_id = value.to_owned(),
+            "Account" => d.account = set(value),
+            "Partition" => d.partition = set(value),
+            "UserId" => d.user_id = value.split_once('(').and_then(|(_, n)| n.trim_end_matches(')').parse().ok()),
+            "Nodes" => nodes = Some(value.to_owned()),
+            "GRES" => {
+                if let Some(n) = nodes.take() {
+                    d.gpus.push((n, gpu_indices(value)));
+                }
+            }
+            _ => {}
+        }
+    }
+    if d.job_id.is_empty() { Err(JobError::NoJobId) } else { Ok(d) }
+}
+
+/// `gpu:2(IDX:0-1)`, `gpu:a100:1(IDX:3),gpu:t4:2(IDX:0,2)`: the indices of every gpu GRES.
+fn gpu_indices(gres: &str) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    let mut rest = gres;
+    while let Some(at) = rest.find("IDX:") {
+        let before = &rest[..at];
+        let is_gpu = before.rsplit(',').next().is_some_and(|g| g.trim_start_matches('(').starts_with("gpu"));
+        let list = &rest[at + 4..];
+        let end = list.find(')').unwrap_or(list.len());
+        if is_gpu {
+            out.extend(numbers(&list[..end]));
+        }
+        rest = &list[end..];
+    }
+    out
+}
+
+/// `0-1,3` -> 0, 1, 3 (bounded: no range past 4096).
+fn numbers(list: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>())
+                    && a <= b
+                    && b - a < 4096
+                {
+                    out.extend(a..=b);
+                }
+            }
+            None => out.extend(part.trim().parse::<u32>().ok()),
+        }
+    }
+    out
+}
+
+/// Whether `node` is in a Slurm hostlist (`c4`, `c[1-3,7]`, `gpu-[01-02],c1`).
+pub fn hostlist_contains(list: &str, node: &str) -> bool {
+    let mut depth = 0;
+    let mut start = 0;
+    let mut parts = Vec::new();
+    for (i, ch) in list.char_indices() {
+        match ch {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&list[start..]);
+    parts.into_iter().any(|p| match p.split_once('[') {
+        None => p == node,
+        Some((prefix, ranges)) => {
+            let ranges = ranges.trim_end_matches(']');
+            let Some(suffix) = node.strip_prefix(prefix) else { return false };
+            ranges.split(',').any(|r| match r.split_once('-') {
+                None => r == suffix,
+                Some((a, b)) => {
+                    // Zero-padded ranges (`[01-12]`) name zero-padded nodes only.
+                    let padded = a.len() > 1 && a.starts_with('0');
+                    match (a.parse::<u64>(), b.parse::<u64>(), suffix.parse::<u64>()) {
+                        (Ok(lo), Ok(hi), Ok(n)) => (lo..=hi).contains(&n) && (!padded || suffix.len() == a.len()),
+                        _ => false,
+                    }
+                }
+            })
+        }
+    })
+}
+
+impl JobDetail {
+    /// The GPU indices the job holds on `node`, when Slurm says.
+    pub fn gpus_on(&self, node: &str) -> Option<&BTreeSet<u32>> {
+        self.gpus.iter().find(|(list, _)| hostlist_contains(list, node)).map(|(_, g)| g)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured here from Slurm 22.05 (`scontrol show job -d -o 51`), the bench's node c4.
+    const ONE: &str = "JobId=51 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901711 Nice=0 Account=physics QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 DerivedExitCode=0:0 RunTime=00:00:02 TimeLimit=UNLIMITED TimeMin=N/A SubmitTime=2026-11-23T13:59:04 EligibleTime=2026-11-23T13:59:04 AccrueTime=2026-11-23T13:59:04 StartTime=2026-11-23T13:59:04 EndTime=Unknown Deadline=N/A SuspendTime=None SecsPreSuspend=0 LastSchedEval=2026-11-23T13:59:04 Scheduler=Main Partition=debug AllocNode:Sid=localhost:1058 ReqNodeList=c4 ExcNodeList=(null) NodeList=c4 BatchHost=c4 NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,mem=100M,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* JOB_GRES=gpu:2   Nodes=c4 CPU_IDs=0 Mem=100 GRES=gpu:2(IDX:0-1) MinCPUsNode=1 MinMemoryCPU=100M MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power= TresPerNode=gres:gpu:2 ";
+
+    #[test]
+    fn a_real_job_line() {
+        let d = parse(ONE).unwrap();
+        assert_eq!(d.job_id, "51");
+        assert_eq!((d.account.as_deref(), d.partition.as_deref(), d.user_id), (Some("physics"), Some("debug"), Some(0)));
+        assert_eq!(d.gpus_on("c4"), Some(&BTreeSet::from([0, 1])));
+        assert_eq!(d.gpus_on("c3"), None);
+    }
+
+    #[test]
+    fn several_node_groups_and_typed_gres() {
+        let text = "JobId=7 UserId=alice(1001) Account=bio Partition=gpu Nodes=gpu-[01-02] CPU_IDs=0-7 Mem=0 GRES=gpu:a100:2(IDX:0-1),gpu:t4:1(IDX:3) Nodes=gpu-05 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:7)";
+        let d = parse(text).unwrap();
+        assert_eq!(d.user_id, Some(1001));
+        assert_eq!(d.gpus_on("gpu-02"), Some(&BTreeSet::from([0, 1, 3])));
+        assert_eq!(d.gpus_on("gpu-05"), Some(&BTreeSet::from([7])));
+        assert_eq!(d.gpus_on("gpu-03"), None);
+        assert_eq!(d.gpus_on("gpu-2"), None, "zero-padded names match exactly");
+    }
+
+    #[test]
+    fn no_gres_no_account_and_junk() {
+        let d = parse("JobId=9 Account=(null) Partition=batch Nodes=c1 CPU_IDs=0 Mem=0 GRES=").unwrap();
+        assert_eq!((d.account.clone(), d.gpus_on("c1").map(|g| g.len())), (None, Some(0)));
+        assert_eq!(parse("no job here"), Err(JobError::NoJobId));
+        assert_eq!(parse(""), Err(JobError::NoJobId));
+        assert_eq!(numbers("5-1,x,2-99999"), Vec::<u32>::new());
+        assert!(hostlist_contains("c[1-3,7],d1", "c7") && hostlist_contains("c[1-3,7],d1", "d1"));
+        assert!(!hostlist_contains("c[1-3]", "c4"));
+    }
+}
