@@ -3,8 +3,9 @@
 resource "aws_cloudwatch_dashboard" "cluster" {
   dashboard_name = "slurm-cw-${var.cluster_name}"
   dashboard_body = templatefile("${path.module}/dashboards/cluster.json.tftpl", {
-    cluster_name = var.cluster_name
-    namespace    = var.namespace
-    region       = data.aws_region.current.name
+    cluster_name  = var.cluster_name
+    namespace     = var.namespace
+    region        = local.region
+    job_log_group = aws_cloudwatch_log_group.jobs.name
   })
 }

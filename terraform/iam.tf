@@ -19,7 +19,8 @@ locals {
       Condition = { StringEquals = { "cloudwatch:namespace" = var.namespace } }
     },
     {
-      # Only alarms named with the cluster's prefix. DescribeAlarms is called with
+      # Only alarms named with the cluster's prefix ("slurm-cw-<cluster>/", which no other
+      # cluster's prefix begins with). DescribeAlarms is called with
       # AlarmNamePrefix = the same prefix; if IAM ever evaluates that listing against
       # "alarm:*" instead of the named alarms, widen DescribeAlarms alone (it only reads) to
       # "arn:<partition>:cloudwatch:<region>:<account>:alarm:*".
@@ -53,6 +54,22 @@ locals {
       Effect   = "Allow"
       Action   = ["sqs:SendMessage"]
       Resource = aws_sqs_queue.dlq.arn
+    },
+    {
+      # Job findings, read from the nodes' job records. FilterLogEvents is authorized on the log
+      # group, which IAM matches as "<group ARN>:log-stream:" (an empty stream name): hence ":*"
+      # beside the bare ARN. Both name this group alone.
+      Sid      = "ReadJobFindings"
+      Effect   = "Allow"
+      Action   = ["logs:FilterLogEvents"]
+      Resource = [aws_cloudwatch_log_group.jobs.arn, "${aws_cloudwatch_log_group.jobs.arn}:*"]
+    },
+    {
+      # The findings cursor: one stream of the job group, read back and appended to.
+      Sid      = "KeepFindingsCursor"
+      Effect   = "Allow"
+      Action   = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"]
+      Resource = "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}"
     },
     {
       # The log group itself is created by this module, not by the function.

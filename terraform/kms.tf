@@ -1,8 +1,10 @@
 # One customer-managed key for the module's data at rest: the SNS topic, the dead-letter queue,
-# the Lambda's log group and its environment.
+# the Lambda's log group, the job log group and the Lambda's environment. CloudWatch Logs
+# encrypts and decrypts for its callers: writers and readers of the log groups need no KMS
+# permission.
 
 resource "aws_kms_key" "this" {
-  description             = "slurm-cw-shipper ${var.cluster_name}: SNS topic, dead-letter queue, Lambda logs and environment"
+  description             = "slurm-cw-shipper ${var.cluster_name}: SNS topic, dead-letter queue, Lambda and job logs, Lambda environment"
   enable_key_rotation     = true
   deletion_window_in_days = var.kms_key_deletion_window_in_days
   policy                  = jsonencode(local.kms_key_policy)
@@ -44,15 +46,19 @@ locals {
         Resource  = "*"
       },
       {
-        # CloudWatch Logs encrypts the Lambda's log group, and no other.
-        Sid       = "CloudWatchLogsEncryptsTheLogGroup"
+        # CloudWatch Logs encrypts the module's two log groups, and no other. Names, not the
+        # groups' ARNs: the groups need the key first.
+        Sid       = "CloudWatchLogsEncryptsTheLogGroups"
         Effect    = "Allow"
         Principal = { Service = "logs.${local.region}.${data.aws_partition.current.dns_suffix}" }
         Action    = ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"]
         Resource  = "*"
         Condition = {
           ArnEquals = {
-            "kms:EncryptionContext:aws:logs:arn" = "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${local.log_group}"
+            "kms:EncryptionContext:aws:logs:arn" = [
+              "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${local.log_group}",
+              "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${local.job_log_group}",
+            ]
           }
         }
       },

@@ -31,8 +31,11 @@ resource "aws_lambda_function" "this" {
   memory_size      = var.lambda_memory_size
   timeout          = var.lambda_timeout
 
-  # A singleton per cluster: two runs at once would race on the same alarms.
-  reserved_concurrent_executions = 1
+  # Unset by default (null: unreserved): Lambda refuses a reservation that leaves less than its
+  # minimum unreserved (100, or all 10 of a new account's quota), so even 1 fails there. 1
+  # makes the function a singleton, so that an overrunning run never overlaps the next on the
+  # same alarms and findings cursor; set it where the quota allows.
+  reserved_concurrent_executions = var.lambda_reserved_concurrency
 
   kms_key_arn = aws_kms_key.this.arn
   environment {
@@ -59,14 +62,14 @@ resource "aws_lambda_function" "this" {
     }
   }
 
-  # The log group must exist (with its retention and key) before the function first logs, and
-  # the role's permissions before the first scheduled run.
-  depends_on = [aws_cloudwatch_log_group.lambda, aws_iam_role_policy.lambda]
+  # The log groups must exist (with their retention and key) before the function first logs or
+  # reads findings, and the role's permissions before the first scheduled run.
+  depends_on = [aws_cloudwatch_log_group.lambda, aws_cloudwatch_log_group.jobs, aws_iam_role_policy.lambda]
 }
 
 # The schedule invokes asynchronously. A failed run is not retried: the next scheduled run
 # does the same work on fresher data; what fails goes to the dead-letter queue. Events waiting
-# behind a run (reserved concurrency 1) expire rather than pile up.
+# behind a run (with lambda_reserved_concurrency = 1) expire rather than pile up.
 resource "aws_lambda_function_event_invoke_config" "this" {
   function_name                = aws_lambda_function.this.function_name
   maximum_retry_attempts       = 0

@@ -5,24 +5,35 @@
 #
 # Files by concern: lambda.tf (function, log group, dead-letter queue, its own failure alarm),
 # iam.tf (execution role), kms.tf (the module's key), sns.tf (topic), schedule.tf
-# (EventBridge), dashboard.tf, cluster_policy.tf (instances' policy).
+# (EventBridge), dashboard.tf, cluster_policy.tf (instances' policy), jobs.tf (the job log group
+# and its readers' policy).
 
 data "aws_caller_identity" "current" {}
 data "aws_partition" "current" {}
 data "aws_region" "current" {}
 
 locals {
+  # The region is aws_region's `id`, its name in hashicorp/aws 5.x and 6.x alike: `name` is
+  # deprecated in 6.x and `region` does not exist in 5.x.
   partition  = data.aws_partition.current.partition
-  region     = data.aws_region.current.name
+  region     = data.aws_region.current.id
   account_id = data.aws_caller_identity.current.account_id
 
   function_name = coalesce(var.function_name, "slurm-cw-${var.cluster_name}")
   log_group     = "/aws/lambda/${local.function_name}"
 
   # Every alarm the Lambda creates, changes or deletes is named with this prefix, and its role
-  # may touch no other alarm.
-  alarm_prefix     = "slurm-cw-${var.cluster_name}-"
+  # may touch no other alarm. It ends in '/', which cluster names cannot hold (variables.tf), so
+  # no cluster's prefix begins another's: "slurm-cw-hpc-" would also cover cluster hpc-prod's
+  # alarms. The Lambda's default alarm_prefix is the same string.
+  alarm_prefix     = "slurm-cw-${var.cluster_name}/"
   alarm_arn_prefix = "arn:${local.partition}:cloudwatch:${local.region}:${local.account_id}:alarm:${local.alarm_prefix}"
+
+  # The nodes' job records (jobs.tf); the shipper's default `logs.group` and the Lambda's default
+  # job_log_group are the same name.
+  job_log_group = "/slurm-cw/${var.cluster_name}/jobs"
+  # The stream in it where the Lambda keeps its findings cursor; its role may write no other.
+  lambda_cursor_stream = "_lambda"
 
   event_bus_arn = "arn:${local.partition}:events:${local.region}:${local.account_id}:event-bus/${var.event_bus_name}"
 
@@ -40,6 +51,7 @@ locals {
     event_bus     = var.event_bus_name
     rules         = local.alarm_rules
     thresholds    = var.thresholds
+    job_log_group = aws_cloudwatch_log_group.jobs.name
   })
 
   # Alarms this module creates itself (not the Lambda) are named so that they never carry a

@@ -1,6 +1,16 @@
 output "cluster_instance_policy_arn" {
-  description = "ARN of the IAM policy for the cluster's instances (cloudwatch:PutMetricData in the namespace only): ParallelCluster's Iam/AdditionalIamPolicies."
+  description = "ARN of the IAM policy for the cluster's instances (cloudwatch:PutMetricData in the namespace, writing their streams of the job log group): ParallelCluster's Iam/AdditionalIamPolicies of the head node and the queues."
   value       = aws_iam_policy.cluster_instance.arn
+}
+
+output "job_log_group_name" {
+  description = "The job log group (/slurm-cw/<cluster_name>/jobs): the shipper's `logs.group`, the Lambda's job_log_group."
+  value       = aws_cloudwatch_log_group.jobs.name
+}
+
+output "job_report_reader_policy_arn" {
+  description = "ARN of a read-only IAM policy for the job records (logs:FilterLogEvents on the job log group only), for login nodes: ParallelCluster's LoginNodes/Pools[]/Iam/AdditionalIamPolicies."
+  value       = aws_iam_policy.job_report_reader.arn
 }
 
 output "sns_topic_arn" {
@@ -39,12 +49,12 @@ output "dashboard_name" {
 }
 
 output "alarm_prefix" {
-  description = "Prefix of the names of the alarms the Lambda manages (its role may touch no other alarm)."
+  description = "Prefix of the names of the alarms the Lambda manages, slurm-cw-<cluster_name>/ (its role may touch no other alarm)."
   value       = local.alarm_prefix
 }
 
 output "kms_key_arn" {
-  description = "ARN of the module's KMS key (SNS topic, dead-letter queue, Lambda logs and environment)."
+  description = "ARN of the module's KMS key (SNS topic, dead-letter queue, Lambda and job logs, Lambda environment)."
   value       = aws_kms_key.this.arn
 }
 

@@ -3,8 +3,10 @@ variable "cluster_name" {
   type        = string
 
   validation {
-    # The longest name derived from it, "slurm-cw-shipper-<cluster_name>" (IAM policy), and the
-    # alarm names "slurm-cw-<cluster_name>-..." must stay well inside AWS's limits.
+    # The longest names derived from it ("slurm-cw-job-report-reader-<cluster_name>", an IAM
+    # policy) and the alarm names "slurm-cw-<cluster_name>/..." must stay well inside AWS's
+    # limits. No '/': it ends the alarm prefix, so that no cluster's prefix begins another's
+    # (the Lambda refuses a cluster_name with '/' too).
     condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$", var.cluster_name))
     error_message = "cluster_name must be 1 to 40 characters: letters, digits, '-' and '_', starting with a letter or digit."
   }
@@ -54,13 +56,25 @@ variable "lambda_memory_size" {
 }
 
 variable "lambda_timeout" {
-  description = "Timeout of one Lambda run in seconds. Keep it at or under the schedule's period: runs do not overlap (reserved concurrency 1), so a longer run delays the next."
+  description = "Timeout of one Lambda run in seconds. Keep it at or under the schedule's period: a longer run overlaps the next one (or, with lambda_reserved_concurrency = 1, delays it)."
   type        = number
   default     = 60
 
   validation {
     condition     = var.lambda_timeout >= 1 && var.lambda_timeout <= 900 && floor(var.lambda_timeout) == var.lambda_timeout
     error_message = "lambda_timeout must be a whole number of seconds from 1 to 900."
+  }
+}
+
+variable "lambda_reserved_concurrency" {
+  description = "Reserved concurrency of the Lambda. null (default): none, because accounts with a concurrency quota of 10 cannot reserve any. 1 makes it a singleton, so that a run that overruns the schedule's period never overlaps the next; set it where the account's quota allows."
+  type        = number
+  default     = null
+
+  validation {
+    # try(): a null operand would be an error, not false.
+    condition     = var.lambda_reserved_concurrency == null || try(var.lambda_reserved_concurrency >= 1 && floor(var.lambda_reserved_concurrency) == var.lambda_reserved_concurrency, false)
+    error_message = "lambda_reserved_concurrency must be null (unreserved) or a whole number of at least 1 (0 would stop the function)."
   }
 }
 
@@ -72,6 +86,17 @@ variable "log_retention_days" {
   validation {
     condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
     error_message = "log_retention_days must be one of CloudWatch Logs' retention values: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653."
+  }
+}
+
+variable "job_log_retention_days" {
+  description = "Retention of the job log group (/slurm-cw/<cluster_name>/jobs: the nodes' job records and the Lambda's findings cursor) in days."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.job_log_retention_days)
+    error_message = "job_log_retention_days must be one of CloudWatch Logs' retention values: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653."
   }
 }
 
@@ -163,7 +188,7 @@ variable "role_permissions_boundary" {
 }
 
 variable "iam_path" {
-  description = "IAM path of the Lambda's role and of the cluster instance policy."
+  description = "IAM path of the Lambda's role and of the module's IAM policies (cluster instance, job report reader)."
   type        = string
   default     = "/"
 

@@ -4,8 +4,10 @@ terraform {
 
   required_providers {
     aws = {
-      source  = "hashicorp/aws"
-      version = "~> 5.0"
+      source = "hashicorp/aws"
+      # 5.x and 6.x: the module uses nothing 6.x removed or deprecated (data.aws_region's `id`,
+      # not `name`); tests/infra/test_terraform.py checks the names it must not use.
+      version = ">= 5.0, < 7.0"
     }
   }
 }

@@ -13,7 +13,7 @@ mock_provider "aws" {
     defaults = { partition = "aws", dns_suffix = "amazonaws.com" }
   }
   mock_data "aws_region" {
-    defaults = { name = "eu-west-1" }
+    defaults = { id = "eu-west-1" }
   }
   mock_resource "aws_iam_role" {
     defaults = { arn = "arn:aws:iam::123456789012:role/slurm-cw-test-lambda" }
@@ -41,6 +41,18 @@ mock_provider "aws" {
   }
 }
 
+# Two log groups and two policies: the mock's defaults above are the Lambda's group and the
+# instance policy.
+override_resource {
+  target = aws_cloudwatch_log_group.jobs
+  values = { arn = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs" }
+}
+
+override_resource {
+  target = aws_iam_policy.job_report_reader
+  values = { arn = "arn:aws:iam::123456789012:policy/slurm-cw-job-report-reader-test" }
+}
+
 variables {
   cluster_name = "test"
 }
@@ -55,11 +67,11 @@ run "defaults" {
       tolist(aws_lambda_function.this.architectures) == tolist(["x86_64"]) &&
       aws_lambda_function.this.memory_size == 256 &&
       aws_lambda_function.this.timeout == 60 &&
-      aws_lambda_function.this.reserved_concurrent_executions == 1 &&
+      aws_lambda_function.this.reserved_concurrent_executions == null &&
       aws_lambda_function.this.tracing_config[0].mode == "Active" &&
       aws_lambda_function.this.function_name == "slurm-cw-test"
     )
-    error_message = "The Lambda is not provided.al2023/bootstrap/x86_64, 256 MB, 60 s, reserved concurrency 1, traced."
+    error_message = "The Lambda is not provided.al2023/bootstrap/x86_64, 256 MB, 60 s, no reserved concurrency, traced."
   }
 
   assert {
@@ -71,9 +83,10 @@ run "defaults" {
     condition = jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG) == {
       namespace     = "Slurm"
       cluster_name  = "test"
-      alarm_prefix  = "slurm-cw-test-"
+      alarm_prefix  = "slurm-cw-test/"
       sns_topic_arn = "arn:aws:sns:eu-west-1:123456789012:slurm-cw-test-alarms"
       event_bus     = "default"
+      job_log_group = "/slurm-cw/test/jobs"
       rules         = jsondecode(file("${path.module}/rules/default-rules.json"))
       thresholds = {
         idle_gpu_percent              = 5
@@ -98,6 +111,24 @@ run "defaults" {
 
   assert {
     condition = (
+      aws_cloudwatch_log_group.jobs.name == "/slurm-cw/test/jobs" &&
+      aws_cloudwatch_log_group.jobs.retention_in_days == 30 &&
+      aws_cloudwatch_log_group.jobs.kms_key_id == aws_kms_key.this.arn &&
+      output.job_log_group_name == "/slurm-cw/test/jobs"
+    )
+    error_message = "The job log group must be /slurm-cw/<cluster_name>/jobs, kept 30 days, encrypted with the module's key."
+  }
+
+  assert {
+    condition = one([for s in jsondecode(aws_kms_key.this.policy).Statement : s.Condition.ArnEquals["kms:EncryptionContext:aws:logs:arn"] if s.Sid == "CloudWatchLogsEncryptsTheLogGroups"]) == [
+      "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test",
+      "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs",
+    ]
+    error_message = "The key policy must let CloudWatch Logs encrypt the module's two log groups and no other: ${aws_kms_key.this.policy}"
+  }
+
+  assert {
+    condition = (
       aws_cloudwatch_event_rule.schedule.schedule_expression == "rate(1 minute)" &&
       aws_cloudwatch_event_target.lambda.arn == aws_lambda_function.this.arn &&
       aws_lambda_permission.schedule.principal == "events.amazonaws.com" &&
@@ -112,14 +143,43 @@ run "defaults" {
   }
 
   assert {
-    condition = jsondecode(aws_iam_policy.cluster_instance.policy).Statement == [{
-      Sid       = "ShipSlurmMetrics"
-      Effect    = "Allow"
-      Action    = "cloudwatch:PutMetricData"
-      Resource  = "*"
-      Condition = { StringEquals = { "cloudwatch:namespace" = "Slurm" } }
+    condition = jsondecode(aws_iam_policy.cluster_instance.policy).Statement == [
+      {
+        Sid       = "ShipSlurmMetrics"
+        Effect    = "Allow"
+        Action    = "cloudwatch:PutMetricData"
+        Resource  = "*"
+        Condition = { StringEquals = { "cloudwatch:namespace" = "Slurm" } }
+      },
+      {
+        Sid      = "WriteJobRecords"
+        Effect   = "Allow"
+        Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+        Resource = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:*"
+      },
+      {
+        Sid      = "NotTheLambdaCursor"
+        Effect   = "Deny"
+        Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+        Resource = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda"
+      },
+    ]
+    error_message = "The instance policy must allow cloudwatch:PutMetricData in the namespace and writing the job log group's streams (not the Lambda's), nothing else: ${aws_iam_policy.cluster_instance.policy}"
+  }
+
+  assert {
+    condition = jsondecode(aws_iam_policy.job_report_reader.policy).Statement == [{
+      Sid      = "ReadJobRecords"
+      Effect   = "Allow"
+      Action   = "logs:FilterLogEvents"
+      Resource = ["arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs", "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:*"]
     }]
-    error_message = "The instance policy must allow cloudwatch:PutMetricData in the namespace and nothing else."
+    error_message = "The job report reader policy must allow logs:FilterLogEvents on the job log group only: ${aws_iam_policy.job_report_reader.policy}"
+  }
+
+  assert {
+    condition     = output.job_report_reader_policy_arn == "arn:aws:iam::123456789012:policy/slurm-cw-job-report-reader-test"
+    error_message = "job_report_reader_policy_arn must be the reader policy's ARN."
   }
 
   assert {
@@ -128,11 +188,13 @@ run "defaults" {
       } == {
       ReadMetrics         = "*"
       WriteDerivedMetrics = "*"
-      ManageClusterAlarms = "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:slurm-cw-test-*"
+      ManageClusterAlarms = "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:slurm-cw-test/*"
       PublishNotices      = "arn:aws:sns:eu-west-1:123456789012:slurm-cw-test-alarms"
       UseTheTopicKey      = "arn:aws:kms:eu-west-1:123456789012:key/00000000-0000-0000-0000-000000000000"
       SendEvents          = "arn:aws:events:eu-west-1:123456789012:event-bus/default"
       DeadLetterQueue     = "arn:aws:sqs:eu-west-1:123456789012:slurm-cw-test-lambda-dlq"
+      ReadJobFindings     = ["arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs", "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:*"]
+      KeepFindingsCursor  = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda"
       WriteOwnLogs        = "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test:*"
       Tracing             = "*"
     }
@@ -181,8 +243,63 @@ run "custom_rules_thresholds_and_bus" {
   }
 
   assert {
-    condition     = alltrue([for t in [aws_lambda_function.this.tags, aws_sns_topic.alarms.tags, aws_iam_policy.cluster_instance.tags, aws_kms_key.this.tags, aws_cloudwatch_log_group.lambda.tags] : t == tomap({ Team = "hpc" })])
+    condition     = alltrue([for t in [aws_lambda_function.this.tags, aws_sns_topic.alarms.tags, aws_iam_policy.cluster_instance.tags, aws_iam_policy.job_report_reader.tags, aws_kms_key.this.tags, aws_cloudwatch_log_group.lambda.tags, aws_cloudwatch_log_group.jobs.tags] : t == tomap({ Team = "hpc" })])
     error_message = "tags must reach the taggable resources."
+  }
+}
+
+# Every setting of the function that the module exposes reaches it.
+run "function_settings" {
+  command = apply
+
+  variables {
+    function_name               = "custom-fn"
+    lambda_memory_size          = 512
+    lambda_timeout              = 45
+    lambda_reserved_concurrency = 1
+    log_retention_days          = 90
+    job_log_retention_days      = 365
+  }
+
+  assert {
+    condition = (
+      aws_lambda_function.this.function_name == "custom-fn" &&
+      aws_lambda_function.this.memory_size == 512 &&
+      aws_lambda_function.this.timeout == 45 &&
+      aws_lambda_function.this.reserved_concurrent_executions == 1 &&
+      aws_cloudwatch_log_group.lambda.name == "/aws/lambda/custom-fn" &&
+      aws_cloudwatch_log_group.lambda.retention_in_days == 90 &&
+      aws_cloudwatch_log_group.jobs.retention_in_days == 365
+    )
+    error_message = "function_name, lambda_memory_size, lambda_timeout, lambda_reserved_concurrency or a retention did not reach the function or its log groups."
+  }
+}
+
+# Two clusters whose names begin alike: neither's prefix begins the other's, so neither's
+# Lambda (or role) can touch the other's alarms.
+run "cluster_hpc" {
+  command = plan
+  variables {
+    cluster_name = "hpc"
+  }
+  assert {
+    condition     = output.alarm_prefix == "slurm-cw-hpc/"
+    error_message = "alarm_prefix must be slurm-cw-<cluster_name>/."
+  }
+}
+
+run "cluster_hpc_prod" {
+  command = plan
+  variables {
+    cluster_name = "hpc-prod"
+  }
+  assert {
+    condition = (
+      output.alarm_prefix == "slurm-cw-hpc-prod/" &&
+      !startswith("${output.alarm_prefix}NodesDown", run.cluster_hpc.alarm_prefix) &&
+      !startswith("${run.cluster_hpc.alarm_prefix}NodesDown", output.alarm_prefix)
+    )
+    error_message = "The alarm prefixes of clusters hpc and hpc-prod overlap."
   }
 }
 
@@ -200,6 +317,22 @@ run "rejects_bad_cluster_name" {
     cluster_name = "has spaces"
   }
   expect_failures = [var.cluster_name]
+}
+
+run "rejects_slash_in_cluster_name" {
+  command = plan
+  variables {
+    cluster_name = "hpc/prod"
+  }
+  expect_failures = [var.cluster_name]
+}
+
+run "rejects_zero_reserved_concurrency" {
+  command = plan
+  variables {
+    lambda_reserved_concurrency = 0
+  }
+  expect_failures = [var.lambda_reserved_concurrency]
 }
 
 run "rejects_bad_schedule" {

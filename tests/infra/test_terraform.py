@@ -30,7 +30,13 @@ ALLOWED_SKIPS = {
     "CKV_AWS_338",  # log retention under a year: a variable, default 30 days
 }
 
-REQUIRED_OUTPUTS = {"cluster_instance_policy_arn", "sns_topic_arn", "lambda_function_name", "dashboard_name"}
+REQUIRED_OUTPUTS = {
+    "cluster_instance_policy_arn", "sns_topic_arn", "lambda_function_name", "dashboard_name",
+    "job_log_group_name", "job_report_reader_policy_arn", "alarm_prefix",
+}
+
+# The retention values CloudWatch Logs accepts.
+RETENTIONS = [1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653]
 
 
 @functools.cache
@@ -106,10 +112,33 @@ def test_tf_file_parses(path):
 
 
 def test_versions():
-    tf = one(parse(TERRAFORM / "versions.tf")["terraform"])
-    assert tf["required_version"] == ">= 1.5"
-    aws = one(tf["required_providers"])["aws"]
-    assert aws == {"source": "hashicorp/aws", "version": "~> 5.0"}
+    """The module and its example admit hashicorp/aws 5.x and 6.x."""
+    for path in (TERRAFORM / "versions.tf", TERRAFORM / "examples" / "basic" / "main.tf"):
+        tf = one(parse(path)["terraform"])
+        assert tf["required_version"] == ">= 1.5"
+        aws = one(tf["required_providers"])["aws"]
+        assert aws == {"source": "hashicorp/aws", "version": ">= 5.0, < 7.0"}, path
+
+
+# Attributes that hashicorp/aws 6.x deprecates or removes, or that 5.x lacks, as the module
+# would reference them. Without a 6.x provider here (nothing is downloaded) this is the check that
+# the module keeps to what both majors accept; test_terraform_validate_and_mocked_tests validates
+# against the 5.x schema where that provider is installed.
+NOT_IN_BOTH_MAJORS = {
+    r"data\.aws_region\.[a-z_]+\.name\b": "deprecated in 6.x: use .id (the region's name in 5.x and 6.x)",
+    r"data\.aws_region\.[a-z_]+\.region\b": "only in 6.x: use .id",
+    r"\bis_enabled\s*=": "aws_cloudwatch_event_rule.is_enabled: deprecated, use state",
+    r"\binline_policy\b": "aws_iam_role.inline_policy: deprecated, use aws_iam_role_policy",
+    r"\bmanaged_policy_arns\b": "aws_iam_role.managed_policy_arns: deprecated, use attachments",
+}
+
+
+@pytest.mark.parametrize("path", TF_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_nothing_deprecated_in_provider_5_or_6(path):
+    text = "\n".join(l for l in path.read_text().splitlines() if not l.lstrip().startswith("#"))
+    for pattern, why in NOT_IN_BOTH_MAJORS.items():
+        m = re.search(pattern, text)
+        assert not m, f"{path.relative_to(REPO)}: {m.group(0)!r}: {why}"
 
 
 # --- inputs and outputs ----------------------------------------------------------------------
@@ -131,6 +160,8 @@ def test_variable_defaults():
     assert v["event_bus_name"]["default"] == "default"
     assert v["namespace"]["default"] == "Slurm"
     assert v["alarm_rules"]["default"] is None
+    assert v["lambda_reserved_concurrency"]["default"] is None
+    assert v["job_log_retention_days"]["default"] == 30
     assert "default" not in v["cluster_name"] and "default" not in v["lambda_zip_path"]
     thresholds = v["thresholds"]["type"]
     for key, default in {
@@ -156,18 +187,57 @@ def test_required_outputs_exist_and_are_described():
 # --- IAM ---------------------------------------------------------------------------------------
 
 
-def test_instance_policy_allows_exactly_put_metric_data_in_the_namespace():
+def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_only():
     policy = module_locals()["cluster_instance_policy"]
-    (statement,) = policy["Statement"]
-    assert statement["Effect"] == "Allow"
-    assert as_list(statement["Action"]) == ["cloudwatch:PutMetricData"]
-    assert statement["Resource"] == "*"
-    assert statement["Condition"] == {"StringEquals": {"cloudwatch:namespace": "${var.namespace}"}}
-    assert "NotAction" not in statement and "NotResource" not in statement
+    statements = {s["Sid"]: s for s in policy["Statement"]}
+    assert list(statements) == ["ShipSlurmMetrics", "WriteJobRecords", "NotTheLambdaCursor"]
+    metrics = statements["ShipSlurmMetrics"]
+    assert metrics["Effect"] == "Allow"
+    assert as_list(metrics["Action"]) == ["cloudwatch:PutMetricData"]
+    assert metrics["Resource"] == "*"
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "${var.namespace}"}}
+    records = statements["WriteJobRecords"]
+    assert records["Effect"] == "Allow"
+    assert sorted(as_list(records["Action"])) == ["logs:CreateLogStream", "logs:PutLogEvents"]
+    # Streams of the job group only: both actions are authorized on the stream.
+    assert records["Resource"] == "${aws_cloudwatch_log_group.jobs.arn}:log-stream:*"
+    deny = statements["NotTheLambdaCursor"]
+    assert deny["Effect"] == "Deny" and sorted(as_list(deny["Action"])) == sorted(as_list(records["Action"]))
+    assert deny["Resource"] == "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}"
+    for s in statements.values():
+        assert "NotAction" not in s and "NotResource" not in s
+        assert "Condition" not in s or s is metrics
     res = resources()
     assert res[("aws_iam_policy", "cluster_instance")]["policy"] == "${jsonencode(local.cluster_instance_policy)}"
-    # The only IAM managed policy of the module.
-    assert [k for k in res if k[0] == "aws_iam_policy"] == [("aws_iam_policy", "cluster_instance")]
+    # The module's IAM managed policies: the instances' and the job report readers'.
+    assert sorted(k for k in res if k[0] == "aws_iam_policy") == [
+        ("aws_iam_policy", "cluster_instance"), ("aws_iam_policy", "job_report_reader"),
+    ]
+
+
+def test_job_report_reader_policy_reads_the_job_log_group_only():
+    (statement,) = module_locals()["job_report_reader_policy"]["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert as_list(statement["Action"]) == ["logs:FilterLogEvents"]
+    # FilterLogEvents is authorized on the group, which IAM matches as "<group ARN>:log-stream:".
+    assert statement["Resource"] == ["${aws_cloudwatch_log_group.jobs.arn}", "${aws_cloudwatch_log_group.jobs.arn}:*"]
+    policy = resources()[("aws_iam_policy", "job_report_reader")]
+    assert policy["policy"] == "${jsonencode(local.job_report_reader_policy)}"
+    assert policy["path"] == "${var.iam_path}"
+    assert blocks("output")["job_report_reader_policy_arn"]["value"] == "${aws_iam_policy.job_report_reader.arn}"
+
+
+def test_job_log_group():
+    loc = module_locals()
+    assert loc["job_log_group"] == "/slurm-cw/${var.cluster_name}/jobs"
+    assert loc["lambda_cursor_stream"] == "_lambda"
+    group = resources()[("aws_cloudwatch_log_group", "jobs")]
+    assert group["name"] == "${local.job_log_group}"
+    assert group["retention_in_days"] == "${var.job_log_retention_days}"
+    # Encrypted like the Lambda's group, with the module's key (test_kms_key_policy: the key
+    # lets CloudWatch Logs use it for this group).
+    assert group["kms_key_id"] == "${aws_kms_key.this.arn}"
+    assert blocks("output")["job_log_group_name"]["value"] == "${aws_cloudwatch_log_group.jobs.name}"
 
 
 def test_lambda_role_statements():
@@ -181,6 +251,8 @@ def test_lambda_role_statements():
         "UseTheTopicKey": ["kms:Decrypt", "kms:GenerateDataKey"],
         "SendEvents": ["events:PutEvents"],
         "DeadLetterQueue": ["sqs:SendMessage"],
+        "ReadJobFindings": ["logs:FilterLogEvents"],
+        "KeepFindingsCursor": ["logs:CreateLogStream", "logs:GetLogEvents", "logs:PutLogEvents"],
         "WriteOwnLogs": ["logs:CreateLogStream", "logs:PutLogEvents"],
         "Tracing": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"],
     }
@@ -195,16 +267,68 @@ def test_lambda_role_statements():
     assert resources_["PublishNotices"] == "${aws_sns_topic.alarms.arn}"
     assert resources_["UseTheTopicKey"] == "${aws_kms_key.this.arn}"
     assert resources_["SendEvents"] == "${local.event_bus_arn}"
+    assert resources_["ReadJobFindings"] == ["${aws_cloudwatch_log_group.jobs.arn}", "${aws_cloudwatch_log_group.jobs.arn}:*"]
+    # The cursor's stream alone: not the nodes' streams.
+    assert resources_["KeepFindingsCursor"] == "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}"
     assert resources_["WriteOwnLogs"] == "${aws_cloudwatch_log_group.lambda.arn}:*"
 
     loc = module_locals()
-    assert loc["alarm_prefix"] == "slurm-cw-${var.cluster_name}-"
+    assert loc["alarm_prefix"] == "slurm-cw-${var.cluster_name}/"
     assert loc["alarm_arn_prefix"] == (
         "arn:${local.partition}:cloudwatch:${local.region}:${local.account_id}:alarm:${local.alarm_prefix}"
     )
     assert loc["event_bus_arn"].endswith(":event-bus/${var.event_bus_name}")
     policy = resources()[("aws_iam_role_policy", "lambda")]["policy"]
     assert "Statement = local.lambda_role_statements" in policy.replace("  ", " ")
+
+
+def cluster_name_regex() -> str:
+    (validation,) = blocks("variable")["cluster_name"]["validation"]
+    m = re.fullmatch(r'\$\{can\(regex\("(.+)", var\.cluster_name\)\)\}', validation["condition"])
+    assert m, validation["condition"]
+    return m.group(1).replace("\\\\", "\\")  # HCL's "\\" is one backslash
+
+
+@pytest.mark.parametrize("name,ok", [
+    ("hpc", True), ("hpc-prod", True), ("a_b-1", True), ("c" * 40, True),
+    ("hpc/prod", False), ("/hpc", False), ("hpc/", False), ("has space", False), ("-hpc", False), ("c" * 41, False),
+])
+def test_cluster_name_validation(name, ok):
+    """'/' ends the alarm prefix: a cluster name must never hold one."""
+    assert bool(re.fullmatch(cluster_name_regex(), name)) == ok, name
+
+
+def iam_glob(pattern: str, value: str) -> bool:
+    """IAM's Resource matching: '*' any run of characters, '?' one, case-sensitive."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.S) is not None
+
+
+def alarm_resource(cluster: str) -> str:
+    """The ManageClusterAlarms resource for a cluster, rendered from the module's locals."""
+    loc = module_locals()
+    values = {"var.cluster_name": cluster, "local.partition": "aws", "local.region": "us-east-1",
+              "local.account_id": "123456789012"}
+    values["local.alarm_prefix"] = re.sub(r"\$\{([^}]+)\}", lambda m: values[m.group(1)], loc["alarm_prefix"])
+    statement = next(s for s in loc["lambda_role_statements"] if s["Sid"] == "ManageClusterAlarms")
+    text = statement["Resource"].replace("${local.alarm_arn_prefix}", loc["alarm_arn_prefix"])
+    return re.sub(r"\$\{([^}]+)\}", lambda m: values[m.group(1)], text)
+
+
+def test_alarm_resources_of_two_clusters_do_not_overlap():
+    """Cluster hpc's Lambda role may not touch cluster hpc-prod's alarms, nor the reverse (with
+    the old prefix "slurm-cw-<cluster>-", hpc's pattern covered hpc-prod's alarms)."""
+    pairs = [("hpc", "hpc-prod"), ("hpc", "hpc_"), ("a", "a-b"), ("hpc", "HPC")]
+    arn = "arn:aws:cloudwatch:us-east-1:123456789012:alarm:"
+    for a, b in pairs:
+        pa, pb = alarm_resource(a), alarm_resource(b)
+        assert pa == f"{arn}slurm-cw-{a}/*"
+        for own, other, pattern in ((a, b, pa), (b, a, pb)):
+            assert iam_glob(pattern, f"{arn}slurm-cw-{own}/NodesDown")
+            for rule in ("NodesDown", "x/y", ""):
+                assert not iam_glob(pattern, f"{arn}slurm-cw-{other}/{rule}"), (pattern, other, rule)
+        # Nor the module's own alarm.
+        assert not iam_glob(pa, f"{arn}SlurmCW-{a}-lambda-failing")
 
 
 def test_kms_key_policy():
@@ -217,6 +341,12 @@ def test_kms_key_policy():
     }
     assert statements["CloudWatchAlarmsPublishToTopic"]["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
     assert statements["LambdaRolePublishes"]["Principal"] == {"AWS": "${aws_iam_role.lambda.arn}"}
+    logs = statements["CloudWatchLogsEncryptsTheLogGroups"]
+    assert logs["Principal"] == {"Service": "logs.${local.region}.${data.aws_partition.current.dns_suffix}"}
+    group_arn = "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:"
+    assert logs["Condition"] == {"ArnEquals": {"kms:EncryptionContext:aws:logs:arn": [
+        group_arn + "${local.log_group}", group_arn + "${local.job_log_group}",
+    ]}}
     for s in statements.values():
         assert s["Principal"] != "*" and s["Principal"] != {"AWS": "*"}
     assert res[("aws_sns_topic", "alarms")]["kms_master_key_id"] == "${aws_kms_key.this.arn}"
@@ -235,7 +365,8 @@ def test_lambda_function():
     assert fn["source_code_hash"] == "${filebase64sha256(var.lambda_zip_path)}"
     assert fn["memory_size"] == "${var.lambda_memory_size}"
     assert fn["timeout"] == "${var.lambda_timeout}"
-    assert fn["reserved_concurrent_executions"] == 1
+    # Unset unless asked for: any reservation fails on accounts with a concurrency quota of 10.
+    assert fn["reserved_concurrent_executions"] == "${var.lambda_reserved_concurrency}"
     assert one(fn["tracing_config"])["mode"] == "Active"
     assert one(fn["dead_letter_config"])["target_arn"] == "${aws_sqs_queue.dlq.arn}"
     assert one(fn["environment"])["variables"] == {"SLURM_CW_LAMBDA_CONFIG": "${local.lambda_config}"}
@@ -249,6 +380,7 @@ def test_lambda_function():
         "event_bus": "var.event_bus_name",
         "rules": "local.alarm_rules",
         "thresholds": "var.thresholds",
+        "job_log_group": "aws_cloudwatch_log_group.jobs.name",
     }.items():
         assert re.search(rf"\b{key}\s*=\s*{re.escape(value)}\b", config), f"lambda_config lacks {key} = {value}: {config}"
     rules = module_locals()["alarm_rules"]
@@ -261,6 +393,54 @@ def test_lambda_function():
     assert log_group["kms_key_id"] == "${aws_kms_key.this.arn}"
 
 
+# Each input meant for the function, and where it must show: the function's own arguments, or
+# its one environment variable (SLURM_CW_LAMBDA_CONFIG = local.lambda_config).
+FUNCTION_INPUTS = {
+    "cluster_name": "config",
+    "namespace": "config",
+    "event_bus_name": "config",
+    "alarm_rules": "config",  # through local.alarm_rules
+    "thresholds": "config",
+    "function_name": "function",  # through local.function_name
+    "lambda_zip_path": "function",
+    "lambda_memory_size": "function",
+    "lambda_timeout": "function",
+    "lambda_reserved_concurrency": "function",
+}
+# Inputs that are not the function's settings.
+OTHER_INPUTS = {
+    "log_retention_days", "job_log_retention_days", "schedule_expression", "alarm_emails",
+    "kms_key_deletion_window_in_days", "role_permissions_boundary", "iam_path", "tags",
+}
+
+
+def uses(text: str, name: str, loc: dict, seen=()) -> bool:
+    """`text` refers to var.<name>, directly or through locals."""
+    if re.search(rf"\bvar\.{name}\b", text):
+        return True
+    for local in set(re.findall(r"\blocal\.([a-z_0-9]+)", text)) - set(seen):
+        if local in loc and uses(str(loc[local]), name, loc, (*seen, local)):
+            return True
+    return False
+
+
+def test_every_function_setting_reaches_the_function():
+    variables = set(blocks("variable"))
+    assert variables == set(FUNCTION_INPUTS) | OTHER_INPUTS, (
+        f"classify the new inputs in FUNCTION_INPUTS or OTHER_INPUTS: {sorted(variables ^ (set(FUNCTION_INPUTS) | OTHER_INPUTS))}"
+    )
+    # Any lambda_* input is the function's.
+    assert {v for v in variables if v.startswith("lambda_")} <= set(FUNCTION_INPUTS)
+    loc = module_locals()
+    fn = dict(resources()[("aws_lambda_function", "this")])
+    fn.pop("environment")
+    for name, where in FUNCTION_INPUTS.items():
+        if where == "config":
+            assert uses(loc["lambda_config"], name, loc), f"var.{name} does not reach SLURM_CW_LAMBDA_CONFIG"
+        else:
+            assert uses(json.dumps(fn), name, loc), f"var.{name} does not reach aws_lambda_function.this"
+
+
 def test_default_lambda_config_fits_the_environment():
     """Lambda allows 4 KB of environment variables; the module's precondition stops at 3800
     bytes of SLURM_CW_LAMBDA_CONFIG. Measured as terraform's jsonencode writes it (compact,
@@ -269,10 +449,11 @@ def test_default_lambda_config_fits_the_environment():
     config = {
         "namespace": "Slurm",
         "cluster_name": "c" * 40,
-        "alarm_prefix": "slurm-cw-" + "c" * 40 + "-",
+        "alarm_prefix": "slurm-cw-" + "c" * 40 + "/",
         "sns_topic_arn": "arn:aws-us-gov:sns:us-gov-west-1:123456789012:slurm-cw-" + "c" * 40 + "-alarms",
         "event_bus": "default",
         "rules": rules,
+        "job_log_group": "/slurm-cw/" + "c" * 40 + "/jobs",
         "thresholds": {"idle_gpu_percent": 5, "idle_gpu_minutes": 30, "low_cpu_efficiency_percent": 20,
                        "low_cpu_minutes": 60, "memory_over_requested_percent": 25, "backlog_change_nodes": 1},
     }
@@ -300,7 +481,8 @@ def test_dashboard_uses_the_template():
     dash = resources()[("aws_cloudwatch_dashboard", "cluster")]
     body = dash["dashboard_body"]
     assert 'templatefile("${path.module}/dashboards/cluster.json.tftpl"' in body
-    for var in ("cluster_name = var.cluster_name", "namespace = var.namespace", "region = data.aws_region.current.name"):
+    for var in ("cluster_name = var.cluster_name", "namespace = var.namespace", "region = local.region",
+                "job_log_group = aws_cloudwatch_log_group.jobs.name"):
         assert var in re.sub(r"\s+", " ", body), body
 
 
@@ -310,7 +492,7 @@ def test_generated_files_exist_and_are_json():
     template = (TERRAFORM / "dashboards" / "cluster.json.tftpl").read_text()
     if "%{" not in template:  # plain interpolations only: render it here
         rendered = template
-        for k, v in {"cluster_name": "c", "namespace": "Slurm", "region": "us-east-1"}.items():
+        for k, v in {"cluster_name": "c", "namespace": "Slurm", "region": "us-east-1", "job_log_group": "/slurm-cw/c/jobs"}.items():
             rendered = rendered.replace("${" + k + "}", v)
         assert "${" not in rendered.replace("$${", ""), "the dashboard template uses an unknown variable"
         assert "widgets" in json.loads(rendered.replace("$${", "${"))
@@ -406,21 +588,36 @@ def test_terraform_fmt(tf_env):
     run_tf(["fmt", "-check", "-recursive", "-diff", str(TERRAFORM)], cwd=REPO, env=tf_env)
 
 
-def test_terraform_validate_and_mocked_tests(tmp_path, tf_env):
-    """`terraform init` from a local provider directory (nothing is downloaded), `validate` of
-    the module and of the example, and the module's own `terraform test` with a mocked AWS
-    provider (terraform/tests/module.tftest.hcl)."""
+def provider_dir(major: str) -> pathlib.Path | None:
+    """The newest hashicorp/aws <major>.x in PLUGIN_DIR, as its <version>/<os_arch> directory."""
+    found = [d.parent for d in PLUGIN_DIR.glob(f"registry.terraform.io/hashicorp/aws/{major}.*/*/terraform-provider-aws*")]
+    key = lambda d: tuple(int(x) if x.isdigit() else 0 for x in d.parent.name.split("."))
+    return max(found, key=key) if found else None
+
+
+@pytest.mark.parametrize("major", ["5", "6"])
+def test_terraform_validate_and_mocked_tests(tmp_path, tf_env, major):
+    """For each major version of hashicorp/aws the module admits: `terraform init` from a local
+    provider directory holding that version alone (nothing is downloaded), `validate` of the
+    module and of the example with no warning (deprecations are warnings), and the module's own
+    `terraform test` with a mocked AWS provider (terraform/tests/module.tftest.hcl)."""
     terraform_bin()
-    if not any(PLUGIN_DIR.glob("registry.terraform.io/hashicorp/aws/5.*/*/terraform-provider-aws*")):
-        pytest.skip(f"no hashicorp/aws 5.x provider in {PLUGIN_DIR} (set TF_PLUGIN_DIR): cannot init offline")
+    source = provider_dir(major)
+    if source is None:
+        pytest.skip(f"no hashicorp/aws {major}.x provider in {PLUGIN_DIR} (set TF_PLUGIN_DIR): cannot init offline")
+    plugins = tmp_path / "plugins" / source.relative_to(PLUGIN_DIR)
+    plugins.parent.mkdir(parents=True)
+    plugins.symlink_to(source, target_is_directory=True)
     module = tmp_path / "terraform"
     shutil.copytree(TERRAFORM, module, ignore=shutil.ignore_patterns(".terraform", ".terraform.lock.hcl", "*.tfstate*"))
-    init = ["init", "-backend=false", "-input=false", f"-plugin-dir={PLUGIN_DIR}"]
-    run_tf(init, cwd=module, env=tf_env)
-    run_tf(["validate"], cwd=module, env=tf_env)
+    init = ["init", "-backend=false", "-input=false", f"-plugin-dir={tmp_path / 'plugins'}"]
     example = module / "examples" / "basic"
-    run_tf(init, cwd=example, env=tf_env)
-    run_tf(["validate"], cwd=example, env=tf_env)
+    for root in (module, example):
+        run_tf(init, cwd=root, env=tf_env)
+        result = json.loads(run_tf(["validate", "-json"], cwd=root, env=tf_env))
+        diagnostics = [f"{d['severity']}: {d['summary']}: {d.get('detail', '')}" for d in result["diagnostics"]]
+        assert result["valid"] and not diagnostics, f"{root.relative_to(tmp_path)} with hashicorp/aws {source.parent.name}:\n" + "\n".join(diagnostics)
+    print(f"terraform validate: module and example valid with hashicorp/aws {source.parent.name}, no warning")
 
     package = tmp_path / "bootstrap.zip"
     with zipfile.ZipFile(package, "w") as z:

@@ -4,7 +4,8 @@
 #   terraform init && terraform apply -var lambda_zip_path=../../../dist/slurm-cw-lambda.zip
 #
 # Then put the cluster_instance_policy_arn output under Iam/AdditionalIamPolicies of the head
-# node and of each queue (infra/parallelcluster/cluster-config.example.yaml).
+# node and of each queue, and job_report_reader_policy_arn under those of the login nodes
+# (infra/parallelcluster/cluster-config.example.yaml).
 
 terraform {
   required_version = ">= 1.5"
@@ -12,7 +13,7 @@ terraform {
   required_providers {
     aws = {
       source  = "hashicorp/aws"
-      version = "~> 5.0"
+      version = ">= 5.0, < 7.0"
     }
   }
 }
@@ -55,6 +56,13 @@ module "slurm_cw" {
     idle_gpu_minutes = 20 # the others keep their defaults
   }
 
+  # The job records (/slurm-cw/hpc-prod/jobs): kept 90 days.
+  job_log_retention_days = 90
+
+  # One run at a time. Leave it out on an account whose Lambda concurrency quota is 10 (a new
+  # account's): Lambda refuses any reservation there.
+  lambda_reserved_concurrency = 1
+
   tags = {
     Cluster = "hpc-prod"
   }
@@ -63,6 +71,16 @@ module "slurm_cw" {
 output "cluster_instance_policy_arn" {
   description = "For the cluster config's Iam/AdditionalIamPolicies."
   value       = module.slurm_cw.cluster_instance_policy_arn
+}
+
+output "job_report_reader_policy_arn" {
+  description = "For the login nodes' Iam/AdditionalIamPolicies: reading the job records."
+  value       = module.slurm_cw.job_report_reader_policy_arn
+}
+
+output "job_log_group_name" {
+  description = "The job log group (the shipper's default logs.group)."
+  value       = module.slurm_cw.job_log_group_name
 }
 
 output "sns_topic_arn" {
