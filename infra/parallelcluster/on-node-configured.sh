@@ -190,8 +190,9 @@ else
 Description=Slurm metrics shipper for Amazon CloudWatch (slurm-cw-shipper)
 Wants=network-online.target
 # Slurm's commands need munge; on the head node slurmctld answers them. Ordering only: the
-# shipper runs (and reports what it cannot reach) without them.
-After=network-online.target munge.service slurmctld.service slurmd.service
+# shipper runs (and reports what it cannot reach) without them. nvidia-persistenced (where it
+# exists) has the NVIDIA driver loaded, which DeviceAllow= below needs at start.
+After=network-online.target munge.service slurmctld.service slurmd.service nvidia-persistenced.service
 
 [Service]
 Type=exec
@@ -219,19 +220,29 @@ CPUQuota=10%
 MemoryMax=128M
 TasksMax=64
 Nice=10
+# Descriptors, not a footprint: each cycle opens files under /proc and the cgroup tree, and
+# every hook connection holds one until it is closed, refused ones too (the daemon caps how many
+# it serves). At the default soft limit of 1024 a flood of connections to the hook socket could
+# make those reads fail with EMFILE.
+LimitNOFILE=65536
 
 # --- Hardening -------------------------------------------------------------------------------
 # It runs as root, but with only two capabilities: CAP_DAC_READ_SEARCH to read any user's job
 # files, and CAP_SYS_PTRACE to read other users' /proc/<pid>/environ, fd and io (the job's
-# account, open files, I/O). Nothing it runs can gain more.
+# account, open files, I/O). No CAP_DAC_OVERRIDE: it writes only root's own files. Nothing it runs
+# can gain more (NoNewPrivileges: no setuid, no file capabilities).
 User=root
 CapabilityBoundingSet=CAP_DAC_READ_SEARCH CAP_SYS_PTRACE
 NoNewPrivileges=yes
 
-# The whole file system is read-only except the state and runtime directories above. It reads
-# /proc, /sys/fs/cgroup (ProtectControlGroups makes it read-only, not hidden), slurm.conf,
-# /opt/slurm/bin or /usr/bin (sinfo, squeue, sdiag), and talks to munge at
-# /run/munge/munge.socket.2 (connecting to a socket needs no write access to its file system).
+# ProtectSystem=strict makes the file system read-only except the state and runtime
+# directories above, the private /tmp and /var/tmp (PrivateTmp) and the API file systems /dev,
+# /proc and /sys, which it leaves to other options: ProtectKernelTunables makes /sys and
+# /proc/sys read-only, ProtectControlGroups /sys/fs/cgroup, DevicePolicy below limits the
+# devices; /dev/shm stays writable. It reads /proc, /sys/fs/cgroup (read-only, not hidden),
+# slurm.conf, /opt/slurm/bin or /usr/bin (sinfo, squeue, sdiag), and talks to munge at
+# /run/munge/munge.socket.2 (connecting needs write permission on the socket, which a read-only
+# mount does not take away).
 ProtectSystem=strict
 ProtectHome=read-only
 PrivateTmp=yes
@@ -243,7 +254,20 @@ ProtectControlGroups=yes
 ProtectClock=yes
 ProtectHostname=yes
 # Not ProtectProc=invisible nor ProcSubset=pid: it must see every job's processes in /proc.
-# Not PrivateDevices: NVML needs /dev/nvidiactl, /dev/nvidia<N> and /dev/nvidia-caps/.
+# Devices: the pseudo devices (/dev/null, zero, full, random, urandom) and what NVML opens, by
+# driver name from /proc/devices (globs are not allowed in DeviceAllow= paths, and paths are
+# resolved once at start, before /dev/nvidia<N> may exist). A name allows its whole major:
+# current drivers register major 195 as "nvidia" (/dev/nvidia<N>) and "nvidiactl"
+# (/dev/nvidiactl), older ones as "nvidia-frontend"; char-nvidia-caps, read-only, is
+# /dev/nvidia-caps/ (MIG monitoring; the files are 0400 or 0444, and without CAP_DAC_OVERRIDE
+# nothing could open them to write anyway). No nvidia-uvm: CUDA's, not NVML's. Not
+# PrivateDevices: its private /dev has no GPU at all. Explicit, too, because ProtectClock implies
+# DeviceAllow=char-rtc, which before systemd 252 turned the default policy into an allow-list
+# without the GPUs.
+DevicePolicy=closed
+DeviceAllow=char-nvidiactl rw
+DeviceAllow=char-nvidia-frontend rw
+DeviceAllow=char-nvidia-caps r
 RestrictNamespaces=yes
 RestrictRealtime=yes
 RestrictSUIDSGID=yes
