@@ -217,14 +217,5 @@ async fn get_metric_data(
 
 /// A derived datum of `metric` at `at` (epoch seconds), with ClusterName and `dims`.
 pub fn datum(cluster: &str, metric: &CatalogMetric, dims: &[(String, String)], at: i64, value: f64) -> Datum {
-    let mut dimensions: Vec<(String, String)> = vec![(CLUSTER_NAME.to_owned(), cluster.to_owned())];
-    dimensions.extend(dims.iter().cloned());
-    dimensions.sort();
-    Datum {
-        metric: metric.name.to_owned(),
-        unit: metric.unit.as_str().to_owned(),
-        dimensions,
-        timestamp: at_epoch(at),
-        value: DatumValue::Value { value },
-    }
+    slurm_cw_sink::cloudwatch::datum(cluster, metric, dims.iter().cloned(), at_epoch(at), DatumValue::Value { value })
 }

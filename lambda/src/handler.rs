@@ -183,11 +183,9 @@ async fn cluster_stage(
 async fn publish(
     cfg: &Config,
     clients: &Clients,
-    mut datums: Vec<Datum>,
+    datums: Vec<Datum>,
     summary: &mut Summary,
 ) -> Result<()> {
-    let mut validator = Validator::new();
-    summary.datums_dropped = validator.retain_valid(&mut datums, SystemTime::now()).len();
     let sink_settings = Settings {
         namespace: cfg.namespace.clone(),
         region: None,
@@ -196,18 +194,10 @@ async fn publish(
         attempt_timeout: Duration::from_secs(10),
         storage_resolution: 60,
     };
-    // The sink retries on its own (counted, with jitter); the SDK's retries are off for it.
-    let no_retries = clients
-        .cloudwatch
-        .config()
-        .to_builder()
-        .retry_config(aws_sdk_cloudwatch::config::retry::RetryConfig::disabled())
-        .build();
-    let mut sink =
-        CloudWatchSink::from_client(aws_sdk_cloudwatch::Client::from_conf(no_retries), sink_settings);
-    let outcome = sink.put(datums).await;
+    let mut sink = CloudWatchSink::from_client(clients.cloudwatch.clone(), sink_settings);
+    let (outcome, dropped) = sink.publish(&mut Validator::new(), datums).await;
     summary.datums_published = outcome.sent;
-    summary.datums_dropped += outcome.rejected.len();
+    summary.datums_dropped = dropped.len() + outcome.rejected.len();
     if !outcome.undelivered.is_empty() {
         anyhow::bail!(
             "{} derived datums not delivered: {}",

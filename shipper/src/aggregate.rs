@@ -7,8 +7,8 @@
 
 use crate::datum::{Datum, DatumValue, Stats};
 use crate::sample::{Dims, Observed, Sample};
-use slurm_cw_catalog::{Kind, Metric, dims};
-use slurm_cw_sink::validate::clean_dimension_value;
+use slurm_cw_catalog::{Kind, Metric};
+use slurm_cw_sink::cloudwatch::datum;
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
@@ -102,11 +102,6 @@ impl Aggregator {
 }
 
 fn to_datum(cluster: &str, e: Entry, sample_dims: Dims) -> Datum {
-    let mut dimensions: Vec<(String, String)> = Vec::with_capacity(sample_dims.len() + 1);
-    dimensions.push((dims::CLUSTER_NAME.to_owned(), cluster.to_owned()));
-    // Values come from Slurm and from job users (process names, accounts): cleaned, never dropped.
-    dimensions.extend(sample_dims.iter().map(|(n, v)| (n.to_owned(), clean_dimension_value(v).into_owned())));
-    dimensions.sort();
     let value = match e.acc {
         Acc::Stats(s) if s.count == 1.0 => DatumValue::Value { value: s.sum },
         // One value per node and flush, so that Sum across nodes is the cluster's total.
@@ -117,13 +112,9 @@ fn to_datum(cluster: &str, e: Entry, sample_dims: Dims) -> Datum {
             DatumValue::Values { values, counts }
         }
     };
-    Datum {
-        metric: e.metric.name.to_owned(),
-        unit: e.metric.unit.as_str().to_owned(),
-        dimensions,
-        timestamp: e.last,
-        value,
-    }
+    // Values come from Slurm and from job users (process names, accounts): cleaned, never dropped.
+    let dims = sample_dims.iter().map(|(n, v)| (n.to_owned(), v.to_owned()));
+    datum(cluster, e.metric, dims, e.last, value)
 }
 
 /// At most [`MAX_DISTINCT_VALUES`] (value, count) pairs: when there are more, values are merged

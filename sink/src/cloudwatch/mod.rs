@@ -12,6 +12,8 @@ pub use crate::retry;
 
 use crate::datum::{Datum, DatumValue};
 use crate::failure::{Failure, classify};
+use crate::validate::clean_dimension_value;
+use slurm_cw_catalog::Metric;
 use crate::outcome::Outcome;
 use aws_sdk_cloudwatch::Client;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit, StatisticSet};
@@ -31,6 +33,25 @@ pub struct Settings {
     pub attempt_timeout: Duration,
     /// 60 (standard) or 1 (high resolution).
     pub storage_resolution: i32,
+}
+
+/// A datum of a catalog metric, in `cluster`: `ClusterName` first, dimensions sorted, their
+/// values cleaned as CloudWatch needs them. The one way the shipper and the Lambda make datums.
+pub fn datum(
+    cluster: &str,
+    metric: &Metric,
+    dims: impl IntoIterator<Item = (String, String)>,
+    timestamp: std::time::SystemTime,
+    value: DatumValue,
+) -> Datum {
+    let mut dimensions: Vec<(String, String)> =
+        vec![(slurm_cw_catalog::dims::CLUSTER_NAME.to_owned(), cluster.to_owned())];
+    dimensions.extend(dims.into_iter().map(|(n, v)| {
+        let v = clean_dimension_value(&v).into_owned();
+        (n, v)
+    }));
+    dimensions.sort();
+    Datum { metric: metric.name.to_owned(), unit: metric.unit.as_str().to_owned(), dimensions, timestamp, value }
 }
 
 /// What one `put` achieved.
@@ -62,10 +83,27 @@ impl CloudWatchSink {
         CloudWatchSink { client: Client::from_conf(conf), settings, rng: StdRng::from_os_rng() }
     }
 
-    /// Uses a client built elsewhere (the Lambda's, with its own configuration); the SDK's own
-    /// retries should be off, as [`CloudWatchSink::new`] sets them.
+    /// Uses a client built elsewhere (the Lambda's, with its own configuration), with the SDK's
+    /// own retries turned off: this sink retries itself, counted and with jitter.
     pub fn from_client(client: Client, settings: Settings) -> Self {
-        CloudWatchSink { client, settings, rng: StdRng::from_os_rng() }
+        let conf = client
+            .config()
+            .to_builder()
+            .retry_config(aws_sdk_cloudwatch::config::retry::RetryConfig::disabled())
+            .build();
+        CloudWatchSink { client: Client::from_conf(conf), settings, rng: StdRng::from_os_rng() }
+    }
+
+    /// Validates `datums` (each bad one dropped, logged once by `validator`) and sends the
+    /// rest: what the Lambda publishes. Returns the outcome and the reasons of the drops.
+    pub async fn publish(
+        &mut self,
+        validator: &mut crate::validate::Validator,
+        mut datums: Vec<Datum>,
+    ) -> (PutOutcome, Vec<crate::validate::DropReason>) {
+        let dropped = validator.retain_valid(&mut datums, std::time::SystemTime::now());
+        let outcome = self.put(datums).await;
+        (outcome, dropped.into_iter().map(|(_, reason)| reason).collect())
     }
 
     pub fn namespace(&self) -> &str {
