@@ -21,6 +21,7 @@ fn replay(target: &str, bytes: &[u8]) {
         ("sdiag_text", Some(t)) => drop(sdiag::parse_text(t)),
         ("sdiag_json", Some(t)) => drop(sdiag::parse_json(t)),
         ("datum_line", Some(t)) => drop(Datum::from_json_line(t)),
+        ("scontrol_job", Some(t)) => drop(slurm_cw_formats::slurm::job::parse(t)),
         ("cgroup_files", Some(t)) => {
             let _ = (cgroup::flat_key(t, "x"), cgroup::single(t), cgroup::numbers(t), cgroup::cpu_list(t));
             let _ = (cgroup::io_stat(t), cgroup::blkio(t));
