@@ -6,15 +6,80 @@
 //! `slurm-cw-shipper --job-ended $SLURM_JOB_ID`, which asks the daemon over a Unix socket to
 //! sample that job now and waits (at most [`CLIENT_TIMEOUT`]) for the answer. The daemon serves
 //! only root and the job's own user, and at most one final sample per job per second.
+//!
+//! The socket is open to every user of the node, so what one user can make the daemon hold or
+//! do is bounded ([`Limits::default`]):
+//! - at most 64 connections open at once, and 8 per uid (the peer's uid comes from
+//!   SO_PEERCRED before anything is read); over either cap a connection is closed at once
+//!   (`too-many`), so idle connections cannot use up the daemon's file descriptors;
+//! - a budget per uid of 10 connections a second, 20 at once (a token bucket); each accepted
+//!   connection spends a token, whatever it asks and whether it is denied; without one the
+//!   answer is `busy` at once;
+//! - the request line: 1 s to arrive, 128 bytes at most;
+//! - at most 20 requests a second, 40 at once, in all uids together, reach the main loop
+//!   (each costs a job discovery there), and only while its queue has room; otherwise `busy`;
+//! - 3 s for the main loop's answer and 1 s to write it;
+//! - after a failed accept (out of file descriptors, say) a pause of 100 ms, doubling to 1 s,
+//!   and one log line per run of failures.
+//!
+//! The client retries `busy` and `too-many` with a short jittered pause until its 3 s are up:
+//! many tasks of one user ending together are served a few at a time instead of refused.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
 /// How long the hook waits for the daemon; a job's end must not wait longer on us.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The longest request line read: a job id is at most 64 bytes.
+pub const MAX_REQUEST: u64 = 128;
+
+/// The pause after a failed accept, doubling up to [`ACCEPT_BACKOFF_MAX`].
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(100);
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// How much of the daemon one user, and all of them together, can take through the socket.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections open at once, all uids.
+    pub connections: usize,
+    /// Connections open at once, per uid.
+    pub per_uid: usize,
+    /// Connections per second per uid, and how many at once (token bucket).
+    pub uid_rate: f64,
+    pub uid_burst: f64,
+    /// Requests per second to the main loop, all uids, and how many at once.
+    pub rate: f64,
+    pub burst: f64,
+    /// For the request line to arrive.
+    pub read_timeout: Duration,
+    /// For the main loop's answer.
+    pub answer_timeout: Duration,
+    /// For the answer to be written.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connections: 64,
+            per_uid: 8,
+            uid_rate: 10.0,
+            uid_burst: 20.0,
+            rate: 20.0,
+            burst: 40.0,
+            read_timeout: Duration::from_secs(1),
+            answer_timeout: CLIENT_TIMEOUT,
+            write_timeout: Duration::from_secs(1),
+        }
+    }
+}
 
 /// A request from the hook, handed to the main loop.
 #[derive(Debug)]
@@ -45,6 +110,11 @@ impl Answer {
     }
 }
 
+/// Answers of the server itself, before the main loop is asked.
+const BUSY: &[u8] = b"busy\n";
+const TOO_MANY: &[u8] = b"too-many\n";
+const BAD_REQUEST: &[u8] = b"bad-request\n";
+
 /// A valid job id: digits, letters, `_` and `.` (array and new-style ids), at most 64 bytes.
 pub fn valid_job_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
@@ -67,61 +137,290 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Accepts hook connections until the receiver of `tx` is gone.
+/// A token bucket.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(burst: f64, now: Instant) -> Self {
+        Bucket { tokens: burst, at: now }
+    }
+
+    fn refill(&mut self, rate: f64, burst: f64, now: Instant) {
+        let secs = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + secs * rate).min(burst);
+        self.at = now;
+    }
+
+    fn take(&mut self, rate: f64, burst: f64, now: Instant) -> bool {
+        self.refill(rate, burst, now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Why a connection was refused before its request was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// Over the cap of open connections, in all or for this uid.
+    TooMany,
+    /// This uid's budget is spent.
+    Busy,
+}
+
+/// One uid's open connections and budget.
+#[derive(Debug)]
+struct Peer {
+    open: usize,
+    bucket: Bucket,
+}
+
+/// Connection counts and budgets, shared by the accept loop and the connections.
+#[derive(Debug)]
+struct Gate {
+    limits: Limits,
+    open: usize,
+    peers: HashMap<u32, Peer>,
+    forward: Bucket,
+    /// Refusals since the last log line, and when that was.
+    refused: u64,
+    logged_at: Option<Instant>,
+}
+
+/// Peers kept before idle ones (no connection, full budget) are forgotten.
+const PEERS_KEPT: usize = 256;
+/// At most one log line about refused connections per this long.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
+
+impl Gate {
+    fn new(limits: Limits, now: Instant) -> Self {
+        Gate {
+            limits,
+            open: 0,
+            peers: HashMap::new(),
+            forward: Bucket::full(limits.burst, now),
+            refused: 0,
+            logged_at: None,
+        }
+    }
+
+    /// Admits a connection of `uid` (counted open until [`Gate::close`]) or says why not.
+    fn admit(&mut self, uid: u32, now: Instant) -> Result<(), Refused> {
+        let l = self.limits;
+        if self.peers.len() >= PEERS_KEPT {
+            self.peers.retain(|_, p| {
+                p.bucket.refill(l.uid_rate, l.uid_burst, now);
+                p.open > 0 || p.bucket.tokens < l.uid_burst
+            });
+        }
+        let peer =
+            self.peers.entry(uid).or_insert_with(|| Peer { open: 0, bucket: Bucket::full(l.uid_burst, now) });
+        let verdict = if self.open >= l.connections || peer.open >= l.per_uid {
+            Err(Refused::TooMany)
+        } else if !peer.bucket.take(l.uid_rate, l.uid_burst, now) {
+            Err(Refused::Busy)
+        } else {
+            peer.open += 1;
+            self.open += 1;
+            Ok(())
+        };
+        if let Err(why) = verdict {
+            self.note_refusal(uid, why, now);
+        }
+        verdict
+    }
+
+    fn close(&mut self, uid: u32) {
+        self.open = self.open.saturating_sub(1);
+        if let Some(p) = self.peers.get_mut(&uid) {
+            p.open = p.open.saturating_sub(1);
+        }
+    }
+
+    /// A request may go to the main loop (the budget of all uids together).
+    fn forward(&mut self, now: Instant) -> bool {
+        self.forward.take(self.limits.rate, self.limits.burst, now)
+    }
+
+    /// Logs the first refusal, then at most once a minute with the count since.
+    fn note_refusal(&mut self, uid: u32, why: Refused, now: Instant) {
+        self.refused += 1;
+        if self.logged_at.is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_LOG_EVERY) {
+            tracing::warn!(
+                uid,
+                reason = ?why,
+                refused = self.refused,
+                "hook socket: refusing connections over the per-user limits"
+            );
+            self.refused = 0;
+            self.logged_at = Some(now);
+        }
+    }
+}
+
+fn lock(gate: &Mutex<Gate>) -> MutexGuard<'_, Gate> {
+    // The counts stay usable even if a holder panicked.
+    gate.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An admitted connection; closing it frees its place.
+struct Slot {
+    gate: Arc<Mutex<Gate>>,
+    uid: u32,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        lock(&self.gate).close(self.uid);
+    }
+}
+
+/// The pause after `failures` failed accepts in a row (1 or more).
+fn accept_backoff(failures: u32) -> Duration {
+    ACCEPT_BACKOFF_MIN.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(ACCEPT_BACKOFF_MAX)
+}
+
+/// Accepts hook connections until the receiver of `tx` is gone, within [`Limits::default`].
 pub async fn serve(listener: UnixListener, tx: mpsc::Sender<Request>) {
+    serve_with(listener, tx, Limits::default()).await
+}
+
+/// [`serve`] with other limits (tests).
+pub async fn serve_with(listener: UnixListener, tx: mpsc::Sender<Request>, limits: Limits) {
+    let gate = Arc::new(Mutex::new(Gate::new(limits, Instant::now())));
+    let mut failures: u32 = 0;
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                if failures > 0 {
+                    tracing::info!(failures, "hook socket accepts connections again");
+                    failures = 0;
+                }
+                stream
+            }
+            Err(e) => {
+                // Out of file descriptors the socket stays readable: without a pause this
+                // loop would spin.
+                failures = failures.saturating_add(1);
+                if failures == 1 {
+                    tracing::warn!(error = %e, "hook socket cannot accept; pausing");
+                }
+                tokio::time::sleep(accept_backoff(failures)).await;
+                continue;
+            }
         };
         if tx.is_closed() {
             return;
         }
+        // The uid before anything is read: a refused connection costs one accept and a close.
+        let Ok(cred) = stream.peer_cred() else { continue };
+        let uid = cred.uid();
+        if let Err(why) = lock(&gate).admit(uid, Instant::now()) {
+            // Non-blocking and best effort: the connection closes here either way.
+            let _ = stream.try_write(if why == Refused::Busy { BUSY } else { TOO_MANY });
+            continue;
+        }
+        let slot = Slot { gate: gate.clone(), uid };
         let tx = tx.clone();
         tokio::spawn(async move {
-            if let Err(e) = handle(stream, tx).await {
-                tracing::debug!(error = %e, "hook connection failed");
+            if let Err(e) = handle(stream, &slot, &tx, limits).await {
+                tracing::debug!(error = %e, uid = slot.uid, "hook connection failed");
             }
         });
     }
 }
 
-async fn handle(stream: UnixStream, tx: mpsc::Sender<Request>) -> std::io::Result<()> {
-    let uid = stream.peer_cred()?.uid();
+fn timed_out(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, what.to_owned())
+}
+
+async fn reply(write: &mut OwnedWriteHalf, line: &[u8], limit: Duration) -> std::io::Result<()> {
+    tokio::time::timeout(limit, write.write_all(line)).await.map_err(|_| timed_out("answer not taken"))?
+}
+
+async fn handle(
+    stream: UnixStream,
+    slot: &Slot,
+    tx: &mpsc::Sender<Request>,
+    limits: Limits,
+) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
-    let mut reader = BufReader::new(read.take(128));
-    tokio::time::timeout(CLIENT_TIMEOUT, reader.read_line(&mut line))
+    let mut reader = BufReader::new(read.take(MAX_REQUEST));
+    tokio::time::timeout(limits.read_timeout, reader.read_line(&mut line))
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no request"))??;
+        .map_err(|_| timed_out("no request"))??;
     let job = line.trim();
     if !valid_job_id(job) {
-        write.write_all(b"bad-request\n").await?;
-        return Ok(());
+        return reply(&mut write, BAD_REQUEST, limits.write_timeout).await;
     }
-    let (reply, answer) = oneshot::channel();
-    if tx.send(Request { job: job.to_owned(), uid, reply }).await.is_err() {
-        return Ok(());
+    if !lock(&slot.gate).forward(Instant::now()) {
+        return reply(&mut write, BUSY, limits.write_timeout).await;
     }
-    if let Ok(a) = answer.await {
-        write.write_all(a.line().as_bytes()).await?;
+    let (reply_tx, answer) = oneshot::channel();
+    // Never wait for room: a full queue means the main loop has enough to do.
+    match tx.try_send(Request { job: job.to_owned(), uid: slot.uid, reply: reply_tx }) {
+        Ok(()) => {}
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            return reply(&mut write, BUSY, limits.write_timeout).await;
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => return Ok(()),
     }
-    Ok(())
+    match tokio::time::timeout(limits.answer_timeout, answer).await {
+        Ok(Ok(a)) => reply(&mut write, a.line().as_bytes(), limits.write_timeout).await,
+        // The daemon is stopping.
+        Ok(Err(_)) => Ok(()),
+        Err(_) => reply(&mut write, BUSY, limits.write_timeout).await,
+    }
+}
+
+/// Whether the client should ask again: the daemon refused for load, not for the request.
+fn retryable(answer: &str) -> bool {
+    answer == "busy" || answer == "too-many"
+}
+
+/// One connection: the request, then the answer line.
+async fn exchange(socket: &Path, job: &str) -> Result<String, String> {
+    let mut s = UnixStream::connect(socket).await.map_err(|e| format!("{}: {e}", socket.display()))?;
+    // A refused connection may be closed before the request is written; its answer is
+    // still there to read.
+    let _ = s.write_all(format!("{job}\n").as_bytes()).await;
+    let mut answer = String::new();
+    match BufReader::new(s).read_line(&mut answer).await {
+        Ok(_) if answer.ends_with('\n') => Ok(answer.trim().to_owned()),
+        Ok(_) => Err("the daemon closed the connection without an answer".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The client side, run by the TaskEpilog: asks for the final sample of `job` and waits for
-/// the answer. Errors are for the caller to print; the hook always exits 0.
+/// the answer, asking again after `busy` or `too-many`, for [`CLIENT_TIMEOUT`] in all.
+/// Errors are for the caller to print; the hook always exits 0.
 pub async fn request(socket: &Path, job: &str) -> Result<String, String> {
     if !valid_job_id(job) {
         return Err(format!("{job:?} is not a job id"));
     }
-    let exchange = async {
-        let mut s = UnixStream::connect(socket).await.map_err(|e| format!("{}: {e}", socket.display()))?;
-        s.write_all(format!("{job}\n").as_bytes()).await.map_err(|e| e.to_string())?;
-        let mut answer = String::new();
-        BufReader::new(s).read_line(&mut answer).await.map_err(|e| e.to_string())?;
-        Ok::<String, String>(answer.trim().to_owned())
-    };
-    tokio::time::timeout(CLIENT_TIMEOUT, exchange).await.map_err(|_| "no answer in time".to_owned())?
+    let deadline = tokio::time::Instant::now() + CLIENT_TIMEOUT;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let answer = tokio::time::timeout_at(deadline, exchange(socket, job))
+            .await
+            .map_err(|_| "no answer in time".to_owned())??;
+        // Jittered, so tasks that ended together do not ask together again.
+        let wait = pause.mul_f64(0.5 + rand::random::<f64>());
+        if !retryable(&answer) || tokio::time::Instant::now() + wait >= deadline {
+            return Ok(answer);
+        }
+        tokio::time::sleep(wait).await;
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
 }
 
 /// Socket path for the client: the configured one, or the default when the configuration
@@ -145,6 +444,32 @@ mod tests {
         assert!(!valid_job_id(&"1".repeat(65)));
     }
 
+    /// A server with `limits` and a main loop that answers `Sampled(1)`, or holds every
+    /// request unanswered when `answer` is false.
+    fn start(limits: Limits, queue: usize, answer: bool) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hook.sock");
+        let listener = bind(&path).unwrap();
+        let (tx, mut rx) = mpsc::channel(queue);
+        tokio::spawn(serve_with(listener, tx, limits));
+        tokio::spawn(async move {
+            if !answer {
+                // Keeps the receiver, never receives: the queue stays full.
+                std::future::pending::<()>().await;
+            }
+            while let Some(r) = rx.recv().await {
+                let _ = r.reply.send(Answer::Sampled(1));
+            }
+            drop(rx);
+        });
+        (dir, path)
+    }
+
+    /// Roomy limits, to change one at a time.
+    fn roomy() -> Limits {
+        Limits { uid_burst: 1000.0, burst: 1000.0, ..Limits::default() }
+    }
+
     #[tokio::test]
     async fn request_and_answer_over_the_socket() {
         let dir = tempfile::tempdir().unwrap();
@@ -166,5 +491,136 @@ mod tests {
         // A stale socket from a crashed daemon is replaced.
         drop(bind(&path).unwrap());
         assert!(bind(&path).is_ok());
+    }
+
+    #[test]
+    fn buckets_refill_at_their_rate_up_to_the_burst() {
+        let t0 = Instant::now();
+        let mut b = Bucket::full(2.0, t0);
+        assert!(b.take(10.0, 2.0, t0) && b.take(10.0, 2.0, t0));
+        assert!(!b.take(10.0, 2.0, t0), "burst spent");
+        assert!(!b.take(10.0, 2.0, t0 + Duration::from_millis(50)));
+        assert!(b.take(10.0, 2.0, t0 + Duration::from_millis(100)), "one token per 100 ms at 10/s");
+        b.refill(10.0, 2.0, t0 + Duration::from_secs(60));
+        assert_eq!(b.tokens, 2.0, "never more than the burst");
+    }
+
+    #[test]
+    fn the_gate_caps_connections_per_uid_and_in_all_and_spends_budgets() {
+        let t = Instant::now();
+        let limits = Limits { connections: 3, per_uid: 2, ..roomy() };
+        let mut g = Gate::new(limits, t);
+        assert_eq!(g.admit(1, t), Ok(()));
+        assert_eq!(g.admit(1, t), Ok(()));
+        assert_eq!(g.admit(1, t), Err(Refused::TooMany), "per uid");
+        assert_eq!(g.admit(2, t), Ok(()));
+        assert_eq!(g.admit(3, t), Err(Refused::TooMany), "in all");
+        g.close(1);
+        assert_eq!(g.admit(3, t), Ok(()));
+        assert_eq!(g.open, 3);
+
+        let limits = Limits { uid_rate: 1.0, uid_burst: 2.0, ..roomy() };
+        let mut g = Gate::new(limits, t);
+        for _ in 0..2 {
+            assert_eq!(g.admit(5, t), Ok(()));
+            g.close(5);
+        }
+        assert_eq!(g.admit(5, t), Err(Refused::Busy), "budget spent, whether or not it was served");
+        assert_eq!(g.admit(6, t), Ok(()), "another uid has its own");
+        assert_eq!(g.admit(5, t + Duration::from_secs(1)), Ok(()), "refilled");
+        assert_eq!(g.refused, 0, "the refusal was logged, and the count restarted");
+    }
+
+    #[test]
+    fn idle_peers_are_forgotten_once_many() {
+        let t = Instant::now();
+        let mut g = Gate::new(Limits::default(), t);
+        for uid in 0..PEERS_KEPT as u32 {
+            assert_eq!(g.admit(uid, t), Ok(()));
+            g.close(uid);
+        }
+        assert_eq!(g.peers.len(), PEERS_KEPT);
+        let later = t + Duration::from_secs(10);
+        assert_eq!(g.admit(9999, later), Ok(()));
+        assert_eq!(g.peers.len(), 1, "refilled and closed peers are dropped");
+    }
+
+    #[test]
+    fn accept_backoff_doubles_to_a_second() {
+        let ms: Vec<u128> = (1..=6).map(|n| accept_backoff(n).as_millis()).collect();
+        assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(accept_backoff(u32::MAX), ACCEPT_BACKOFF_MAX);
+    }
+
+    #[tokio::test]
+    async fn idle_connections_over_the_cap_are_closed_at_once_and_the_rest_time_out() {
+        let limits = Limits { per_uid: 2, read_timeout: Duration::from_millis(300), ..roomy() };
+        let (_dir, path) = start(limits, 4, true);
+        let mut idle = Vec::new();
+        for _ in 0..2 {
+            idle.push(UnixStream::connect(&path).await.unwrap());
+        }
+        // Let the server accept both before the third arrives.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = Instant::now();
+        assert_eq!(exchange(&path, "7").await.unwrap(), "too-many");
+        assert!(started.elapsed() < Duration::from_millis(200), "refused without waiting");
+        // The idle ones are closed after the read timeout, freeing their places.
+        for s in &mut idle {
+            let mut buf = [0u8; 16];
+            let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await.unwrap().unwrap();
+            assert_eq!(n, 0, "closed without an answer");
+        }
+        assert!(started.elapsed() < Duration::from_millis(1000));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(exchange(&path, "7").await.unwrap(), "ok 1");
+    }
+
+    #[tokio::test]
+    async fn a_spent_budget_answers_busy_and_the_client_asks_again() {
+        let limits = Limits { uid_rate: 10.0, uid_burst: 2.0, ..roomy() };
+        let (_dir, path) = start(limits, 4, true);
+        assert_eq!(exchange(&path, "7").await.unwrap(), "ok 1");
+        // A bad request spends a token as well.
+        assert_eq!(exchange(&path, "x;y").await.unwrap(), "bad-request");
+        assert_eq!(exchange(&path, "7").await.unwrap(), "busy");
+        // The client retries until a token is back (10 a second).
+        let started = Instant::now();
+        assert_eq!(request(&path, "7").await.unwrap(), "ok 1");
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+
+        // All uids together: the main loop's budget.
+        let limits = Limits { rate: 0.001, burst: 2.0, ..roomy() };
+        let (_dir, path) = start(limits, 4, true);
+        assert_eq!(exchange(&path, "7").await.unwrap(), "ok 1");
+        assert_eq!(exchange(&path, "7").await.unwrap(), "ok 1");
+        assert_eq!(exchange(&path, "7").await.unwrap(), "busy");
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_answers_busy_at_once_and_a_silent_main_loop_in_time() {
+        let limits = Limits { answer_timeout: Duration::from_millis(300), ..roomy() };
+        let (_dir, path) = start(limits, 1, false);
+        let p = path.clone();
+        let first = tokio::spawn(async move { exchange(&p, "7").await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = Instant::now();
+        assert_eq!(exchange(&path, "8").await.unwrap(), "busy");
+        assert!(started.elapsed() < Duration::from_millis(200), "not queued behind the first");
+        assert_eq!(first.await.unwrap().unwrap(), "busy", "no answer from the main loop in time");
+    }
+
+    #[tokio::test]
+    async fn a_huge_request_is_read_only_up_to_its_bound() {
+        let (_dir, path) = start(roomy(), 4, true);
+        let mut s = UnixStream::connect(&path).await.unwrap();
+        let big = vec![b'1'; 1 << 20];
+        // The server stops reading after MAX_REQUEST bytes; the write then fails.
+        let _ = tokio::time::timeout(Duration::from_secs(2), s.write_all(&big)).await.unwrap();
+        let mut answer = String::new();
+        let _ = tokio::time::timeout(Duration::from_secs(2), BufReader::new(s).read_line(&mut answer))
+            .await
+            .unwrap();
+        assert_eq!(answer, "bad-request\n");
     }
 }
