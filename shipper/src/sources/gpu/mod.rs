@@ -58,6 +58,10 @@ impl Allocation {
     }
 }
 
+/// Environment bytes read per job and cycle to find its allocation: a few hundred processes'
+/// usual environments, or eight that made theirs as large as [`procs::ENVIRON_MAX`].
+const ALLOCATION_ENVIRON_BUDGET: usize = 8 << 20;
+
 pub struct GpuCollector {
     source: Option<Box<dyn GpuSource>>,
     /// Why there is no source, when gpu.enabled = on and NVML could not start.
@@ -201,15 +205,25 @@ impl GpuCollector {
         }
     }
 
-    /// SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES from the first job process that has them.
+    /// SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES from the first job process that has them, reading
+    /// at most [`ALLOCATION_ENVIRON_BUDGET`] of the job's environments (a job without GPUs is
+    /// looked at every cycle).
     fn find_allocation(&self, pids: &[u32]) -> Option<Allocation> {
         let root = &self.node.proc_root;
-        pids.iter().find_map(|&p| {
-            let job_gpus = procs::environ_var(root, p, "SLURM_JOB_GPUS");
-            let visible = procs::environ_var(root, p, "CUDA_VISIBLE_DEVICES");
+        let mut budget = ALLOCATION_ENVIRON_BUDGET;
+        for &p in pids {
+            if budget == 0 {
+                break;
+            }
+            let mut v =
+                procs::environ_vars_within(root, p, &["SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"], &mut budget);
+            let (visible, job_gpus) = (v.pop().flatten(), v.pop().flatten());
             let a = Allocation::parse(job_gpus.as_deref(), visible.as_deref());
-            (job_gpus.is_some() || !a.uuids.is_empty()).then_some(a)
-        })
+            if job_gpus.is_some() || !a.uuids.is_empty() {
+                return Some(a);
+            }
+        }
+        None
     }
 
     fn emit_job(
@@ -318,6 +332,34 @@ impl Collector for GpuCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_allocation_is_found_within_a_budget_of_environment_bytes() {
+        let proc = tempfile::tempdir().unwrap();
+        let env = |pid: u32, text: &[u8]| {
+            std::fs::create_dir_all(proc.path().join(pid.to_string())).unwrap();
+            std::fs::write(proc.path().join(format!("{pid}/environ")), text).unwrap();
+        };
+        env(10, b"HOME=/root\0");
+        env(11, b"SLURM_JOB_GPUS=1\0CUDA_VISIBLE_DEVICES=MIG-a\0");
+        let mut huge = b"PAD=".to_vec();
+        huge.extend(std::iter::repeat_n(b'x', 2 * procs::ENVIRON_MAX));
+        for pid in 20..30 {
+            env(pid, &huge);
+        }
+        env(30, b"SLURM_JOB_GPUS=3\0");
+        let node = NodeConfig { proc_root: proc.path().to_owned(), ..NodeConfig::default() };
+        let (source, _) = fake::FakeSource::new(Vec::new());
+        let c = GpuCollector::new(Box::new(source), GpuConfig::default(), node, "n1".into());
+        let a = c.find_allocation(&[9, 10, 11, 30]).expect("from pid 11");
+        assert_eq!(a.indices, BTreeSet::from([1]));
+        assert_eq!(a.uuids, BTreeSet::from(["MIG-a".to_owned()]));
+        assert_eq!(c.find_allocation(&[30]).map(|a| a.indices), Some(BTreeSet::from([3])));
+        // Ten processes with 1 MiB environments spend the budget before pid 30 is read.
+        let pids: Vec<u32> = (20..=30).collect();
+        assert_eq!(c.find_allocation(&pids), None);
+        assert_eq!(c.find_allocation(&[10]), None);
+    }
 
     #[test]
     fn allocations_from_the_environment() {

@@ -1,12 +1,13 @@
 //! What /proc says about one process of a job: CPU time, threads by state, open files, I/O,
-//! owner. Files are read with [`read_bytes`] into one reused buffer and parsed by the procfs
+//! owner. Files are read into one reused buffer, each up to a bound, and parsed by the procfs
 //! crate. A process that exits mid-read is skipped, never an error.
 
 use super::kv::Io;
-use super::read_bytes;
 use procfs::FromRead;
 use procfs::process::Stat;
+use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Thread states as shipped in the `ThreadState` dimension.
 pub const THREAD_STATES: &[&str] =
@@ -49,10 +50,13 @@ pub struct Want {
     pub fd_by_size: bool,
 }
 
-/// `T` parsed from the file at `path`, read into `buf`; None when unreadable or malformed.
+/// `T` parsed from the file at `path`, read into `buf`; None when unreadable, malformed or
+/// larger than any such file of the kernel's.
 fn parse<T: FromRead>(path: &Path, buf: &mut Vec<u8>) -> Option<T> {
-    buf.clear();
-    read_bytes(path, buf).then(|| T::from_read(buf.as_slice()).ok()).flatten()
+    match read_capped(path, PROC_FILE_MAX, buf)? {
+        false => T::from_read(buf.as_slice()).ok(),
+        true => None,
+    }
 }
 
 /// Reads process `pid` under `proc_root`, using `buf` for file contents; None when it is gone
@@ -119,20 +123,105 @@ pub fn is_procfs(path: &Path) -> bool {
     unsafe { libc::statfs(c.as_ptr(), &mut s) == 0 && s.f_type as i64 == PROC_SUPER_MAGIC }
 }
 
+/// At most this much of a process's environment is read: a job can make its own as large as
+/// its stack limit allows, and it is read as root every time a job's owner is looked up.
+pub const ENVIRON_MAX: usize = 1 << 20;
+
+/// At most this much of any other /proc file (stat, io: a few hundred bytes).
+const PROC_FILE_MAX: usize = 64 << 10;
+
+/// Environments cut at [`ENVIRON_MAX`] since the start.
+static ENVIRON_CUTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many environments were cut at [`ENVIRON_MAX`] since the start.
+pub fn environ_cuts() -> u64 {
+    ENVIRON_CUTS.load(Ordering::Relaxed)
+}
+
+/// Reads at most `max` bytes of the file at `path` into `buf` (replacing it); Some(true) when
+/// there was more, None when it cannot be read.
+fn read_capped(path: &Path, max: usize, buf: &mut Vec<u8>) -> Option<bool> {
+    buf.clear();
+    let f = std::fs::File::open(path).ok()?;
+    // One byte more than allowed tells a file of exactly `max` from a longer one. (Take's
+    // reads are plain: no size query, which means nothing on procfs.)
+    f.take(max as u64 + 1).read_to_end(buf).ok()?;
+    let cut = buf.len() > max;
+    buf.truncate(max);
+    Some(cut)
+}
+
 /// The value of `var` in the environment of process `pid` (the job's SLURM_* variables).
 pub fn environ_var(proc_root: &Path, pid: u32, var: &str) -> Option<String> {
     environ_vars(proc_root, pid, &[var]).pop().flatten()
 }
 
-/// Several variables of one process's environment, read once; None where unset or empty.
+/// Several variables of one process's environment, read once (at most [`ENVIRON_MAX`] bytes
+/// of it); None where unset, empty, not UTF-8 or past the cut.
 pub fn environ_vars(proc_root: &Path, pid: u32, vars: &[&str]) -> Vec<Option<String>> {
-    let env = procfs::process::Process::new_with_root(proc_root.join(pid.to_string())).and_then(|p| p.environ());
-    let Ok(env) = env else { return vec![None; vars.len()] };
-    vars.iter()
-        .map(|var| {
-            env.get(std::ffi::OsStr::new(var)).and_then(|v| v.to_str()).map(str::to_owned).filter(|v| !v.is_empty())
-        })
-        .collect()
+    let (found, _, cut) = environ_read(proc_root, pid, vars, ENVIRON_MAX);
+    if cut {
+        note_cut(pid);
+    }
+    found
+}
+
+/// [`environ_vars`] out of a budget of bytes shared by several processes (a job's): reads at
+/// most what is left of it and takes off what was read. Nothing is read once it is spent.
+pub fn environ_vars_within(
+    proc_root: &Path,
+    pid: u32,
+    vars: &[&str],
+    budget: &mut usize,
+) -> Vec<Option<String>> {
+    let max = ENVIRON_MAX.min(*budget);
+    if max == 0 {
+        return vec![None; vars.len()];
+    }
+    let (found, read, cut) = environ_read(proc_root, pid, vars, max);
+    *budget = budget.saturating_sub(read);
+    if cut && max == ENVIRON_MAX {
+        note_cut(pid);
+    }
+    found
+}
+
+fn note_cut(pid: u32) {
+    if ENVIRON_CUTS.fetch_add(1, Ordering::Relaxed) == 0 {
+        tracing::warn!(
+            pid,
+            limit = ENVIRON_MAX,
+            "a job process's environment is larger than the limit; read up to it"
+        );
+    }
+}
+
+/// The variables found in the first `max` bytes of the environment of `pid`, the bytes read,
+/// and whether there was more.
+fn environ_read(proc_root: &Path, pid: u32, vars: &[&str], max: usize) -> (Vec<Option<String>>, usize, bool) {
+    let mut found = vec![None; vars.len()];
+    let mut buf = Vec::new();
+    let Some(cut) = read_capped(&proc_root.join(pid.to_string()).join("environ"), max, &mut buf) else {
+        return (found, 0, false);
+    };
+    let mut env = buf.as_slice();
+    if cut {
+        // The entry at the cut is incomplete: only whole entries count.
+        env = env.iter().rposition(|&b| b == 0).map_or(&[][..], |end| &env[..end]);
+    }
+    for entry in env.split(|&b| b == 0) {
+        let Some(eq) = entry.iter().position(|&b| b == b'=') else { continue };
+        let (name, value) = (&entry[..eq], &entry[eq + 1..]);
+        // The first of a name wins, as getenv finds it.
+        if let Some(i) = vars.iter().position(|v| v.as_bytes() == name)
+            && found[i].is_none()
+            && let Ok(v) = std::str::from_utf8(value)
+            && !v.is_empty()
+        {
+            found[i] = Some(v.to_owned());
+        }
+    }
+    (found, buf.len(), cut)
 }
 
 #[cfg(test)]
@@ -168,6 +257,54 @@ mod tests {
         assert_eq!(p.cpu_ticks, 5200);
         assert_eq!(p.threads[1], 1, "one sleeping thread");
         assert!(p.comm.starts_with('a') && p.comm.ends_with(" b"), "{:?}", p.comm);
+    }
+
+    #[test]
+    fn a_huge_environment_is_read_up_to_the_bound_and_whole_entries_only() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("9")).unwrap();
+        let mut env = b"HOME=/home/u\0SLURM_JOB_ACCOUNT=physics\0".to_vec();
+        // Padding up to just before the bound, then a variable the bound cuts in its value,
+        // then one wholly past it.
+        let pad = ENVIRON_MAX - env.len() - 30;
+        env.extend_from_slice(b"PAD=");
+        env.extend(std::iter::repeat_n(b'x', pad - 5));
+        env.push(0);
+        env.extend_from_slice(b"SLURM_JOB_PARTITION=");
+        env.extend(std::iter::repeat_n(b'p', 100));
+        env.push(0);
+        env.extend_from_slice(b"SLURM_JOB_GPUS=0,1\0");
+        env.extend(std::iter::repeat_n(b'y', 3 * ENVIRON_MAX));
+        std::fs::write(root.path().join("9/environ"), &env).unwrap();
+        let cuts = environ_cuts();
+        let v = environ_vars(root.path(), 9, &["SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION", "SLURM_JOB_GPUS"]);
+        assert_eq!(v, vec![Some("physics".to_owned()), None, None], "no half value from the cut");
+        assert!(environ_cuts() > cuts, "the cut is counted");
+
+        // Under the bound: everything, the first of a name, nothing unset, empty or not UTF-8.
+        let env = b"A=1\0B=\0A=2\0C=\xff\0NOEQUALS\0D=x=y\0";
+        std::fs::write(root.path().join("9/environ"), env).unwrap();
+        let v = environ_vars(root.path(), 9, &["A", "B", "C", "D", "E"]);
+        assert_eq!(v, vec![Some("1".into()), None, None, Some("x=y".into()), None]);
+        assert_eq!(environ_var(root.path(), 10, "A"), None, "no such process");
+
+        // A small bound, exactly met: nothing is cut.
+        let mut buf = Vec::new();
+        assert_eq!(read_capped(&root.path().join("9/environ"), env.len(), &mut buf), Some(false));
+        assert_eq!(read_capped(&root.path().join("9/environ"), env.len() - 1, &mut buf), Some(true));
+        assert_eq!(buf.len(), env.len() - 1);
+        assert_eq!(environ_read(root.path(), 9, &["A", "D"], 8), (vec![Some("1".into()), None], 8, true));
+
+        // A budget shared by processes: each read takes off what it read; spent, none is read.
+        let mut budget = env.len() + 8;
+        assert_eq!(environ_vars_within(root.path(), 9, &["A"], &mut budget), vec![Some("1".into())]);
+        assert_eq!(budget, 8);
+        assert_eq!(
+            environ_vars_within(root.path(), 9, &["A", "D"], &mut budget),
+            vec![Some("1".into()), None]
+        );
+        assert_eq!(budget, 0);
+        assert_eq!(environ_vars_within(root.path(), 9, &["A"], &mut budget), vec![None]);
     }
 
     #[test]
