@@ -1,9 +1,18 @@
-//! Runs Slurm commands: an argv (never a shell string), a time limit, and an error a person
-//! can act on.
+//! Runs Slurm commands: an argv (never a shell string), a time limit, bounded output, and an
+//! error a person can act on.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// The most standard output kept of one command: squeue's text for some 300,000 jobs. More
+/// is an error (figures from a cut listing would be wrong), and the command is killed.
+pub const STDOUT_MAX: usize = 64 << 20;
+/// The most standard error kept; the rest is read and dropped, so the command is not blocked.
+pub const STDERR_MAX: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum CommandError {
@@ -17,6 +26,8 @@ pub enum CommandError {
     Spawn { program: String, error: String },
     #[error("{program} printed output that is not UTF-8")]
     NotUtf8 { program: String },
+    #[error("{program} printed more than {limit} bytes; stopped and its output dropped")]
+    TooLarge { program: String, limit: usize },
 }
 
 /// Output of a command that succeeded.
@@ -30,11 +41,33 @@ pub struct Output {
 pub struct SlurmCommands {
     bin_dir: Option<PathBuf>,
     timeout: Duration,
+    stdout_max: usize,
+    stderr_max: usize,
+    /// Outputs cut at their bound, standard output and error alike.
+    cuts: Arc<AtomicU64>,
 }
 
 impl SlurmCommands {
     pub fn new(bin_dir: Option<PathBuf>, timeout: Duration) -> Self {
-        SlurmCommands { bin_dir, timeout }
+        SlurmCommands {
+            bin_dir,
+            timeout,
+            stdout_max: STDOUT_MAX,
+            stderr_max: STDERR_MAX,
+            cuts: Arc::default(),
+        }
+    }
+
+    /// Other output bounds (tests).
+    pub fn with_limits(mut self, stdout_max: usize, stderr_max: usize) -> Self {
+        self.stdout_max = stdout_max;
+        self.stderr_max = stderr_max;
+        self
+    }
+
+    /// How many outputs were cut at their bound.
+    pub fn cuts(&self) -> u64 {
+        self.cuts.load(Ordering::Relaxed)
     }
 
     /// Where `program` is: `slurm.bin_dir`, else `$PATH`, else /opt/slurm/bin (ParallelCluster).
@@ -59,35 +92,88 @@ impl SlurmCommands {
     pub async fn run(&self, program: &str, args: &[&str]) -> Result<Output, CommandError> {
         let path = self.locate(program)?;
         let started = Instant::now();
-        let child = tokio::process::Command::new(&path)
+        let spawn_error =
+            |e: std::io::Error| CommandError::Spawn { program: program.into(), error: e.to_string() };
+        let mut child = tokio::process::Command::new(&path)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
-            .output();
-        let out = match tokio::time::timeout(self.timeout, child).await {
+            .spawn()
+            .map_err(spawn_error)?;
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(CommandError::Spawn { program: program.into(), error: "no output pipes".into() });
+        };
+        let (stdout_max, stderr_max) = (self.stdout_max, self.stderr_max);
+        let too_large = || CommandError::TooLarge { program: program.into(), limit: stdout_max };
+        let work = async {
+            // Both at once, so neither pipe fills and blocks the command; a cut standard output
+            // ends the wait for the other.
+            let out = async {
+                let (buf, cut) = read_capped(stdout, stdout_max).await.map_err(spawn_error)?;
+                if cut { Err(too_large()) } else { Ok(buf) }
+            };
+            let err = async { drain_capped(stderr, stderr_max).await.map_err(spawn_error) };
+            let (out, (err, err_dropped)) = tokio::try_join!(out, err)?;
+            let status = child.wait().await.map_err(spawn_error)?;
+            Ok::<_, CommandError>((status, out, err, err_dropped))
+        };
+        let (status, out, err, err_dropped) = match tokio::time::timeout(self.timeout, work).await {
             Err(_) => {
                 return Err(CommandError::Timeout { program: program.into(), timeout: self.timeout });
             }
             Ok(Err(e)) => {
-                return Err(CommandError::Spawn { program: program.into(), error: e.to_string() });
+                if matches!(e, CommandError::TooLarge { .. }) {
+                    self.note_cut(program, "standard output", stdout_max);
+                }
+                // Dropping `child` kills it (kill_on_drop); this just does not wait for that.
+                let _ = child.start_kill();
+                return Err(e);
             }
-            Ok(Ok(out)) => out,
+            Ok(Ok(done)) => done,
         };
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
+        if err_dropped > 0 {
+            self.note_cut(program, "standard error", stderr_max);
+        }
+        if !status.success() {
+            let stderr = String::from_utf8_lossy(&err);
             let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("(no message)");
             return Err(CommandError::Failed {
                 program: program.into(),
-                status: out.status.to_string(),
+                status: status.to_string(),
                 stderr: first.chars().take(300).collect(),
             });
         }
-        let stdout =
-            String::from_utf8(out.stdout).map_err(|_| CommandError::NotUtf8 { program: program.into() })?;
+        let stdout = String::from_utf8(out).map_err(|_| CommandError::NotUtf8 { program: program.into() })?;
         Ok(Output { stdout, elapsed: started.elapsed() })
     }
+
+    /// Counts a cut output; the first is logged (the head collector logs the errors it causes).
+    fn note_cut(&self, program: &str, what: &str, limit: usize) {
+        if self.cuts.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(program, limit, "{what} of a Slurm command was larger than its bound; cut");
+        }
+    }
+}
+
+/// Up to `max` bytes of `r`; true when there was more (then the rest is left unread).
+async fn read_capped(r: impl AsyncRead + Unpin, max: usize) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut buf = Vec::new();
+    let mut r = r.take(max as u64);
+    r.read_to_end(&mut buf).await?;
+    // One byte more tells an output of exactly `max` from a longer one.
+    let more = r.into_inner().read(&mut [0u8; 1]).await? > 0;
+    Ok((buf, more))
+}
+
+/// Up to `max` bytes of `r`, then the rest read to its end and dropped; with how many were.
+async fn drain_capped(r: impl AsyncRead + Unpin, max: usize) -> std::io::Result<(Vec<u8>, u64)> {
+    let mut buf = Vec::new();
+    let mut r = r.take(max as u64);
+    r.read_to_end(&mut buf).await?;
+    let dropped = tokio::io::copy(&mut r.into_inner(), &mut tokio::io::sink()).await?;
+    Ok((buf, dropped))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -126,5 +212,56 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(5), "the timeout kills the child");
         let e = c.run("nope", &[]).await.unwrap_err();
         assert!(e.to_string().contains("nope not found"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn outputs_are_bounded_and_a_cut_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        script(dir.path(), "exact", "yes | head -c 1000");
+        script(dir.path(), "floods", "yes | head -c 5000000");
+        script(dir.path(), "endless", "exec yes");
+        script(dir.path(), "noisy", "yes error | head -c 3000000 >&2; echo done");
+        script(dir.path(), "noisy_fails", "yes 'sinfo: error' | head -c 3000000 >&2; exit 1");
+        let c = SlurmCommands::new(Some(dir.path().into()), Duration::from_secs(5)).with_limits(1000, 4096);
+        assert_eq!(c.run("exact", &[]).await.unwrap().stdout.len(), 1000, "exactly the bound is whole");
+        assert_eq!(c.cuts(), 0);
+        for program in ["floods", "endless"] {
+            let started = Instant::now();
+            match c.run(program, &[]).await {
+                Err(e @ CommandError::TooLarge { .. }) => {
+                    assert!(e.to_string().contains("more than 1000 bytes"), "{e}")
+                }
+                other => panic!("{program}: {other:?}"),
+            }
+            assert!(started.elapsed() < Duration::from_secs(3), "stopped at the bound, not the timeout");
+        }
+        assert_eq!(c.cuts(), 2);
+        // Standard error past its bound is dropped, not waited on; the first line still names
+        // the failure.
+        assert_eq!(c.run("noisy", &[]).await.unwrap().stdout, "done\n");
+        match c.run("noisy_fails", &[]).await {
+            Err(CommandError::Failed { stderr, .. }) => assert_eq!(stderr, "sinfo: error"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.cuts(), 4);
+
+        // The default bound, with a command that prints past it.
+        let c = SlurmCommands::new(Some(dir.path().into()), Duration::from_secs(20));
+        script(dir.path(), "huge", &format!("yes | head -c {}", STDOUT_MAX + 10));
+        script(dir.path(), "just_fits", &format!("yes | head -c {STDOUT_MAX}"));
+        assert!(matches!(c.run("huge", &[]).await, Err(CommandError::TooLarge { limit: STDOUT_MAX, .. })));
+        assert_eq!(c.run("just_fits", &[]).await.unwrap().stdout.len(), STDOUT_MAX);
+        assert_eq!(c.cuts(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_command_that_keeps_its_pipes_open_is_killed_at_its_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        // Prints a little, then holds standard error open without writing.
+        script(dir.path(), "quiet_hang", "echo partial; exec sleep 30 >&2");
+        let c = SlurmCommands::new(Some(dir.path().into()), Duration::from_millis(300));
+        let started = Instant::now();
+        assert!(matches!(c.run("quiet_hang", &[]).await, Err(CommandError::Timeout { .. })));
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }
