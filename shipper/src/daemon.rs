@@ -131,8 +131,11 @@ pub async fn daemon(
                 }
             }
             Some(req) = hook_rx.recv() => {
-                let answer = pipeline.final_sample(&req.job, req.uid);
-                let _ = req.reply.send(answer);
+                // A client that gave up (its 3 s are over) needs no sample.
+                if !req.reply.is_closed() {
+                    let answer = pipeline.final_sample(&req.job, req.uid);
+                    let _ = req.reply.send(answer);
+                }
             }
             _ = collect.tick() => { pipeline.collect().await; }
         }

@@ -16,6 +16,7 @@ use crate::sources::head::HeadCollector;
 use crate::sources::head::command::SlurmCommands;
 use crate::sources::node::NodeCollector;
 use crate::sources::shipper::ShipperCollector;
+use crate::sources::slurm_jobs::SlurmJobs;
 use crate::sources::{Collector, Errors};
 use crate::transforms::jobs::Jobs;
 use crate::transforms::population;
@@ -88,9 +89,16 @@ impl Pipeline {
         }
         let mut jobs = None;
         if role.runs_node() {
-            collectors.push(Box::new(NodeCollector::new(config.node.clone(), node.clone())));
+            // Accounts, partitions and GPU allocations as Slurm says, not as a job's user wrote.
+            let slurm = SlurmJobs::new(SlurmCommands::new(
+                config.slurm.bin_dir.clone(),
+                config.slurm.command_timeout,
+            ));
+            collectors.push(Box::new(
+                NodeCollector::new(config.node.clone(), node.clone()).with_slurm(slurm.clone()),
+            ));
             if let Some(gpu) = gpu_collector(config, &node) {
-                collectors.push(Box::new(gpu));
+                collectors.push(Box::new(gpu.with_slurm(slurm)));
             }
             jobs = Some(Jobs::new(config.node.findings.clone()));
         }

@@ -216,3 +216,28 @@ fn an_idle_gpu_job_has_exactly_one_finding_and_a_busy_one_none() {
     let busy = findings_over(vec![FakeGpu::gpu(0, 80.0).with_pids(&[4242]), FakeGpu::gpu(1, 70.0)], 45);
     assert!(busy.iter().all(|f| f["Finding"] != "idle_gpu"), "{busy:?}");
 }
+
+#[test]
+fn gpus_a_job_claims_in_its_environment_are_not_believed_over_slurm() {
+    use slurm_cw_formats::slurm::job;
+    use slurm_cw_shipper::sources::head::command::SlurmCommands;
+    use slurm_cw_shipper::sources::slurm_jobs::SlurmJobs;
+    // The job's environment says GPUs 0 and 1 (and a MIG instance); Slurm gave it GPU 0 alone.
+    let mut b = bench(four_gpus(), GpuConfig::default());
+    let detail =
+        job::parse("JobId=1001 Account=chemistry Partition=gpu Nodes=g1 CPU_IDs=0-3 Mem=0 GRES=gpu:1(IDX:0)")
+            .unwrap();
+    let slurm =
+        SlurmJobs::answered(SlurmCommands::new(None, std::time::Duration::from_secs(1)), vec![detail]);
+    let collector = std::mem::replace(
+        &mut b.collector,
+        GpuCollector::unavailable(String::new(), GpuConfig::default(), NodeConfig::default(), "x".into()),
+    );
+    b.collector = collector.with_slurm(slurm);
+    let (out, _) = b.collect();
+    assert_eq!(job(&out, &GPU_COUNT), Some(1.0), "GPU 0 only: the environment's GPU 1 is not the job's");
+    assert_eq!(job(&out, &GPU_IDLE_COUNT), Some(0.0));
+    // GPU 1 is no longer hidden by the claim: with GPU 2, and GPU 3 (running a process of no
+    // job), three GPUs no job holds (two when the environment is believed).
+    assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(3.0));
+}

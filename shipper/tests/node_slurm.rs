@@ -298,3 +298,38 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
     assert!((150.0 * MIB..220.0 * MIB).contains(&v), "{v}");
     assert!(!stdout.contains(&format!(r#""JobId":"{job}"}}"#)), "no per-job datum by default");
 }
+
+#[test]
+fn accounts_and_partitions_come_from_slurm_not_from_what_a_job_exports() {
+    let Some(_conf) = slurm() else { return };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let w = workload();
+    // The job's user rewrites its own environment before its work starts.
+    let forged = format!(
+        "export SLURM_JOB_ACCOUNT=victim SLURM_JOB_PARTITION=gold SLURM_JOB_GPUS=0,1,2,3; exec python3 {w} memory 50 60"
+    );
+    let job = sbatch(&["-p", "batch", "-w", "c2", "-A", "physics", "--wrap", &forged]);
+    let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
+    wait_until("the forging job to run python", Duration::from_secs(60), || {
+        job_pids(&job, "c2").iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/environ"))
+                .is_ok_and(|e| e.contains("SLURM_JOB_ACCOUNT=victim"))
+        })
+    });
+    let out = shipper()
+        .args(["--once", "--role", "node", "--sink", "stdout"])
+        .env("SLURM_CW_CLUSTER_NAME", "forgetest")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let record: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| Record::from_json_line(l).ok())
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.message).ok())
+        .find(|v| v["JobId"] == job.as_str() && v["Type"] == "job_sample")
+        .unwrap_or_else(|| panic!("no record of job {job}: {stdout}"));
+    assert_eq!(record["Account"], "physics", "Slurm's account, not the exported one");
+    assert_eq!(record["Partition"], "batch");
+    assert!(!stdout.contains("victim") && !stdout.contains("gold"), "the forged values appear nowhere");
+}

@@ -5,6 +5,7 @@ pub mod gpu;
 pub mod head;
 pub mod node;
 pub mod shipper;
+pub mod slurm_jobs;
 
 use crate::sample::Batch;
 use std::collections::BTreeMap;

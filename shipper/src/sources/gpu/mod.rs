@@ -70,9 +70,12 @@ pub struct GpuCollector {
     node: NodeConfig,
     node_name: String,
     owners: Owners,
-    /// Job id -> allocation, once found in a job process's environment.
+    /// Job id -> allocation, once Slurm (or, where it cannot be asked, a job process's
+    /// environment) named it.
     allocations: HashMap<String, Allocation>,
     logged: HashSet<String>,
+    /// What Slurm says of each job; None in tests, where the environment is believed.
+    slurm: Option<crate::sources::slurm_jobs::Shared>,
 }
 
 impl GpuCollector {
@@ -87,6 +90,7 @@ impl GpuCollector {
             owners: Owners::default(),
             allocations: HashMap::new(),
             logged: HashSet::new(),
+            slurm: None,
         }
     }
 
@@ -102,6 +106,7 @@ impl GpuCollector {
             owners: Owners::default(),
             allocations: HashMap::new(),
             logged: HashSet::new(),
+            slurm: None,
         }
     }
 
@@ -165,7 +170,7 @@ impl GpuCollector {
                 discover::pids(dir, &mut buf, &mut pids);
             }
             if !self.allocations.contains_key(&job.id)
-                && let Some(a) = self.find_allocation(&pids)
+                && let Some(a) = self.allocation(job, &pids)
             {
                 self.allocations.insert(job.id.clone(), a);
             }
@@ -205,6 +210,26 @@ impl GpuCollector {
         }
     }
 
+    /// Takes GPU allocations from Slurm (see [`crate::sources::slurm_jobs`]) instead of the
+    /// jobs' environment, which their users write.
+    pub fn with_slurm(mut self, slurm: crate::sources::slurm_jobs::Shared) -> Self {
+        self.slurm = Some(slurm);
+        self
+    }
+
+    /// The GPUs Slurm gave the job on this node; the job's environment only where Slurm cannot
+    /// be asked (or in tests). None while Slurm has not answered yet.
+    fn allocation(&self, job: &JobRef, pids: &[u32]) -> Option<Allocation> {
+        let Some(slurm) = &self.slurm else { return self.find_allocation(pids) };
+        let slurm = slurm.borrow();
+        if !slurm.available() {
+            return self.find_allocation(pids);
+        }
+        let node = job.node.as_deref().unwrap_or(&self.node_name);
+        let d = slurm.get(&job.id)?;
+        Some(Allocation { indices: d.gpus_on(node).cloned().unwrap_or_default(), uuids: BTreeSet::new() })
+    }
+
     /// SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES from the first job process that has them, reading
     /// at most [`ALLOCATION_ENVIRON_BUDGET`] of the job's environments (a job without GPUs is
     /// looked at every cycle).
@@ -234,12 +259,14 @@ impl GpuCollector {
         out: &mut Batch,
     ) {
         let proc_root = self.node.proc_root.clone();
-        let uid = job.uid.or_else(|| discover::task_owner(job.process_dir()?, &proc_root, &mut String::new()));
+        let uid =
+            job.uid.or_else(|| discover::task_owner(job.process_dir()?, &proc_root, &mut String::new()));
         let user = self.owners.user(uid);
         let account = self.owners.account(&job.id, || {
             let mut pids = Vec::new();
             discover::pids(job.process_dir()?, &mut String::new(), &mut pids);
-            let account = pids.iter().find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))?;
+            let account =
+                pids.iter().find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))?;
             Some((account, owner::UNKNOWN.to_owned()))
         });
         let account = account.0;

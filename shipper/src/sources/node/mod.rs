@@ -14,6 +14,7 @@ pub mod procs;
 
 pub use slurm_cw_formats::cgroup as kv;
 
+use super::slurm_jobs::{self, SlurmJobs};
 use super::{Collector, Errors};
 use crate::config::{CgroupVersion, NodeConfig};
 use crate::hook::Answer;
@@ -99,6 +100,9 @@ pub struct NodeCollector {
     final_at: HashMap<String, Instant>,
     /// /proc is a real procfs: fd counts come from the fd directory's size.
     fd_by_size: bool,
+    /// What Slurm says of each job (account, partition); None in tests and benches, where the
+    /// environment is taken as it is.
+    slurm: Option<slurm_jobs::Shared>,
 }
 
 impl NodeCollector {
@@ -116,7 +120,15 @@ impl NodeCollector {
             logged: HashSet::new(),
             final_at: HashMap::new(),
             fd_by_size,
+            slurm: None,
         }
+    }
+
+    /// Takes accounts and partitions from Slurm (see [`slurm_jobs`]) instead of believing the
+    /// jobs' environment.
+    pub fn with_slurm(mut self, slurm: slurm_jobs::Shared) -> Self {
+        self.slurm = Some(slurm);
+        self
     }
 
     fn log_once(&mut self, key: &str, message: &str) {
@@ -245,14 +257,35 @@ impl NodeCollector {
             discover::task_owner(job.process_dir()?, proc_root, &mut buf)
         });
         let user = self.owners.user(uid);
+        let from_slurm = self.slurm.as_ref().and_then(|s| {
+            let s = s.borrow();
+            let d = s.get(&job.id)?;
+            let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| owner::UNKNOWN.to_owned());
+            Some((or_unknown(&d.account), or_unknown(&d.partition)))
+        });
+        let slurm_asked = self.slurm.is_some();
         // slurmstepd may sit in the job's cgroup too; any job process carries the account.
-        let (account, partition) = self.owners.account(&job.id, || {
-            procs.iter().find_map(|p| {
-                let mut v =
-                    procs::environ_vars(proc_root, p.key.0, &["SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION"]);
-                let partition = v.pop().flatten().unwrap_or_else(|| owner::UNKNOWN.to_owned());
-                Some((v.pop().flatten()?, partition))
-            })
+        let (account, partition) = from_slurm.unwrap_or_else(|| {
+            let claimed = self.owners.account(&job.id, || {
+                // A job's environments are its user's to inflate: 8 MiB of them per job at most.
+                let mut budget = 8 << 20;
+                procs.iter().find_map(|p| {
+                    let mut v = procs::environ_vars_within(
+                        proc_root,
+                        p.key.0,
+                        &["SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION"],
+                        &mut budget,
+                    );
+                    let partition = v.pop().flatten().unwrap_or_else(|| owner::UNKNOWN.to_owned());
+                    Some((v.pop().flatten()?, partition))
+                })
+            });
+            // The job's user wrote these: marked where Slurm should have said.
+            if slurm_asked {
+                (slurm_jobs::unverified(&claimed.0), slurm_jobs::unverified(&claimed.1))
+            } else {
+                claimed
+            }
         });
         out.jobs.push(JobInfo {
             id: job.id.clone(),
@@ -457,6 +490,10 @@ impl Collector for NodeCollector {
     }
 
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
+        if let (Some(slurm), Some(layout)) = (self.slurm.clone(), self.layout()) {
+            let ids: Vec<String> = discover::jobs(&layout).into_iter().map(|j| j.id).collect();
+            SlurmJobs::refresh(&slurm, &ids).await;
+        }
         self.collect_jobs(None, out, errors);
         self.final_at.retain(|_, t| t.elapsed().as_secs() < 60);
     }
