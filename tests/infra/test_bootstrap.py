@@ -1,8 +1,10 @@
 """infra/parallelcluster/on-node-configured.sh in a fake ParallelCluster root: a temporary
-directory with /etc/parallelcluster/cfnconfig and /opt/slurm/etc/slurm.conf, and recording
-fakes of systemctl, scontrol and aws first in PATH. Runs it with the Args of
-cluster-config.example.yaml, for a head node and a compute node."""
+directory with /etc/parallelcluster/cfnconfig and /opt/slurm/etc/slurm.conf, and recording fakes
+of systemctl, scontrol, aws, iptables, ip6tables, logger and uname first in PATH (always all of
+them: the real iptables or logger must never run from a test). Runs it with the Args of
+cluster-config.example.yaml, for a head node and a compute node, and breaks what it depends on."""
 
+import hashlib
 import json
 import os
 import pathlib
@@ -10,6 +12,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tomllib
 
 import pytest
 import yaml
@@ -25,44 +28,102 @@ BIN = "usr/local/bin/slurm-cw-shipper"
 EPILOG = "opt/slurm-cw-shipper/task-epilog.sh"
 CONFIG = "etc/slurm-cw-shipper/config.toml"
 UNIT = "etc/systemd/system/slurm-cw-shipper.service"
+IMDS_UNIT = "etc/systemd/system/slurm-cw-imds-restrict.service"
+LOG = "var/log/slurm-cw-shipper-bootstrap.log"
 SLURM_CONF = "opt/slurm/etc/slurm.conf"
-TASK_EPILOG_LINE = "TaskEpilog=/opt/slurm-cw-shipper/task-epilog.sh"
-BINARY = b"\x7fELF fake slurm-cw-shipper\n"
+TASK_EPILOG = "/opt/slurm-cw-shipper/task-epilog.sh"
+TASK_EPILOG_LINE = f"TaskEpilog={TASK_EPILOG}"
+BINARY = b"\x7fELF fake slurm-cw-shipper x86_64\n"
+BINARY_ARM = b"\x7fELF fake slurm-cw-shipper aarch64\n"
+S3_DIR = "my-bucket/slurm-cw"
+S3_BINARY = f"s3://{S3_DIR}/slurm-cw-shipper"
+IMDS_V4 = ["OUTPUT", "-d", "169.254.169.254/32", "-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT"]
+IMDS_V6 = ["OUTPUT", "-d", "fd00:ec2::254/128", "-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT"]
 
-# A fake records its argv as one JSON line; systemctl keeps "active" state in a file so that a
-# second run sees the service running.
-FAKE = """#!/usr/bin/env python3
-import json, os, pathlib, shutil, sys
+# One fake for every command: records its argv as one JSON line in $FAKE_LOG and keeps state
+# (enabled and active units, firewall rules) in $FAKE_STATE. $FAKE_FAIL names what fails:
+# "systemctl enable", "iptables -I", ...
+# -S: no site packages, a faster start (the fakes run a few hundred times).
+FAKE = f"#!{sys.executable} -S\n" + """import json, os, pathlib, shutil, sys
 name = pathlib.Path(sys.argv[0]).name
+args = sys.argv[1:]
 with open(os.environ["FAKE_LOG"], "a") as f:
-    f.write(json.dumps([name] + sys.argv[1:]) + "\\n")
+    f.write(json.dumps([name] + args) + "\\n")
 state = pathlib.Path(os.environ["FAKE_STATE"])
+fail = os.environ.get("FAKE_FAIL", "").split(",")
+def failing(what):
+    if what in fail:
+        print(f"{name}: injected failure of {what}", file=sys.stderr)
+        sys.exit(1)
 if name == "systemctl":
-    args = sys.argv[1:]
-    if args[:1] == ["is-active"]:
-        sys.exit(0 if (state / "active").exists() else 3)
-    if args[:2] == ["enable", "--now"] or args[:1] in (["start"], ["restart"]):
-        (state / "active").touch()
+    words = [a for a in args if not a.startswith("--")]
+    verb, units = words[0], words[1:]
+    failing(f"systemctl {verb}")
+    flag = lambda kind, unit: state / f"{kind}-{unit.removesuffix('.service')}"
+    if verb == "is-active":
+        sys.exit(0 if flag("active", units[0]).exists() else 3)
+    if verb == "is-enabled":
+        sys.exit(0 if flag("enabled", units[0]).exists() else 1)
+    for unit in units:
+        if verb == "enable":
+            flag("enabled", unit).touch()
+        if verb in ("start", "restart") or (verb == "enable" and "--now" in args):
+            flag("active", unit).touch()
+        if verb == "disable":
+            flag("enabled", unit).unlink(missing_ok=True)
+        if verb == "stop" or (verb == "disable" and "--now" in args):
+            flag("active", unit).unlink(missing_ok=True)
+elif name in ("iptables", "ip6tables"):
+    rules_file = state / f"rules-{name}.json"
+    rules = json.loads(rules_file.read_text()) if rules_file.exists() else []
+    words = [a for a in args if a != "-w"]
+    op, spec = words[0], words[1:]
+    failing(f"{name} {op}")
+    if op == "-C":
+        sys.exit(0 if spec in rules else 1)
+    if op == "-I":
+        rules.insert(0, spec)
+    elif op == "-D":
+        if spec not in rules:
+            print("iptables: Bad rule (does a matching rule exist in that chain?).", file=sys.stderr)
+            sys.exit(1)
+        rules.remove(spec)
+    rules_file.write_text(json.dumps(rules))
+elif name == "uname":
+    print(os.environ.get("FAKE_UNAME_M", "x86_64") if args == ["-m"] else "Linux")
 elif name == "aws":
     # aws s3 cp [options] s3://bucket/key DEST: from $FAKE_S3/bucket/key
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if "--region" in sys.argv:
-        args.remove(sys.argv[sys.argv.index("--region") + 1])
-    assert args[:2] == ["s3", "cp"], args
-    src, dest = args[2], args[3]
+    failing("aws")
+    words = [a for a in args if not a.startswith("--")]
+    if "--region" in args:
+        words.remove(args[args.index("--region") + 1])
+    assert words[:2] == ["s3", "cp"], words
+    src, dest = words[2], words[3]
     path = pathlib.Path(os.environ["FAKE_S3"]) / src[len("s3://"):]
     if not path.exists():
         print(f"fatal error: An error occurred (404) when calling the HeadObject operation: Key {src!r} does not exist", file=sys.stderr)
         sys.exit(1)
     shutil.copyfile(path, dest)
+elif name == "scontrol":
+    failing("scontrol")
 """
+FAKES = ("systemctl", "scontrol", "aws", "iptables", "ip6tables", "logger", "uname")
 
 SLURM_CONF_TEXT = """# slurm.conf written by ParallelCluster
 ClusterName=pc-test
 SlurmctldHost=ip-10-0-0-10(10.0.0.10)
 SlurmUser=slurm
 ProctrackType=proctrack/cgroup
-include slurm_parallelcluster.conf"""  # no final newline: the script must add one
+include slurm_parallelcluster.conf"""  # no final newline: --edit-slurm-conf must add one
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sums(**files: bytes) -> str:
+    """A SHA256SUMS as scripts/release.sh writes it (`sha256sum` output)."""
+    return "".join(f"{sha256(data)}  {name}\n" for name, data in files.items())
 
 
 class Node:
@@ -74,21 +135,30 @@ class Node:
         self.state = tmp_path / "state"
         self.log = tmp_path / "calls.jsonl"
         for d in (self.root / "etc/parallelcluster", self.root / "opt/slurm/etc", self.fakes,
-                  self.s3 / "my-bucket/slurm-cw", self.state):
+                  self.s3 / S3_DIR, self.state):
             d.mkdir(parents=True, exist_ok=True)
         (self.root / "etc/parallelcluster/cfnconfig").write_text(
             f"stack_name=pc-stack\ncfn_region=us-east-1\ncfn_node_type={node_type}\ncfn_cluster_user=ec2-user\n"
         )
         (self.root / SLURM_CONF).write_text(SLURM_CONF_TEXT)
         (self.root / "opt/slurm/etc/slurm_parallelcluster.conf").write_text("SchedulerParameters=nohold_on_prolog_fail\n")
-        for name in ("systemctl", "scontrol", "aws"):
+        for name in FAKES:
             fake = self.fakes / name
             fake.write_text(FAKE)
             fake.chmod(0o755)
-        (self.s3 / "my-bucket/slurm-cw/slurm-cw-shipper").write_bytes(BINARY)
+        self.upload(BINARY)
         self.log.write_text("")
 
-    def run(self, args, expect_rc=0, root=None):
+    def upload(self, binary: bytes, arm: bytes = BINARY_ARM, checksums: str | None = None):
+        """The release in S3: both binaries and SHA256SUMS."""
+        d = self.s3 / S3_DIR
+        (d / "slurm-cw-shipper").write_bytes(binary)
+        (d / "slurm-cw-shipper-aarch64").write_bytes(arm)
+        (d / "SHA256SUMS").write_text(
+            checksums if checksums is not None else sums(**{"slurm-cw-shipper": binary, "slurm-cw-shipper-aarch64": arm})
+        )
+
+    def run(self, args, expect_rc=0, root=None, **env_extra):
         env = {
             "PATH": f"{self.fakes}:{os.environ['PATH']}",
             "ROOT": str(self.root if root is None else root),
@@ -96,16 +166,47 @@ class Node:
             "FAKE_STATE": str(self.state),
             "FAKE_S3": str(self.s3),
             "LC_ALL": "C",
+            **env_extra,
         }
         proc = subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == expect_rc, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
         return proc
 
-    def calls(self):
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
+    def calls(self, name=None):
+        calls = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [c for c in calls if name is None or c[0] == name]
+
+    def mutating_calls(self):
+        """Calls that change the node: everything but queries and reads."""
+        out = []
+        for c in self.calls():
+            if c[0] == "systemctl" and any(v in c for v in ("is-active", "is-enabled")):
+                continue
+            if c[0] in ("iptables", "ip6tables") and "-C" in c:
+                continue
+            if c[0] in ("uname",) or (c[0] == "aws" and any(a.endswith("/SHA256SUMS") for a in c)):
+                continue
+            out.append(c)
+        return out
+
+    def journal(self):
+        return self.calls("logger")
+
+    def rules(self, tool="iptables"):
+        f = self.state / f"rules-{tool}.json"
+        return json.loads(f.read_text()) if f.exists() else []
 
     def path(self, rel):
         return self.root / rel
+
+    def log_text(self):
+        f = self.path(LOG)
+        return f.read_text() if f.exists() else ""
+
+    def snapshot(self):
+        """Every file under the root: content and modification time."""
+        return {str(p.relative_to(self.root)): (p.read_bytes(), p.stat().st_mtime_ns)
+                for p in sorted(self.root.rglob("*")) if p.is_file() and p.relative_to(self.root).as_posix() != LOG}
 
 
 def example_args(section: str):
@@ -122,8 +223,8 @@ def mode(path):
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def assert_installed(node: Node, cluster_name: str, namespace: str = "Slurm"):
-    assert node.path(BIN).read_bytes() == BINARY
+def assert_installed(node: Node, cluster_name: str, role: str, namespace: str = "Slurm", binary: bytes = BINARY):
+    assert node.path(BIN).read_bytes() == binary
     assert mode(node.path(BIN)) == 0o755
     # The built-in copies are the repository's files.
     assert node.path(EPILOG).read_text() == EPILOG_SRC.read_text(), \
@@ -132,9 +233,8 @@ def assert_installed(node: Node, cluster_name: str, namespace: str = "Slurm"):
     assert node.path(UNIT).read_text() == UNIT_SRC.read_text(), \
         "the unit built into on-node-configured.sh is out of date: run infra/parallelcluster/update-embedded.py"
     assert mode(node.path(UNIT)) == 0o644
-    import tomllib
     config = tomllib.loads(node.path(CONFIG).read_text())
-    assert config == {"cluster_name": cluster_name, "namespace": namespace}
+    assert config == {"cluster_name": cluster_name, "namespace": namespace, "role": role}
     assert mode(node.path(CONFIG)) == 0o644
     calls = node.calls()
     assert ["systemctl", "daemon-reload"] in calls
@@ -142,10 +242,24 @@ def assert_installed(node: Node, cluster_name: str, namespace: str = "Slurm"):
     assert calls.index(["systemctl", "daemon-reload"]) < calls.index(["systemctl", "enable", "--now", "slurm-cw-shipper"])
     leftovers = [p for p in node.root.rglob("*.new.*")]
     assert not leftovers, leftovers
+    assert node.journal() == [], "a successful run writes nothing to the journal"
 
 
-def task_epilog_lines(node):
-    return [l for l in node.path(SLURM_CONF).read_text().splitlines() if l.lower().startswith("taskepilog")]
+def assert_not_installed(node: Node):
+    assert not node.path(BIN).exists()
+    assert not any(c[:2] == ["systemctl", "enable"] and "slurm-cw-shipper" in c for c in node.calls())
+    assert not [p for p in node.root.rglob("*.new.*")]
+
+
+def assert_failure_logged(node: Node, proc, *words):
+    """One line to the journal, the details in the log file."""
+    (line,) = node.journal()
+    assert line[:5] == ["logger", "-t", "slurm-cw-shipper", "-p", "user.err"], line
+    assert "/var/log/slurm-cw-shipper-bootstrap.log" in line[-1]
+    log = node.log_text()
+    for w in words:
+        assert w in line[-1] and w in log, (w, line, log)
+    assert "failed" in log
 
 
 @pytest.fixture
@@ -158,27 +272,77 @@ def compute(tmp_path):
     return Node(tmp_path, "ComputeFleet")
 
 
+# --- installing --------------------------------------------------------------------------------
+
+
 def test_head_node(head):
     head.run(example_args("HeadNode"))
-    assert_installed(head, cluster_name="hpc-prod")
-    calls = head.calls()
-    assert any(c[:3] == ["aws", "s3", "cp"] and "s3://my-bucket/slurm-cw/slurm-cw-shipper" in c
-               and "us-east-1" in c for c in calls), calls
-    assert task_epilog_lines(head) == [TASK_EPILOG_LINE]
-    # The original lines are kept, and the unterminated last one was not glued to ours.
-    text = head.path(SLURM_CONF).read_text()
-    assert text.startswith(SLURM_CONF_TEXT + "\n") and text.endswith(TASK_EPILOG_LINE + "\n")
-    assert ["scontrol", "reconfigure"] in calls
-    # slurm.conf is changed and slurmctld told only after the shipper runs.
-    assert calls.index(["systemctl", "enable", "--now", "slurm-cw-shipper"]) < calls.index(["scontrol", "reconfigure"])
+    assert_installed(head, cluster_name="hpc-prod", role="head")
+    cps = [c for c in head.calls("aws") if c[:2] == ["aws", "s3"]]
+    # SHA256SUMS first, then the binary, in the node's region.
+    assert [c[-2] for c in cps] == [f"s3://{S3_DIR}/SHA256SUMS", S3_BINARY], cps
+    assert all("us-east-1" in c for c in cps)
+    # slurm.conf is ParallelCluster's (CustomSlurmSettings sets TaskEpilog), IMDS too.
+    assert head.path(SLURM_CONF).read_text() == SLURM_CONF_TEXT
+    assert head.calls("scontrol") == []
+    assert head.calls("iptables") == [] and head.calls("ip6tables") == []
+    assert not head.path(IMDS_UNIT).exists()
+    assert "installed /usr/local/bin/slurm-cw-shipper" in head.log_text()
 
 
 def test_compute_node(compute):
     compute.run(example_args("SlurmQueues"))
-    assert_installed(compute, cluster_name="hpc-prod")
-    assert task_epilog_lines(compute) == []
+    assert_installed(compute, cluster_name="hpc-prod", role="node")
     assert compute.path(SLURM_CONF).read_text() == SLURM_CONF_TEXT
-    assert not any(c[0] == "scontrol" for c in compute.calls())
+    assert compute.calls("scontrol") == []
+    # IMDS: root only, now and at every boot.
+    assert compute.rules("iptables") == [IMDS_V4]
+    assert compute.rules("ip6tables") == [IMDS_V6]
+    assert compute.path(IMDS_UNIT).exists()
+    assert ["systemctl", "enable", "slurm-cw-imds-restrict.service"] in compute.calls()
+
+
+@pytest.mark.parametrize("node_type,section", [("HeadNode", "HeadNode"), ("ComputeFleet", "SlurmQueues")])
+def test_second_run_changes_nothing(tmp_path, node_type, section):
+    node = Node(tmp_path, node_type)
+    args = example_args(section)
+    node.run(args)
+    before, rules = node.snapshot(), (node.rules("iptables"), node.rules("ip6tables"))
+    node.log.write_text("")
+    proc = node.run(args)
+    assert node.mutating_calls() == [], node.mutating_calls()
+    # The binary is not even fetched: the installed one has the checksum.
+    assert not any(S3_BINARY in c for c in node.calls("aws"))
+    assert node.snapshot() == before
+    assert (node.rules("iptables"), node.rules("ip6tables")) == rules
+    assert "nothing changed" in proc.stdout
+    assert node.journal() == []
+
+
+def test_new_binary_or_configuration_restarts(compute):
+    args = example_args("SlurmQueues")
+    compute.run(args)
+    newer = BINARY + b"v2\n"
+    compute.upload(newer)
+    compute.log.write_text("")
+    compute.run(args)
+    assert compute.path(BIN).read_bytes() == newer
+    assert ["systemctl", "restart", "slurm-cw-shipper"] in compute.calls()
+    assert ["systemctl", "daemon-reload"] not in compute.calls()  # the unit did not change
+
+    compute.log.write_text("")
+    compute.run([a if a != "Slurm" else "Slurm/Other" for a in args])
+    assert tomllib.loads(compute.path(CONFIG).read_text())["namespace"] == "Slurm/Other"
+    assert ["systemctl", "restart", "slurm-cw-shipper"] in compute.calls()
+
+
+def test_stopped_service_is_started(compute):
+    args = example_args("SlurmQueues")
+    compute.run(args)
+    (compute.state / "active-slurm-cw-shipper").unlink()
+    compute.log.write_text("")
+    compute.run(args)
+    assert ["systemctl", "start", "slurm-cw-shipper"] in compute.calls()
 
 
 @pytest.mark.parametrize("node_type", ["HeadNode", "ComputeFleet"])
@@ -187,41 +351,135 @@ def test_cluster_name_from_slurm_conf_and_local_binary(tmp_path, node_type):
     shared = node.root / "shared/slurm-cw"
     shared.mkdir(parents=True)
     (shared / "slurm-cw-shipper").write_bytes(BINARY)
+    (shared / "SHA256SUMS").write_text(sums(**{"slurm-cw-shipper": BINARY}))
     node.run(["--binary", "/shared/slurm-cw/slurm-cw-shipper", "--namespace", "Slurm/Test"])
-    assert_installed(node, cluster_name="pc-test", namespace="Slurm/Test")
-    assert not any(c[0] == "aws" for c in node.calls())
+    assert_installed(node, cluster_name="pc-test", role="head" if node_type == "HeadNode" else "node",
+                     namespace="Slurm/Test")
+    assert node.calls("aws") == []
 
 
 def test_cluster_name_falls_back_to_the_parallelcluster_name(compute):
     (compute.root / SLURM_CONF).unlink()
-    compute.run(["--binary", "s3://my-bucket/slurm-cw/slurm-cw-shipper", "--namespace=Slurm"])
-    assert_installed(compute, cluster_name="pc-stack")
+    compute.run(["--binary", S3_BINARY, "--namespace=Slurm", "--role=node"])
+    assert_installed(compute, cluster_name="pc-stack", role="node")
 
 
-def test_second_run_restarts_and_adds_nothing(head):
-    args = example_args("HeadNode")
-    head.run(args)
-    head.log.write_text("")
-    head.run(args)
-    calls = head.calls()
-    assert ["systemctl", "restart", "slurm-cw-shipper"] in calls
-    assert task_epilog_lines(head) == [TASK_EPILOG_LINE]
-    assert ["scontrol", "reconfigure"] not in calls
+# --- the role ----------------------------------------------------------------------------------
 
 
-def test_existing_task_epilog_is_left_alone(head):
-    (head.root / "opt/slurm/etc/slurm_parallelcluster.conf").write_text("TaskEpilog=/opt/site/task-epilog\n")
-    before = head.path(SLURM_CONF).read_text()
-    proc = head.run(example_args("HeadNode"))
-    assert head.path(SLURM_CONF).read_text() == before
-    assert ["scontrol", "reconfigure"] not in head.calls()
-    assert "already has a TaskEpilog" in proc.stdout
+def test_role_argument_wins_over_cfnconfig(compute):
+    compute.run(["--binary", S3_BINARY, "--role", "head"])
+    assert_installed(compute, cluster_name="pc-test", role="head")
+    assert compute.calls("iptables") == []
+
+
+def test_role_from_cfnconfig_when_not_given(compute):
+    compute.run(["--binary", S3_BINARY])
+    assert_installed(compute, cluster_name="pc-test", role="node")
+
+
+def test_role_without_cfnconfig(tmp_path):
+    node = Node(tmp_path, "ComputeFleet")
+    (node.root / "etc/parallelcluster/cfnconfig").unlink()
+    node.run(["--binary", S3_BINARY, "--role", "node"])
+    assert_installed(node, cluster_name="pc-test", role="node")
+    # No region known: the AWS CLI's own.
+    assert not any("--region" in c for c in node.calls("aws"))
+
+
+def test_no_role_and_no_cfnconfig_fails_softly(tmp_path):
+    node = Node(tmp_path, "ComputeFleet")
+    (node.root / "etc/parallelcluster/cfnconfig").unlink()
+    proc = node.run(["--binary", S3_BINARY])
+    assert_not_installed(node)
+    assert_failure_logged(node, proc, "--role")
 
 
 def test_login_node_does_nothing(tmp_path):
     node = Node(tmp_path, "LoginNode")
-    node.run(example_args("HeadNode"))
-    assert not node.path(BIN).exists() and node.calls() == []
+    node.run(["--binary", S3_BINARY])
+    assert not node.path(BIN).exists() and node.mutating_calls() == []
+
+
+# --- never breaking the boot ---------------------------------------------------------------------
+
+
+def test_failed_download_exits_0_and_logs(compute):
+    (compute.s3 / S3_DIR / "slurm-cw-shipper").unlink()
+    proc = compute.run(example_args("SlurmQueues"))
+    assert_not_installed(compute)
+    assert_failure_logged(compute, proc, "could not fetch s3://my-bucket/slurm-cw/slurm-cw-shipper")
+    assert "does not exist" in compute.log_text()  # the AWS CLI's own words
+    # What does not depend on the binary is done: the TaskEpilog (harmless without the daemon)
+    # and the IMDS restriction.
+    assert compute.path(EPILOG).exists()
+    assert compute.rules() == [IMDS_V4]
+
+
+def test_strict_fails_the_run(compute):
+    (compute.s3 / S3_DIR / "slurm-cw-shipper").unlink()
+    proc = compute.run([*example_args("SlurmQueues"), "--strict"], expect_rc=1)
+    assert_not_installed(compute)
+    assert_failure_logged(compute, proc, "could not fetch")
+
+
+def test_failed_download_keeps_the_installed_binary(compute):
+    args = example_args("SlurmQueues")
+    compute.run(args)
+    compute.upload(BINARY + b"v2\n")
+    (compute.s3 / S3_DIR / "slurm-cw-shipper").unlink()
+    compute.log.write_text("")
+    compute.run(args)
+    assert compute.path(BIN).read_bytes() == BINARY
+    assert not any(c[:2] == ["systemctl", "restart"] for c in compute.calls())
+
+
+def test_wrong_sha256_argument_refuses_to_install(compute):
+    proc = compute.run(["--binary", S3_BINARY, "--role", "node", "--sha256", "0" * 64])
+    assert_not_installed(compute)
+    assert_failure_logged(compute, proc, f"sha256 {sha256(BINARY)}, not {'0' * 64}", "refused")
+
+
+def test_mismatch_with_sha256sums_refuses_and_keeps_the_installed_binary(compute):
+    args = example_args("SlurmQueues")
+    compute.run(args)
+    # A partial or wrong upload: the binary no longer matches SHA256SUMS.
+    compute.upload(BINARY + b"v2\n", checksums=sums(**{"slurm-cw-shipper": BINARY + b"v3\n"}))
+    compute.log.write_text("")
+    proc = compute.run(args)
+    assert compute.path(BIN).read_bytes() == BINARY
+    assert not [p for p in compute.root.rglob("*.new.*")]
+    assert not any(c[:2] == ["systemctl", "restart"] for c in compute.calls())
+    assert_failure_logged(compute, proc, "refused")
+
+
+def test_right_sha256_argument_needs_no_sha256sums(compute):
+    (compute.s3 / S3_DIR / "SHA256SUMS").unlink()
+    compute.run(["--binary", S3_BINARY, "--role", "node", "--sha256", sha256(BINARY).upper()])
+    assert_installed(compute, cluster_name="pc-test", role="node")
+    assert not any("SHA256SUMS" in a for c in compute.calls("aws") for a in c)
+
+
+@pytest.mark.parametrize("checksums", [None, "", f"{sha256(BINARY)}  other-file\n"], ids=["no file", "empty", "no line"])
+def test_no_checksum_refuses_to_install(compute, checksums):
+    if checksums is None:
+        (compute.s3 / S3_DIR / "SHA256SUMS").unlink()
+    else:
+        (compute.s3 / S3_DIR / "SHA256SUMS").write_text(checksums)
+    proc = compute.run(["--binary", S3_BINARY, "--role", "node"])
+    assert_not_installed(compute)
+    assert_failure_logged(compute, proc, "SHA256SUMS")
+
+
+def test_sha256sums_in_binary_mode_format(compute):
+    (compute.s3 / S3_DIR / "SHA256SUMS").write_text(f"{sha256(BINARY_ARM)} *slurm-cw-shipper-aarch64\n{sha256(BINARY)} *slurm-cw-shipper\n")
+    compute.run(["--binary", S3_BINARY, "--role", "node"])
+    assert_installed(compute, cluster_name="pc-test", role="node")
+
+
+def test_systemd_failure_exits_0_and_logs(head):
+    proc = head.run(example_args("HeadNode"), FAKE_FAIL="systemctl enable")
+    assert_failure_logged(head, proc, "systemctl enable --now slurm-cw-shipper failed")
 
 
 @pytest.mark.parametrize(
@@ -234,28 +492,178 @@ def test_login_node_does_nothing(tmp_path):
         ["--binary", "s3://b/k", "--namespace", "AWS/EC2"],
         ["--binary", "s3://b/k", "--cluster-name", "bad name"],
         ["--binary", "https://example.com/slurm-cw-shipper"],
+        ["--binary", "s3://b/k", "--sha256", "abc"],
+        ["--binary", "s3://b/k", "--role", "login"],
     ],
 )
-def test_bad_arguments_exit_2(compute, args):
-    proc = compute.run(args, expect_rc=2)
-    assert "usage:" in proc.stderr or "bad" in proc.stderr or "s3://" in proc.stderr
-    assert not compute.path(BIN).exists()
+def test_bad_arguments(compute, args):
+    """Logged, and the boot goes on; with --strict, exit status 2."""
+    proc = compute.run(args)
+    assert "usage:" in proc.stderr
+    assert_not_installed(compute)
+    assert_failure_logged(compute, proc, "bad arguments" if "--cluster-name" not in args else "bad cluster name")
     assert not any(c[0] == "systemctl" for c in compute.calls())
+    compute.log.write_text("")
+    compute.run([*args, "--strict"], expect_rc=2)
 
 
-def test_failures_exit_1(tmp_path):
-    node = Node(tmp_path, "ComputeFleet")
-    node.run(["--binary", "s3://my-bucket/slurm-cw/missing"], expect_rc=1)
-    assert not node.path(BIN).exists()
-    assert not any(c[0] == "systemctl" for c in node.calls())
-    node.run(["--binary", "/nowhere/slurm-cw-shipper"], expect_rc=1)
-    (node.root / "etc/parallelcluster/cfnconfig").unlink()
-    node.run(["--binary", "s3://my-bucket/slurm-cw/slurm-cw-shipper"], expect_rc=1)
+# --- one script for every machine ----------------------------------------------------------------
+
+
+def test_aarch64_node_installs_the_aarch64_binary(compute):
+    compute.run(["--binary", S3_BINARY, "--binary-aarch64", f"{S3_BINARY}-aarch64", "--role", "node"],
+                FAKE_UNAME_M="aarch64")
+    assert_installed(compute, cluster_name="pc-test", role="node", binary=BINARY_ARM)
+
+
+def test_aarch64_sha256_argument(compute):
+    (compute.s3 / S3_DIR / "SHA256SUMS").unlink()
+    args = ["--binary", S3_BINARY, "--sha256", sha256(BINARY), "--binary-aarch64", f"{S3_BINARY}-aarch64",
+            "--sha256-aarch64", sha256(BINARY_ARM), "--role", "node"]
+    compute.run(args, FAKE_UNAME_M="aarch64")
+    assert compute.path(BIN).read_bytes() == BINARY_ARM
+
+
+@pytest.mark.parametrize("machine,args", [
+    ("ppc64le", ["--binary", S3_BINARY, "--binary-aarch64", f"{S3_BINARY}-aarch64"]),
+    ("aarch64", ["--binary", S3_BINARY]),
+    ("x86_64", ["--binary-aarch64", f"{S3_BINARY}-aarch64"]),
+])
+def test_no_binary_for_the_machine_exits_0_with_a_log_line(compute, machine, args):
+    for strict in ([], ["--strict"]):
+        proc = compute.run([*args, "--role", "node", *strict], FAKE_UNAME_M=machine)
+        assert f"no slurm-cw-shipper binary for this machine ({machine})" in proc.stdout
+        assert f"({machine})" in compute.log_text()
+        assert not compute.path(BIN).exists() and not compute.path(UNIT).exists()
+        assert not any(c[0] == "aws" for c in compute.calls())
+    (line, _) = compute.journal()
+    assert line[:5] == ["logger", "-t", "slurm-cw-shipper", "-p", "user.notice"] and machine in line[-1]
+    # The node is still hardened.
+    assert compute.rules() == [IMDS_V4]
+
+
+# --- IMDS ----------------------------------------------------------------------------------------
+
+
+def test_imds_rule_added_once(compute):
+    args = example_args("SlurmQueues")
+    compute.run(args)
+    compute.run(args)
+    compute.run(args)
+    assert compute.rules("iptables") == [IMDS_V4] and compute.rules("ip6tables") == [IMDS_V6]
+    inserts = [c for c in compute.calls("iptables") if "-I" in c]
+    assert inserts == [["iptables", "-w", "-I", *IMDS_V4]]
+    # Checked before added, every time.
+    checks = [c for c in compute.calls("iptables") if "-C" in c]
+    assert len(checks) == 3 and compute.calls("iptables").index(checks[0]) < compute.calls("iptables").index(inserts[0])
+
+
+def test_existing_imds_rule_is_not_added_again(compute):
+    (compute.state / "rules-iptables.json").write_text(json.dumps([IMDS_V4]))
+    compute.run(example_args("SlurmQueues"))
+    assert compute.rules("iptables") == [IMDS_V4]
+    assert not any("-I" in c for c in compute.calls("iptables"))
+
+
+@pytest.mark.parametrize("fail", ["iptables -I", "iptables -C,iptables -I"])
+def test_imds_failure_is_logged_never_fatal(compute, fail):
+    proc = compute.run([*example_args("SlurmQueues"), "--strict"], FAKE_FAIL=fail)
+    assert compute.path(BIN).read_bytes() == BINARY
+    (line,) = compute.journal()
+    assert line[:5] == ["logger", "-t", "slurm-cw-shipper", "-p", "user.warning"] and "IMDS" in line[-1]
+    assert "injected failure" in compute.log_text()
+    assert "warning" in proc.stdout
+
+
+def test_ipv6_failure_is_only_logged(compute):
+    proc = compute.run(example_args("SlurmQueues"), FAKE_FAIL="ip6tables -I")
+    assert compute.rules("iptables") == [IMDS_V4]
+    assert compute.journal() == []
+    assert "IPv6 not restricted" in proc.stdout
+
+
+def test_no_imds_restriction_opts_out_and_takes_the_rule_away(compute):
+    args = example_args("SlurmQueues")
+    compute.run(args)
+    assert compute.rules() == [IMDS_V4]
+    compute.run([*args, "--no-imds-restriction"])
+    assert compute.rules("iptables") == [] and compute.rules("ip6tables") == []
+    assert not compute.path(IMDS_UNIT).exists()
+    assert ["systemctl", "disable", "slurm-cw-imds-restrict.service"] in compute.calls()
+    # And again: nothing to take away.
+    compute.log.write_text("")
+    compute.run([*args, "--no-imds-restriction"])
+    assert compute.mutating_calls() == []
+
+
+def test_no_imds_restriction_on_a_fresh_node(compute):
+    compute.run([*example_args("SlurmQueues"), "--no-imds-restriction"])
+    assert_installed(compute, cluster_name="hpc-prod", role="node")
+    assert not any("-I" in c for c in compute.calls("iptables"))
+    assert not compute.path(IMDS_UNIT).exists()
+
+
+def test_imds_boot_unit(compute, tmp_path):
+    """The boot unit adds the same rule, checked first, and systemd accepts it."""
+    compute.run(example_args("SlurmQueues"))
+    unit = compute.path(IMDS_UNIT).read_text()
+    v4 = " ".join(IMDS_V4)
+    assert f"ExecStart=/bin/sh -c 'iptables -w -C {v4} 2>/dev/null || iptables -w -I {v4}'" in unit
+    assert "Before=slurmd.service" in unit and "WantedBy=multi-user.target" in unit
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        pytest.skip("systemd-analyze is not installed")
+    copy = tmp_path / "slurm-cw-imds-restrict.service"
+    copy.write_text(unit)
+    proc = subprocess.run([tool, "verify", str(copy)], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, SYSTEMD_LOG_COLOR="0"))
+    out = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode == 0 and out == "", out
+
+
+# --- slurm.conf, only when asked -----------------------------------------------------------------
+
+
+def task_epilog_lines(node):
+    return [l for l in node.path(SLURM_CONF).read_text().splitlines() if l.lower().startswith("taskepilog")]
+
+
+def test_edit_slurm_conf_on_request(head):
+    args = [*example_args("HeadNode"), "--edit-slurm-conf"]
+    head.run(args)
+    assert task_epilog_lines(head) == [TASK_EPILOG_LINE]
+    # The original lines are kept, and the unterminated last one was not glued to ours.
+    text = head.path(SLURM_CONF).read_text()
+    assert text.startswith(SLURM_CONF_TEXT + "\n") and text.endswith(TASK_EPILOG_LINE + "\n")
+    calls = head.calls()
+    # slurm.conf is changed and slurmctld told only after the shipper runs.
+    assert calls.index(["systemctl", "enable", "--now", "slurm-cw-shipper"]) < calls.index(["scontrol", "reconfigure"])
+    head.log.write_text("")
+    head.run(args)
+    assert task_epilog_lines(head) == [TASK_EPILOG_LINE]
+    assert head.calls("scontrol") == []
+
+
+def test_edit_slurm_conf_leaves_an_existing_task_epilog(head):
+    (head.root / "opt/slurm/etc/slurm_parallelcluster.conf").write_text("TaskEpilog=/opt/site/task-epilog\n")
+    before = head.path(SLURM_CONF).read_text()
+    proc = head.run([*example_args("HeadNode"), "--edit-slurm-conf"])
+    assert head.path(SLURM_CONF).read_text() == before
+    assert head.calls("scontrol") == []
+    assert "already has a TaskEpilog" in proc.stdout
+
+
+def test_edit_slurm_conf_is_for_the_head_node(compute):
+    compute.run([*example_args("SlurmQueues"), "--edit-slurm-conf"])
+    assert compute.path(SLURM_CONF).read_text() == SLURM_CONF_TEXT
+
+
+# --- the rest ------------------------------------------------------------------------------------
 
 
 def test_help():
     proc = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0 and "--binary SRC" in proc.stdout
+    assert proc.returncode == 0 and "--binary SRC" in proc.stdout and "--no-imds-restriction" in proc.stdout
 
 
 def test_installed_task_epilog_asks_the_daemon(compute, tmp_path):
@@ -284,6 +692,17 @@ def test_example_cluster_config():
         assert any(p.startswith("arn:aws:iam::") and ":policy/slurm-cw-shipper-" in p for p in policies), policies
     assert config["Scheduling"]["Scheduler"] == "slurm"
     assert len(config["Scheduling"]["SlurmQueues"]) >= 1
+    # TaskEpilog through ParallelCluster, not by editing slurm.conf.
+    custom = config["Scheduling"]["SlurmSettings"]["CustomSlurmSettings"]
+    assert {"TaskEpilog": TASK_EPILOG} in custom
+    head = example_args("HeadNode")
+    assert head[head.index("--role") + 1] == "head"
+    for q in config["Scheduling"]["SlurmQueues"]:
+        args = [str(a) for a in q["CustomActions"]["OnNodeConfigured"]["Args"]]
+        assert args[args.index("--role") + 1] == "node"
+    for args in [head] + [[str(a) for a in q["CustomActions"]["OnNodeConfigured"]["Args"]] for q in config["Scheduling"]["SlurmQueues"]]:
+        assert "--edit-slurm-conf" not in args and "--strict" not in args
+    assert config["HeadNode"]["Imds"]["Secured"] is True
 
 
 @pytest.mark.parametrize("path", [SCRIPT, REPO / "tests/infra/run.sh"], ids=lambda p: p.name)
