@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The infrastructure tests, one entry point:
 #   terraform/               python-hcl2 and checkov, plus `terraform fmt`, `validate` and the
-#                            module's mocked `terraform test` where a terraform binary (and the
-#                            hashicorp/aws 5.x provider in $TF_PLUGIN_DIR, default
-#                            /opt/tf-plugins) is installed: nothing is downloaded
+#                            module's mocked `terraform test` where a terraform binary (and a
+#                            hashicorp/aws 5.x or 6.x provider in $TF_PLUGIN_DIR, default
+#                            /opt/tf-plugins; each major found is tested) is installed: nothing
+#                            is downloaded
 #   infra/systemd/           the unit (offline checks, systemd-analyze verify and security)
-#   infra/parallelcluster/   the OnNodeConfigured script in a fake root, shellcheck
+#   infra/parallelcluster/   the OnNodeConfigured script in a fake root with recording fakes
+#                            (never the real iptables, systemctl or logger), shellcheck
+#   the IAM check            every AWS call in the Rust code against the module's policies
 #
 #   tests/infra/run.sh              everything
 #   tests/infra/run.sh -k checkov   extra arguments for pytest
