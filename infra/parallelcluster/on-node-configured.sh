@@ -50,8 +50,9 @@
 # It never fails a node's boot: ParallelCluster fails the boot when an OnNodeConfigured action
 # exits non-zero. Any failure (bad arguments, a download, a checksum, systemd) is written to
 # /var/log/slurm-cw-shipper-bootstrap.log and as one line to the journal
-# (`journalctl -t slurm-cw-shipper`), what was installed before stays as it was, and the exit
-# status is 0, unless --strict.
+# (`journalctl -t slurm-cw-shipper`), what the failed step would have replaced stays as it was
+# (the binary is replaced only once fetched and verified), and the exit status is 0, unless
+# --strict.
 #
 # Running it again (a cluster update, by hand) is safe: it changes only what differs, fetches the
 # binary only when the installed one has another checksum, and restarts the service only when
@@ -68,8 +69,9 @@
 # from IMDS; give jobs credentials of their own, or pass --no-imds-restriction (which takes the
 # rule and the unit away again) and keep the instance role to what jobs may do. Containers on a
 # bridged network (forwarded traffic, not OUTPUT) are not covered. On the head node it leaves
-# IMDS to ParallelCluster: HeadNode/Imds/Secured (default true) already restricts it to root and
-# ParallelCluster's own administrator user. A failure to add the rule is logged, never fatal.
+# IMDS to ParallelCluster: HeadNode/Imds/Secured (default true) already restricts the instance
+# profile's credentials there to a few superusers. A failure to add the rule is logged, never
+# fatal.
 #
 # Every path is under $ROOT (default empty), and systemctl, scontrol, aws, iptables, ip6tables,
 # logger and uname are looked up in PATH (then $ROOT/opt/slurm/bin), so that
