@@ -10,6 +10,7 @@ pub mod failure;
 pub mod logs;
 pub mod outcome;
 pub mod retry;
+pub mod send;
 pub mod validate;
 
 pub use slurm_cw_formats::{datum, record};

@@ -52,30 +52,24 @@ pub fn unique_namespace(test: &str) -> String {
     format!("SlurmTest/{test}/{}-{nanos}", std::process::id())
 }
 
-/// A CloudWatch client for LocalStack, with test credentials.
-pub async fn cloudwatch(url: &str) -> Client {
-    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+/// The SDK configuration for LocalStack, with test credentials.
+async fn localstack_sdk(url: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(url)
         .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new(
-            "test", "test", None, None, "bench",
-        ))
+        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new("test", "test", None, None, "bench"))
         .load()
-        .await;
-    Client::new(&conf)
+        .await
+}
+
+/// A CloudWatch client for LocalStack.
+pub async fn cloudwatch(url: &str) -> Client {
+    Client::new(&localstack_sdk(url).await)
 }
 
 /// A CloudWatch Logs client for LocalStack.
 pub async fn logs(url: &str) -> aws_sdk_cloudwatchlogs::Client {
-    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(url)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new(
-            "test", "test", None, None, "bench",
-        ))
-        .load()
-        .await;
-    aws_sdk_cloudwatchlogs::Client::new(&conf)
+    aws_sdk_cloudwatchlogs::Client::new(&localstack_sdk(url).await)
 }
 
 /// Creates a job log group of its own for one test (the Terraform module does it for a

@@ -12,14 +12,14 @@ pub use crate::retry;
 
 use crate::datum::{Datum, DatumValue};
 use crate::failure::{Failure, classify};
-use crate::validate::clean_dimension_value;
-use slurm_cw_catalog::Metric;
 use crate::outcome::Outcome;
+use crate::validate::clean_dimension_value;
 use aws_sdk_cloudwatch::Client;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit, StatisticSet};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use retry::Backoff;
+use slurm_cw_catalog::Metric;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -51,7 +51,13 @@ pub fn datum(
         (n, v)
     }));
     dimensions.sort();
-    Datum { metric: metric.name.to_owned(), unit: metric.unit.as_str().to_owned(), dimensions, timestamp, value }
+    Datum {
+        metric: metric.name.to_owned(),
+        unit: metric.unit.as_str().to_owned(),
+        dimensions,
+        timestamp,
+        value,
+    }
 }
 
 /// What one `put` achieved.
@@ -118,48 +124,23 @@ impl CloudWatchSink {
 
     /// Sends `datums` into `namespace` (a spooled batch keeps the namespace it was made for).
     pub async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> PutOutcome {
-        let mut outcome = PutOutcome::default();
-        // A stack of chunks still to send; halves of a rejected chunk go back on it.
-        let mut todo: Vec<Vec<Datum>> = batch::requests(datums);
-        todo.reverse();
-        while let Some(chunk) = todo.pop() {
-            match self.put_with_retries(namespace, &chunk, &mut outcome).await {
-                Ok(()) => {
-                    outcome.sent += chunk.len();
-                    outcome.bytes += chunk.iter().map(batch::estimated_size).sum::<usize>() as u64;
-                }
-                Err(Failure::Invalid(msg)) if chunk.len() == 1 => {
-                    tracing::warn!(metric = %chunk[0].metric, error = %msg, "CloudWatch rejected a datum that passed validation; dropped");
-                    outcome.last_error = Some(msg);
-                    outcome.rejected.extend(chunk);
-                }
-                Err(Failure::Invalid(msg)) => {
-                    tracing::debug!(datums = chunk.len(), error = %msg, "request rejected as invalid; splitting it");
-                    let mut first = chunk;
-                    let second = first.split_off(first.len() / 2);
-                    todo.push(second);
-                    todo.push(first);
-                }
-                Err(failure @ (Failure::Transient(_) | Failure::Persistent(_))) => {
-                    outcome.persistent = matches!(failure, Failure::Persistent(_));
-                    outcome.last_error = Some(failure.message().to_owned());
-                    outcome.undelivered.extend(chunk);
-                    // Everything after it would meet the same wall; keep it all for later.
-                    while let Some(rest) = todo.pop() {
-                        outcome.undelivered.extend(rest);
-                    }
-                }
-            }
-        }
-        outcome
+        crate::send::send_all(self, namespace, batch::requests(datums)).await
+    }
+}
+
+impl crate::send::Requests<Datum> for CloudWatchSink {
+    const SERVICE: &'static str = "CloudWatch";
+
+    fn size(d: &Datum) -> usize {
+        batch::estimated_size(d)
     }
 
-    async fn put_with_retries(
+    async fn request(
         &mut self,
         namespace: &str,
         chunk: &[Datum],
         outcome: &mut PutOutcome,
-    ) -> Result<(), Failure> {
+    ) -> Result<Vec<usize>, Failure> {
         let request: Vec<MetricDatum> =
             chunk.iter().map(|d| to_sdk(d, self.settings.storage_resolution)).collect();
         let mut attempt = 0;
@@ -173,7 +154,7 @@ impl CloudWatchSink {
                 .send()
                 .await;
             let failure = match result {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(Vec::new()),
                 Err(e) => classify("PutMetricData", &e),
             };
             match failure {

@@ -92,49 +92,19 @@ impl LogsSink {
 
     /// Sends `records` (already checked) to this node's stream of `group`.
     pub async fn put_in(&mut self, group: &str, records: Vec<Record>) -> Outcome<Record> {
-        let mut outcome = Outcome::default();
-        let mut todo = batch::requests(records);
-        todo.reverse();
-        while let Some(chunk) = todo.pop() {
-            match self.put_with_retries(group, &chunk, &mut outcome).await {
-                Ok(refused) => {
-                    let bytes: usize = chunk.iter().map(batch::size).sum();
-                    outcome.bytes += bytes as u64;
-                    outcome.sent += chunk.len() - refused.len();
-                    let mut refused = refused.into_iter().peekable();
-                    for (i, r) in chunk.into_iter().enumerate() {
-                        if refused.peek() == Some(&i) {
-                            refused.next();
-                            outcome.rejected.push(r);
-                        }
-                    }
-                }
-                Err(Failure::Invalid(msg)) if chunk.len() == 1 => {
-                    tracing::warn!(error = %msg, "CloudWatch Logs rejected a record that passed the checks; dropped");
-                    outcome.last_error = Some(msg);
-                    outcome.rejected.extend(chunk);
-                }
-                Err(Failure::Invalid(_)) => {
-                    let mut first = chunk;
-                    let second = first.split_off(first.len() / 2);
-                    todo.push(second);
-                    todo.push(first);
-                }
-                Err(failure @ (Failure::Transient(_) | Failure::Persistent(_))) => {
-                    outcome.persistent = matches!(failure, Failure::Persistent(_));
-                    outcome.last_error = Some(failure.message().to_owned());
-                    outcome.undelivered.extend(chunk);
-                    while let Some(rest) = todo.pop() {
-                        outcome.undelivered.extend(rest);
-                    }
-                }
-            }
-        }
-        outcome
+        crate::send::send_all(self, group, batch::requests(records)).await
+    }
+}
+
+impl crate::send::Requests<Record> for LogsSink {
+    const SERVICE: &'static str = "CloudWatch Logs";
+
+    fn size(r: &Record) -> usize {
+        batch::size(r)
     }
 
     /// One request, retried; returns the indices of events the service refused by time.
-    async fn put_with_retries(
+    async fn request(
         &mut self,
         group: &str,
         chunk: &[Record],
@@ -181,7 +151,9 @@ impl LogsSink {
             }
         }
     }
+}
 
+impl LogsSink {
     async fn create_stream(
         &mut self,
         group: &str,
