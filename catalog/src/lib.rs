@@ -140,10 +140,6 @@ impl Metric {
             set == given
         })
     }
-
-    pub fn emitted_by(&self, role: Role) -> bool {
-        self.roles.contains(&role)
-    }
 }
 
 impl std::fmt::Display for Metric {

@@ -30,8 +30,6 @@ pub enum DropReason {
     Timestamp,
     /// CloudWatch refused it although it passed local validation.
     Rejected,
-    /// Undeliverable after every retry and with no room to keep it.
-    SendFailed,
     /// The in-memory queue of undelivered data was full; the oldest went.
     QueueFull,
     /// The disk spool was full; the oldest went.
@@ -58,7 +56,6 @@ impl DropReason {
             DropReason::BadValues => "bad_values",
             DropReason::Timestamp => "timestamp",
             DropReason::Rejected => "rejected",
-            DropReason::SendFailed => "send_failed",
             DropReason::QueueFull => "queue_full",
             DropReason::SpoolFull => "spool_full",
             DropReason::SpoolCorrupt => "spool_corrupt",

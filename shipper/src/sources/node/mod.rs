@@ -29,7 +29,7 @@ use slurm_cw_catalog::dims::{ACCOUNT, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STAT
 use slurm_cw_catalog::metrics::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 /// A file read with plain reads to the end. File's own read_to_end first asks for the size
@@ -395,10 +395,6 @@ impl NodeCollector {
             }
         }
         uid
-    }
-
-    pub fn cgroup_root(&self) -> &PathBuf {
-        &self.cfg.cgroup_root
     }
 }
 
