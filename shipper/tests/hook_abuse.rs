@@ -119,8 +119,14 @@ fn raise_nofile(want: u64) -> bool {
 /// `slurm-cw-shipper --job-ended JOB` as the job's user (what the TaskEpilog runs): how long
 /// it took and what it printed (nothing on success).
 fn epilog_as_job_user(socket: &Path, job: &str) -> (Duration, String) {
+    // A copy beside the socket: the build's own target directory may sit under a directory the
+    // job's user cannot enter (a fresh clone in a private temporary directory, as in CI).
+    let bin = socket.with_file_name("slurm-cw-shipper");
+    if !bin.exists() {
+        std::fs::copy(env!("CARGO_BIN_EXE_slurm-cw-shipper"), &bin).expect("copy the binary for the job user");
+    }
     let started = Instant::now();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slurm-cw-shipper"))
+    let out = std::process::Command::new(&bin)
         .args(["--job-ended", job])
         .env("SLURM_CW_NODE__HOOK_SOCKET", socket)
         .uid(JOB_USER)
