@@ -1,7 +1,7 @@
 //! Between collection and the sinks: what the samples become.
 //!
 //! - [`jobs`]: per-job samples -> job records (a sample per job and flush, a summary when the
-//!   job ends on this node) and [`findings`] decided on the node;
+//!   job ends on this node) and [`findings`] decided on the node; [`records`] is their JSON;
 //! - [`population`]: figures across jobs per cluster, partition and account;
 //! - [`shape`]: which per-job and per-host samples also become metrics, and with which
 //!   dimensions (`node.job_metrics`, `node.per_node_dimensions`, `self_metrics_per_node`).
@@ -9,4 +9,5 @@
 pub mod findings;
 pub mod jobs;
 pub mod population;
+pub mod records;
 pub mod shape;
