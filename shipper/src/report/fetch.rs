@@ -37,13 +37,7 @@ pub async fn records(
             .set_next_token(token)
             .send()
             .await
-            .map_err(|e| match code(&e) {
-                Some("ResourceNotFoundException") => FetchError::GroupMissing,
-                Some(c) if c.starts_with("AccessDenied") || c == "UnauthorizedOperation" => {
-                    FetchError::AccessDenied(c.to_owned())
-                }
-                _ => FetchError::Other(source_chain(&e)),
-            })?;
+            .map_err(|e| classify(code(&e), || source_chain(&e)))?;
         out.extend(page.events().iter().filter_map(|e| wanted(e.message()?, job)));
         token = page.next_token().map(str::to_owned);
         if token.is_none() {
@@ -51,6 +45,17 @@ pub async fn records(
         }
     }
     Ok(out)
+}
+
+/// The group missing and no permission get answers of their own; the rest say what happened.
+fn classify(code: Option<&str>, why: impl FnOnce() -> String) -> FetchError {
+    match code {
+        Some("ResourceNotFoundException") => FetchError::GroupMissing,
+        Some(c) if c.starts_with("AccessDenied") || c == "UnauthorizedOperation" => {
+            FetchError::AccessDenied(c.to_owned())
+        }
+        _ => FetchError::Other(why()),
+    }
 }
 
 /// A sample or summary record of this job; anything else (other events, bad JSON) is skipped.
@@ -72,5 +77,17 @@ mod tests {
         assert!(wanted(r#"{"Type":"job_finding","JobId":"7"}"#, "7").is_none());
         assert!(wanted(r#"{"Type":"job_sample","JobId":"77"}"#, "7").is_none());
         assert!(wanted("not json", "7").is_none());
+    }
+
+    #[test]
+    fn missing_group_and_no_permission_are_told_apart() {
+        let other = || "timeout".to_owned();
+        assert_eq!(classify(Some("ResourceNotFoundException"), other), FetchError::GroupMissing);
+        assert_eq!(
+            classify(Some("AccessDeniedException"), other),
+            FetchError::AccessDenied("AccessDeniedException".into())
+        );
+        assert_eq!(classify(Some("ThrottlingException"), other), FetchError::Other("timeout".into()));
+        assert_eq!(classify(None, other), FetchError::Other("timeout".into()));
     }
 }
