@@ -305,6 +305,19 @@ mod tests {
     }
 
     #[test]
+    fn idle_gpus_and_memory_near_the_limit_are_advised() {
+        let mut s = summary("g1", 90.0, 1.0, 100.0, 3.9 * GIB, 4.0 * GIB);
+        s[r::GPUS.name] = json!(4);
+        s[r::GPU_IDLE_PERCENT.name] = json!(95.0);
+        let rep = combine("9", &[s]);
+        assert_eq!((rep.per_node[0].gpus, rep.per_node[0].gpu_idle_percent), (Some(4.0), Some(95.0)));
+        let advice = advise(&rep);
+        assert_eq!(advice.len(), 2, "{advice:?}");
+        assert!(advice[0].contains("98% of the 4.0 GiB requested"), "{advice:?}");
+        assert!(advice[1].starts_with("GPUs idle for 95 % of the job"), "{advice:?}");
+    }
+
+    #[test]
     fn samples_alone_and_gpus() {
         let s = |t: &str, usage: f64, mem: f64| {
             json!({"Type": "job_sample", "NodeName": "g1", "JobId": "9", "Time": t, "Samples": 2,
