@@ -1,6 +1,6 @@
 //! The command line. Other tools and tests rely on these flags; keep them stable.
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -31,6 +31,24 @@ pub struct Cli {
     /// its cgroup still exists. Always exits 0, so a job never fails for it.
     #[arg(long, value_name = "JOBID", conflicts_with_all = ["once", "check"])]
     pub job_ended: Option<String>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// A job's CPU, memory and GPU use, read back from the job log group, with advice.
+    /// Exit status: 0 printed, 1 no records or the group cannot be read, 2 bad arguments.
+    Report {
+        /// The Slurm job id.
+        job: String,
+        /// One JSON object on standard output, for scripts.
+        #[arg(long)]
+        json: bool,
+        /// The cluster (its log group is /slurm-cw/<cluster>/jobs unless logs.group says).
+        #[arg(long, value_name = "NAME")]
+        cluster: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -17,6 +17,7 @@ pub mod config;
 pub mod daemon;
 pub mod hook;
 pub mod pipeline;
+pub mod report;
 pub mod role;
 pub mod sample;
 pub mod sinks;

@@ -1,14 +1,19 @@
 use clap::Parser;
 use slurm_cw_shipper::Exit;
 use slurm_cw_shipper::app;
-use slurm_cw_shipper::cli::Cli;
+use slurm_cw_shipper::cli::{Cli, Command};
 use slurm_cw_shipper::config::{Config, LogFormat};
+use slurm_cw_shipper::report;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(job) = &cli.job_ended {
         return job_ended(&cli, job);
+    }
+    if let Some(Command::Report { job, json, cluster }) = &cli.command {
+        let req = report::Request { job: job.clone(), json: *json, cluster: cluster.clone() };
+        return report(&cli, &req);
     }
     let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
         Ok(c) => c,
@@ -53,6 +58,24 @@ fn job_ended(cli: &Cli, job: &str) -> ExitCode {
         Err(e) => eprintln!("slurm-cw-shipper: final sample of job {job}: {e}"),
     }
     ExitCode::SUCCESS
+}
+
+/// `report <jobid>`: warnings only, so standard output is the report alone.
+fn report(cli: &Cli, req: &report::Request) -> ExitCode {
+    let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("slurm-cw-shipper: bad configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => ExitCode::from(rt.block_on(report::run(&config, req))),
+        Err(e) => {
+            eprintln!("slurm-cw-shipper: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Quiet by default (warnings and errors on standard error, which journald keeps); `log.level`

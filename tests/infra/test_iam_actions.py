@@ -67,20 +67,24 @@ def operations() -> dict:
     return ops
 
 
-def code(crate_dir: str) -> str:
-    """A crate's source without its unit tests (`#[cfg(test)]` to the end of each file)."""
+def code(crate_dir: str, skip: tuple = ()) -> str:
+    """A crate's source (or a folder of it) without its unit tests (`#[cfg(test)]` to the end of
+    each file), less the folders in `skip`."""
     text = ""
-    for f in sorted((REPO / crate_dir / "src").rglob("*.rs")):
+    root = REPO / crate_dir / "src" if (REPO / crate_dir / "src").is_dir() else REPO / crate_dir
+    for f in sorted(root.rglob("*.rs")):
+        if any(f.is_relative_to(REPO / d) for d in skip):
+            continue
         body = f.read_text()
         text += body.split("#[cfg(test)]")[0]
     return text
 
 
-def actions_called(crate_dirs: list[str]) -> set:
+def actions_called(crate_dirs: list[str], skip: tuple = ()) -> set:
     ops = operations()
     called = set()
     for d in crate_dirs:
-        for name in re.findall(r"\.([a-z][a-z0-9_]*)\(\)", code(d)):
+        for name in re.findall(r"\.([a-z][a-z0-9_]*)\(\)", code(d, skip)):
             if name in ops:
                 candidates = ops[name]
                 assert len(candidates) == 1, f"{name} is an operation of several services: {candidates}"
@@ -109,14 +113,17 @@ def test_the_lambda_role_grants_exactly_what_the_lambda_calls():
 
 
 def test_the_instance_policy_grants_exactly_what_the_shipper_calls():
-    called = actions_called(["shipper", "sink"])
+    # `report` runs on login nodes under the job report reader policy, not the instance's.
+    called = actions_called(["shipper", "sink"], skip=("shipper/src/report",))
     assert called == {"cloudwatch:PutMetricData", "logs:CreateLogStream", "logs:PutLogEvents"}, called
     assert granted(module_locals()["cluster_instance_policy"]["Statement"]) == called
 
 
-def test_the_job_report_reader_grants_only_reading():
-    """Nothing calls it yet (a future `slurm-cw-shipper report`): it may only read job records."""
-    assert granted(module_locals()["job_report_reader_policy"]["Statement"]) == {"logs:FilterLogEvents"}
+def test_the_job_report_reader_grants_exactly_what_report_calls():
+    """`slurm-cw-shipper report` (shipper/src/report) runs under it: it may only read job records."""
+    called = actions_called(["shipper/src/report"])
+    assert called == {"logs:FilterLogEvents"}, called
+    assert granted(module_locals()["job_report_reader_policy"]["Statement"]) == called
 
 
 @pytest.mark.parametrize("snippet,expected", [

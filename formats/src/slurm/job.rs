@@ -13,6 +13,16 @@ pub struct JobDetail {
     pub account: Option<String>,
     pub partition: Option<String>,
     pub user_id: Option<u32>,
+    /// The user's name, from `UserId=alice(1001)`.
+    pub user_name: Option<String>,
+    /// `JobState` (RUNNING, COMPLETED, ...).
+    pub state: Option<String>,
+    /// `NodeList`: the hostlist the job runs or ran on.
+    pub node_list: Option<String>,
+    /// `StartTime` and `EndTime` as Slurm prints them (local time, no zone); None for
+    /// `Unknown`/`None`. See [`parse_local_time`].
+    pub start_time: Option<String>,
+    pub end_time: Option<String>,
     /// (node hostlist expression, GPU indices there), in the order Slurm prints them.
     pub gpus: Vec<(String, BTreeSet<u32>)>,
 }
@@ -35,7 +45,14 @@ pub fn parse(text: &str) -> Result<JobDetail, JobError> {
             "JobId" if d.job_id.is_empty() => d.job_id = value.to_owned(),
             "Account" => d.account = set(value),
             "Partition" => d.partition = set(value),
-            "UserId" => d.user_id = value.split_once('(').and_then(|(_, n)| n.trim_end_matches(')').parse().ok()),
+            "UserId" => {
+                d.user_id = value.split_once('(').and_then(|(_, n)| n.trim_end_matches(')').parse().ok());
+                d.user_name = value.split_once('(').and_then(|(u, _)| set(u));
+            }
+            "JobState" => d.state = set(value),
+            "NodeList" => d.node_list = set(value),
+            "StartTime" => d.start_time = time_word(value),
+            "EndTime" => d.end_time = time_word(value),
             "Nodes" => nodes = Some(value.to_owned()),
             "GRES" => {
                 if let Some(n) = nodes.take() {
@@ -46,6 +63,32 @@ pub fn parse(text: &str) -> Result<JobDetail, JobError> {
         }
     }
     if d.job_id.is_empty() { Err(JobError::NoJobId) } else { Ok(d) }
+}
+
+/// A time word, or None for Slurm's `Unknown`, `None`, `N/A`.
+fn time_word(v: &str) -> Option<String> {
+    parse_local_time(v).map(|_| v.to_owned())
+}
+
+/// `2026-11-23T13:59:04` -> seconds since the epoch, read as if it were UTC. Slurm prints the
+/// controller's local time without a zone, so a caller bounding a search with it must allow
+/// for any offset (up to 14 hours).
+pub fn parse_local_time(v: &str) -> Option<i64> {
+    let (date, time) = v.split_once('T')?;
+    let d: Vec<i64> = date.split('-').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    let t: Vec<i64> = time.split(':').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    let (&[y, mo, day], &[h, mi, sec]) = (d.as_slice(), t.as_slice()) else { return None };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&day) || h > 23 || mi > 59 || sec > 60 || y < 1970 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (yy, m) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * m + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + mi * 60 + sec)
 }
 
 /// `gpu:2(IDX:0-1)`, `gpu:a100:1(IDX:3),gpu:t4:2(IDX:0,2)`: the indices of every gpu GRES.
@@ -112,7 +155,9 @@ pub fn hostlist_contains(list: &str, node: &str) -> bool {
                     // Zero-padded ranges (`[01-12]`) name zero-padded nodes only.
                     let padded = a.len() > 1 && a.starts_with('0');
                     match (a.parse::<u64>(), b.parse::<u64>(), suffix.parse::<u64>()) {
-                        (Ok(lo), Ok(hi), Ok(n)) => (lo..=hi).contains(&n) && (!padded || suffix.len() == a.len()),
+                        (Ok(lo), Ok(hi), Ok(n)) => {
+                            (lo..=hi).contains(&n) && (!padded || suffix.len() == a.len())
+                        }
                         _ => false,
                     }
                 }
@@ -139,9 +184,27 @@ mod tests {
     fn a_real_job_line() {
         let d = parse(ONE).unwrap();
         assert_eq!(d.job_id, "51");
-        assert_eq!((d.account.as_deref(), d.partition.as_deref(), d.user_id), (Some("physics"), Some("debug"), Some(0)));
+        assert_eq!(
+            (d.account.as_deref(), d.partition.as_deref(), d.user_id),
+            (Some("physics"), Some("debug"), Some(0))
+        );
         assert_eq!(d.gpus_on("c4"), Some(&BTreeSet::from([0, 1])));
         assert_eq!(d.gpus_on("c3"), None);
+        assert_eq!(
+            (d.user_name.as_deref(), d.state.as_deref(), d.node_list.as_deref()),
+            (Some("root"), Some("RUNNING"), Some("c4"))
+        );
+        assert_eq!((d.start_time.as_deref(), d.end_time.as_deref()), (Some("2026-11-23T13:59:04"), None));
+    }
+
+    #[test]
+    fn local_times() {
+        assert_eq!(parse_local_time("1970-01-01T00:00:00"), Some(0));
+        assert_eq!(parse_local_time("2026-11-23T13:59:04"), Some(1_795_442_344));
+        assert_eq!(parse_local_time("2024-02-29T12:00:00"), Some(1_709_208_000));
+        for bad in ["Unknown", "None", "N/A", "2026-13-01T00:00:00", "2026-11-23", "2026-11-23T1:2", ""] {
+            assert_eq!(parse_local_time(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -1,0 +1,177 @@
+//! `slurm-cw-shipper report <jobid>`: a job's records read back from its log group and
+//! summed up for its user: CPU efficiency, memory peak against the request, GPUs, advice.
+//! Exit status: 0 a report was printed, 1 no records or the group cannot be read, 2 bad
+//! arguments or configuration.
+
+pub mod fetch;
+pub mod model;
+pub mod render;
+
+use crate::config::Config;
+use crate::sources::head::command::SlurmCommands;
+use fetch::FetchError;
+use slurm_cw_formats::slurm::job::{self as sjob, JobDetail};
+
+/// Slurm prints local times without a zone: bounds widened by the largest UTC offset.
+const ZONE_SLACK_S: i64 = 14 * 3600;
+/// Summaries are written up to a collection (or a flush) after the job ends.
+const AFTER_END_S: i64 = 15 * 60;
+
+pub struct Request {
+    pub job: String,
+    pub json: bool,
+    pub cluster: Option<String>,
+}
+
+/// A job id as Slurm names it (`123`, `123_4`, `123+1`); anything else is refused before it
+/// reaches a filter pattern.
+pub fn valid_job_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_digit() || c == '_' || c == '+')
+}
+
+/// Runs the report; returns the exit status.
+pub async fn run(config: &Config, req: &Request) -> u8 {
+    if !valid_job_id(&req.job) {
+        eprintln!("slurm-cw-shipper report: `{}` is not a Slurm job id (digits, `_`, `+`)", req.job);
+        return 2;
+    }
+    let cluster = match (&req.cluster, config.resolve_cluster_name()) {
+        (Some(c), _) => Some(c.clone()),
+        (None, Ok((c, _))) => Some(c),
+        (None, Err(_)) if config.logs.group.is_some() => None,
+        (None, Err(e)) => {
+            eprintln!("slurm-cw-shipper report: {}; or give --cluster NAME", e.0);
+            return 2;
+        }
+    };
+    let group = config.logs.group_for(cluster.as_deref().unwrap_or_default());
+    let detail = slurm_detail(config, &req.job).await;
+    let (start, end) = bounds(detail.as_ref());
+    let client = client(config).await;
+    let records = match fetch::records(&client, &group, &req.job, start, end).await {
+        Ok(r) => r,
+        Err(FetchError::GroupMissing) => {
+            eprintln!(
+                "slurm-cw-shipper report: log group {group} does not exist (ResourceNotFoundException): \
+                 wrong cluster (--cluster) or logs.group, or the group was never created"
+            );
+            return 1;
+        }
+        Err(FetchError::AccessDenied(code)) => {
+            eprintln!(
+                "slurm-cw-shipper report: not allowed to read log group {group} ({code}): this needs \
+                 logs:FilterLogEvents on it"
+            );
+            return 1;
+        }
+        Err(FetchError::Other(why)) => {
+            eprintln!("slurm-cw-shipper report: cannot read log group {group}: {why}");
+            return 1;
+        }
+    };
+    if records.is_empty() {
+        let state = detail.as_ref().and_then(|d| d.state.as_deref());
+        let mut why = format!("no records of job {} in log group {group}", req.job);
+        if state == Some("PENDING") {
+            why.push_str(": the job has not started yet");
+        } else {
+            why.push_str(
+                ". Likely causes: the job was shorter than one collection interval and had no TaskEpilog \
+                 final sample; the wrong cluster or log group (--cluster, logs.group); its records not \
+                 delivered yet (a running job's first records come after one flush interval)",
+            );
+        }
+        eprintln!("slurm-cw-shipper report: {why}");
+        return 1;
+    }
+    let mut rep = model::combine(&req.job, &records);
+    rep.cluster = cluster;
+    rep.log_group = group;
+    if let Some(d) = &detail {
+        rep.state = d.state.clone();
+        rep.nodes = d.node_list.clone();
+        rep.user = d.user_name.clone().or(rep.user);
+        rep.account = d.account.clone().or(rep.account);
+        rep.partition = d.partition.clone().or(rep.partition);
+        // Both local times: their difference needs no zone.
+        if let (Some(s), Some(e)) = (
+            d.start_time.as_deref().and_then(sjob::parse_local_time),
+            d.end_time.as_deref().and_then(sjob::parse_local_time),
+        ) && e >= s
+            && !matches!(d.state.as_deref(), Some("RUNNING") | Some("PENDING"))
+        {
+            rep.elapsed_seconds = Some((e - s) as f64);
+        }
+        if matches!(d.state.as_deref(), Some("RUNNING") | Some("SUSPENDED") | Some("COMPLETING")) {
+            rep.incomplete = true;
+        }
+    }
+    if rep.nodes.is_none() {
+        let nodes: Vec<&str> = rep.per_node.iter().map(|n| n.node.as_str()).collect();
+        rep.nodes = Some(nodes.join(","));
+    }
+    rep.advice = model::advise(&rep);
+    if req.json {
+        match serde_json::to_string_pretty(&rep) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("slurm-cw-shipper report: {e}");
+                return 1;
+            }
+        }
+    } else {
+        let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        print!("{}", render::text(&rep, colour));
+    }
+    0
+}
+
+/// What Slurm says of the job, when it is reachable and still knows it.
+async fn slurm_detail(config: &Config, job: &str) -> Option<JobDetail> {
+    let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+    let out = cmds.run("scontrol", &["show", "job", "-d", "-o", job]).await.ok()?;
+    sjob::parse(&out.stdout).ok()
+}
+
+/// The search window in ms since the epoch: the job's span from Slurm, widened for the zone.
+fn bounds(d: Option<&JobDetail>) -> (Option<i64>, Option<i64>) {
+    let t = |v: &Option<String>| v.as_deref().and_then(sjob::parse_local_time);
+    let Some(d) = d else { return (None, None) };
+    let start = t(&d.start_time).map(|s| (s - ZONE_SLACK_S - 60) * 1000);
+    let end = t(&d.end_time).map(|e| (e + ZONE_SLACK_S + AFTER_END_S) * 1000);
+    (start, end)
+}
+
+async fn client(config: &Config) -> aws_sdk_cloudwatchlogs::Client {
+    let sdk = slurm_cw_sink::aws::sdk_config(config.cloudwatch.region.as_deref()).await;
+    let mut conf = aws_sdk_cloudwatchlogs::config::Builder::from(&sdk);
+    if let Some(url) = &config.logs.endpoint {
+        conf = conf.endpoint_url(url);
+    }
+    let conf = conf
+        .timeout_config(
+            aws_sdk_cloudwatchlogs::config::timeout::TimeoutConfig::builder()
+                .operation_attempt_timeout(config.cloudwatch.attempt_timeout)
+                .build(),
+        )
+        .build();
+    aws_sdk_cloudwatchlogs::Client::from_conf(conf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_and_bounds() {
+        assert!(valid_job_id("123") && valid_job_id("123_4") && valid_job_id("7+1"));
+        assert!(!valid_job_id("") && !valid_job_id("1\" || 1") && !valid_job_id("abc"));
+        let d = JobDetail {
+            start_time: Some("1970-01-02T00:00:00".into()),
+            end_time: None,
+            ..JobDetail::default()
+        };
+        assert_eq!(bounds(Some(&d)), (Some((86_400 - ZONE_SLACK_S - 60) * 1000), None));
+        assert_eq!(bounds(None), (None, None));
+    }
+}

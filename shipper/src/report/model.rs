@@ -1,0 +1,336 @@
+//! A job's records combined into one report: per node from its summary (else its samples),
+//! then the job: CPU-seconds and cores add up, memory peaks take the largest.
+
+use serde::Serialize;
+use serde_json::Value;
+use slurm_cw_catalog::metrics::{
+    CPU_USAGE, CPUS_ALLOCATED, GPU_MEMORY_USED, GPU_UTILIZATION, MEMORY_LIMIT, MEMORY_MAX, MEMORY_RSS,
+    MEMORY_USAGE,
+};
+use slurm_cw_catalog::records::{self as r, kinds};
+use std::collections::BTreeMap;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct NodeRow {
+    pub node: String,
+    /// job_summary or job_sample: where the row's figures come from.
+    pub source: String,
+    pub samples: f64,
+    pub elapsed_seconds: f64,
+    pub cpu_seconds: f64,
+    pub cores_allocated: f64,
+    pub cpu_efficiency_percent: Option<f64>,
+    pub memory_peak_bytes: Option<f64>,
+    pub memory_requested_bytes: Option<f64>,
+    pub gpus: Option<f64>,
+    pub gpu_idle_percent: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GpuRow {
+    pub node: String,
+    /// The GPU's index, or `all` where the records hold the job's mean over its GPUs.
+    pub gpu: String,
+    pub utilization_mean_percent: Option<f64>,
+    pub memory_used_peak_bytes: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Report {
+    pub job_id: String,
+    pub cluster: Option<String>,
+    pub log_group: String,
+    pub user: Option<String>,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub nodes: Option<String>,
+    pub state: Option<String>,
+    pub elapsed_seconds: Option<f64>,
+    /// Records may still arrive: the job runs, or a node has samples and no summary yet.
+    pub incomplete: bool,
+    pub records: usize,
+    pub cpu_seconds: f64,
+    pub cores_allocated: f64,
+    pub cpu_efficiency_percent: Option<f64>,
+    pub memory_peak_bytes: Option<f64>,
+    pub memory_requested_bytes: Option<f64>,
+    pub per_node: Vec<NodeRow>,
+    pub gpus: Vec<GpuRow>,
+    pub advice: Vec<String>,
+}
+
+fn num(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+fn text(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn max_of(vals: impl Iterator<Item = f64>) -> Option<f64> {
+    vals.fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
+}
+
+fn mean_of(vals: impl Iterator<Item = f64>) -> Option<f64> {
+    let (s, n) = vals.fold((0.0, 0.0), |(s, n), x| (s + x, n + 1.0));
+    (n > 0.0).then(|| s / n)
+}
+
+/// RFC 3339 `Time` of a record, as seconds (for the span of a node's samples).
+fn seconds(v: &Value) -> Option<f64> {
+    let t = text(v, r::TIME.name)?;
+    let (whole, frac) = t.trim_end_matches('Z').split_once('.').unwrap_or((t.trim_end_matches('Z'), "0"));
+    let s = slurm_cw_formats::slurm::job::parse_local_time(whole)? as f64;
+    Some(s + format!("0.{frac}").parse::<f64>().unwrap_or(0.0))
+}
+
+fn from_summary(node: &str, s: &Value) -> NodeRow {
+    NodeRow {
+        node: node.to_owned(),
+        source: kinds::JOB_SUMMARY.into(),
+        samples: num(s, r::SAMPLES.name).unwrap_or(0.0),
+        elapsed_seconds: num(s, r::ELAPSED_SECONDS.name).unwrap_or(0.0),
+        cpu_seconds: num(s, r::CPU_SECONDS.name).unwrap_or(0.0),
+        cores_allocated: num(s, r::CORES_ALLOCATED.name).unwrap_or(0.0),
+        cpu_efficiency_percent: num(s, r::CPU_EFFICIENCY.name),
+        memory_peak_bytes: num(s, r::MEMORY_PEAK.name),
+        memory_requested_bytes: num(s, r::MEMORY_REQUESTED.name),
+        gpus: num(s, r::GPUS.name),
+        gpu_idle_percent: num(s, r::GPU_IDLE_PERCENT.name),
+    }
+}
+
+fn from_samples(node: &str, samples: &[&Value]) -> NodeRow {
+    let times: Vec<f64> = samples.iter().filter_map(|s| seconds(s)).collect();
+    let elapsed = match (max_of(times.iter().copied()), max_of(times.iter().map(|t| -t))) {
+        (Some(last), Some(first)) => last + first,
+        _ => 0.0,
+    };
+    let usage = mean_of(samples.iter().filter_map(|s| num(s, CPU_USAGE.name)));
+    let cores = max_of(samples.iter().filter_map(|s| num(s, CPUS_ALLOCATED.name))).unwrap_or(0.0);
+    let peak = max_of(
+        samples
+            .iter()
+            .flat_map(|s| [MEMORY_MAX.name, MEMORY_USAGE.name, MEMORY_RSS.name].map(|k| num(s, k)))
+            .flatten(),
+    );
+    // An unlimited cgroup reads as a huge limit: no request.
+    let limit =
+        max_of(samples.iter().filter_map(|s| num(s, MEMORY_LIMIT.name))).filter(|l| *l < (1u64 << 60) as f64);
+    NodeRow {
+        node: node.to_owned(),
+        source: kinds::JOB_SAMPLE.into(),
+        samples: samples.iter().map(|s| num(s, r::SAMPLES.name).unwrap_or(1.0)).sum(),
+        elapsed_seconds: elapsed,
+        cpu_seconds: usage.unwrap_or(0.0) * elapsed,
+        cores_allocated: cores,
+        cpu_efficiency_percent: usage.filter(|_| cores > 0.0).map(|u| u / cores * 100.0),
+        memory_peak_bytes: peak,
+        memory_requested_bytes: limit,
+        gpus: None,
+        gpu_idle_percent: None,
+    }
+}
+
+/// Per GPU (or per node where the records keep the job's mean): utilisation mean, memory peak.
+fn gpu_rows(node: &str, samples: &[&Value]) -> Vec<GpuRow> {
+    let mut util: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut mem: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for s in samples {
+        for (key, into) in [(GPU_UTILIZATION.name, &mut util), (GPU_MEMORY_USED.name, &mut mem)] {
+            match s.get(key) {
+                Some(Value::Object(o)) => {
+                    for (gpu, v) in o {
+                        into.entry(gpu.clone()).or_default().extend(v.as_f64());
+                    }
+                }
+                Some(v) => into.entry("all".into()).or_default().extend(v.as_f64()),
+                None => {}
+            }
+        }
+    }
+    let gpus: std::collections::BTreeSet<&String> = util.keys().chain(mem.keys()).collect();
+    gpus.into_iter()
+        .map(|g| GpuRow {
+            node: node.to_owned(),
+            gpu: g.clone(),
+            utilization_mean_percent: util.get(g).and_then(|v| mean_of(v.iter().copied())),
+            memory_used_peak_bytes: mem.get(g).and_then(|v| max_of(v.iter().copied())),
+        })
+        .collect()
+}
+
+/// The report of `records` (this job's samples and summaries, any order).
+pub fn combine(job: &str, records: &[Value]) -> Report {
+    let mut by_node: BTreeMap<String, (Vec<&Value>, Option<&Value>)> = BTreeMap::new();
+    for rec in records {
+        let node = text(rec, r::NODE_NAME.name).unwrap_or_else(|| "unknown".into());
+        let e = by_node.entry(node).or_default();
+        match text(rec, r::TYPE.name).as_deref() {
+            // Summaries of a job on a node share a RecordId; the latest wins.
+            Some(kinds::JOB_SUMMARY) => {
+                if e.1.is_none_or(|old| text(old, r::LAST_SEEN.name) <= text(rec, r::LAST_SEEN.name)) {
+                    e.1 = Some(rec);
+                }
+            }
+            _ => e.0.push(rec),
+        }
+    }
+    let mut rep = Report { job_id: job.to_owned(), records: records.len(), ..Report::default() };
+    let first = |key: &str| records.iter().find_map(|v| text(v, key)).filter(|s| s != "unknown");
+    rep.user = first(r::USER.name);
+    rep.account = first(r::ACCOUNT.name);
+    rep.partition = first(r::PARTITION.name);
+    for (node, (samples, summary)) in &by_node {
+        let row = match summary {
+            Some(s) => from_summary(node, s),
+            None => {
+                rep.incomplete = true;
+                from_samples(node, samples)
+            }
+        };
+        rep.gpus.extend(gpu_rows(node, samples));
+        rep.per_node.push(row);
+    }
+    let rows = &rep.per_node;
+    rep.cpu_seconds = rows.iter().map(|n| n.cpu_seconds).sum();
+    rep.cores_allocated = rows.iter().map(|n| n.cores_allocated).sum();
+    let core_seconds: f64 = rows.iter().map(|n| n.cores_allocated * n.elapsed_seconds).sum();
+    rep.cpu_efficiency_percent = if core_seconds > 0.0 {
+        Some(rep.cpu_seconds / core_seconds * 100.0)
+    } else {
+        // Too short for a span: the per-node efficiencies, weighted by cores.
+        let w: Vec<(f64, f64)> =
+            rows.iter().filter_map(|n| Some((n.cpu_efficiency_percent?, n.cores_allocated))).collect();
+        let cores: f64 = w.iter().map(|(_, c)| c).sum();
+        (cores > 0.0).then(|| w.iter().map(|(e, c)| e * c).sum::<f64>() / cores)
+    };
+    rep.memory_peak_bytes = max_of(rows.iter().filter_map(|n| n.memory_peak_bytes));
+    rep.memory_requested_bytes = max_of(rows.iter().filter_map(|n| n.memory_requested_bytes));
+    rep.elapsed_seconds = max_of(rows.iter().map(|n| n.elapsed_seconds));
+    rep
+}
+
+/// Short advice where the numbers call for it.
+pub fn advise(rep: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    // Per node: `--mem` is a per-node request.
+    if let (Some(peak), Some(req)) = (rep.memory_peak_bytes, rep.memory_requested_bytes)
+        && req > 0.0
+    {
+        if peak < req * 0.5 && req - peak > 0.5 * GIB {
+            let want = ((peak * 1.2) / GIB).ceil().max(1.0);
+            out.push(format!(
+                "peak memory {} of {} requested: `--mem={want}G` would do",
+                bytes(peak),
+                bytes(req)
+            ));
+        } else if peak >= req * 0.95 {
+            out.push(format!(
+                "peak memory {} reached {:.0}% of the {} requested: the job is close to being killed for memory; ask for more",
+                bytes(peak),
+                peak / req * 100.0,
+                bytes(req)
+            ));
+        }
+    }
+    let cores = max_of(rep.per_node.iter().map(|n| n.cores_allocated)).unwrap_or(0.0);
+    if let Some(eff) = rep.cpu_efficiency_percent
+        && eff < 50.0
+        && cores >= 2.0
+        && !rep.incomplete_too_short()
+    {
+        let want = (cores * eff / 100.0).ceil().max(1.0);
+        out.push(format!("CPU efficiency {eff:.0}% of {cores:.0} cores: try `-c {want:.0}`"));
+    }
+    if let Some(idle) = max_of(rep.per_node.iter().filter_map(|n| n.gpu_idle_percent))
+        && idle >= 50.0
+    {
+        out.push(format!("GPUs idle for {idle:.0} % of the job: ask for fewer GPUs, or none"));
+    }
+    out
+}
+
+impl Report {
+    /// Nothing measured over time yet: no advice on CPU from it.
+    fn incomplete_too_short(&self) -> bool {
+        self.elapsed_seconds.unwrap_or(0.0) <= 0.0 && self.cpu_efficiency_percent.is_none()
+    }
+}
+
+/// `3.1 GB` style (GiB and MiB, as Slurm's `--mem` counts).
+pub fn bytes(b: f64) -> String {
+    if b >= GIB { format!("{:.1} GiB", b / GIB) } else { format!("{:.0} MiB", b / (1024.0 * 1024.0)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn summary(node: &str, cpu: f64, cores: f64, elapsed: f64, peak: f64, req: f64) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert(r::TYPE.name.into(), json!(kinds::JOB_SUMMARY));
+        m.insert(r::NODE_NAME.name.into(), json!(node));
+        m.insert(r::JOB_ID.name.into(), json!("9"));
+        m.insert(r::CPU_SECONDS.name.into(), json!(cpu));
+        m.insert(r::CORES_ALLOCATED.name.into(), json!(cores));
+        m.insert(r::ELAPSED_SECONDS.name.into(), json!(elapsed));
+        m.insert(r::MEMORY_PEAK.name.into(), json!(peak));
+        m.insert(r::MEMORY_REQUESTED.name.into(), json!(req));
+        m.insert(r::LAST_SEEN.name.into(), json!("2026-11-23T10:00:00Z"));
+        Value::Object(m)
+    }
+
+    #[test]
+    fn nodes_add_up_and_peaks_take_the_largest() {
+        let rep = combine(
+            "9",
+            &[
+                summary("a", 100.0, 4.0, 100.0, 2.0 * GIB, 64.0 * GIB),
+                summary("b", 50.0, 4.0, 100.0, 3.0 * GIB, 64.0 * GIB),
+            ],
+        );
+        assert_eq!(rep.cpu_seconds, 150.0);
+        assert_eq!(rep.cores_allocated, 8.0);
+        assert_eq!(rep.cpu_efficiency_percent, Some(150.0 / 800.0 * 100.0));
+        assert_eq!(rep.memory_peak_bytes, Some(3.0 * GIB));
+        assert_eq!(rep.per_node.len(), 2);
+        assert!(!rep.incomplete);
+        let advice = advise(&rep);
+        assert!(advice.iter().any(|a| a.contains("`--mem=4G`")), "{advice:?}");
+        assert!(advice.iter().any(|a| a.contains("`-c 1`")), "{advice:?}");
+    }
+
+    #[test]
+    fn idle_gpus_and_memory_near_the_limit_are_advised() {
+        let mut s = summary("g1", 90.0, 1.0, 100.0, 3.9 * GIB, 4.0 * GIB);
+        s[r::GPUS.name] = json!(4);
+        s[r::GPU_IDLE_PERCENT.name] = json!(95.0);
+        let rep = combine("9", &[s]);
+        assert_eq!((rep.per_node[0].gpus, rep.per_node[0].gpu_idle_percent), (Some(4.0), Some(95.0)));
+        let advice = advise(&rep);
+        assert_eq!(advice.len(), 2, "{advice:?}");
+        assert!(advice[0].contains("98% of the 4.0 GiB requested"), "{advice:?}");
+        assert!(advice[1].starts_with("GPUs idle for 95 % of the job"), "{advice:?}");
+    }
+
+    #[test]
+    fn samples_alone_and_gpus() {
+        let s = |t: &str, usage: f64, mem: f64| {
+            json!({"Type": "job_sample", "NodeName": "g1", "JobId": "9", "Time": t, "Samples": 2,
+                   "CpuUsage": usage, "CpusAllocated": 2, "MemoryMax": mem,
+                   "GpuUtilization": {"0": 10.0, "1": 90.0}, "GpuMemoryUsed": 1e9})
+        };
+        let rep = combine("9", &[s("2026-11-23T10:00:00Z", 1.0, 1e8), s("2026-11-23T10:00:10.5Z", 2.0, 3e8)]);
+        let n = &rep.per_node[0];
+        assert!(rep.incomplete);
+        assert_eq!((n.elapsed_seconds, n.cpu_seconds, n.samples), (10.5, 15.75, 4.0));
+        assert_eq!((n.cpu_efficiency_percent, n.memory_peak_bytes), (Some(75.0), Some(3e8)));
+        assert_eq!(rep.gpus.len(), 3);
+        assert_eq!(rep.gpus[0].utilization_mean_percent, Some(10.0));
+        assert_eq!(rep.gpus[2].memory_used_peak_bytes, Some(1e9));
+    }
+}

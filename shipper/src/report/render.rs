@@ -1,0 +1,122 @@
+//! The report for a terminal: text bars, colour only on a terminal.
+
+use super::model::{Report, bytes};
+use std::fmt::Write;
+
+const WIDTH: usize = 20;
+
+/// `[########............]  42%`, green to red by how well the share is used.
+fn bar(percent: f64, colour: bool) -> String {
+    let p = percent.clamp(0.0, 100.0);
+    let full = ((p / 100.0) * WIDTH as f64).round() as usize;
+    let body = format!("{}{}", "#".repeat(full), ".".repeat(WIDTH - full));
+    if !colour {
+        return format!("[{body}] {percent:>5.1}%");
+    }
+    let code = if p >= 70.0 {
+        32
+    } else if p >= 30.0 {
+        33
+    } else {
+        31
+    };
+    format!("[\x1b[{code}m{body}\x1b[0m] {percent:>5.1}%")
+}
+
+fn or_unknown(v: &Option<String>) -> &str {
+    v.as_deref().unwrap_or("unknown")
+}
+
+fn duration(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+pub fn text(rep: &Report, colour: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "Job {}  ({}, log group {})", rep.job_id, or_unknown(&rep.cluster), rep.log_group);
+    let _ = writeln!(
+        o,
+        "  user {}  account {}  partition {}  nodes {}",
+        or_unknown(&rep.user),
+        or_unknown(&rep.account),
+        or_unknown(&rep.partition),
+        or_unknown(&rep.nodes)
+    );
+    let _ = writeln!(
+        o,
+        "  state {}  elapsed {}  records {}",
+        or_unknown(&rep.state),
+        rep.elapsed_seconds.map_or("unknown".into(), duration),
+        rep.records
+    );
+    if rep.incomplete {
+        let _ = writeln!(o, "  records still arriving: the job runs, or a node has no summary yet");
+    }
+    let _ = writeln!(o);
+    let eff = rep.cpu_efficiency_percent.map_or("unknown".into(), |e| bar(e, colour));
+    let _ = writeln!(o, "CPU     {eff}  {:.0} CPU-s on {:.0} cores", rep.cpu_seconds, rep.cores_allocated);
+    match (rep.memory_peak_bytes, rep.memory_requested_bytes) {
+        (Some(p), Some(r)) if r > 0.0 => {
+            let _ = writeln!(
+                o,
+                "Memory  {}  peak {} of {} (per node)",
+                bar(p / r * 100.0, colour),
+                bytes(p),
+                bytes(r)
+            );
+        }
+        (Some(p), _) => {
+            let _ = writeln!(o, "Memory  peak {} (no limit known)", bytes(p));
+        }
+        _ => {
+            let _ = writeln!(o, "Memory  unknown");
+        }
+    }
+    let _ = writeln!(o, "\nPer node:");
+    for n in &rep.per_node {
+        let eff =
+            n.cpu_efficiency_percent.map_or("cpu unknown".into(), |e| format!("cpu {}", bar(e, colour)));
+        let mem = match (n.memory_peak_bytes, n.memory_requested_bytes) {
+            (Some(p), Some(r)) if r > 0.0 => format!("mem {} / {}", bytes(p), bytes(r)),
+            (Some(p), _) => format!("mem {}", bytes(p)),
+            _ => "mem unknown".into(),
+        };
+        let _ = writeln!(
+            o,
+            "  {:<12} {eff}  {:.0} CPU-s / {:.0} cores  {mem}  {} ({:.0} samples)",
+            n.node, n.cpu_seconds, n.cores_allocated, n.source, n.samples
+        );
+        if let Some(idle) = n.gpu_idle_percent {
+            let _ = writeln!(o, "  {:<12} GPUs {:.0}, idle {}", "", n.gpus.unwrap_or(0.0), bar(idle, false));
+        }
+    }
+    if !rep.gpus.is_empty() {
+        let _ = writeln!(o, "\nGPUs:");
+        for g in &rep.gpus {
+            let util = g.utilization_mean_percent.map_or("unknown".into(), |u| bar(u, colour));
+            let mem = g.memory_used_peak_bytes.map_or("unknown".into(), bytes);
+            let _ = writeln!(o, "  {:<12} gpu {:<4} util {util}  memory peak {mem}", g.node, g.gpu);
+        }
+    }
+    if !rep.advice.is_empty() {
+        let _ = writeln!(o, "\nAdvice:");
+        for a in &rep.advice {
+            let _ = writeln!(o, "  - {a}");
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bars_without_colour_are_plain() {
+        assert_eq!(bar(50.0, false), "[##########..........]  50.0%");
+        assert!(bar(150.0, false).starts_with(&format!("[{}]", "#".repeat(WIDTH))));
+        assert!(bar(10.0, true).contains("\x1b[31m"));
+        assert_eq!(duration(3725.0), "01:02:05");
+    }
+}

@@ -1,0 +1,334 @@
+//! `slurm-cw-shipper report <jobid>`: real jobs shipped to LocalStack and read back, a
+//! two-node job written by hand, and the answers when there is nothing to read.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use slurm_cw_catalog::records::{self as r, kinds};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime};
+
+const MIB: f64 = 1024.0 * 1024.0;
+const GIB: f64 = 1024.0 * MIB;
+
+fn workload() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/workload.py").display().to_string()
+}
+
+/// `report ARGS` against LocalStack and `group`: (exit status, stdout, stderr).
+fn report(url: &str, group: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = shipper()
+        .arg("report")
+        .args(args)
+        .envs(shipper_env(url, "SlurmTest/report"))
+        .env("SLURM_CW_LOGS__GROUP", group)
+        .env("SLURM_CW_CLUSTER_NAME", "reporttest")
+        .output()
+        .expect("run the shipper");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json_report(url: &str, group: &str, job: &str) -> Value {
+    let (code, out, err) = report(url, group, &[job, "--json"]);
+    assert_eq!(code, Some(0), "report {job}: {err}");
+    serde_json::from_str(&out).expect("--json prints one JSON object")
+}
+
+fn within(what: &str, got: f64, lo: f64, hi: f64) {
+    eprintln!("{what}: {got:.3} (expected {lo:.3} to {hi:.3})");
+    assert!(got >= lo && got <= hi, "{what}: {got} not in [{lo}, {hi}]");
+}
+
+fn now_rfc3339() -> String {
+    slurm_cw_formats::datum::format_timestamp(SystemTime::now())
+}
+
+#[allow(clippy::await_holding_lock)]
+#[tokio::test]
+async fn a_real_job_report_equals_what_the_jobs_did() {
+    let (Some(url), Some(conf)) = (localstack(), slurm()) else {
+        return;
+    };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let bench = conf.parent().and_then(Path::parent).expect("bench dir").to_owned();
+    let logs = logs(&url).await;
+    let group = job_log_group(&logs, "report").await;
+    let interval = 2.0;
+    let shipper_child = shipper()
+        .args(["--role", "node"])
+        .envs(shipper_env(&url, &unique_namespace("report")))
+        .env("SLURM_CW_LOGS__GROUP", &group)
+        .env("SLURM_CW_CLUSTER_NAME", "reporttest")
+        .env("SLURM_CW_COLLECT_INTERVAL", "2s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "4s")
+        .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
+        .env("SLURM_CW_NODE__HOOK_SOCKET", bench.join("hook-report-test.sock"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Running::new)
+        .expect("start the shipper");
+    let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: Vec::new() };
+    let w = workload();
+    let mem = sbatch(&[
+        "-p",
+        "batch",
+        "-w",
+        "c1",
+        "-A",
+        "physics",
+        "--mem=600M",
+        "--wrap",
+        &format!("python3 {w} memory 300 30"),
+    ]);
+    let burn = sbatch(&[
+        "-p",
+        "batch",
+        "-w",
+        "c2",
+        "-A",
+        "chemistry",
+        "-c",
+        "1",
+        "--wrap",
+        &format!("python3 {w} burn 1 30"),
+    ]);
+    cleanup.jobs.extend([mem.clone(), burn.clone()]);
+
+    // While it runs: a report from its samples alone, marked as still arriving.
+    let mut samples = Vec::new();
+    for _ in 0..12 {
+        samples = records(&logs, &group, &[(r::JOB_ID.name, &mem), (r::TYPE.name, kinds::JOB_SAMPLE)]).await;
+        if !samples.is_empty() {
+            break;
+        }
+    }
+    assert!(!samples.is_empty(), "no sample of job {mem} while it runs");
+    let running = json_report(&url, &group, &mem);
+    assert_eq!(
+        (running["state"].as_str(), running["incomplete"].as_bool()),
+        (Some("RUNNING"), Some(true)),
+        "{running:#}"
+    );
+    assert_eq!(running["per_node"][0]["source"], json!(kinds::JOB_SAMPLE));
+    within(
+        "running memory job peak from samples (MiB)",
+        running["memory_peak_bytes"].as_f64().unwrap_or(0.0) / MIB,
+        300.0,
+        360.0,
+    );
+    let (_, text, _) = report(&url, &group, &[&mem]);
+    assert!(text.contains("records still arriving"), "{text}");
+
+    // The truth: CPU time of the burn job's processes, as Slurm lists them, polled until the
+    // job ends (each process's largest reading: the forked burner exits before the job).
+    let mut cpu: HashMap<u32, f64> = HashMap::new();
+    wait_until("both jobs to end", Duration::from_secs(120), || {
+        for p in job_pids(&burn, "c2") {
+            let c = proc_cpu_seconds(p);
+            let e = cpu.entry(p).or_default();
+            *e = e.max(c);
+        }
+        let done = |j: &str| matches!(job_state(j).as_str(), "COMPLETED" | "FAILED" | "");
+        done(&mem) && done(&burn)
+    });
+    let burn_truth: f64 = cpu.values().sum();
+    // The summaries come at the first collection after the cgroups are gone.
+    for job in [&mem, &burn] {
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            got = records(&logs, &group, &[(r::JOB_ID.name, job), (r::TYPE.name, kinds::JOB_SUMMARY)]).await;
+            if !got.is_empty() {
+                break;
+            }
+        }
+        assert!(!got.is_empty(), "no summary of job {job}");
+    }
+    shipper_child.stop();
+
+    let m = json_report(&url, &group, &mem);
+    assert_eq!(m["job_id"], json!(mem));
+    assert_eq!(
+        (m["account"].as_str(), m["partition"].as_str(), m["nodes"].as_str()),
+        (Some("physics"), Some("batch"), Some("c1"))
+    );
+    assert_eq!(m["state"], json!("COMPLETED"));
+    assert_eq!(m["incomplete"], json!(false));
+    assert_eq!(m["per_node"][0]["source"], json!(kinds::JOB_SUMMARY));
+    // 300 MiB touched by python, plus the interpreter and the shell (under 60 MiB).
+    within("memory job peak (MiB)", m["memory_peak_bytes"].as_f64().unwrap_or(0.0) / MIB, 300.0, 360.0);
+    within(
+        "memory job request (MiB)",
+        m["memory_requested_bytes"].as_f64().unwrap_or(0.0) / MIB,
+        600.0,
+        600.0,
+    );
+    within("memory job elapsed (s)", m["elapsed_seconds"].as_f64().unwrap_or(0.0), 29.0, 40.0);
+
+    let b = json_report(&url, &group, &burn);
+    assert_eq!((b["account"].as_str(), b["nodes"].as_str()), (Some("chemistry"), Some("c2")));
+    // The summary holds the job's CPU counter at its last collection: at most one interval
+    // (one core busy) short of the truth, never more than it (plus the shell's few ms).
+    let got = b["cpu_seconds"].as_f64().unwrap_or(0.0);
+    within("burn job CPU-seconds", got, burn_truth - interval - 0.5, burn_truth + 0.5);
+    within("burn job cores", b["cores_allocated"].as_f64().unwrap_or(0.0), 1.0, 1.0);
+    eprintln!("burn job CPU-seconds truth {burn_truth:.2}, reported {got:.2}");
+
+    // The text form: not a terminal here, so no colour.
+    let (code, text, err) = report(&url, &group, &[&mem]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(text.contains("Per node:") && text.contains("c1") && !text.contains('\u{1b}'), "{text}");
+    drop(cleanup);
+}
+
+/// A summary as the shipper writes it (transforms/jobs.rs `summary`).
+fn summary(job: &str, node: &str, cpu: f64, cores: f64, elapsed: f64, peak: f64, req: f64) -> Value {
+    let mut m = serde_json::Map::new();
+    let now = now_rfc3339();
+    for (f, v) in [
+        (&r::TYPE, json!(kinds::JOB_SUMMARY)),
+        (&r::RECORD_ID, json!(format!("{node}:{job}:summary"))),
+        (&r::TIME, json!(now)),
+        (&r::NODE_NAME, json!(node)),
+        (&r::JOB_ID, json!(job)),
+        (&r::USER, json!("alice")),
+        (&r::ACCOUNT, json!("physics")),
+        (&r::PARTITION, json!("batch")),
+        (&r::SAMPLES, json!(10)),
+        (&r::ELAPSED_SECONDS, json!(elapsed)),
+        (&r::CPU_SECONDS, json!(cpu)),
+        (&r::CORES_ALLOCATED, json!(cores)),
+        (&r::CPU_EFFICIENCY, json!(cpu / (cores * elapsed) * 100.0)),
+        (&r::MEMORY_PEAK, json!(peak)),
+        (&r::MEMORY_REQUESTED, json!(req)),
+        (&r::MEMORY_PEAK_PERCENT, json!(peak / req * 100.0)),
+        (&r::FIRST_SEEN, json!(now)),
+        (&r::LAST_SEEN, json!(now)),
+        (&r::ENDED_BY, json!("cgroup_gone")),
+    ] {
+        m.insert(f.name.into(), v);
+    }
+    Value::Object(m)
+}
+
+async fn put(logs: &aws_sdk_cloudwatchlogs::Client, group: &str, stream: &str, rec: &Value) {
+    logs.create_log_stream()
+        .log_group_name(group)
+        .log_stream_name(stream)
+        .send()
+        .await
+        .expect("CreateLogStream");
+    let ms = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+    let event = aws_sdk_cloudwatchlogs::types::InputLogEvent::builder()
+        .timestamp(ms)
+        .message(rec.to_string())
+        .build()
+        .expect("an event");
+    logs.put_log_events()
+        .log_group_name(group)
+        .log_stream_name(stream)
+        .log_events(event)
+        .send()
+        .await
+        .expect("PutLogEvents");
+}
+
+#[tokio::test]
+async fn a_two_node_job_adds_up_and_json_reads_back_field_by_field() {
+    let Some(url) = localstack() else {
+        return;
+    };
+    let logs = logs(&url).await;
+    let group = job_log_group(&logs, "report-two").await;
+    // No Slurm job has this id (past Slurm's largest), so the records alone speak.
+    let job = "99999999";
+    let a = summary(job, "c1", 3000.0, 8.0, 1000.0, 3.1 * GIB, 64.0 * GIB);
+    let b = summary(job, "c2", 1000.0, 8.0, 1000.0, 5.0 * GIB, 64.0 * GIB);
+    put(&logs, &group, "c1", &a).await;
+    put(&logs, &group, "c2", &b).await;
+    // Another job's record in the same group stays out.
+    put(&logs, &group, "c3", &summary("9999999", "c3", 1.0, 1.0, 1.0, 1.0, 2.0)).await;
+    let mut rep = Value::Null;
+    for _ in 0..20 {
+        rep = json_report(&url, &group, job);
+        if rep["records"] == json!(2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!("{rep:#}");
+    assert_eq!(rep["job_id"], json!(job));
+    assert_eq!(rep["log_group"], json!(group));
+    assert_eq!(rep["cluster"], json!("reporttest"));
+    assert_eq!(rep["records"], json!(2));
+    assert_eq!(
+        (rep["user"].as_str(), rep["account"].as_str(), rep["partition"].as_str()),
+        (Some("alice"), Some("physics"), Some("batch"))
+    );
+    assert_eq!(rep["nodes"], json!("c1,c2"));
+    assert_eq!(rep["incomplete"], json!(false));
+    assert_eq!(rep["cpu_seconds"], json!(4000.0), "sum of CPU-seconds");
+    assert_eq!(rep["cores_allocated"], json!(16.0));
+    assert_eq!(rep["cpu_efficiency_percent"], json!(25.0), "4000 / (16 x 1000)");
+    assert_eq!(rep["memory_peak_bytes"], json!(5.0 * GIB), "max of peaks");
+    assert_eq!(rep["memory_requested_bytes"], json!(64.0 * GIB));
+    assert_eq!(rep["elapsed_seconds"], json!(1000.0));
+    let rows = rep["per_node"].as_array().expect("per_node");
+    assert_eq!(rows.len(), 2);
+    for (row, (node, cpu, peak)) in rows.iter().zip([("c1", 3000.0, 3.1 * GIB), ("c2", 1000.0, 5.0 * GIB)]) {
+        assert_eq!(row["node"], json!(node));
+        assert_eq!(row["source"], json!(kinds::JOB_SUMMARY));
+        assert_eq!(row["samples"], json!(10.0));
+        assert_eq!(row["elapsed_seconds"], json!(1000.0));
+        assert_eq!(row["cpu_seconds"], json!(cpu));
+        assert_eq!(row["cores_allocated"], json!(8.0));
+        assert_eq!(row["cpu_efficiency_percent"], json!(cpu / 8000.0 * 100.0));
+        assert_eq!(row["memory_peak_bytes"], json!(peak));
+        assert_eq!(row["memory_requested_bytes"], json!(64.0 * GIB));
+        assert_eq!((row["gpus"].clone(), row["gpu_idle_percent"].clone()), (Value::Null, Value::Null));
+    }
+    assert_eq!(rep["gpus"], json!([]));
+    let advice: Vec<&str> =
+        rep["advice"].as_array().expect("advice").iter().filter_map(Value::as_str).collect();
+    assert_eq!(
+        advice,
+        [
+            "peak memory 5.0 GiB of 64.0 GiB requested: `--mem=6G` would do",
+            "CPU efficiency 25% of 8 cores: try `-c 2`"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn no_records_missing_group_and_bad_arguments() {
+    let Some(url) = localstack() else {
+        return;
+    };
+    let logs = logs(&url).await;
+    let group = job_log_group(&logs, "report-empty").await;
+    let (code, out, err) = report(&url, &group, &["99999998"]);
+    assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+    assert!(
+        err.contains("no records of job 99999998")
+            && err.contains("collection interval")
+            && err.contains("--cluster"),
+        "{err}"
+    );
+
+    let missing = format!("/slurm-cw/{}/jobs", unique_namespace("absent").replace('/', "-"));
+    let (code, _, err) = report(&url, &missing, &["99999998", "--json"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("does not exist") && err.contains(&missing), "{err}");
+
+    for bad in [&["abc"][..], &[][..], &["1", "--bogus"][..]] {
+        let (code, _, err) = report(&url, &group, bad);
+        assert_eq!(code, Some(2), "{bad:?}: {err}");
+    }
+}
