@@ -123,7 +123,8 @@ fn epilog_as_job_user(socket: &Path, job: &str) -> (Duration, String) {
     // job's user cannot enter (a fresh clone in a private temporary directory, as in CI).
     let bin = socket.with_file_name("slurm-cw-shipper");
     if !bin.exists() {
-        std::fs::copy(env!("CARGO_BIN_EXE_slurm-cw-shipper"), &bin).expect("copy the binary for the job user");
+        std::fs::copy(env!("CARGO_BIN_EXE_slurm-cw-shipper"), &bin)
+            .expect("copy the binary for the job user");
     }
     let started = Instant::now();
     let out = std::process::Command::new(&bin)

@@ -57,7 +57,9 @@ async fn localstack_sdk(url: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(url)
         .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new("test", "test", None, None, "bench"))
+        .credentials_provider(aws_sdk_cloudwatch::config::Credentials::new(
+            "test", "test", None, None, "bench",
+        ))
         .load()
         .await
 }
