@@ -217,5 +217,11 @@ async fn get_metric_data(
 
 /// A derived datum of `metric` at `at` (epoch seconds), with ClusterName and `dims`.
 pub fn datum(cluster: &str, metric: &CatalogMetric, dims: &[(String, String)], at: i64, value: f64) -> Datum {
-    slurm_cw_sink::cloudwatch::datum(cluster, metric, dims.iter().cloned(), at_epoch(at), DatumValue::Value { value })
+    slurm_cw_sink::cloudwatch::datum(
+        cluster,
+        metric,
+        dims.iter().cloned(),
+        at_epoch(at),
+        DatumValue::Value { value },
+    )
 }

@@ -180,12 +180,7 @@ async fn cluster_stage(
 }
 
 /// Publishes the derived datums with the shipper's validation and retries.
-async fn publish(
-    cfg: &Config,
-    clients: &Clients,
-    datums: Vec<Datum>,
-    summary: &mut Summary,
-) -> Result<()> {
+async fn publish(cfg: &Config, clients: &Clients, datums: Vec<Datum>, summary: &mut Summary) -> Result<()> {
     let sink_settings = Settings {
         namespace: cfg.namespace.clone(),
         region: None,

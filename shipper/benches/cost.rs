@@ -829,9 +829,8 @@ async fn simulate(
         .tempdir_in(if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" })
         .expect("a temporary directory");
 
-    let mut config = Config::default();
-    config.namespace = namespace.clone();
-    config.cluster_name = Some(cluster.clone());
+    let mut config =
+        Config { namespace: namespace.clone(), cluster_name: Some(cluster.clone()), ..Config::default() };
     config.node.job_metrics = mode;
     // For trying a trimmed configuration (docs/cost.md): metric names never shipped, and fewer
     // RPC types by name.
