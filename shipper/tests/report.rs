@@ -102,15 +102,28 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
     ]);
     cleanup.jobs.extend([mem.clone(), burn.clone()]);
 
-    // While it runs: a report from its samples alone, marked as still arriving.
+    // While it runs: a report from its samples alone, marked as still arriving. The truth first:
+    // python holds its 300 MiB (on a busy machine touching them takes a while), then two more
+    // flushes, so that a sample's mean covers only collections after it.
+    let rss_kib = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse::<u64>().ok())
+        })
+    };
+    wait_until("the memory job to hold its 300 MiB", Duration::from_secs(90), || {
+        job_pids(&mem, "c1").into_iter().filter_map(rss_kib).any(|kib| kib >= 300 * 1024)
+    });
+    let sample_of_mem = [(r::JOB_ID.name, mem.as_str()), (r::TYPE.name, kinds::JOB_SAMPLE)];
+    let held = records(&logs, &group, &sample_of_mem).await.len();
     let mut samples = Vec::new();
-    for _ in 0..12 {
-        samples = records(&logs, &group, &[(r::JOB_ID.name, &mem), (r::TYPE.name, kinds::JOB_SAMPLE)]).await;
-        if !samples.is_empty() {
+    for _ in 0..60 {
+        samples = records(&logs, &group, &sample_of_mem).await;
+        if samples.len() >= held + 2 {
             break;
         }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert!(!samples.is_empty(), "no sample of job {mem} while it runs");
+    assert!(samples.len() >= held + 2, "no samples of job {mem} after it held its memory");
     let running = json_report(&url, &group, &mem);
     assert_eq!(
         (running["state"].as_str(), running["incomplete"].as_bool()),
