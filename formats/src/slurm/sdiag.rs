@@ -127,7 +127,7 @@ pub fn parse_text(out: &str) -> Result<Sdiag, SdiagError> {
             Section::PendingRpcs => {
                 let total = s.pending_rpcs.get_or_insert(0);
                 if let Some(r) = parse_rpc(line) {
-                    *total += r.count;
+                    *total = total.saturating_add(r.count);
                 }
             }
             Section::Other => {}
