@@ -158,7 +158,7 @@ impl Jobs {
                 continue;
             }
             let Some(v) = value(s) else { continue };
-            let keys = by_id.get(id).cloned().unwrap_or_default();
+            let Some(keys) = by_id.get(id) else { continue };
             let node = s.dims.get(NODE_NAME);
             // A sample names its node (node collector) or not (GPU collector: the job's first node).
             let Some(key) = keys.iter().find(|k| Some(k.0.as_str()) == node).or(keys.first()).cloned() else {
@@ -217,10 +217,10 @@ impl Jobs {
     /// findings made since the last flush.
     pub fn flush(&mut self, at: SystemTime) -> Vec<Record> {
         let mut out = Vec::new();
-        let mut keys: Vec<&Key> = self.jobs.keys().collect();
+        let mut keys: Vec<Key> = self.jobs.keys().cloned().collect();
         keys.sort();
         let mut made = Vec::new();
-        for key in keys.into_iter().cloned().collect::<Vec<_>>() {
+        for key in keys {
             let Some(job) = self.jobs.get_mut(&key) else { continue };
             if job.flush.is_empty() {
                 continue;

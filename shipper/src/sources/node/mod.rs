@@ -163,14 +163,26 @@ impl NodeCollector {
     /// Collects every job, or only the jobs with id `only` (the final sample of a job ending).
     /// Returns how many jobs were read.
     pub fn collect_jobs(&mut self, only: Option<&str>, out: &mut Batch, errors: &mut Errors) -> usize {
+        match self.list_jobs(errors) {
+            Some(jobs) => self.read_jobs(jobs, only, out),
+            None => 0,
+        }
+    }
+
+    /// The job cgroups there are now; None (one counted error) without a cgroup hierarchy.
+    fn list_jobs(&mut self, errors: &mut Errors) -> Option<Vec<JobRef>> {
         errors.ran("cgroup");
         let Some(layout) = self.layout() else {
             errors.add("cgroup", 1);
             let root = self.cfg.cgroup_root.display().to_string();
             self.log_once(&root, "no cgroup v1 or v2 hierarchy at the cgroup root; job metrics are off");
-            return 0;
+            return None;
         };
-        let mut jobs = discover::jobs(&layout);
+        Some(discover::jobs(&layout))
+    }
+
+    /// Reads the listed jobs, or only job `only`; returns how many were read.
+    fn read_jobs(&mut self, mut jobs: Vec<JobRef>, only: Option<&str>, out: &mut Batch) -> usize {
         if only.is_none() {
             self.note_missing_controllers(&jobs);
         }
@@ -486,11 +498,14 @@ impl Collector for NodeCollector {
     }
 
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
-        if let (Some(slurm), Some(layout)) = (self.slurm.clone(), self.layout()) {
-            let ids: Vec<String> = discover::jobs(&layout).into_iter().map(|j| j.id).collect();
-            SlurmJobs::refresh(&slurm, &ids).await;
+        // One listing serves both: Slurm is asked about new jobs before they are read.
+        if let Some(jobs) = self.list_jobs(errors) {
+            if let Some(slurm) = self.slurm.clone() {
+                let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+                SlurmJobs::refresh(&slurm, &ids).await;
+            }
+            self.read_jobs(jobs, None, out);
         }
-        self.collect_jobs(None, out, errors);
         self.final_at.retain(|_, t| t.elapsed().as_secs() < 60);
     }
 
