@@ -1,5 +1,5 @@
-# slurm-cw-shipper: the scheduled Lambda that derives rates, efficiency figures and an
-# autoscaling signal from what the shippers send, and keeps the cluster's alarms in shape; the
+# slurm-cw-shipper: the scheduled Lambda that derives efficiency figures from what the shippers
+# send, sends job findings and backlog events, and keeps the cluster's alarms in shape; the
 # SNS topic its alarms and notices go to; the cluster's dashboard; and the IAM policy the
 # cluster's instances need to ship metrics.
 #

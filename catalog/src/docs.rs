@@ -16,8 +16,9 @@ pub fn metrics_markdown() -> String {
         "Every metric lives in the CloudWatch namespace `{DEFAULT_NAMESPACE}` (configurable) and \
          carries the dimension `{}`. Each line under *Dimensions* is one dimension set the metric \
          is published with; in CloudWatch each distinct combination of values is one billed \
-         metric. *Counter* metrics grow until Slurm resets them; the Lambda publishes their \
-         reset-aware rates. *Total* metrics are one value per node and flush, so their `Sum` over \
+         metric. *Counter* figures grow until Slurm resets them; they are read, not sent: \
+         the head node sends their reset-aware increase between reads (*increase* metrics, whose \
+         `Sum` over a period is the count in it). *Total* metrics are one value per node and flush, so their `Sum` over \
          the flush interval (60 s) is the cluster's total. Per-job detail is not here but in the \
          job records (see [records.md](records.md)). {} metrics in all.\n",
         dims::CLUSTER_NAME,
@@ -40,14 +41,15 @@ pub fn metrics_markdown() -> String {
 fn row(out: &mut String, m: &Metric) {
     let kind = match m.kind {
         Kind::Gauge => "gauge",
-        Kind::Counter => "counter",
+        Kind::Counter => "counter (not sent)",
+        Kind::Increase => "increase",
         Kind::Total => "total",
     };
     let roles: Vec<&str> = m.roles.iter().map(|r| r.as_str()).collect();
     let sets: Vec<String> = m.full_dimension_sets().map(|s| s.join(", ")).collect();
     let mut help = m.help.replace('|', "\\|");
     if let Some(src) = m.rate_of {
-        let _ = write!(help, " Rate of `{}`.", src.name);
+        let _ = write!(help, " Increase of `{}`.", src.name);
     }
     let _ = writeln!(
         out,

@@ -72,9 +72,12 @@ impl Unit {
 pub enum Kind {
     /// A level sampled at a moment (nodes idle, bytes used).
     Gauge,
-    /// Monotonically increasing until it resets (sdiag counters). Shipped as is; the Lambda
-    /// derives reset-aware rates from it.
+    /// Monotonically increasing until it resets (sdiag counters). Read, never sent: the head
+    /// node sends its increase between reads as the metric whose `rate_of` names it.
     Counter,
+    /// The increase of a counter between two reads, reset-aware: its `Sum` over a period is the
+    /// count in the period (jobs submitted in the minute, say).
+    Increase,
     /// A node's count (of its jobs, say) that adds up across nodes: one value per flush, the
     /// mean of the flush's samples, so that `Sum` over the flush interval is the cluster total.
     Total,
@@ -182,7 +185,9 @@ impl Group {
             Group::Gpu => "Job GPUs, from NVML (node)",
             Group::GpuProfiling => "Job GPU profiling, from NVML GPM on Hopper and newer (node)",
             Group::JobPopulation => "Job population: figures across jobs, never per job (node)",
-            Group::Derived => "Derived by the Lambda",
+            Group::Derived => {
+                "Derived: by the head node from its readings, by the Lambda from the nodes' totals"
+            }
             Group::Shipper => "The shipper itself",
         }
     }
@@ -227,11 +232,12 @@ mod tests {
     }
 
     #[test]
-    fn rates_point_at_counters_and_only_the_lambda_emits_them() {
+    fn increases_point_at_counters_of_the_head_node() {
         for m in ALL {
             if let Some(src) = m.rate_of {
                 assert_eq!(src.kind, Kind::Counter, "{} is a rate of a non-counter", m.name);
-                assert_eq!(m.roles, &[Role::Lambda], "{}", m.name);
+                assert_eq!(m.kind, Kind::Increase, "{}", m.name);
+                assert_eq!(m.roles, src.roles, "{} is derived where its counter is read", m.name);
                 assert!(ALL.contains(&src), "{} derives from an unlisted metric", m.name);
             }
         }
@@ -239,7 +245,7 @@ mod tests {
 
     #[test]
     fn every_head_counter_has_a_rate() {
-        // The Lambda must turn every counter the head node ships into a rate.
+        // Counters are never sent: each must have the metric that carries its increase.
         for m in ALL.iter().filter(|m| m.kind == Kind::Counter) {
             assert!(ALL.iter().any(|r| r.rate_of == Some(*m)), "counter {} has no derived rate", m.name);
         }

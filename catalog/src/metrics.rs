@@ -49,8 +49,12 @@ const JOB_GPU: &[&[&str]] = &[
 /// the outliers), and per host when `self_metrics_per_node` is on.
 const HOST: &[&[&str]] = &[&[], &[NODE_NAME]];
 /// Across the jobs running on the nodes: per cluster, partition and account, and per user when
-/// `node.population_per_user` is on. Never per job: that detail is in the job records.
+/// `node.population_per_user` is on. Never per job: that detail is in the job records. Each
+/// account (and user) is billed for every metric it gets: only the key figures go that far.
 const POPULATION: &[&[&str]] = &[&[], &[PARTITION], &[ACCOUNT], &[USER]];
+/// Across the jobs running on the nodes, per cluster and partition only: the detail behind the
+/// key figures (per account it is one Logs Insights query over the job records away).
+const POPULATION_DETAIL: &[&[&str]] = &[&[], &[PARTITION]];
 
 catalog! {
     Nodes {
@@ -299,59 +303,59 @@ catalog! {
             "Each job's CPU use as a percentage of its allocated cores, one value per job and sample (Values/Counts: use percentiles).";
         JOB_MEMORY_USED = "JobMemoryUsed", Bytes, Gauge, [Node], POPULATION,
             "Each job's memory in use (cgroup, or its processes' RSS where Slurm keeps no memory cgroup), one value per job and sample.";
-        JOB_MEMORY_PEAK_SHARE = "JobMemoryPeakShare", Percent, Gauge, [Node], POPULATION,
+        JOB_MEMORY_PEAK_SHARE = "JobMemoryPeakShare", Percent, Gauge, [Node], POPULATION_DETAIL,
             "Each job's peak memory as a percentage of its memory limit, one value per job and sample.";
         JOB_GPU_UTILIZATION = "JobGpuUtilization", Percent, Gauge, [Node], POPULATION,
             "Each GPU job's mean GPU utilisation, one value per job and sample.";
-        JOB_CORES_USED = "JobCoresUsed", Count, Total, [Node], POPULATION,
+        JOB_CORES_USED = "JobCoresUsed", Count, Total, [Node], POPULATION_DETAIL,
             "Cores busy with the jobs' work, summed over jobs.";
-        JOB_CORES_ALLOCATED = "JobCoresAllocated", Count, Total, [Node], POPULATION,
+        JOB_CORES_ALLOCATED = "JobCoresAllocated", Count, Total, [Node], POPULATION_DETAIL,
             "Cores allocated to the jobs (their cpusets), summed over jobs.";
-        JOB_GPUS_IDLE = "JobGpusIdle", Count, Total, [Node], POPULATION,
+        JOB_GPUS_IDLE = "JobGpusIdle", Count, Total, [Node], POPULATION_DETAIL,
             "GPUs allocated to jobs that ran none of the job's work or sat under the idle threshold.";
         IDLE_GPU_JOBS = "IdleGpuJobs", Count, Total, [Node], POPULATION,
             "Jobs whose GPUs all stayed under the idle threshold for the idle window (node.findings).";
-        LOW_CPU_EFFICIENCY_JOBS = "LowCpuEfficiencyJobs", Count, Total, [Node], POPULATION,
+        LOW_CPU_EFFICIENCY_JOBS = "LowCpuEfficiencyJobs", Count, Total, [Node], POPULATION_DETAIL,
             "Jobs whose CPU efficiency stayed under the threshold for the whole window (node.findings).";
-        MEMORY_OVER_REQUESTED_JOBS = "MemoryOverRequestedJobs", Count, Total, [Node], POPULATION,
+        MEMORY_OVER_REQUESTED_JOBS = "MemoryOverRequestedJobs", Count, Total, [Node], POPULATION_DETAIL,
             "Jobs whose peak memory stayed under a threshold share of their memory limit for the whole window (node.findings).";
         JOB_RECORDS = "JobRecords", Count, Total, [Node], &[&[]],
             "Job records (samples, summaries, findings) written to the job log group.";
     }
     Derived {
-        JOBS_SUBMITTED_RATE = "JobsSubmittedRate", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs submitted per minute, reset-aware.", rate_of = JOBS_SUBMITTED;
-        JOBS_STARTED_RATE = "JobsStartedRate", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs started per minute, reset-aware.", rate_of = JOBS_STARTED;
-        JOBS_COMPLETED_RATE = "JobsCompletedRate", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs completed per minute, reset-aware.", rate_of = JOBS_COMPLETED;
-        JOBS_CANCELED_RATE = "JobsCanceledRate", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs cancelled per minute, reset-aware.", rate_of = JOBS_CANCELED;
-        JOBS_FAILED_RATE = "JobsFailedRate", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs failed per minute, reset-aware.", rate_of = JOBS_FAILED;
-        MAIN_SCHED_CYCLES_RATE = "MainSchedCyclesRate", Count, Gauge, [Lambda], CLUSTER,
-            "Main scheduler cycles per minute, reset-aware.", rate_of = MAIN_SCHED_TOTAL_CYCLES;
-        BACKFILL_JOBS_RATE = "BackfillJobsRate", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs started by backfill per minute, reset-aware.", rate_of = BACKFILL_JOBS_SINCE_START;
-        BACKFILL_CYCLE_JOBS_RATE = "BackfillCycleJobsRate", Count, Gauge, [Lambda], CLUSTER,
-            "Jobs started by backfill per minute, from the counter that resets with the statistics; a cross-check of BackfillJobsRate.", rate_of = BACKFILL_JOBS_SINCE_CYCLE_START;
-        BACKFILL_CYCLES_RATE = "BackfillCyclesRate", Count, Gauge, [Lambda], CLUSTER,
-            "Backfill cycles per minute, reset-aware.", rate_of = BACKFILL_TOTAL_CYCLES;
-        RPC_RATE = "RpcRate", Count, Gauge, [Lambda], &[&[MESSAGE_TYPE]],
-            "RPCs per minute by message type, reset-aware.", rate_of = RPC_COUNT;
-        RPC_TIME_RATE = "RpcTimeRate", Microseconds, Gauge, [Lambda], &[&[MESSAGE_TYPE]],
-            "Time slurmctld spent on RPCs per minute, by message type, reset-aware.", rate_of = RPC_TOTAL_TIME;
-        CLUSTER_CPU_UTILIZATION = "ClusterCpuUtilization", Percent, Gauge, [Lambda], CLUSTER_AND_PARTITION,
+        JOBS_SUBMITTED_RATE = "JobsSubmittedRate", Count, Increase, [Head], CLUSTER,
+            "Jobs submitted, reset-aware.", rate_of = JOBS_SUBMITTED;
+        JOBS_STARTED_RATE = "JobsStartedRate", Count, Increase, [Head], CLUSTER,
+            "Jobs started, reset-aware.", rate_of = JOBS_STARTED;
+        JOBS_COMPLETED_RATE = "JobsCompletedRate", Count, Increase, [Head], CLUSTER,
+            "Jobs completed, reset-aware.", rate_of = JOBS_COMPLETED;
+        JOBS_CANCELED_RATE = "JobsCanceledRate", Count, Increase, [Head], CLUSTER,
+            "Jobs cancelled, reset-aware.", rate_of = JOBS_CANCELED;
+        JOBS_FAILED_RATE = "JobsFailedRate", Count, Increase, [Head], CLUSTER,
+            "Jobs failed, reset-aware.", rate_of = JOBS_FAILED;
+        MAIN_SCHED_CYCLES_RATE = "MainSchedCyclesRate", Count, Increase, [Head], CLUSTER,
+            "Main scheduler cycles, reset-aware.", rate_of = MAIN_SCHED_TOTAL_CYCLES;
+        BACKFILL_JOBS_RATE = "BackfillJobsRate", Count, Increase, [Head], CLUSTER,
+            "Jobs started by backfill, reset-aware.", rate_of = BACKFILL_JOBS_SINCE_START;
+        BACKFILL_CYCLE_JOBS_RATE = "BackfillCycleJobsRate", Count, Increase, [Head], CLUSTER,
+            "Jobs started by backfill, from the counter that resets with the statistics; a cross-check of BackfillJobsRate.", rate_of = BACKFILL_JOBS_SINCE_CYCLE_START;
+        BACKFILL_CYCLES_RATE = "BackfillCyclesRate", Count, Increase, [Head], CLUSTER,
+            "Backfill cycles, reset-aware.", rate_of = BACKFILL_TOTAL_CYCLES;
+        RPC_RATE = "RpcRate", Count, Increase, [Head], &[&[MESSAGE_TYPE]],
+            "RPCs by message type, reset-aware.", rate_of = RPC_COUNT;
+        RPC_TIME_RATE = "RpcTimeRate", Microseconds, Increase, [Head], &[&[MESSAGE_TYPE]],
+            "Time slurmctld spent on RPCs, by message type, reset-aware.", rate_of = RPC_TOTAL_TIME;
+        CLUSTER_CPU_UTILIZATION = "ClusterCpuUtilization", Percent, Gauge, [Head], CLUSTER_AND_PARTITION,
             "CpusAllocated as a percentage of CpusTotal.";
-        CLUSTER_GPU_UTILIZATION = "ClusterGpuUtilization", Percent, Gauge, [Lambda], CLUSTER_AND_PARTITION,
+        CLUSTER_GPU_UTILIZATION = "ClusterGpuUtilization", Percent, Gauge, [Head], CLUSTER_AND_PARTITION,
             "GpusAllocated as a percentage of GpusTotal.";
         GPU_HOURS_IDLE = "GpuHoursIdle", None, Gauge, [Lambda], CLUSTER,
             "GPU-hours held by jobs and left idle during the minute, from JobGpusIdle.";
         CLUSTER_CPU_EFFICIENCY = "ClusterCpuEfficiency", Percent, Gauge, [Lambda], CLUSTER_AND_PARTITION,
             "Cores the jobs used as a percentage of the cores allocated to them (JobCoresUsed over JobCoresAllocated).";
-        BACKLOG_NODES = "BacklogNodes", Count, Gauge, [Lambda], &[&[PARTITION]],
+        BACKLOG_NODES = "BacklogNodes", Count, Gauge, [Head], &[&[PARTITION]],
             "Nodes the pending demand of a partition would need beyond its idle nodes: the autoscaling signal.";
-        IDLE_NODES = "IdleNodes", Count, Gauge, [Lambda], &[&[PARTITION]],
+        IDLE_NODES = "IdleNodes", Count, Gauge, [Head], &[&[PARTITION]],
             "Idle nodes in a partition, net of pending demand.";
     }
     Shipper {

@@ -14,7 +14,7 @@
 //! LOCALSTACK_PORT=4590 scripts/bench/localstack.sh stop
 //! ```
 //!
-//! The seeded data is what the shippers send: the head node's figures, each node's job totals
+//! The seeded data is what the shippers send: the head node's backlog, each node's job totals
 //! (JobCoresUsed, JobCoresAllocated, JobGpusIdle, JobAllocations) for the minute, and per job
 //! five minutes of `job_sample` records and, for every tenth job, a `job_finding` in the minute
 //! the run reads.
@@ -22,7 +22,6 @@
 #[path = "../tests/common/runtime.rs"]
 mod runtime;
 
-use slurm_cw_catalog::ALL;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_catalog::records;
 use slurm_cw_lambda::cw::{at_epoch, datum, epoch};
@@ -60,51 +59,12 @@ fn main() {
     // What the shippers of such a cluster would have sent.
     let mut data: Vec<Datum> = Vec::new();
     let partitions: Vec<String> = (0..10).map(|p| format!("q{p}")).collect();
+    // The head node's autoscaling signal per partition, this minute and the one before.
     for p in &partitions {
         let pd = d(&[("Partition", p.clone())]);
-        for (m, v) in [
-            (&CPUS_TOTAL, 6400.0),
-            (&CPUS_ALLOCATED, 5000.0),
-            (&GPUS_TOTAL, 80.0),
-            (&GPUS_ALLOCATED, 60.0),
-            (&PENDING_NODES, 12.0),
-            (&PENDING_CPUS, 900.0),
-        ] {
-            data.push(datum(&cluster, m, &pd, at + 30, v));
-        }
-        for (state, v) in
-            [("idle", 5.0), ("allocated", 80.0), ("mixed", 10.0), ("down", 1.0), ("drained", 4.0)]
-        {
-            data.push(datum(
-                &cluster,
-                &NODE_COUNT,
-                &d(&[("Partition", p.clone()), ("State", state.into())]),
-                at + 30,
-                v,
-            ));
-        }
-    }
-    // The head shipper also sends the whole cluster's figures, without a Partition.
-    for (m, v) in [
-        (&CPUS_TOTAL, 64000.0),
-        (&CPUS_ALLOCATED, 50000.0),
-        (&GPUS_TOTAL, 800.0),
-        (&GPUS_ALLOCATED, 600.0),
-        (&PENDING_NODES, 120.0),
-        (&PENDING_CPUS, 9000.0),
-    ] {
-        data.push(datum(&cluster, m, &[], at + 30, v));
-    }
-    for c in ALL.iter().filter(|m| m.rate_of.is_none() && m.kind == slurm_cw_catalog::Kind::Counter) {
-        let types: Vec<Vec<(String, String)>> = if c.dimension_sets == [&[] as &[&str]] {
-            vec![vec![]]
-        } else {
-            (0..20).map(|i| d(&[("MessageType", format!("REQUEST_TYPE_{i}"))])).collect()
-        };
-        for dims in types {
-            for (k, t) in minutes(3).enumerate() {
-                data.push(datum(&cluster, c, &dims, t + 30, 1000.0 - k as f64 * 10.0));
-            }
+        for t in minutes(2) {
+            data.push(datum(&cluster, &BACKLOG_NODES, &pd, t + 30, 7.0));
+            data.push(datum(&cluster, &IDLE_NODES, &pd, t + 30, 0.0));
         }
     }
     for i in 0..nodes {

@@ -1,6 +1,6 @@
-//! One invocation, in stages that each run and report on their own: rates, cluster figures
-//! (utilisation, backlog and its events, GPU-hours idle, CPU efficiency), publishing the derived
-//! datums, job findings, alarm upkeep. A stage that fails is logged and named in the summary;
+//! One invocation, in stages that each run and report on their own: cluster figures (GPU-hours
+//! idle, CPU efficiency, backlog events), publishing the derived datums, job findings, alarm
+//! upkeep. A stage that fails is logged and named in the summary;
 //! the others still run (alarm upkeep too), and only then does the invocation fail, so that
 //! Lambda counts it (and its dead-letter queue sees it). The metrics come from CloudWatch; the
 //! one piece of state, how far findings were notified, is a cursor in the job log group.
@@ -11,7 +11,6 @@ use crate::config::Config;
 use crate::cw::Cw;
 use crate::findings::{self, Finding};
 use crate::notify;
-use crate::rates;
 use anyhow::Result;
 use serde::Serialize;
 use slurm_cw_sink::cloudwatch::retry::Backoff;
@@ -20,9 +19,10 @@ use slurm_cw_sink::datum::Datum;
 use slurm_cw_sink::validate::Validator;
 use std::time::{Duration, SystemTime};
 
-/// Minutes between a minute and the invocation that derives it: shippers flush every minute at a
-/// random offset, so a minute's data is complete two minutes later; one more for ingestion.
-pub const DELAY_MINUTES: i64 = 3;
+/// Minutes between a minute and the invocation that derives it: shippers flush every two minutes
+/// (the default `flush_interval`) at a random offset, so a minute's data is complete three
+/// minutes later; one more for ingestion.
+pub const DELAY_MINUTES: i64 = 4;
 
 /// The AWS clients the function uses.
 pub struct Clients {
@@ -118,9 +118,6 @@ pub async fn run(cfg: &Config, clients: &Clients, now: SystemTime) -> Summary {
     };
 
     let mut datums = Vec::new();
-    if let Some(mut d) = summary.record("rates", rates::rates(&mut cw, at).await) {
-        datums.append(&mut d);
-    }
     let cluster_figures = cluster_stage(cfg, clients, &mut cw, at, &mut datums).await;
     if let Some(events) = summary.record("cluster", cluster_figures) {
         summary.backlog_events = events;
@@ -157,7 +154,7 @@ pub async fn run(cfg: &Config, clients: &Clients, now: SystemTime) -> Summary {
     summary
 }
 
-/// Utilisation, backlog and job figures into `datums`; backlog events sent: their number. The
+/// Job figures into `datums`, and backlog events; backlog events sent: their number. The
 /// figures read before a failure are kept.
 async fn cluster_stage(
     cfg: &Config,
@@ -166,10 +163,8 @@ async fn cluster_stage(
     at: i64,
     datums: &mut Vec<Datum>,
 ) -> Result<usize> {
-    let utilisation = cluster::cluster(cw, at).await;
     let jobs = cluster::job_figures(cw, at).await.map(|mut d| datums.append(&mut d));
-    let (mut derived, backlogs) = utilisation?;
-    datums.append(&mut derived);
+    let backlogs = cluster::backlogs(cw, at).await?;
     let changed: Vec<&cluster::Backlog> =
         backlogs.iter().filter(|b| cluster::changed(b, cfg.thresholds.backlog_change_nodes)).collect();
     if !changed.is_empty() {
@@ -210,7 +205,7 @@ mod tests {
     #[test]
     fn the_minute_derived_lags_the_invocation() {
         let now = crate::cw::at_epoch(1_800_000_000 + 45);
-        assert_eq!(minute_for(now), (1_800_000_000 - 180));
+        assert_eq!(minute_for(now), (1_800_000_000 - 240));
         assert_eq!(minute_for(now) % 60, 0);
     }
 }

@@ -1,8 +1,9 @@
-//! The scheduled Lambda: derived rates, cluster utilisation and efficiency, the autoscaling
-//! signal, notices of the job findings the nodes record, and alarm upkeep, from what the
-//! shippers sent to CloudWatch.
+//! The scheduled Lambda: the cluster's CPU efficiency and idle GPU-hours from the nodes' totals,
+//! events when the autoscaling signal moves, notices of the job findings the nodes record, and
+//! alarm upkeep, from what the shippers sent to CloudWatch. (Rates, utilisation and the
+//! autoscaling signal itself are derived on the head node, from its own readings.)
 //!
-//! [`handler::handle`] runs one invocation, stage by stage: [`rates`], [`cluster`], publishing
+//! [`handler::handle`] runs one invocation, stage by stage: [`cluster`], publishing
 //! (through slurm-cw-sink), [`findings`] (with [`notify`]), [`alarms`]. [`cw`] reads CloudWatch.
 
 pub mod alarms;
@@ -12,4 +13,3 @@ pub mod cw;
 pub mod findings;
 pub mod handler;
 pub mod notify;
-pub mod rates;

@@ -144,13 +144,13 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
         data.push(node(&whole, offset, &JOB_CORES_ALLOCATED, &[], 40.0));
         data.push(node(&whole, offset, &JOB_GPUS_IDLE, &[], 3.0));
     }
-    // Partition p: 3 nodes asked for, 6 CPUs of 2-CPU nodes, one node idle: backlog 2.
-    let p = [("Partition", "p")];
-    for (m, v) in [(&PENDING_NODES, 3.0), (&PENDING_CPUS, 6.0), (&CPUS_TOTAL, 8.0), (&CPUS_ALLOCATED, 6.0)] {
-        data.extend(series(&cluster, m, &p, &[(at, v)]));
-    }
-    data.extend(series(&cluster, &NODE_COUNT, &[("Partition", "p"), ("State", "idle")], &[(at, 1.0)]));
-    data.extend(series(&cluster, &NODE_COUNT, &[("Partition", "p"), ("State", "allocated")], &[(at, 3.0)]));
+    // The head node's autoscaling signal: partition p's backlog grew from 0 to 2 nodes (an
+    // event), q's stayed at 1 (none).
+    let (p, q) = ([("Partition", "p")], [("Partition", "q")]);
+    data.extend(series(&cluster, &BACKLOG_NODES, &p, &[(at - 60, 0.0), (at, 2.0)]));
+    data.extend(series(&cluster, &IDLE_NODES, &p, &[(at - 60, 1.0), (at, 0.0)]));
+    data.extend(series(&cluster, &BACKLOG_NODES, &q, &[(at - 60, 1.0), (at, 1.0)]));
+    data.extend(series(&cluster, &IDLE_NODES, &q, &[(at - 60, 0.0), (at, 0.0)]));
     put(&url, &ns, data).await;
 
     // No job log group for this cluster: the findings stage fails, the figures do not.
@@ -172,13 +172,11 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     let w = |m, dims| w(&cluster, m, dims);
     assert_eq!(w(&CLUSTER_CPU_EFFICIENCY, &[("Partition", "p")]).await, Some(25.0));
     assert_eq!(w(&CLUSTER_CPU_EFFICIENCY, &[("Partition", "q")]).await, Some(50.0));
-    assert_eq!(w(&BACKLOG_NODES, &[("Partition", "p")]).await, Some(2.0));
-    assert_eq!(w(&IDLE_NODES, &[("Partition", "p")]).await, Some(0.0));
-    assert_eq!(w(&CLUSTER_CPU_UTILIZATION, &[("Partition", "p")]).await, Some(75.0));
     let events = messages(&sqs, &ev_url, Duration::from_secs(20)).await;
     assert_eq!(events.len(), 1, "{events:?}");
     let ev: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
     assert_eq!(ev["detail-type"], "Slurm Backlog Changed");
     assert_eq!(ev["detail"]["partition"], "p");
     assert_eq!(ev["detail"]["backlog_nodes"], 2.0);
+    assert_eq!(ev["detail"]["previous_backlog_nodes"], 0.0);
 }

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use slurm_cw_catalog::alarms::default_rules;
-use slurm_cw_catalog::metrics::{JOBS_SUBMITTED, JOBS_SUBMITTED_RATE};
+use slurm_cw_catalog::metrics::{CLUSTER_CPU_EFFICIENCY, JOB_CORES_ALLOCATED, JOB_CORES_USED};
 use slurm_cw_lambda::config::Config;
 use slurm_cw_lambda::findings::{CURSOR_STREAM, Cursor};
 use slurm_cw_lambda::handler::{Summary, handle, run};
@@ -144,7 +144,16 @@ async fn a_failed_stage_leaves_the_others_running_and_the_next_run_notifies() {
     let extra = format!(r#", "job_log_group": "{group}", "rules": {rules}"#);
     let cfg = cfg(&ns, &cluster, &topic, &extra);
     let at = minute_ago(20);
-    put(&url, &ns, series(&cluster, &JOBS_SUBMITTED, &[], &[(at - 60, 40.0), (at, 52.0)])).await;
+    put(
+        &url,
+        &ns,
+        [
+            series(&cluster, &JOB_CORES_USED, &[], &[(at, 12.0)]),
+            series(&cluster, &JOB_CORES_ALLOCATED, &[], &[(at, 48.0)]),
+        ]
+        .concat(),
+    )
+    .await;
 
     // The job log group does not exist: the findings stage fails, nothing else does.
     let s = run(&cfg, &clients, invocation_for(at)).await;
@@ -152,8 +161,8 @@ async fn a_failed_stage_leaves_the_others_running_and_the_next_run_notifies() {
     assert_eq!(s.failed_stages[0].stage, "findings");
     assert!(s.failed_stages[0].error.contains("FilterLogEvents"), "{}", s.failed_stages[0].error);
     assert_eq!(s.alarms.created_or_updated.len(), default_rules().len(), "alarm upkeep ran");
-    let rate = read(&clients.cloudwatch, &ns, &cluster, &JOBS_SUBMITTED_RATE, &[], at, at).await;
-    assert_eq!(rate.get(&at), Some(&12.0), "the rates were published");
+    let efficiency = read(&clients.cloudwatch, &ns, &cluster, &CLUSTER_CPU_EFFICIENCY, &[], at, at).await;
+    assert_eq!(efficiency.get(&at), Some(&25.0), "the cluster figures were published");
     let e = handle(&cfg, &clients, invocation_for(at)).await.unwrap_err();
     assert!(format!("{e:#}").contains("findings"), "the invocation fails, naming the stage: {e:#}");
 

@@ -7,7 +7,7 @@ mod common;
 
 use common::runtime::{RuntimeApi, bootstrap, scheduled_event};
 use common::*;
-use slurm_cw_catalog::metrics::{JOBS_SUBMITTED, JOBS_SUBMITTED_RATE};
+use slurm_cw_catalog::metrics::{CLUSTER_CPU_EFFICIENCY, JOB_CORES_ALLOCATED, JOB_CORES_USED};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,16 @@ fn bootstrap_answers_a_scheduled_event_through_the_runtime_api() {
     let (ns, cluster) = (unique("RuntimeApiTest"), unique("c"));
     let minute = minute_ago(6);
     rt.block_on(async {
-        put(&url, &ns, series(&cluster, &JOBS_SUBMITTED, &[], &[(minute - 60, 40.0), (minute, 52.0)])).await;
+        put(
+            &url,
+            &ns,
+            [
+                series(&cluster, &JOB_CORES_USED, &[], &[(minute, 12.0)]),
+                series(&cluster, &JOB_CORES_ALLOCATED, &[], &[(minute, 48.0)]),
+            ]
+            .concat(),
+        )
+        .await;
         job_group(&clients(&url).await, &cluster).await;
     });
 
@@ -42,11 +51,11 @@ fn bootstrap_answers_a_scheduled_event_through_the_runtime_api() {
     );
     assert!(summary["datums_published"].as_u64().unwrap() >= 1, "{summary}");
 
-    let rate = rt.block_on(async {
+    let efficiency = rt.block_on(async {
         let c = clients(&url).await;
-        read(&c.cloudwatch, &ns, &cluster, &JOBS_SUBMITTED_RATE, &[], minute, minute).await
+        read(&c.cloudwatch, &ns, &cluster, &CLUSTER_CPU_EFFICIENCY, &[], minute, minute).await
     });
-    assert_eq!(rate.get(&minute), Some(&12.0), "the binary published the rate");
+    assert_eq!(efficiency.get(&minute), Some(&25.0), "the binary published the cluster figures");
 }
 
 #[test]
@@ -59,7 +68,11 @@ fn a_failed_stage_fails_the_invocation_after_the_others_ran() {
     rt.block_on(put(
         &url,
         &ns,
-        series(&cluster, &JOBS_SUBMITTED, &[], &[(minute - 60, 40.0), (minute, 52.0)]),
+        [
+            series(&cluster, &JOB_CORES_USED, &[], &[(minute, 12.0)]),
+            series(&cluster, &JOB_CORES_ALLOCATED, &[], &[(minute, 48.0)]),
+        ]
+        .concat(),
     ));
     let api = RuntimeApi::start(scheduled_event(invocation_for(minute)));
     let config = format!(r#"{{"namespace": "{ns}", "cluster_name": "{cluster}"}}"#);
@@ -72,11 +85,15 @@ fn a_failed_stage_fails_the_invocation_after_the_others_ran() {
         got.unwrap_or_else(|_| panic!("no response; stderr: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(path, "/2018-06-01/runtime/invocation/req-1/error", "{body}");
     assert!(body.contains("findings") && body.contains("FilterLogEvents"), "{body}");
-    let rate = rt.block_on(async {
+    let efficiency = rt.block_on(async {
         let c = clients(&url).await;
-        read(&c.cloudwatch, &ns, &cluster, &JOBS_SUBMITTED_RATE, &[], minute, minute).await
+        read(&c.cloudwatch, &ns, &cluster, &CLUSTER_CPU_EFFICIENCY, &[], minute, minute).await
     });
-    assert_eq!(rate.get(&minute), Some(&12.0), "the rates were published before the invocation failed");
+    assert_eq!(
+        efficiency.get(&minute),
+        Some(&25.0),
+        "the cluster figures were published before the invocation failed"
+    );
 }
 
 #[test]

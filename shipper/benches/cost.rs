@@ -7,8 +7,8 @@
 //! (8 of A's, 16 of B's, each with the jobs the scenario gives a node: arrivals evenly spaced,
 //! one job on one node, the scenario's duration), every 30 s a collection of synthetic per-job
 //! samples as the node collector emits them (cgroup v1: every per-job metric of the catalog but
-//! the GPU ones), and every 60 s a flush, through the shipper's own pieces: the job table
-//! (`transforms::jobs`), the population figures, `transforms::shape`, the aggregator, and
+//! the GPU ones), and every `flush_interval` (120 s) a flush, through the shipper's own `pipeline::Pipeline` (the
+//! transforms, the aggregator, the self-metrics) on simulated time, and
 //! `sinks::route::Route` (intake, spool, delivery) into the real CloudWatch and CloudWatch Logs sinks.
 //! The head node is the real head collector running fake `sinfo`/`squeue`/`sdiag` that print
 //! the scenario's cluster. Then the real Lambda (`bootstrap`, through a stand-in Runtime API)
@@ -28,25 +28,23 @@
 #[path = "../../tests/support/http.rs"]
 mod http;
 
-use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, EXECUTABLE, JOB_ID, NODE_NAME, REASON, THREAD_STATE, USER};
+use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STATE, USER};
 use slurm_cw_catalog::metrics::*;
-use slurm_cw_shipper::aggregate::Aggregator;
 use slurm_cw_shipper::config::Config;
 use slurm_cw_shipper::datum::format_timestamp;
+use slurm_cw_shipper::pipeline::{Parts, Pipeline};
+use slurm_cw_shipper::role::Role;
 use slurm_cw_shipper::sample::{Batch, Dims, JobInfo};
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings, retry::Backoff};
 use slurm_cw_shipper::sinks::delivery::{Destination, Step};
 use slurm_cw_shipper::sinks::logs::LogsSink;
 use slurm_cw_shipper::sinks::route::{self, Route};
-use slurm_cw_shipper::sinks::validate::DropReason;
 use slurm_cw_shipper::sinks::{MetricSink, RecordSink};
+use slurm_cw_shipper::sources::Collector;
 use slurm_cw_shipper::sources::head::HeadCollector;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
 use slurm_cw_shipper::sources::shipper::ShipperCollector;
-use slurm_cw_shipper::sources::{Collector, Errors};
-use slurm_cw_shipper::transforms::jobs::Jobs;
-use slurm_cw_shipper::transforms::population;
-use slurm_cw_shipper::transforms::shape::{JobMetrics, Shape};
+use slurm_cw_shipper::transforms::shape::JobMetrics;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::BufReader;
 use std::net::TcpListener;
@@ -72,7 +70,6 @@ const RETENTION_DAYS: f64 = 30.0;
 const MINUTES: f64 = HOURS * 60.0;
 
 const COLLECT: u64 = 30;
-const FLUSH: u64 = 60;
 const SIM_SECONDS: u64 = 3600;
 
 #[derive(Clone, Copy)]
@@ -275,18 +272,13 @@ struct Sent {
     records: BTreeMap<String, u64>,
 }
 
-/// One shipper: what `pipeline::Pipeline` does between collectors and delivery (its `add`,
-/// `collect` and `flush`, mirrored: they are private and run on the clock), on simulated time,
-/// into the real routes.
+/// One shipper on simulated time: the real `Pipeline` (transforms, aggregator, self-metrics)
+/// over its collectors, with the node collector's readings of the scenario's jobs fed in, into
+/// the real routes.
 struct Host {
     node: String,
-    collectors: Vec<Box<dyn Collector>>,
-    jobs: Option<Jobs>,
-    shape: Shape,
-    per_user: bool,
-    idle_gpu_percent: f64,
-    excluded: Vec<String>,
-    aggregator: Aggregator,
+    pipeline: Pipeline,
+    runs_node: bool,
     metrics: Route<MetricSink>,
     records: Option<Route<RecordSink>>,
     sent: Sent,
@@ -296,20 +288,6 @@ struct Host {
 }
 
 impl Host {
-    /// `Pipeline::add`.
-    fn add(&mut self, mut batch: Batch) {
-        if let Some(jobs) = &mut self.jobs {
-            let now = jobs.observe(&batch);
-            if batch.all_jobs {
-                population::push(&now, self.per_user, self.idle_gpu_percent, &mut batch);
-            }
-        }
-        let mut shaped = Vec::with_capacity(batch.samples.len());
-        self.shape.apply(batch.samples, &mut shaped);
-        let excluded = &self.excluded;
-        self.aggregator.extend(shaped.into_iter().filter(|s| !excluded.iter().any(|e| e == s.metric.name)));
-    }
-
     /// One reading of `job` by the node collector at `t` (a collection, or its final sample).
     fn read_job(&mut self, out: &mut Batch, job: &Job, t: u64, final_sample: bool) {
         let before = self.seen.get(&job.info.id).copied();
@@ -319,7 +297,8 @@ impl Host {
         self.seen.insert(job.info.id.clone(), (t, since));
     }
 
-    /// `Pipeline::collect` at simulated time `t`; `jobs` are this node's jobs (None on the head).
+    /// A collection at simulated time `t`: this node's jobs read as the node collector would
+    /// (None on the head), then the pipeline's own collectors.
     async fn collect(&mut self, t: u64, jobs: Option<&[&Job]>) {
         let host = Dims::new().with(NODE_NAME, self.node.as_str());
         if let Some(jobs) = jobs {
@@ -329,11 +308,9 @@ impl Host {
             {
                 let mut last = Batch::new(at(job.end));
                 self.read_job(&mut last, job, job.end, true);
-                self.add(last);
+                self.pipeline.add(last);
             }
-        }
-        let mut batch = Batch::new(at(t));
-        if let Some(jobs) = jobs {
+            let mut batch = Batch::new(at(t));
             let started = Instant::now();
             let running: Vec<&Job> = jobs.iter().copied().filter(|j| j.start <= t && t < j.end).collect();
             for job in &running {
@@ -348,79 +325,34 @@ impl Host {
                 started.elapsed().as_secs_f64() * 1e3,
             );
             batch.push(&COLLECTOR_ERRORS, host.clone().with(COLLECTOR, "cgroup"), 0.0);
+            self.pipeline.add(batch);
         }
-        for c in &mut self.collectors {
-            let started = Instant::now();
-            let mut errors = Errors::new();
-            c.collect(&mut batch, &mut errors).await;
-            batch.push(
-                &SHIPPER_COLLECTION_DURATION,
-                host.clone().with(COLLECTOR, c.name()),
-                started.elapsed().as_secs_f64() * 1e3,
-            );
-            for (part, n) in errors.iter() {
-                batch.push(&COLLECTOR_ERRORS, host.clone().with(COLLECTOR, part), n as f64);
-            }
-        }
-        self.add(batch);
+        self.pipeline.collect_at(at(t)).await;
     }
 
     /// `Pipeline::flush` at simulated time `t`, then delivery of what it made.
     async fn flush(&mut self, t: u64) {
-        let now = at(t);
-        let records = self.jobs.as_mut().map(|j| j.flush(now)).unwrap_or_default();
-        // What the last delivery did: the self-metrics' figures, and this bench's counts.
-        let mut s = self.metrics.stats.take();
-        self.sent.metric_requests += s.requests;
-        let mut batch = Batch::new(now);
-        let host = Dims::new().with(NODE_NAME, self.node.as_str());
-        if let Some(r) = &self.records {
-            let r = r.stats.take();
+        let flushed = self.pipeline.flush_at(at(t));
+        // What the last delivery did, as the self-metrics saw it: this bench's counts.
+        self.sent.metric_requests += flushed.delivered.requests;
+        if let Some(r) = &flushed.records_delivered {
             self.sent.log_requests += r.requests;
             self.sent.log_bytes += r.bytes;
             self.sent.log_events += r.sent;
-            batch.push(&JOB_RECORDS, Dims::new(), r.sent as f64);
-            for (reason, n) in r.dropped {
-                *s.dropped.entry(reason).or_default() += n;
-            }
         }
-        if let Some(jobs) = &mut self.jobs
-            && jobs.trimmed > 0
-        {
-            *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut jobs.trimmed);
-        }
-        batch.push(&SHIPPER_DATUMS_SENT, host.clone(), s.sent as f64);
-        batch.push(&SHIPPER_REQUESTS, host.clone(), s.requests as f64);
-        batch.push(&SHIPPER_RETRIES, host.clone(), s.retries as f64);
-        batch.push(&SHIPPER_BYTES_SENT, host.clone(), s.bytes as f64);
-        for (reason, n) in &s.dropped {
-            batch.push(&SHIPPER_DATUMS_DROPPED, host.clone().with(REASON, reason.as_str()), *n as f64);
-        }
-        batch.push(&SHIPPER_DATUMS_DROPPED, Dims::new(), s.dropped.values().sum::<u64>() as f64);
-        if let Some(spool) = &self.metrics.spool {
-            let (files, bytes) = spool.lock().map(|g| (g.files(), g.bytes())).unwrap_or((0, 0));
-            batch.push(&SHIPPER_SPOOL_FILES, host.clone(), files as f64);
-            batch.push(&SHIPPER_SPOOL_BYTES, host.clone(), bytes as f64);
-        }
-        let mut shaped = Vec::new();
-        self.shape.apply(batch.samples, &mut shaped);
-        self.aggregator
-            .extend(shaped.into_iter().filter(|s| !self.excluded.iter().any(|e| e == s.metric.name)));
-        let datums = self.aggregator.drain();
-
-        self.sent.datums += datums.len() as u64;
-        let held = self.metrics.intake.take(datums);
+        self.sent.datums += flushed.datums.len() as u64;
+        let held = self.metrics.intake.take(flushed.datums);
         self.metrics.delivery.hold(held);
         deliver(&mut self.metrics, "PutMetricData").await;
         if let Some(r) = &mut self.records {
-            for rec in &records {
+            for rec in &flushed.records {
                 let kind = serde_json::from_str::<serde_json::Value>(&rec.message)
                     .ok()
                     .and_then(|v| v["Type"].as_str().map(str::to_owned))
                     .unwrap_or_default();
                 *self.sent.records.entry(kind).or_default() += 1;
             }
-            let held = r.intake.take(records);
+            let held = r.intake.take(flushed.records);
             r.delivery.hold(held);
             deliver(r, "PutLogEvents").await;
         }
@@ -864,11 +796,6 @@ async fn simulate(
     std::fs::create_dir_all(&bin).expect("mkdir");
     fake_slurm(&s, &bin);
 
-    let shape = Shape {
-        job_metrics: config.node.job_metrics,
-        per_node_job_dimensions: config.node.per_node_dimensions,
-        per_node_self_metrics: config.self_metrics_per_node,
-    };
     let make = |node: &str, collectors: Vec<Box<dyn Collector>>, runs_node: bool| {
         let mut c = config.clone();
         c.spool.dir = work.path().join("spool").join(node);
@@ -880,15 +807,18 @@ async fn simulate(
             let sink = RecordSink::Logs(LogsSink::from_client(logs_client.clone(), settings));
             Route::open(&c, &group, c.spool.dir.join("logs"), sink)
         });
+        let parts = Parts {
+            cluster: cluster.clone(),
+            node: node.to_owned(),
+            stats: metrics.stats.clone(),
+            record_stats: records.as_ref().map(|r| r.stats.clone()),
+            spool: metrics.spool.clone(),
+        };
+        let role = if runs_node { Role::Node } else { Role::Head };
         Host {
             node: node.to_owned(),
-            collectors,
-            jobs: runs_node.then(|| Jobs::new(c.node.findings.clone())),
-            shape,
-            per_user: c.node.population_per_user,
-            idle_gpu_percent: c.node.findings.idle_gpu_percent,
-            excluded: c.exclude_metrics.clone(),
-            aggregator: Aggregator::new(cluster.clone()),
+            pipeline: Pipeline::from_parts(&c, role, collectors, parts),
+            runs_node,
             metrics,
             records,
             sent: Sent::default(),
@@ -912,6 +842,7 @@ async fn simulate(
     hosts.push((make(&head_name, head, false), None));
 
     // Every host on its own task, as every node runs its own shipper.
+    let flush = config.flush_interval.as_secs().max(COLLECT);
     let local = tokio::task::LocalSet::new();
     let tasks: Vec<_> = hosts
         .into_iter()
@@ -921,12 +852,12 @@ async fn simulate(
                 for step in 0..SIM_SECONDS / COLLECT {
                     let t = t0 + step * COLLECT;
                     host.collect(t, refs.as_deref()).await;
-                    if (step + 1) % (FLUSH / COLLECT) == 0 {
+                    if (step + 1) % (flush / COLLECT) == 0 {
                         host.flush(t + COLLECT - 1).await;
                     }
                 }
                 host.finish();
-                (host.jobs.is_some(), host.sent)
+                (host.runs_node, host.sent)
             })
         })
         .collect();
@@ -1032,10 +963,11 @@ fn month(r: &Run) -> Month {
         datums_published: 30,
         ..LambdaRun::default()
     });
-    let flushes = (SIM_SECONDS / FLUSH) as f64;
-    let node_requests = r.nodes.metric_requests as f64 / (s.sim_nodes as f64 * flushes);
+    // Requests a minute: a node's, the head's, and the Lambda's (one run a minute).
+    let minutes = SIM_SECONDS as f64 / 60.0;
+    let node_requests = r.nodes.metric_requests as f64 / (s.sim_nodes as f64 * minutes);
     let put_requests = (node_requests * s.nodes as f64
-        + r.head.metric_requests as f64 / flushes
+        + r.head.metric_requests as f64 / minutes
         + (lambda.datums_published as f64 / 1000.0).ceil())
         * MINUTES;
     let log_gb = r.nodes.log_bytes as f64 * scale * HOURS / 1e9;

@@ -1,6 +1,6 @@
 //! Aggregation between flushes: every sample of a metric with the same dimensions collapses into
-//! one datum per flush, so a node sends about one PutMetricData request per flush interval
-//! however often it samples.
+//! one datum per flush (per minute when a flush spans several: see [`Aggregator::with_period`]),
+//! so a node sends about one PutMetricData request per flush interval however often it samples.
 //!
 //! Scalars become `StatisticValues` (or a plain `Value` when only one sample came); distributions
 //! become `Values`/`Counts`, folded to CloudWatch's 150 distinct values.
@@ -33,12 +33,23 @@ struct Entry {
 #[derive(Debug)]
 pub struct Aggregator {
     cluster: String,
-    entries: HashMap<(&'static str, Dims), Entry>,
+    /// Seconds of one datum's period; 0: one datum per series and flush.
+    period: u64,
+    /// (metric, dimensions, period index) -> what was seen.
+    entries: HashMap<(&'static str, Dims, u64), Entry>,
 }
 
 impl Aggregator {
     pub fn new(cluster: impl Into<String>) -> Self {
-        Aggregator { cluster: cluster.into(), entries: HashMap::new() }
+        Aggregator { cluster: cluster.into(), period: 0, entries: HashMap::new() }
+    }
+
+    /// One datum per series and `period` (from the epoch) instead of one per flush: a flush that
+    /// spans several minutes (fewer, billed, requests) keeps per-minute datapoints, and a
+    /// `Total` stays a per-minute figure whose `Sum` across nodes is the cluster's.
+    pub fn with_period(mut self, period: std::time::Duration) -> Self {
+        self.period = period.as_secs();
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -52,7 +63,11 @@ impl Aggregator {
 
     pub fn add(&mut self, sample: Sample) {
         let Sample { metric, dims, value, time } = sample;
-        let entry = self.entries.entry((metric.name, dims)).or_insert_with(|| Entry {
+        let bucket = match self.period {
+            0 => 0,
+            p => time.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / p),
+        };
+        let entry = self.entries.entry((metric.name, dims, bucket)).or_insert_with(|| Entry {
             metric,
             last: time,
             acc: match value {
@@ -95,8 +110,10 @@ impl Aggregator {
     /// is stable.
     pub fn drain(&mut self) -> Vec<Datum> {
         let mut out: Vec<Datum> =
-            self.entries.drain().map(|((_, dims), e)| to_datum(&self.cluster, e, dims)).collect();
-        out.sort_by(|a, b| (&a.metric, &a.dimensions).cmp(&(&b.metric, &b.dimensions)));
+            self.entries.drain().map(|((_, dims, _), e)| to_datum(&self.cluster, e, dims)).collect();
+        out.sort_by(|a, b| {
+            (&a.metric, &a.dimensions, a.timestamp).cmp(&(&b.metric, &b.dimensions, b.timestamp))
+        });
         out
     }
 }
@@ -200,6 +217,22 @@ mod tests {
             a.add(Sample::new(&slurm_cw_catalog::metrics::JOB_ALLOCATIONS, Dims::new(), v, t(0)));
         }
         assert_eq!(a.drain()[0].value, DatumValue::Value { value: 5.0 });
+    }
+
+    #[test]
+    fn a_long_flush_keeps_one_datum_a_minute() {
+        let mut a = Aggregator::new("c").with_period(Duration::from_secs(60));
+        // A 120 s flush from 20 s into a minute: samples every 30 s, two in each minute.
+        for (s, v) in [(0, 4.0), (30, 6.0), (60, 8.0), (90, 12.0)] {
+            a.add(Sample::new(&slurm_cw_catalog::metrics::JOB_ALLOCATIONS, Dims::new(), v, t(s)));
+        }
+        let out = a.drain();
+        let got: Vec<_> = out.iter().map(|d| (d.timestamp, d.value.clone())).collect();
+        assert_eq!(
+            got,
+            vec![(t(30), DatumValue::Value { value: 5.0 }), (t(90), DatumValue::Value { value: 10.0 })],
+            "one datum a minute, each the mean of its minute's samples"
+        );
     }
 
     #[test]

@@ -265,7 +265,7 @@ impl Default for Config {
             node_name: None,
             role: RoleSetting::Auto,
             collect_interval: Duration::from_secs(30),
-            flush_interval: Duration::from_secs(60),
+            flush_interval: Duration::from_secs(120),
             sink: SinkKind::Cloudwatch,
             exclude_metrics: Vec::new(),
             self_metrics_per_node: false,
@@ -305,7 +305,7 @@ impl Default for SlurmConfig {
 
 impl Default for HeadConfig {
     fn default() -> Self {
-        HeadConfig { per_partition: true, top_pending_reasons: 10, top_rpc_types: 20 }
+        HeadConfig { per_partition: true, top_pending_reasons: 10, top_rpc_types: 10 }
     }
 }
 
@@ -631,7 +631,7 @@ mod tests {
         let c = Config::from_toml("", "t", env(&[])).unwrap();
         assert_eq!(c.namespace, "Slurm");
         assert_eq!(c.collect_interval, Duration::from_secs(30));
-        assert_eq!(c.flush_interval, Duration::from_secs(60));
+        assert_eq!(c.flush_interval, Duration::from_secs(120));
         assert_eq!(c.sink, SinkKind::Cloudwatch);
         assert_eq!(c.role, RoleSetting::Auto);
         assert_eq!(c.cloudwatch.storage_resolution, 60);

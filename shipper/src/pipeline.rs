@@ -8,7 +8,7 @@ use crate::datum::Datum;
 use crate::hook::Answer;
 use crate::role::Role;
 use crate::sample::{Batch, Dims};
-use crate::sinks::delivery::{SharedSpool, StatsHandle};
+use crate::sinks::delivery::{DeliveryStats, SharedSpool, StatsHandle};
 use crate::sinks::validate::DropReason;
 use crate::sources::gpu::GpuCollector;
 use crate::sources::gpu::nvml::NvmlSource;
@@ -18,6 +18,7 @@ use crate::sources::node::NodeCollector;
 use crate::sources::shipper::ShipperCollector;
 use crate::sources::slurm_jobs::SlurmJobs;
 use crate::sources::{Collector, Errors};
+use crate::transforms::derive::Derive;
 use crate::transforms::jobs::Jobs;
 use crate::transforms::population;
 use crate::transforms::shape::Shape;
@@ -45,6 +46,14 @@ fn gpu_collector(config: &Config, node: &str) -> Option<GpuCollector> {
     }
 }
 
+/// One datum a minute when a flush spans more (a flush is a billed request; a minute is what
+/// dashboards and alarms read), else one a flush.
+fn aggregator(cluster: String, config: &Config) -> Aggregator {
+    let minute = std::time::Duration::from_secs(60);
+    let a = Aggregator::new(cluster);
+    if config.flush_interval > minute { a.with_period(minute) } else { a }
+}
+
 /// Collectors, the transforms, the aggregator and the self-metrics: everything but delivery.
 pub struct Pipeline {
     collectors: Vec<Box<dyn Collector>>,
@@ -54,6 +63,8 @@ pub struct Pipeline {
     record_stats: Option<StatsHandle>,
     /// The job table, where job records are made (node role, records on).
     jobs: Option<Jobs>,
+    /// Increases, utilisation and backlog from the head node's readings (head role).
+    derive: Option<Derive>,
     shape: Shape,
     per_user: bool,
     idle_gpu_percent: f64,
@@ -65,11 +76,24 @@ pub struct Pipeline {
     flushed_collections: u64,
 }
 
+/// What a pipeline is built from beside its configuration and collectors.
+pub struct Parts {
+    pub cluster: String,
+    pub node: String,
+    /// Delivery's figures, for the self-metrics: metrics, and records when they go anywhere.
+    pub stats: StatsHandle,
+    pub record_stats: Option<StatsHandle>,
+    pub spool: Option<SharedSpool<Datum>>,
+}
+
 /// What one flush hands to delivery.
 #[derive(Debug, Default)]
 pub struct Flushed {
     pub datums: Vec<Datum>,
     pub records: Vec<Record>,
+    /// What delivery did since the last flush (the self-metrics' figures), metrics and records.
+    pub delivered: DeliveryStats,
+    pub records_delivered: Option<DeliveryStats>,
 }
 
 impl Pipeline {
@@ -87,7 +111,6 @@ impl Pipeline {
             let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
             collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone())));
         }
-        let mut jobs = None;
         if role.runs_node() {
             // Accounts, partitions and GPU allocations as Slurm says, not as a job's user wrote.
             let slurm = SlurmJobs::new(SlurmCommands::new(
@@ -100,16 +123,28 @@ impl Pipeline {
             if let Some(gpu) = gpu_collector(config, &node) {
                 collectors.push(Box::new(gpu.with_slurm(slurm)));
             }
-            jobs = Some(Jobs::new(config.node.findings.clone()));
         }
         collectors.push(Box::new(ShipperCollector::new(node.clone())));
+        let parts = Parts { cluster, node, stats, record_stats, spool };
+        Pipeline::from_parts(config, role, collectors, parts)
+    }
+
+    /// A pipeline over the given collectors (the cost bench brings its own, on simulated time).
+    pub fn from_parts(
+        config: &Config,
+        role: Role,
+        collectors: Vec<Box<dyn Collector>>,
+        parts: Parts,
+    ) -> Self {
+        let Parts { cluster, node, stats, record_stats, spool } = parts;
         Pipeline {
             collectors,
-            aggregator: Aggregator::new(cluster),
+            aggregator: aggregator(cluster, config),
             node,
             stats,
             record_stats,
-            jobs,
+            jobs: role.runs_node().then(|| Jobs::new(config.node.findings.clone())),
+            derive: role.runs_head().then(Derive::default),
             shape: Shape {
                 job_metrics: config.node.job_metrics,
                 per_node_job_dimensions: config.node.per_node_dimensions,
@@ -144,7 +179,10 @@ impl Pipeline {
     }
 
     /// Through the transforms into the aggregator, less the excluded metrics.
-    fn add(&mut self, mut batch: Batch) {
+    pub fn add(&mut self, mut batch: Batch) {
+        if let Some(derive) = &mut self.derive {
+            derive.apply(&mut batch);
+        }
         if let Some(jobs) = &mut self.jobs {
             let now = jobs.observe(&batch);
             if batch.all_jobs {
@@ -160,7 +198,12 @@ impl Pipeline {
 
     /// Runs every collector once; returns the errors they had in all.
     pub async fn collect(&mut self) -> u64 {
-        let mut batch = Batch::new(SystemTime::now());
+        self.collect_at(SystemTime::now()).await
+    }
+
+    /// [`Pipeline::collect`], the samples stamped `now`.
+    pub async fn collect_at(&mut self, now: SystemTime) -> u64 {
+        let mut batch = Batch::new(now);
         let mut total_errors = 0;
         for c in &mut self.collectors {
             let started = Instant::now();
@@ -187,16 +230,21 @@ impl Pipeline {
     /// Everything aggregated since the last flush, with the delivery self-metrics, and the job
     /// records made since.
     pub fn flush(&mut self) -> Flushed {
-        let now = SystemTime::now();
+        self.flush_at(SystemTime::now())
+    }
+
+    /// [`Pipeline::flush`] at `now`.
+    pub fn flush_at(&mut self, now: SystemTime) -> Flushed {
         let records = self.jobs.as_mut().map(|j| j.flush(now)).unwrap_or_default();
-        let mut s = self.stats.take();
+        let delivered = self.stats.take();
+        let mut s = delivered.clone();
         let mut batch = Batch::new(now);
         let host = Dims::new().with(NODE_NAME, self.node.as_str());
-        if let Some(rs) = &self.record_stats {
-            let r = rs.take();
+        let records_delivered = self.record_stats.as_ref().map(StatsHandle::take);
+        if let Some(r) = &records_delivered {
             batch.push(&JOB_RECORDS, Dims::new(), r.sent as f64);
-            for (reason, n) in r.dropped {
-                *s.dropped.entry(reason).or_default() += n;
+            for (reason, n) in &r.dropped {
+                *s.dropped.entry(*reason).or_default() += n;
             }
         }
         if let Some(jobs) = &mut self.jobs
@@ -228,7 +276,7 @@ impl Pipeline {
         self.aggregator
             .extend(shaped.into_iter().filter(|s| !self.excluded.iter().any(|e| e == s.metric.name)));
         self.flushed_collections = std::mem::take(&mut self.collections);
-        Flushed { datums: self.aggregator.drain(), records }
+        Flushed { datums: self.aggregator.drain(), records, delivered, records_delivered }
     }
 
     /// Collections in the last flush.

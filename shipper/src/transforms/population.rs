@@ -1,6 +1,8 @@
 //! Figures across the jobs a collection read, never per job: per cluster, partition and account
-//! (and per user as an option). Distributions (one value per job, shipped as Values/Counts so
-//! CloudWatch gives percentiles) and totals (summed over jobs, one value per node and flush).
+//! (and per user as an option), each figure in the scopes its catalog entry declares (the key
+//! figures per account, the detail per partition). Distributions (one value per job, shipped as
+//! Values/Counts so CloudWatch gives percentiles) and totals (summed over jobs, one value per
+//! node and flush). GPU figures only where jobs hold GPUs: a CPU-only cluster pays for none.
 //! This is what dashboards and alarms read now that per-job detail lives in the job records.
 
 use super::jobs::JobNow;
@@ -23,6 +25,20 @@ fn scopes(j: &JobNow, per_user: bool) -> Vec<Dims> {
     s
 }
 
+/// Whether `metric` is published with the dimensions of `scope` (the catalog decides how far
+/// each figure is broken down).
+fn declared(metric: &Metric, scope: &Dims) -> bool {
+    metric
+        .dimension_sets
+        .iter()
+        .any(|set| set.len() == scope.len() && set.iter().all(|n| scope.get(n).is_some()))
+}
+
+/// Totals that only GPU jobs make.
+fn gpu_only(metric: &Metric) -> bool {
+    std::ptr::eq(metric, &JOB_GPUS_IDLE) || std::ptr::eq(metric, &IDLE_GPU_JOBS)
+}
+
 /// Totals summed over jobs, in this order.
 const TOTALS: [&Metric; 7] = [
     &JOB_ALLOCATIONS,
@@ -36,9 +52,10 @@ const TOTALS: [&Metric; 7] = [
 
 /// Pushes the population figures of one full collection into `out`.
 pub fn push(jobs: &[JobNow], per_user: bool, idle_gpu_percent: f64, out: &mut Batch) {
-    let mut totals: BTreeMap<Dims, [f64; TOTALS.len()]> = BTreeMap::new();
+    // Per scope: the totals, and whether a job there holds GPUs.
+    let mut totals: BTreeMap<Dims, ([f64; TOTALS.len()], bool)> = BTreeMap::new();
     // Cluster-wide totals always, zero included, so alarms see a continuous series.
-    totals.insert(Dims::new(), [0.0; TOTALS.len()]);
+    totals.insert(Dims::new(), ([0.0; TOTALS.len()], false));
     let mut dists: BTreeMap<(&'static str, Dims), (&'static Metric, Vec<f64>)> = BTreeMap::new();
     for j in jobs {
         let gpus_idle = match (j.get(&GPU_COUNT), j.get(&GPU_UTILIZATION)) {
@@ -64,21 +81,27 @@ pub fn push(jobs: &[JobNow], per_user: bool, idle_gpu_percent: f64, out: &mut Ba
             (&JOB_MEMORY_PEAK_SHARE, peak_share),
             (&JOB_GPU_UTILIZATION, j.get(&GPU_UTILIZATION)),
         ];
+        let holds_gpus = j.get(&GPU_COUNT).is_some_and(|n| n > 0.0);
         for scope in scopes(j, per_user) {
-            let t = totals.entry(scope.clone()).or_insert([0.0; TOTALS.len()]);
+            let (t, gpus) = totals.entry(scope.clone()).or_insert(([0.0; TOTALS.len()], false));
+            *gpus |= holds_gpus;
             for (acc, v) in t.iter_mut().zip(row) {
                 *acc += v;
             }
             for (m, v) in values {
-                if let Some(v) = v {
+                if let Some(v) = v
+                    && declared(m, &scope)
+                {
                     dists.entry((m.name, scope.clone())).or_insert((m, Vec::new())).1.push(v);
                 }
             }
         }
     }
-    for (scope, row) in totals {
+    for (scope, (row, gpus)) in totals {
         for (m, v) in TOTALS.iter().zip(row) {
-            out.push(m, scope.clone(), v);
+            if declared(m, &scope) && (gpus || !gpu_only(m)) {
+                out.push(m, scope.clone(), v);
+            }
         }
     }
     for ((_, scope), (m, values)) in dists {
@@ -142,8 +165,14 @@ mod tests {
             "a GPU job under the threshold idles all its GPUs"
         );
         assert_eq!(b.value(&IDLE_GPU_JOBS, cluster), Some(1.0));
-        assert_eq!(b.value(&IDLE_GPU_JOBS, &[("Account", "a")]), Some(0.0));
+        assert_eq!(b.value(&IDLE_GPU_JOBS, &[("Account", "b")]), Some(1.0));
+        assert_eq!(b.value(&IDLE_GPU_JOBS, &[("Account", "a")]), None, "account a holds no GPUs");
         assert_eq!(b.value(&JOB_ALLOCATIONS, &[("Partition", "gpu")]), Some(2.0));
+        assert_eq!(b.value(&JOB_ALLOCATIONS, &[("Account", "a")]), Some(1.0));
+        assert_eq!(b.value(&JOB_CORES_USED, &[("Partition", "gpu")]), Some(1.6));
+        assert_eq!(b.value(&JOB_CORES_USED, &[("Account", "a")]), None, "detail per partition only");
+        assert_eq!(b.of(&JOB_MEMORY_PEAK_SHARE).count(), 0, "no limits known");
+        assert_eq!(b.of(&JOB_CPU_EFFICIENCY).filter(|s| s.dims.get("Account").is_some()).count(), 2);
         let eff: Vec<_> = b.of(&JOB_CPU_EFFICIENCY).filter(|s| s.dims.is_empty()).collect();
         assert_eq!(eff[0].value, crate::sample::Observed::Distribution(vec![75.0, 2.5]));
         assert!(b.samples.iter().all(|s| s.dims.get("JobId").is_none()), "never per job");
@@ -155,6 +184,6 @@ mod tests {
         let mut b = Batch::new(SystemTime::UNIX_EPOCH);
         push(&[], false, 5.0, &mut b);
         assert_eq!(b.value(&JOB_ALLOCATIONS, &[]), Some(0.0));
-        assert_eq!(b.samples.len(), TOTALS.len());
+        assert_eq!(b.samples.len(), TOTALS.iter().filter(|m| !gpu_only(m)).count(), "no GPU figures");
     }
 }
