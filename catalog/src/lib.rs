@@ -163,6 +163,7 @@ pub enum Group {
     Gpu,
     GpuProfiling,
     JobPopulation,
+    NodeHardware,
     Derived,
     Shipper,
 }
@@ -182,6 +183,9 @@ impl Group {
             Group::Gpu => "Job GPUs, from NVML (node)",
             Group::GpuProfiling => "Job GPU profiling, from NVML GPM on Hopper and newer (node)",
             Group::JobPopulation => "Job population: figures across jobs, never per job (node)",
+            Group::NodeHardware => {
+                "Node fabric, Lustre and CPU power: across nodes, per node with self_metrics_per_node (node)"
+            }
             Group::Derived => "Derived by the Lambda",
             Group::Shipper => "The shipper itself",
         }
