@@ -14,11 +14,13 @@ use crate::sources::gpu::GpuCollector;
 use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::head::HeadCollector;
 use crate::sources::head::command::SlurmCommands;
+use crate::sources::host::{HostCollector, Roots};
 use crate::sources::node::NodeCollector;
 use crate::sources::shipper::ShipperCollector;
 use crate::sources::slurm_jobs::SlurmJobs;
 use crate::sources::{Collector, Errors};
 use crate::transforms::jobs::Jobs;
+use crate::transforms::node_sample::NodeSamples;
 use crate::transforms::population;
 use crate::transforms::shape::Shape;
 use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME, REASON};
@@ -54,6 +56,8 @@ pub struct Pipeline {
     record_stats: Option<StatsHandle>,
     /// The job table, where job records are made (node role, records on).
     jobs: Option<Jobs>,
+    /// The node's own `node_sample` records (node role).
+    node_samples: Option<NodeSamples>,
     shape: Shape,
     per_user: bool,
     idle_gpu_percent: f64,
@@ -88,6 +92,7 @@ impl Pipeline {
             collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone())));
         }
         let mut jobs = None;
+        let mut node_samples = None;
         if role.runs_node() {
             // Accounts, partitions and GPU allocations as Slurm says, not as a job's user wrote.
             let slurm = SlurmJobs::new(SlurmCommands::new(
@@ -101,6 +106,9 @@ impl Pipeline {
                 collectors.push(Box::new(gpu.with_slurm(slurm)));
             }
             jobs = Some(Jobs::new(config.node.findings.clone()));
+            // EFA/InfiniBand, Lustre and RAPL: nothing at all shipped where there are none.
+            collectors.push(Box::new(HostCollector::new(Roots::from_config(&config.node), node.clone())));
+            node_samples = Some(NodeSamples::new(node.clone()));
         }
         collectors.push(Box::new(ShipperCollector::new(node.clone())));
         Pipeline {
@@ -110,6 +118,7 @@ impl Pipeline {
             stats,
             record_stats,
             jobs,
+            node_samples,
             shape: Shape {
                 job_metrics: config.node.job_metrics,
                 per_node_job_dimensions: config.node.per_node_dimensions,
@@ -145,6 +154,9 @@ impl Pipeline {
 
     /// Through the transforms into the aggregator, less the excluded metrics.
     fn add(&mut self, mut batch: Batch) {
+        if let Some(n) = &mut self.node_samples {
+            n.observe(&batch);
+        }
         if let Some(jobs) = &mut self.jobs {
             let now = jobs.observe(&batch);
             if batch.all_jobs {
@@ -167,6 +179,9 @@ impl Pipeline {
             let mut errors = Errors::new();
             c.collect(&mut batch, &mut errors).await;
             let took = started.elapsed();
+            if c.found_nothing() {
+                continue;
+            }
             let host = Dims::new().with(NODE_NAME, self.node.as_str());
             batch.push(
                 &SHIPPER_COLLECTION_DURATION,
@@ -188,7 +203,10 @@ impl Pipeline {
     /// records made since.
     pub fn flush(&mut self) -> Flushed {
         let now = SystemTime::now();
-        let records = self.jobs.as_mut().map(|j| j.flush(now)).unwrap_or_default();
+        let mut records = self.jobs.as_mut().map(|j| j.flush(now)).unwrap_or_default();
+        if let Some(r) = self.node_samples.as_mut().and_then(|n| n.flush(now)) {
+            records.push(r);
+        }
         let mut s = self.stats.take();
         let mut batch = Batch::new(now);
         let host = Dims::new().with(NODE_NAME, self.node.as_str());
@@ -203,6 +221,11 @@ impl Pipeline {
             && jobs.trimmed > 0
         {
             *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut jobs.trimmed);
+        }
+        if let Some(n) = &mut self.node_samples
+            && n.trimmed > 0
+        {
+            *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut n.trimmed);
         }
         batch.push(&SHIPPER_DATUMS_SENT, host.clone(), s.sent as f64);
         batch.push(&SHIPPER_REQUESTS, host.clone(), s.requests as f64);
