@@ -166,6 +166,7 @@ pub enum Group {
     Gpu,
     GpuProfiling,
     JobPopulation,
+    NodeHardware,
     Derived,
     Shipper,
 }
@@ -185,6 +186,9 @@ impl Group {
             Group::Gpu => "Job GPUs, from NVML (node)",
             Group::GpuProfiling => "Job GPU profiling, from NVML GPM on Hopper and newer (node)",
             Group::JobPopulation => "Job population: figures across jobs, never per job (node)",
+            Group::NodeHardware => {
+                "Node fabric, Lustre and CPU power: across nodes, per node with self_metrics_per_node (node)"
+            }
             Group::Derived => {
                 "Derived: by the head node from its readings, by the Lambda from the nodes' totals"
             }

@@ -322,6 +322,22 @@ catalog! {
         JOB_RECORDS = "JobRecords", Count, Total, [Node], &[&[]],
             "Job records (samples, summaries, findings) written to the job log group.";
     }
+    NodeHardware {
+        FABRIC_RX_BYTES = "FabricRxBytes", BytesPerSecond, Total, [Node], HOST,
+            "Bytes a node received per second over EFA or InfiniBand, all devices and ports (EFA hw_counters rx_bytes; InfiniBand port_rcv_data x 4). One value per node and flush: Sum is the cluster's traffic, Average a node's, Maximum the busiest node's.";
+        FABRIC_TX_BYTES = "FabricTxBytes", BytesPerSecond, Total, [Node], HOST,
+            "Bytes a node sent per second over EFA or InfiniBand, all devices and ports (EFA hw_counters tx_bytes; InfiniBand port_xmit_data x 4).";
+        FABRIC_ERRORS = "FabricErrors", Count, Gauge, [Node], HOST,
+            "Packets dropped and errors counted on a node's EFA or InfiniBand ports during the interval (EFA rx_drops, rdma_read_wr_err, rdma_write_wr_err; InfiniBand symbol, receive, discard, link and buffer errors); Sum is the cluster's.";
+        LUSTRE_READ_BYTES = "LustreReadBytes", BytesPerSecond, Total, [Node], HOST,
+            "Bytes a node read per second from Lustre (FSx for Lustre), all its mounts (llite stats read_bytes).";
+        LUSTRE_WRITE_BYTES = "LustreWriteBytes", BytesPerSecond, Total, [Node], HOST,
+            "Bytes a node wrote per second to Lustre (FSx for Lustre), all its mounts (llite stats write_bytes).";
+        LUSTRE_METADATA_OPS = "LustreMetadataOps", CountPerSecond, Total, [Node], HOST,
+            "Metadata operations per second a node made on Lustre: open, close, getattr, setattr, truncate, create, link, unlink, symlink, mkdir, rmdir, mknod, rename, readdir, statfs and xattr calls (llite stats).";
+        CPU_PACKAGE_POWER = "CpuPackagePower", None, Total, [Node], HOST,
+            "Power a node's CPU packages drew, in watts, from the RAPL energy counters of the package zones (/sys/class/powercap/intel-rapl:N; metal instances expose them).";
+    }
     Derived {
         JOBS_SUBMITTED_RATE = "JobsSubmittedRate", Count, Increase, [Head], CLUSTER,
             "Jobs submitted, reset-aware.", rate_of = JOBS_SUBMITTED;

@@ -30,6 +30,8 @@ pub mod kinds {
     pub const JOB_SAMPLE: &str = "job_sample";
     pub const JOB_SUMMARY: &str = "job_summary";
     pub const JOB_FINDING: &str = "job_finding";
+    /// A node's own figures (fabric, Lustre, CPU power) over one flush.
+    pub const NODE_SAMPLE: &str = "node_sample";
 }
 
 /// Values of [`FINDING`].
@@ -50,7 +52,7 @@ pub mod endings {
 use crate::dims;
 
 fields! {
-    TYPE = "Type", "job_sample, job_summary or job_finding.";
+    TYPE = "Type", "job_sample, job_summary, job_finding or node_sample.";
     RECORD_ID = "RecordId", "Unique per record; a record delivered twice (at-least-once delivery) has the same id. A summary's id is the same for every summary of a job on a node: the latest one wins.";
     TIME = "Time", "When the record was made (RFC 3339); the log event carries the same time.";
     CLUSTER_NAME = dims::CLUSTER_NAME, "The cluster.";
@@ -80,6 +82,27 @@ fields! {
     FINDING = "Finding", "Finding: idle_gpu, low_cpu_efficiency or memory_over_requested.";
     DETAIL = "Detail", "Finding: what was measured, in words.";
     TRUNCATED = "Truncated", "Present when a record was too large for one log event and its largest objects were cut; names what was cut.";
+    FABRIC = "Fabric", "node_sample: per EFA or InfiniBand port (`<device>/<port>`, `rdmap16s27/1`, `mlx5_0/1`), an object of Seconds and the fabric fields below.";
+    LUSTRE = "Lustre", "node_sample: per Lustre client mount (by file system name, `<fsname>-<instance>` when one is mounted twice), an object of Seconds and the Lustre fields below.";
+    RAPL = "Rapl", "node_sample: per RAPL zone (`package-0`, subzones as `package-0/dram`), an object of Seconds, Joules and Watts.";
+    SECONDS = "Seconds", "node_sample: seconds between the readings the object's figures cover (those of the flush's collections).";
+    RX_BYTES_PER_SECOND = "RxBytesPerSecond", "node_sample Fabric: bytes received per second (EFA rx_bytes; InfiniBand port_rcv_data x 4).";
+    TX_BYTES_PER_SECOND = "TxBytesPerSecond", "node_sample Fabric: bytes sent per second (EFA tx_bytes; InfiniBand port_xmit_data x 4).";
+    RX_PACKETS_PER_SECOND = "RxPacketsPerSecond", "node_sample Fabric: packets received per second (rx_pkts; port_rcv_packets).";
+    TX_PACKETS_PER_SECOND = "TxPacketsPerSecond", "node_sample Fabric: packets sent per second (tx_pkts; port_xmit_packets).";
+    RDMA_READ_BYTES_PER_SECOND = "RdmaReadBytesPerSecond", "node_sample Fabric, EFA only: bytes this node read from others by RDMA per second (rdma_read_bytes).";
+    RDMA_WRITE_BYTES_PER_SECOND = "RdmaWriteBytesPerSecond", "node_sample Fabric, EFA with RDMA write only: bytes this node wrote to others by RDMA per second (rdma_write_bytes).";
+    ERRORS = "Errors", "node_sample Fabric: drops and errors counted during the flush (what FabricErrors adds up).";
+    RETRANSMITTED_PACKETS = "RetransmittedPackets", "node_sample Fabric, EFA drivers that count them: packets retransmitted during the flush (retrans_pkts).";
+    READ_BYTES_PER_SECOND = "ReadBytesPerSecond", "node_sample Lustre: bytes read per second (llite read_bytes sum).";
+    WRITE_BYTES_PER_SECOND = "WriteBytesPerSecond", "node_sample Lustre: bytes written per second (llite write_bytes sum).";
+    READS_PER_SECOND = "ReadsPerSecond", "node_sample Lustre: read calls per second (llite read_bytes samples).";
+    WRITES_PER_SECOND = "WritesPerSecond", "node_sample Lustre: write calls per second (llite write_bytes samples).";
+    OPENS_PER_SECOND = "OpensPerSecond", "node_sample Lustre: opens per second (llite open).";
+    METADATA_OPS_PER_SECOND = "MetadataOpsPerSecond", "node_sample Lustre: metadata operations per second, opens included (what LustreMetadataOps adds up).";
+    JOULES = "Joules", "node_sample Rapl: energy the zone used during the flush (energy_uj, wrap-aware at max_energy_range_uj).";
+    WATTS = "Watts", "node_sample Rapl: the zone's mean power over the flush.";
+    COUNTER_RESETS = "CounterResets", "node_sample: fabric ports and Lustre mounts whose counters went backwards during the flush (a driver reload, a cleared stats file): their figures count from the reset, never negative. Absent when none.";
 }
 
 /// `docs/records.md`.
@@ -98,6 +121,14 @@ pub fn records_markdown() -> String {
          `ThreadState`, GPU figures by `Gpu`) is an object keyed by that value. A multi-node job \
          has one summary per node: add `CpuSeconds`, `GpuHours` and the I/O totals across them, \
          take the largest `MemoryPeakBytes`, and recompute the efficiency from the sums.\n\n",
+    );
+    out.push_str(
+        "The same stream also carries one `node_sample` record per flush from a node with EFA or \
+         InfiniBand ports, Lustre mounts or RAPL energy counters: `Type`, `RecordId`, `Time`, \
+         `NodeName`, `Samples` and an object per source (`Fabric`, `Lustre`, `Rapl`) keyed by \
+         port, file system or zone. These are each node's own figures behind the cluster-wide \
+         `Fabric*`, `Lustre*` and `CpuPackagePower` metrics. Rates are over `Seconds`; counts and \
+         `Joules` are totals for the flush.\n\n",
     );
     out.push_str("| Field | Meaning |\n|---|---|\n");
     for f in ALL_FIELDS {

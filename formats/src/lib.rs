@@ -3,12 +3,17 @@
 //!
 //! - [`slurm`]: sinfo, squeue and sdiag output, text and JSON, of every supported version;
 //! - [`cgroup`]: the small formats of cgroup v1 and v2 files;
+//! - [`infiniband`], [`lustre`], [`powercap`]: EFA and InfiniBand port counters, the Lustre
+//!   client's llite stats and RAPL energy counters;
 //! - [`datum`]: a datum and its JSON line (the stdout sink's output and the spool's content);
 //! - [`record`]: a job record, one CloudWatch Logs event;
 //! - [`spool`]: the spool file, a checksummed batch of datums or records.
 
 pub mod cgroup;
 pub mod datum;
+pub mod infiniband;
+pub mod lustre;
+pub mod powercap;
 pub mod record;
 pub mod slurm;
 pub mod spool;

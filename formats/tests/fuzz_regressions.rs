@@ -26,6 +26,18 @@ fn replay(target: &str, bytes: &[u8]) {
             let _ = (cgroup::flat_key(t, "x"), cgroup::single(t), cgroup::numbers(t), cgroup::cpu_list(t));
             let _ = (cgroup::io_stat(t), cgroup::blkio(t));
         }
+        ("lustre_stats", Some(t)) => drop(slurm_cw_formats::lustre::parse(t)),
+        ("infiniband_counters", Some(t)) => {
+            use slurm_cw_formats::infiniband::{CounterSet, port_totals};
+            let files: Vec<(&str, &str)> = t.lines().filter_map(|l| l.split_once(' ')).collect();
+            let _ = (port_totals(CounterSet::Efa, &files), port_totals(CounterSet::Infiniband, &files));
+        }
+        ("powercap_energy", Some(t)) => {
+            use slurm_cw_formats::powercap;
+            for l in t.lines() {
+                let _ = (powercap::zone(l), powercap::name(l), powercap::micro_joules(l));
+            }
+        }
         (other, _) => panic!("fuzz/regressions/{other}: no such fuzz target"),
     }
 }

@@ -104,7 +104,22 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
     }
     rows.push(cgroup_row(config, role.is_some_and(|r| r.runs_node())));
     rows.push(nvml_row(config));
+    rows.extend(host_rows(config, role.is_some_and(|r| r.runs_node())));
     rows
+}
+
+/// EFA/InfiniBand, the Lustre client and RAPL: found or not, never a failure (a node without
+/// them ships none of their figures).
+fn host_rows(config: &Config, node_role: bool) -> Vec<Row> {
+    let roots = crate::sources::host::Roots::from_config(&config.node);
+    crate::sources::host::survey(&roots)
+        .into_iter()
+        .map(|(check, found)| match found {
+            _ if !node_role => row(check, Status::Skip, "read on the node role only"),
+            Ok(detail) => row(check, Status::Ok, detail),
+            Err(looked) => row(check, Status::Skip, looked),
+        })
+        .collect()
 }
 
 async fn aws_rows(config: &Config) -> Vec<Row> {

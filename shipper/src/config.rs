@@ -216,6 +216,10 @@ pub struct NodeConfig {
     pub job_dir_prefix: String,
     /// Root of /proc.
     pub proc_root: PathBuf,
+    /// Root of /sys: EFA and InfiniBand counters (`class/infiniband`), RAPL energy
+    /// (`class/powercap`) and the Lustre client's stats on 2.12 and newer
+    /// (`kernel/debug/lustre/llite`; older clients are under `proc_root`).
+    pub sys_root: PathBuf,
     /// Unix socket on which the Slurm TaskEpilog hook asks for a job's final sample.
     pub hook_socket: PathBuf,
     /// Add per-node detail (a `NodeName` dimension set) to per-job metrics: one more metric per
@@ -319,6 +323,7 @@ impl Default for NodeConfig {
             v2_scope: "slurmstepd.scope".to_owned(),
             job_dir_prefix: "job_".to_owned(),
             proc_root: PathBuf::from("/proc"),
+            sys_root: PathBuf::from("/sys"),
             hook_socket: PathBuf::from("/run/slurm-cw-shipper/hook.sock"),
             per_node_dimensions: false,
             top_executables: 5,

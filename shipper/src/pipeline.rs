@@ -14,12 +14,14 @@ use crate::sources::gpu::GpuCollector;
 use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::head::HeadCollector;
 use crate::sources::head::command::SlurmCommands;
+use crate::sources::host::{HostCollector, Roots};
 use crate::sources::node::NodeCollector;
 use crate::sources::shipper::ShipperCollector;
 use crate::sources::slurm_jobs::SlurmJobs;
 use crate::sources::{Collector, Errors};
 use crate::transforms::derive::Derive;
 use crate::transforms::jobs::Jobs;
+use crate::transforms::node_sample::NodeSamples;
 use crate::transforms::population;
 use crate::transforms::shape::Shape;
 use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME, REASON};
@@ -65,6 +67,8 @@ pub struct Pipeline {
     jobs: Option<Jobs>,
     /// Increases, utilisation and backlog from the head node's readings (head role).
     derive: Option<Derive>,
+    /// The node's own `node_sample` records (node role).
+    node_samples: Option<NodeSamples>,
     shape: Shape,
     per_user: bool,
     idle_gpu_percent: f64,
@@ -123,6 +127,8 @@ impl Pipeline {
             if let Some(gpu) = gpu_collector(config, &node) {
                 collectors.push(Box::new(gpu.with_slurm(slurm)));
             }
+            // EFA/InfiniBand, Lustre and RAPL: nothing at all shipped where there are none.
+            collectors.push(Box::new(HostCollector::new(Roots::from_config(&config.node), node.clone())));
         }
         collectors.push(Box::new(ShipperCollector::new(node.clone())));
         let parts = Parts { cluster, node, stats, record_stats, spool };
@@ -137,6 +143,7 @@ impl Pipeline {
         parts: Parts,
     ) -> Self {
         let Parts { cluster, node, stats, record_stats, spool } = parts;
+        let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
         Pipeline {
             collectors,
             aggregator: aggregator(cluster, config),
@@ -144,6 +151,7 @@ impl Pipeline {
             stats,
             record_stats,
             jobs: role.runs_node().then(|| Jobs::new(config.node.findings.clone())),
+            node_samples,
             derive: role.runs_head().then(Derive::default),
             shape: Shape {
                 job_metrics: config.node.job_metrics,
@@ -183,6 +191,9 @@ impl Pipeline {
         if let Some(derive) = &mut self.derive {
             derive.apply(&mut batch);
         }
+        if let Some(n) = &mut self.node_samples {
+            n.observe(&batch);
+        }
         if let Some(jobs) = &mut self.jobs {
             let now = jobs.observe(&batch);
             if batch.all_jobs {
@@ -210,6 +221,9 @@ impl Pipeline {
             let mut errors = Errors::new();
             c.collect(&mut batch, &mut errors).await;
             let took = started.elapsed();
+            if c.found_nothing() {
+                continue;
+            }
             let host = Dims::new().with(NODE_NAME, self.node.as_str());
             batch.push(
                 &SHIPPER_COLLECTION_DURATION,
@@ -235,7 +249,10 @@ impl Pipeline {
 
     /// [`Pipeline::flush`] at `now`.
     pub fn flush_at(&mut self, now: SystemTime) -> Flushed {
-        let records = self.jobs.as_mut().map(|j| j.flush(now)).unwrap_or_default();
+        let mut records = self.jobs.as_mut().map(|j| j.flush(now)).unwrap_or_default();
+        if let Some(r) = self.node_samples.as_mut().and_then(|n| n.flush(now)) {
+            records.push(r);
+        }
         let delivered = self.stats.take();
         let mut s = delivered.clone();
         let mut batch = Batch::new(now);
@@ -251,6 +268,11 @@ impl Pipeline {
             && jobs.trimmed > 0
         {
             *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut jobs.trimmed);
+        }
+        if let Some(n) = &mut self.node_samples
+            && n.trimmed > 0
+        {
+            *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut n.trimmed);
         }
         batch.push(&SHIPPER_DATUMS_SENT, host.clone(), s.sent as f64);
         batch.push(&SHIPPER_REQUESTS, host.clone(), s.requests as f64);

@@ -4,6 +4,7 @@
 //! forget it.
 
 use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::records::Field;
 use std::time::SystemTime;
 
 /// Dimension name/value pairs, kept sorted by name so equal sets compare and hash equal.
@@ -97,6 +98,31 @@ pub struct JobInfo {
     pub partition: String,
 }
 
+/// How a figure of a `node_sample` record adds up over a flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// The counts over the seconds they cover.
+    PerSecond,
+    /// The counts added up.
+    Total,
+}
+
+/// What one collection counted on one of this node's devices or file systems (an EFA or
+/// InfiniBand port, a Lustre mount, a RAPL zone) since the collection before: for the node's
+/// `node_sample` record (see `transforms::node_sample`). Never a metric by itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceReading {
+    /// The record's object it belongs in (`Fabric`, `Lustre`, `Rapl`).
+    pub source: &'static Field,
+    /// The port, file system or zone.
+    pub item: String,
+    /// The time the counts cover.
+    pub seconds: f64,
+    pub figures: Vec<(&'static Field, f64, Shown)>,
+    /// Its counters went back since the reading before (counted from zero).
+    pub reset: bool,
+}
+
 /// Where collectors put samples, stamped with the time of the collection.
 #[derive(Debug)]
 pub struct Batch {
@@ -107,11 +133,13 @@ pub struct Batch {
     /// True when `jobs` is every job on the node (a full collection, not one job's final
     /// sample): a job tracked before and missing now has ended.
     pub all_jobs: bool,
+    /// This node's own devices and file systems, for its `node_sample` record.
+    pub devices: Vec<DeviceReading>,
 }
 
 impl Batch {
     pub fn new(time: SystemTime) -> Self {
-        Batch { time, samples: Vec::new(), jobs: Vec::new(), all_jobs: false }
+        Batch { time, samples: Vec::new(), jobs: Vec::new(), all_jobs: false, devices: Vec::new() }
     }
 
     pub fn push(&mut self, metric: &'static Metric, dims: Dims, value: f64) {

@@ -1,8 +1,9 @@
-//! Collectors: each reads one source (Slurm commands, job cgroups, NVML, the shipper itself)
-//! and turns it into samples of catalog metrics.
+//! Collectors: each reads one source (Slurm commands, job cgroups, NVML, the node's fabric,
+//! Lustre and RAPL counters, the shipper itself) and turns it into samples of catalog metrics.
 
 pub mod gpu;
 pub mod head;
+pub mod host;
 pub mod node;
 pub mod shipper;
 pub mod slurm_jobs;
@@ -52,5 +53,12 @@ pub trait Collector {
     /// [`crate::hook`]). None from collectors that know nothing of jobs.
     fn final_sample(&mut self, _job: &str, _uid: u32, _out: &mut Batch) -> Option<crate::hook::Answer> {
         None
+    }
+
+    /// True when the last collection found nothing to read here (no such hardware): then its
+    /// duration and errors are not shipped either, so a node without it ships what it would
+    /// without the collector.
+    fn found_nothing(&self) -> bool {
+        false
     }
 }

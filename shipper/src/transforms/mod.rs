@@ -3,6 +3,8 @@
 //! - [`derive`]: the head node's counters become increases; utilisation and backlog;
 //! - [`jobs`]: per-job samples -> job records (a sample per job and flush, a summary when the
 //!   job ends on this node) and [`findings`] decided on the node; [`records`] is their JSON;
+//! - [`node_sample`]: the node's own fabric, Lustre and RAPL figures per device, one record per
+//!   flush;
 //! - [`population`]: figures across jobs per cluster, partition and account;
 //! - [`shape`]: which per-job and per-host samples also become metrics, and with which
 //!   dimensions (`node.job_metrics`, `node.per_node_dimensions`, `self_metrics_per_node`).
@@ -10,6 +12,7 @@
 pub mod derive;
 pub mod findings;
 pub mod jobs;
+pub mod node_sample;
 pub mod population;
 pub mod records;
 pub mod shape;
