@@ -75,4 +75,25 @@ mod tests {
             assert!(s.metric.accepts_dimensions(s.dims.names().chain(["ClusterName"])), "{}", s.metric);
         }
     }
+
+    #[test]
+    fn emits_job_flags_per_cluster_and_partition_only_where_some_job_has_them() {
+        let json = r#"{"jobs": [
+            {"job_state": ["COMPLETED", "COMPLETING"], "partition": "a"},
+            {"job_state": ["RUNNING", "CONFIGURING"], "partition": "a,b"},
+            {"job_state": ["RUNNING"], "partition": "b"}]}"#;
+        let (q, _) = parse_json(json).unwrap();
+        let mut b = Batch::new(std::time::SystemTime::UNIX_EPOCH);
+        emit(&q, true, 10, &mut b);
+        assert_eq!(b.value(&JOB_FLAG_COUNT, &[("Flag", "completing")]), Some(1.0));
+        assert_eq!(b.value(&JOB_FLAG_COUNT, &[("Flag", "configuring")]), Some(1.0));
+        assert_eq!(b.value(&JOB_FLAG_COUNT, &[("Partition", "b"), ("Flag", "configuring")]), Some(1.0));
+        assert_eq!(b.value(&JOB_FLAG_COUNT, &[("Partition", "b"), ("Flag", "completing")]), None);
+        assert_eq!(b.value(&JOB_COUNT, &[("State", "completed")]), Some(1.0));
+        assert_eq!(b.value(&JOB_COUNT, &[("State", "running")]), Some(2.0));
+        assert_eq!(b.of(&JOB_FLAG_COUNT).count(), 5, "cluster 2, partition a 2, b 1: none at zero");
+        for s in &b.samples {
+            assert!(s.metric.accepts_dimensions(s.dims.names().chain(["ClusterName"])), "{}", s.metric);
+        }
+    }
 }
