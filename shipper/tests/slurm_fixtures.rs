@@ -127,7 +127,7 @@ fn built_sinfo_json_of_every_version() {
         assert!(rows.iter().any(|r| r.name == "gpu-001" && r.partition == "cpu"), "{v}");
         let flags: Vec<&str> = rows.iter().flat_map(|r| r.state.flags.iter().copied()).collect();
         for f in ["drain", "not_responding", "cloud", "powered_down"] {
-            assert!(flags.iter().any(|x| *x == f), "{v}: flag {f}");
+            assert!(flags.contains(&f), "{v}: flag {f}");
         }
     }
 }

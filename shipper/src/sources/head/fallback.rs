@@ -99,9 +99,12 @@ pub fn args(part: &str, format: Format) -> &'static [&'static str] {
     }
 }
 
-/// sinfo or squeue did not know a field of the explicit format (it still exits 0).
+/// sinfo or squeue did not know a field of the explicit format (it still exits 0). Slurm's own
+/// words only: a command that runs also prints warnings (about slurm.conf, say), and those
+/// must not move it to the slower --json.
 pub fn text_refused(stderr: &str) -> bool {
-    stderr.contains("Invalid") && (stderr.contains("format") || stderr.contains("field"))
+    stderr.contains("Invalid job format specification")
+        || stderr.contains("Invalid node format specification")
 }
 
 /// This build or version has no `--json` (or not its JSON plugins).
@@ -185,8 +188,10 @@ mod tests {
             "sinfo: error: load_plugins: unable to find plugin: serializer/json\nsinfo: fatal: JSON plugin load failure\n"
         ));
         assert!(json_refused("sdiag: error: application/json output not supported by data_parser/v0.0.42\n"));
-        // The controller is away: no format is at fault.
+        // The controller is away, or a warning about something else: no format is at fault.
         for other in [
+            "sinfo: error: Invalid field value in gres.conf line 3",
+            "squeue: error: Invalid user id: 70000",
             "sinfo: error: Unable to contact slurm controller (connect failure)",
             "squeue: error: slurm_receive_msg: Socket timed out on send/recv operation",
             "",
