@@ -43,6 +43,32 @@ fn line(m: &Metric, extra: &[(&str, &str)], stat: &str) -> Value {
     Value::Array(v)
 }
 
+/// A plain metric line with the cluster dimension and `extra` dimensions, its own label and an
+/// id that expressions name.
+fn line_id(m: &Metric, extra: &[(&str, &str)], stat: &str, id: &str, label: &str) -> Value {
+    let mut v = line(m, extra, stat);
+    if let Some(Value::Object(opts)) = v.as_array_mut().and_then(|a| a.last_mut()) {
+        opts.insert("id".into(), json!(id));
+        opts.insert("label".into(), json!(label));
+    }
+    v
+}
+
+/// A metric math expression over lines with ids.
+fn expression(expr: &str, label: &str, id: &str) -> Value {
+    json!([{ "expression": expr, "label": label, "id": id }])
+}
+
+/// The drain view: nodes drained (idle, no jobs left) plus draining (jobs still running), the
+/// nodes an administrator took out of service, with the two parts beside their sum.
+fn drain_view() -> Vec<Value> {
+    vec![
+        expression("FILL(drained, 0) + FILL(draining, 0)", "drain (drained + draining)", "drain"),
+        line_id(&NODE_COUNT, &[(dims::STATE, "drained")], "Maximum", "drained", "drained"),
+        line_id(&NODE_COUNT, &[(dims::STATE, "draining")], "Maximum", "draining", "draining"),
+    ]
+}
+
 struct Layout {
     widgets: Vec<Value>,
     x: u32,
@@ -97,6 +123,7 @@ pub fn cluster_dashboard() -> String {
 
     l.header("Cluster ${cluster_name}: nodes and jobs");
     l.chart("Nodes by state", vec![search(&NODE_COUNT, &[dims::STATE], "", "Maximum")], true);
+    l.chart("Nodes out of service: drained + draining", drain_view(), false);
     l.chart("Jobs by state", vec![search(&JOB_COUNT, &[dims::STATE], "", "Maximum")], false);
     l.chart("Pending jobs by reason", vec![search(&PENDING_JOB_COUNT, &[dims::REASON], "", "Maximum")], true);
     l.chart(
@@ -320,5 +347,32 @@ mod tests {
         assert!(d.contains("SOURCE '${job_log_group}'"), "Logs Insights widgets over the job records");
         assert!(!d.contains("SEARCH('{${namespace},Account,ClusterName,JobId"), "no per-job metric is drawn");
         assert!(!d.contains("%{"), "no Terraform directives by accident");
+    }
+
+    /// The drain view sums exactly the NodeCount lines of State=drained and State=draining.
+    #[test]
+    fn the_drain_view_sums_drained_and_draining() {
+        let v: Value = serde_json::from_str(&cluster_dashboard()).unwrap();
+        let widget = v["widgets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["properties"]["title"].as_str().is_some_and(|t| t.contains("drained + draining")))
+            .expect("a drain widget");
+        let metrics = widget["properties"]["metrics"].as_array().unwrap();
+        let expr = metrics.iter().find_map(|m| m[0]["expression"].as_str()).expect("an expression");
+        let mut ids = Vec::new();
+        for m in metrics.iter().filter_map(Value::as_array).filter(|m| m[0].is_string()) {
+            let opts = m.last().unwrap();
+            assert_eq!(m[1], NODE_COUNT.name);
+            let state = m.iter().position(|x| x == dims::STATE).map(|i| m[i + 1].as_str().unwrap()).unwrap();
+            let id = opts["id"].as_str().unwrap();
+            assert!(expr.contains(&format!("FILL({id}, 0)")), "{expr} sums {id}");
+            ids.push((state, id));
+        }
+        ids.sort();
+        assert_eq!(ids, vec![("drained", "drained"), ("draining", "draining")]);
+        assert_eq!(expr.matches("FILL(").count(), 2, "{expr}: nothing else in the sum");
+        assert!(expr.split('+').count() == 2);
     }
 }

@@ -60,10 +60,10 @@ catalog! {
     Nodes {
         NODE_COUNT = "NodeCount", Count, Gauge, [Head],
             &[&[STATE], &[PARTITION, STATE]],
-            "Nodes in each primary state (allocated, mixed, idle, down, drained, draining, completing, fail, failing, maint, reserved, future, planned, powered_down, powering_up, powering_down, unknown, other); each node counts once for the cluster and once in every partition it belongs to.";
+            "Nodes in each primary state, as sinfo names it (allocated, mixed, idle, down, error, drained, draining, completing, fail, failing, maint, reserved, blocked, planned, future, powered_down, powering_up, powering_down, inval, unknown, other for a state this version does not know); the base state unless a flag makes the state (drained, draining, fail, failing, maint, inval, reserved, blocked, planned), and a cloud node's power state over idle, allocated and mixed; a node down in a maintenance reservation (sinfo `down$`) is down, with the maintenance flag. Each node counts once for the cluster and once in every partition it belongs to; drained plus draining is the dashboard's drain view.";
         NODE_FLAG_COUNT = "NodeFlagCount", Count, Gauge, [Head],
             &[&[FLAG], &[PARTITION, FLAG]],
-            "Nodes carrying each state flag (not_responding, powered_down, powering_up, powering_down, power_down_pending, maintenance, reboot_requested, reboot_issued, drain, completing, cloud, ...); a node may carry several.";
+            "Nodes carrying each state flag (blocked, cloud, completing, drain, dynamic, dynamic_future, dynamic_norm, external, fail, invalid_reg, maintenance, not_responding, perfctrs, planned, power_down, power_up, powered_down, powering_down, powering_up, reboot_issued, reboot_requested, reserved, resume, other for a flag this version does not know); a node may carry several. Shipped only while some node carries the flag.";
     }
     Capacity {
         CPUS_TOTAL = "CpusTotal", Count, Gauge, [Head], CLUSTER_AND_PARTITION,
@@ -87,10 +87,13 @@ catalog! {
     Jobs {
         JOB_COUNT = "JobCount", Count, Gauge, [Head],
             &[&[STATE], &[PARTITION, STATE]],
-            "Jobs in each state (pending, running, suspended, completing, configuring, completed, cancelled, failed, timeout, preempted, node_fail, out_of_memory, boot_fail, deadline, other); each pending array task counts as a job.";
+            "Jobs in each state (pending, running, suspended, completed, cancelled, failed, timeout, node_fail, preempted, boot_fail, deadline, out_of_memory; other for a state this version does not know); each pending array task counts as a job. squeue's text (the default) prints a flag in place of the base state where a job has one, and the job then counts under that flag's name (completing, configuring, expediting, launch_failed, power_up_node, reconfig_fail, requeue_fed, requeue_hold, requeued, resizing, resv_del_hold, revoked, signaling, special_exit, stage_out, stopped, update_db); from `squeue --json` (23.11 and later) a job counts in its base state, and its flags in JobFlagCount either way.";
+        JOB_FLAG_COUNT = "JobFlagCount", Count, Gauge, [Head],
+            &[&[FLAG], &[PARTITION, FLAG]],
+            "Jobs carrying each state flag (completing, configuring, expediting, launch_failed, power_up_node, reconfig_fail, requeue_fed, requeue_hold, requeued, resizing, resv_del_hold, revoked, signaling, special_exit, stage_out, stopped, update_db, other for a flag this version does not know); completing is a job whose epilog still runs, configuring one whose nodes still boot. Shipped only while some job carries the flag; a small fixed set per cluster and partition.";
         PENDING_JOB_COUNT = "PendingJobCount", Count, Gauge, [Head],
             &[&[REASON], &[PARTITION, REASON]],
-            "Pending jobs by the reason they wait (Resources, Priority, Dependency, ...): the top reasons by count, the rest as Other.";
+            "Pending jobs by Slurm's reason code (Resources, Priority, Dependency, ReqNodeNotAvail, QOSMaxJobsPerUserLimit, ...): `state_reason` of squeue --json; where squeue's text prints a description instead (`Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions`, `ReqNodeNotAvail, UnavailableNodes:...`), the code slurmctld set with it, and Other for a description the shipper does not know. The top reasons by count, the rest as Other.";
         PENDING_CPUS = "PendingCpus", Count, Gauge, [Head], CLUSTER_AND_PARTITION,
             "CPUs requested by pending jobs that could start if resources were free (not held, not waiting for a dependency, a begin time, a limit or a partition).";
         PENDING_GPUS = "PendingGpus", Count, Gauge, [Head], CLUSTER_AND_PARTITION,
@@ -223,7 +226,7 @@ catalog! {
             "Processes in the job's cgroups.";
         THREAD_COUNT = "ThreadCount", Count, Gauge, [Node],
             &[&[JOB_ID, USER, ACCOUNT, THREAD_STATE], &[JOB_ID, USER, ACCOUNT, NODE_NAME, THREAD_STATE]],
-            "Threads of the job's processes by state (running, sleeping, disk_sleep, stopped, zombie, other).";
+            "Threads of the job's processes by state (running, sleeping, disk_sleep, stopped, zombie, idle, other).";
         OPEN_FILES = "OpenFiles", Count, Gauge, [Node], JOB,
             "File descriptors open in the job's processes.";
         PROCESS_CPU_USAGE = "ProcessCpuUsage", Count, Gauge, [Node],

@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
+use slurm_cw_formats::slurm::state::JOB_FLAGS;
 use slurm_cw_shipper::sources::head::sdiag;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -74,17 +75,32 @@ fn slurm_truth() -> Truth {
             t.add(scope, &MEMORY_ALLOCATED, "", "", alloc * MB);
         }
     }
-    for line in cmd("squeue", &["-h", "-a", "-r", "-t", "all", "-o", "%P|%T|%r|%C|%D"]).lines() {
+    // Each job's reason code, from squeue --json (state_reason): the text's %r prints a
+    // description in its place where the job has one ("Nodes required for job are DOWN, ...").
+    let json: serde_json::Value = serde_json::from_str(&cmd("squeue", &["--json", "--all"])).unwrap();
+    let codes: BTreeMap<String, String> = json["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["job_id"].to_string(), j["state_reason"].as_str().unwrap().to_owned()))
+        .collect();
+    for line in cmd("squeue", &["-h", "-a", "-r", "-t", "all", "-o", "%P|%T|%A|%C|%D"]).lines() {
         let f: Vec<&str> = line.split('|').collect();
         let state = f[1].to_lowercase();
         let mut scopes: Vec<&str> = f[0].split(',').collect();
         scopes.push("");
         for scope in scopes {
             t.add(scope, &JOB_COUNT, "State", &state, 1.0);
+            // squeue prints a flag in place of the base state (COMPLETING, CONFIGURING...).
+            if JOB_FLAGS.contains(&state.as_str()) {
+                t.add(scope, &JOB_FLAG_COUNT, "Flag", &state, 1.0);
+            }
             let (cpus, nodes): (f64, f64) = (f[3].parse().unwrap(), f[4].parse().unwrap());
             match state.as_str() {
                 "pending" => {
-                    let reason = f[2].split(',').next().unwrap();
+                    // A pending array task not yet split off is its array's record (%A).
+                    let reason =
+                        codes.get(f[2]).unwrap_or_else(|| panic!("job {} not in squeue --json", f[2]));
                     t.add(scope, &PENDING_JOB_COUNT, "Reason", reason, 1.0);
                     // Demand: jobs that free nodes would start (not the dependent one).
                     if reason != "Dependency" {

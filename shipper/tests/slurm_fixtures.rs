@@ -55,9 +55,13 @@ fn slurm_22_05_text_formats_real() {
         states(&q),
         BTreeMap::from([("cancelled", 1), ("completed", 1), ("failed", 1), ("pending", 6), ("running", 2)])
     );
-    assert_eq!(q.cluster.pending_reasons["Resources"], 1);
+    // The Resources job and the four array tasks, whose reason squeue prints as the description
+    // slurmctld set with Resources ("Nodes required for job are DOWN, DRAINED or reserved for
+    // jobs in higher priority partitions"); it used to be cut at its comma into a reason of its own.
+    assert_eq!(q.cluster.pending_reasons["Resources"], 5, "array tasks one by one");
     assert_eq!(q.cluster.pending_reasons["Dependency"], 1);
-    assert_eq!(q.cluster.pending_reasons["Nodes required for job are DOWN"], 4, "array tasks one by one");
+    assert_eq!(q.cluster.pending_reasons.len(), 2, "{:?}", q.cluster.pending_reasons);
+    assert_eq!(q.unknown_reasons, 0);
     assert_eq!((q.cluster.pending_gpus, q.cluster.running_gpus), (1, 1));
     // Demand: the Resources job (2) and the four array tasks (2 each); not the dependent job.
     assert_eq!((q.cluster.pending_cpus, q.cluster.running_cpus), (10, 2));
@@ -90,13 +94,12 @@ fn slurm_22_05_json_agrees_with_text() {
     let (tq, _) = squeue::parse_text(&fixture("22.05/squeue.txt"));
     let (jq, bad) = squeue::parse_json(&fixture("22.05/squeue.json")).unwrap();
     assert!(bad.is_empty(), "{bad:?}");
-    // The JSON has one record for the pending array, with the record's own reason; the text
-    // lists each task with its reason. Everything else must agree.
-    let (mut j, mut t) = (jq.cluster.clone(), tq.cluster.clone());
+    // The JSON has one record for the pending array, with the record's own reason code; the
+    // text lists each task with the description in place of that code. They agree, reasons too.
+    let (j, t) = (jq.cluster.clone(), tq.cluster.clone());
     assert_eq!(j.pending_reasons.values().sum::<u64>(), t.pending_reasons.values().sum::<u64>());
-    j.pending_reasons.clear();
-    t.pending_reasons.clear();
     assert_eq!(j, t, "squeue --json and the explicit format agree");
+    assert_eq!(jq.partitions, tq.partitions);
 }
 
 #[test]
@@ -122,9 +125,9 @@ fn built_sinfo_json_of_every_version() {
         assert_eq!(cluster_sum(&rows, |r| r.cpus_alloc), 84, "{v}");
         assert!(rows.iter().any(|r| r.name == "gpu-001" && r.partition == "gpu"), "{v}");
         assert!(rows.iter().any(|r| r.name == "gpu-001" && r.partition == "cpu"), "{v}");
-        let flags: Vec<&String> = rows.iter().flat_map(|r| &r.state.flags).collect();
+        let flags: Vec<&str> = rows.iter().flat_map(|r| r.state.flags.iter().copied()).collect();
         for f in ["drain", "not_responding", "cloud", "powered_down"] {
-            assert!(flags.iter().any(|x| *x == f), "{v}: flag {f}");
+            assert!(flags.contains(&f), "{v}: flag {f}");
         }
     }
 }
@@ -268,4 +271,91 @@ fn truncated_and_malformed_output_never_panics() {
     assert!(sinfo::parse_json(r#"{"sinfo": [{"nodes": {"nodes": []}}, 3, null]}"#).unwrap().1.len() == 3);
     assert!(squeue::parse_json(r#"{"jobs": [{"job_state": 5}, {}]}"#).unwrap().1.len() == 2);
     assert!(sdiag::parse_json(r#"{"statistics": {"jobs_submitted": "many"}}"#).is_err());
+}
+
+/// Versions whose `squeue --json` lists job states and whose `sinfo --json` lists node states.
+const LISTS: &[&str] = &["23.11", "24.05", "24.11", "25.05", "25.11"];
+
+/// A built fixture with some records changed (synthetic states on real shapes).
+fn edited(rel: &str, edit: impl Fn(&mut serde_json::Value)) -> String {
+    let mut doc: serde_json::Value = serde_json::from_str(&fixture(rel)).unwrap();
+    edit(&mut doc);
+    doc.to_string()
+}
+
+/// ERROR is a state of its own; DOWN+MAINTENANCE (sinfo `down$`) is down with the maintenance
+/// flag; IDLE+MAINTENANCE is maint; INVALID_REG wins over DRAIN, as sinfo prints them.
+#[test]
+fn synthetic_node_states_on_built_json() {
+    for v in LISTS {
+        let text = edited(&format!("{v}/sinfo.json"), |doc| {
+            for r in doc["sinfo"].as_array_mut().unwrap() {
+                let name = r["nodes"]["nodes"][0].as_str().unwrap().to_owned();
+                let state = match name.as_str() {
+                    "cpu-001" => serde_json::json!(["ERROR"]),
+                    "cpu-002" => serde_json::json!(["IDLE", "MAINTENANCE"]),
+                    "cpu-003" => serde_json::json!(["IDLE", "DRAIN", "INVALID_REG"]),
+                    "cpu-004" => serde_json::json!(["DOWN", "MAINTENANCE", "NOT_RESPONDING"]),
+                    "gpu-002" => serde_json::json!(["DOWN", "CLOUD", "POWERED_DOWN", "HIBERNATING"]),
+                    _ => continue,
+                };
+                r["node"]["state"] = state;
+            }
+        });
+        let (rows, bad) = sinfo::parse_json(&text).unwrap();
+        assert!(bad.is_empty(), "{v}: {bad:?}");
+        assert_eq!(
+            node_states(&rows),
+            BTreeMap::from([("down", 2), ("error", 1), ("inval", 1), ("maint", 1), ("mixed", 1)]),
+            "{v}"
+        );
+        let cpu4 = rows.iter().find(|r| r.name == "cpu-004").unwrap();
+        assert_eq!(cpu4.state.flags, vec!["maintenance", "not_responding"], "{v}");
+        let gpu2 = rows.iter().find(|r| r.name == "gpu-002").unwrap();
+        assert_eq!(gpu2.state.flags, vec!["cloud", "other", "powered_down"], "{v}: an unknown flag is other");
+    }
+}
+
+/// A job counts in its base state (the first of the list) and each flag in its flags; a pending
+/// job's reason is `state_reason` whatever its description says.
+#[test]
+fn synthetic_job_states_and_reasons_on_built_json() {
+    let desc = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions";
+    for v in LISTS {
+        let text = edited(&format!("{v}/squeue.json"), |doc| {
+            for j in doc["jobs"].as_array_mut().unwrap() {
+                match j["job_id"].as_u64().unwrap() {
+                    4095 => j["job_state"] = serde_json::json!(["COMPLETED", "COMPLETING"]),
+                    4102 => j["job_state"] = serde_json::json!(["RUNNING", "CONFIGURING", "POWER_UP_NODE"]),
+                    4104 => {
+                        j["state_reason"] = "Resources".into();
+                        j["state_description"] = desc.into();
+                    }
+                    _ => {}
+                }
+            }
+        });
+        let (q, bad) = squeue::parse_json(&text).unwrap();
+        assert!(bad.is_empty(), "{v}: {bad:?}");
+        assert_eq!(
+            states(&q),
+            BTreeMap::from([
+                ("cancelled", 1),
+                ("completed", 1),
+                ("failed", 1),
+                ("pending", 9),
+                ("running", 3)
+            ]),
+            "{v}: flags do not move a job out of its base state"
+        );
+        assert_eq!(
+            q.cluster.flags,
+            BTreeMap::from([("completing", 1), ("configuring", 1), ("power_up_node", 1)]),
+            "{v}"
+        );
+        assert_eq!(q.partitions["cpu"].flags.get("configuring"), Some(&1), "{v}");
+        let r = &q.cluster.pending_reasons;
+        assert_eq!((r.get("Resources"), r.get("Priority")), (Some(&2), Some(&6)), "{v}: {r:?}");
+        assert!(r.keys().all(|k| !k.contains(' ')), "{v}: {r:?}");
+    }
 }

@@ -2,6 +2,8 @@
 
 pub mod gres;
 pub mod job;
+pub mod job_state;
+pub mod reason;
 pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;

@@ -6,15 +6,17 @@
 //! every version too, for fixtures and as a fallback.
 
 use super::gres;
+pub use super::reason::{OTHER, reason_code, startable};
 use super::sinfo::{BadLine, number};
-use super::state::job_state;
+use super::state::{flag_of_state, job_state, job_state_list};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// The argv the collector runs (after the program name). `--array` lists each pending array
 /// task on its own line; `--states=all` includes jobs that ended within MinJobAge. GPUs come
 /// from the GRES request (per job, node and task): the allocated TRES string names GPUs only
-/// where accounting tracks gres/gpu.
+/// where accounting tracks gres/gpu. Fields end with `|`, which no field here can hold, so a
+/// reason's commas stay in it.
 pub const ARGS: &[&str] = &[
     "--noheader",
     "--all",
@@ -23,10 +25,18 @@ pub const ARGS: &[&str] = &[
     "--Format=Partition:|,State:|,Reason:|,NumCPUs:|,NumNodes:|,NumTasks:|,tres-per-job:|,tres-per-node:|,tres-per-task:|",
 ];
 
+/// The argv of the `--json` fallback. `--states=all` as in [`ARGS`]: from 24.05.1 `squeue
+/// --json` applies the default state filter too (before, it ignored it and listed all).
+pub const JSON_ARGS: &[&str] = &["--json", "--all", "--states=all"];
+
 /// Counts and demand of a set of jobs (the cluster, or one partition).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct JobStats {
+    /// Jobs by state (one of [`super::state::JOB_STATES`]).
     pub states: BTreeMap<&'static str, u64>,
+    /// Jobs by state flag (one of [`super::state::JOB_FLAGS`]).
+    pub flags: BTreeMap<&'static str, u64>,
+    /// Pending jobs by reason code ([`reason_code`]).
     pub pending_reasons: HashMap<String, u64>,
     pub pending_cpus: u64,
     pub pending_gpus: u64,
@@ -41,21 +51,30 @@ pub struct Job<'a> {
     pub partitions: &'a str,
     /// Lowercase state from the documented list; `other` when unknown.
     pub state: &'static str,
+    /// Its state flags (`completing`, `configuring`...), from [`super::state::JOB_FLAGS`].
+    pub flags: Vec<&'static str>,
+    /// The reason as squeue printed it: a code, or a description in squeue's text.
     pub reason: &'a str,
     pub cpus: u64,
     pub nodes: u64,
     pub gpus: u64,
 }
 
+fn bump<K: Ord>(map: &mut BTreeMap<K, u64>, key: K, n: u64) {
+    let e = map.entry(key).or_default();
+    *e = e.saturating_add(n);
+}
+
 impl JobStats {
-    /// Adds `n` jobs like `job` (a pending array record stands for its tasks). Sums saturate:
-    /// absurd counts in damaged output must not wrap around.
-    fn add(&mut self, job: &Job, n: u64) {
-        let e = self.states.entry(job.state).or_default();
-        *e = e.saturating_add(n);
+    /// Adds `n` jobs like `job` (a pending array record stands for its tasks), pending for
+    /// `reason` (a code). Sums saturate: absurd counts in damaged output must not wrap around.
+    fn add(&mut self, job: &Job, reason: &str, n: u64) {
+        bump(&mut self.states, job.state, n);
+        for f in &job.flags {
+            bump(&mut self.flags, *f, n);
+        }
         match job.state {
             "pending" => {
-                let reason = short_reason(job.reason);
                 if startable(reason) {
                     self.pending_cpus = self.pending_cpus.saturating_add(job.cpus.saturating_mul(n));
                     self.pending_gpus = self.pending_gpus.saturating_add(job.gpus.saturating_mul(n));
@@ -84,6 +103,10 @@ pub struct Queue {
     pub partitions: BTreeMap<String, JobStats>,
     /// Jobs in a state this version does not know (shipped as `other`).
     pub unknown_states: u64,
+    /// Pending jobs whose reason squeue printed as a description not known here (shipped as
+    /// [`OTHER`]), and the first such description.
+    pub unknown_reasons: u64,
+    pub first_unknown_reason: Option<String>,
 }
 
 impl Queue {
@@ -96,13 +119,20 @@ impl Queue {
         if job.state == "other" {
             self.unknown_states = self.unknown_states.saturating_add(n);
         }
-        self.cluster.add(job, n);
+        let reason = if job.state == "pending" { reason_code(job.reason) } else { "None" };
+        if reason == OTHER && job.reason.trim() != OTHER {
+            self.unknown_reasons = self.unknown_reasons.saturating_add(n);
+            if self.first_unknown_reason.is_none() {
+                self.first_unknown_reason = Some(job.reason.chars().take(200).collect());
+            }
+        }
+        self.cluster.add(job, reason, n);
         for p in job.partitions.split(',').filter(|p| !p.is_empty()) {
             match self.partitions.get_mut(p) {
-                Some(s) => s.add(job, n),
+                Some(s) => s.add(job, reason, n),
                 None => {
                     let mut s = JobStats::default();
-                    s.add(job, n);
+                    s.add(job, reason, n);
                     self.partitions.insert(p.to_owned(), s);
                 }
             }
@@ -110,33 +140,11 @@ impl Queue {
     }
 }
 
-/// Whether a pending job with this (short) reason would start if nodes were free: not held,
-/// not waiting for a dependency, a begin time, licenses, a limit (QOS, association, partition)
-/// or a partition that is down. This is the demand that more nodes would serve.
-pub fn startable(reason: &str) -> bool {
-    const WAITING: &[&str] = &[
-        "Dependency",
-        "DependencyNeverSatisfied",
-        "JobHeldUser",
-        "JobHeldAdmin",
-        "BeginTime",
-        "Licenses",
-        "Reservation",
-        "JobArrayTaskLimit",
-    ];
-    !(WAITING.contains(&reason)
-        || reason.contains("Limit")
-        || reason.starts_with("Partition")
-        || reason.starts_with("Invalid"))
-}
-
-/// `ReqNodeNotAvail, UnavailableNodes:c[1-2]` -> `ReqNodeNotAvail`; `(Priority)` -> `Priority`.
-/// The node list would make every value a new CloudWatch metric.
-pub fn short_reason(r: &str) -> &str {
-    let r = r.trim().trim_start_matches('(').trim_end_matches(')');
-    let r = r.split(',').next().unwrap_or("").trim();
-    let r = if r.len() > 200 { r.get(..200).unwrap_or("Other") } else { r };
-    if r.is_empty() || r == "None" || r == "(null)" { "None" } else { r }
+/// A state word as squeue's text (and 22.05/23.02 JSON) print it: the state, and the flag it
+/// stands for when Slurm printed a flag in place of the base state.
+fn text_state(s: &str) -> (&'static str, Vec<&'static str>) {
+    let state = job_state(s).unwrap_or("other");
+    (state, flag_of_state(state).into_iter().collect())
 }
 
 /// Parses the output of [`ARGS`] into the queue summary. Bad lines are skipped and returned.
@@ -171,9 +179,11 @@ fn parse_line(line: &str) -> Result<Job<'_>, String> {
     let nodes = parse_nodes(nodes).ok_or_else(|| format!("NumNodes {nodes:?} is not a number"))?;
     // N/A for jobs that did not say, NO_VAL (4294967294) for some held jobs: one task then.
     let tasks = tasks.trim().parse::<u64>().ok().filter(|t| *t < NO_VAL).unwrap_or(1);
+    let (state, flags) = text_state(state_text);
     Ok(Job {
         partitions,
-        state: job_state(state_text).unwrap_or("other"),
+        state,
+        flags,
         reason,
         cpus,
         nodes,
@@ -197,16 +207,17 @@ fn parse_nodes(s: &str) -> Option<u64> {
 }
 
 /// Parses `squeue --json` of any version: openapi v0.0.37/38 (`job_state` a string) and
-/// data_parser v0.0.39+ (`job_state` an array from 23.11, numbers as `{set, infinite, number}`).
+/// data_parser v0.0.39+ (`job_state` an array from 23.11: the base state and the flags;
+/// numbers as `{set, infinite, number}`). The reason is `state_reason`, the code.
 pub fn parse_json(text: &str) -> Result<(Queue, Vec<BadLine>), String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("squeue --json: {e}"))?;
     let jobs = doc.get("jobs").and_then(Value::as_array).ok_or("squeue --json: no `jobs` array")?;
     let mut q = Queue::default();
     let mut bad = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
-        let state = match j.get("job_state") {
-            Some(Value::String(s)) => job_state(s),
-            Some(Value::Array(a)) => a.first().and_then(Value::as_str).and_then(job_state),
+        let (state, flags) = match j.get("job_state") {
+            Some(Value::String(s)) => text_state(s),
+            Some(Value::Array(a)) => job_state_list(a.iter().filter_map(Value::as_str)),
             _ => {
                 bad.push(BadLine { line: i + 1, reason: "job without job_state".into() });
                 continue;
@@ -222,10 +233,10 @@ pub fn parse_json(text: &str) -> Result<(Queue, Vec<BadLine>), String> {
             requested_gpus(text("tres_per_job"), text("tres_per_node"), text("tres_per_task"), nodes, tasks);
         // A pending array in one record: array_task_string "5-10" or "1,3,7-9%2".
         let tasks = match (state, j.get("array_task_string").and_then(Value::as_str)) {
-            (Some("pending"), Some(s)) if !s.is_empty() => count_tasks(s).max(1),
+            ("pending", Some(s)) if !s.is_empty() => count_tasks(s).max(1),
             _ => 1,
         };
-        let job = Job { partitions, state: state.unwrap_or("other"), reason, cpus, nodes, gpus };
+        let job = Job { partitions, state, flags, reason, cpus, nodes, gpus };
         q.add_n(&job, tasks);
     }
     Ok((q, bad))
@@ -294,10 +305,89 @@ mod tests {
 
     #[test]
     fn reasons_lose_node_lists_and_parentheses() {
-        assert_eq!(short_reason("(Priority)"), "Priority");
-        assert_eq!(short_reason("((ReqNodeNotAvail, UnavailableNodes:cs[100,101]))"), "ReqNodeNotAvail");
-        assert_eq!(short_reason("None"), "None");
-        assert_eq!(short_reason(""), "None");
+        assert_eq!(reason_code("(Priority)"), "Priority");
+        assert_eq!(reason_code("((ReqNodeNotAvail, UnavailableNodes:cs[100,101]))"), "ReqNodeNotAvail");
+        assert_eq!(reason_code("None"), "None");
+        assert_eq!(reason_code(""), "None");
+    }
+
+    /// The description squeue's text prints for a job whose code is Resources (real 22.05 and
+    /// 24.11): it used to be cut at its first comma into a reason of its own.
+    #[test]
+    fn a_description_with_commas_is_its_code_in_text_and_json() {
+        let desc =
+            "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions";
+        let text = format!(
+            "batch|PENDING|{desc}|2|1|1|N/A|N/A|N/A|\n\
+             batch|PENDING|ReqNodeNotAvail, UnavailableNodes:c[1-2]|1|1|1|N/A|N/A|N/A|\n\
+             batch|PENDING|an admin's note, free text|1|1|1|N/A|N/A|N/A|\n"
+        );
+        let (tq, bad) = parse_text(&text);
+        assert!(bad.is_empty(), "{bad:?}");
+        let json = serde_json::json!({"jobs": [
+            {"job_state": ["PENDING"], "partition": "batch", "state_reason": "Resources",
+             "state_description": desc, "cpus": 2, "node_count": 1, "tasks": 1},
+            {"job_state": ["PENDING"], "partition": "batch", "state_reason": "ReqNodeNotAvail",
+             "state_description": "ReqNodeNotAvail, UnavailableNodes:c[1-2]", "cpus": 1, "node_count": 1},
+            {"job_state": ["PENDING"], "partition": "batch", "state_reason": "JobHeldAdmin",
+             "state_description": "an admin's note, free text", "cpus": 1, "node_count": 1},
+        ]});
+        let (jq, bad) = parse_json(&json.to_string()).unwrap();
+        assert!(bad.is_empty(), "{bad:?}");
+        let want = |third: &str| {
+            HashMap::from([
+                ("Resources".to_owned(), 1),
+                ("ReqNodeNotAvail".to_owned(), 1),
+                (third.to_owned(), 1),
+            ])
+        };
+        assert_eq!(tq.cluster.pending_reasons, want(OTHER), "text: an unknown description is Other");
+        assert_eq!(jq.cluster.pending_reasons, want("JobHeldAdmin"), "JSON: the code");
+        assert_eq!(
+            (tq.unknown_reasons, tq.first_unknown_reason.as_deref()),
+            (1, Some("an admin's note, free text"))
+        );
+        assert_eq!(jq.unknown_reasons, 0);
+        for q in [&tq, &jq] {
+            assert!(
+                q.cluster.pending_reasons.keys().all(|r| !r.contains(',')),
+                "{:?}",
+                q.cluster.pending_reasons
+            );
+        }
+    }
+
+    /// 23.11+ lists the base state first, then the flags: a job counts in its base state and
+    /// in each flag. squeue's text prints the flag in place of the base state.
+    #[test]
+    fn job_state_lists_count_the_base_state_and_the_flags() {
+        let json = serde_json::json!({"jobs": [
+            {"job_state": ["COMPLETED", "COMPLETING"], "partition": "a", "cpus": 1, "node_count": 1},
+            {"job_state": ["RUNNING", "CONFIGURING", "POWER_UP_NODE"], "partition": "a", "cpus": 4, "node_count": 1},
+            {"job_state": ["RUNNING"], "partition": "b", "cpus": 2, "node_count": 1},
+            {"job_state": ["PENDING", "REQUEUED"], "partition": "a,b", "state_reason": "BeginTime", "cpus": 1, "node_count": 1},
+            {"job_state": "COMPLETING", "partition": "b", "cpus": 1, "node_count": 1},
+        ]});
+        let (q, bad) = parse_json(&json.to_string()).unwrap();
+        assert!(bad.is_empty(), "{bad:?}");
+        let c = &q.cluster;
+        assert_eq!(
+            c.states,
+            BTreeMap::from([("completed", 1), ("running", 2), ("pending", 1), ("completing", 1)]),
+            "a single string (22.05, 23.02) is what squeue printed"
+        );
+        assert_eq!(
+            c.flags,
+            BTreeMap::from([("completing", 2), ("configuring", 1), ("power_up_node", 1), ("requeued", 1)])
+        );
+        assert_eq!(c.running_cpus, 6, "a configuring job is running");
+        assert_eq!(q.partitions["b"].flags, BTreeMap::from([("completing", 1), ("requeued", 1)]));
+        assert_eq!(q.unknown_states, 0);
+
+        let (t, _) =
+            parse_text("a|COMPLETING|None|1|1|1|N/A|N/A|N/A|\na|CONFIGURING|None|4|1|1|N/A|N/A|N/A|\n");
+        assert_eq!(t.cluster.states, BTreeMap::from([("completing", 1), ("configuring", 1)]));
+        assert_eq!(t.cluster.flags, BTreeMap::from([("completing", 1), ("configuring", 1)]));
     }
 
     #[test]

@@ -13,6 +13,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub const STDOUT_MAX: usize = 64 << 20;
 /// The most standard error kept; the rest is read and dropped, so the command is not blocked.
 pub const STDERR_MAX: usize = 1 << 20;
+/// The standard error handed on with a result, for telling why a command refused an option.
+const STDERR_KEPT: usize = 4096;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum CommandError {
@@ -20,8 +22,12 @@ pub enum CommandError {
     NotFound(String, String),
     #[error("{program} timed out after {timeout:?}")]
     Timeout { program: String, timeout: Duration },
+    /// `stderr` is its first line, for people; `all_stderr` the first 4 KiB, for telling
+    /// refusals apart.
     #[error("{program} exited with {status}: {stderr}")]
-    Failed { program: String, status: String, stderr: String },
+    Failed { program: String, status: String, stderr: String, all_stderr: String },
+    #[error("{program} refused its {format} format, and the other one before: {stderr}")]
+    Refused { program: String, format: &'static str, stderr: String },
     #[error("cannot run {program}: {error}")]
     Spawn { program: String, error: String },
     #[error("{program} printed output that is not UTF-8")]
@@ -34,6 +40,9 @@ pub enum CommandError {
 #[derive(Debug)]
 pub struct Output {
     pub stdout: String,
+    /// The first 4 KiB of its standard error (warnings; sinfo and squeue report a format field
+    /// they do not know there and still exit 0).
+    pub stderr: String,
     pub elapsed: Duration,
 }
 
@@ -136,17 +145,18 @@ impl SlurmCommands {
         if err_dropped > 0 {
             self.note_cut(program, "standard error", stderr_max);
         }
+        let stderr = String::from_utf8_lossy(&err[..err.len().min(STDERR_KEPT)]).into_owned();
         if !status.success() {
-            let stderr = String::from_utf8_lossy(&err);
             let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("(no message)");
             return Err(CommandError::Failed {
                 program: program.into(),
                 status: status.to_string(),
                 stderr: first.chars().take(300).collect(),
+                all_stderr: stderr,
             });
         }
         let stdout = String::from_utf8(out).map_err(|_| CommandError::NotUtf8 { program: program.into() })?;
-        Ok(Output { stdout, elapsed: started.elapsed() })
+        Ok(Output { stdout, stderr, elapsed: started.elapsed() })
     }
 
     /// Counts a cut output; the first is logged (the head collector logs the errors it causes).
@@ -197,6 +207,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         script(dir.path(), "echoargs", "printf '%s|' \"$@\"");
         script(dir.path(), "fails", "echo 'sinfo: error: Unable to contact slurm controller' >&2; exit 1");
+        script(
+            dir.path(),
+            "warns",
+            "echo 'sinfo: error: Invalid job format specification: Bogus' >&2; echo out",
+        );
         script(dir.path(), "hangs", "exec sleep 30");
         let c = SlurmCommands::new(Some(dir.path().into()), Duration::from_millis(300));
         let out = c.run("echoargs", &["a b", "$(reboot)", "-o", "%N"]).await.unwrap();
@@ -207,6 +222,12 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let out = c.run("warns", &[]).await.unwrap();
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str()),
+            ("out\n", "sinfo: error: Invalid job format specification: Bogus\n"),
+            "a command that succeeds hands on what it said on standard error"
+        );
         let started = Instant::now();
         assert!(matches!(c.run("hangs", &[]).await, Err(CommandError::Timeout { .. })));
         assert!(started.elapsed() < Duration::from_secs(5), "the timeout kills the child");
@@ -240,7 +261,10 @@ mod tests {
         // the failure.
         assert_eq!(c.run("noisy", &[]).await.unwrap().stdout, "done\n");
         match c.run("noisy_fails", &[]).await {
-            Err(CommandError::Failed { stderr, .. }) => assert_eq!(stderr, "sinfo: error"),
+            Err(CommandError::Failed { stderr, all_stderr, .. }) => {
+                assert_eq!(stderr, "sinfo: error");
+                assert_eq!(all_stderr.len(), STDERR_KEPT, "what is handed on is bounded");
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!(c.cuts(), 4);

@@ -3,6 +3,7 @@
 //! each with a time limit; a part that fails leaves the others shipping.
 
 pub mod command;
+pub mod fallback;
 pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;
@@ -13,6 +14,7 @@ use super::{Collector, Errors};
 use crate::config::HeadConfig;
 use crate::sample::{Batch, Dims};
 use command::{CommandError, Output, SlurmCommands};
+use fallback::{Format, PartFormat, run_part};
 use slurm_cw_catalog::metrics::{SLURMCTLD_RESPONSE_TIME, SLURMCTLD_UP};
 use std::collections::{HashMap, HashSet};
 
@@ -38,21 +40,15 @@ impl Version {
     }
 }
 
-/// How each command's output is read; JSON is used where it adds something (sdiag from
-/// 23.02), or as a fallback when a version refuses the explicit format.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Format {
-    Text,
-    Json,
-}
-
 pub struct HeadCollector {
     cmds: SlurmCommands,
     cfg: HeadConfig,
     version: Option<Version>,
-    sinfo_format: Format,
-    squeue_format: Format,
-    sdiag_format: Format,
+    /// How each command's output is read: JSON where it adds something (sdiag from 23.02), or
+    /// where this Slurm refuses the other (see [`fallback`]).
+    sinfo_format: PartFormat,
+    squeue_format: PartFormat,
+    sdiag_format: PartFormat,
     /// The last error logged per part, so a persisting failure is logged once, not every cycle.
     last_error: HashMap<&'static str, String>,
     logged_unknown: HashSet<String>,
@@ -65,9 +61,9 @@ impl HeadCollector {
             cmds,
             cfg,
             version: None,
-            sinfo_format: Format::Text,
-            squeue_format: Format::Text,
-            sdiag_format: Format::Text,
+            sinfo_format: PartFormat::new(Format::Text),
+            squeue_format: PartFormat::new(Format::Text),
+            sdiag_format: PartFormat::new(Format::Text),
             last_error: HashMap::new(),
             logged_unknown: HashSet::new(),
             controller_up: None,
@@ -84,10 +80,21 @@ impl HeadCollector {
             if let Some(v) = self.version {
                 tracing::info!(version = out.stdout.trim(), "Slurm version");
                 if v.has_sdiag_json() {
-                    self.sdiag_format = Format::Json;
+                    self.sdiag_format.prefer(Format::Json);
                 }
             }
         }
+    }
+
+    /// The format `part` (sinfo, squeue, sdiag) is read in now: `text` or `json`.
+    pub fn format(&self, part: &str) -> Option<&'static str> {
+        let pf = match part {
+            "sinfo" => &self.sinfo_format,
+            "squeue" => &self.squeue_format,
+            "sdiag" => &self.sdiag_format,
+            _ => return None,
+        };
+        Some(pf.current.as_str())
     }
 
     fn note_error(&mut self, part: &'static str, errors: &mut Errors, message: String) {
@@ -104,10 +111,12 @@ impl HeadCollector {
         }
     }
 
-    fn note_unknown(&mut self, what: &str) {
+    /// Logs the first of each kind of thing Slurm printed that this shipper does not know.
+    fn note_unknown(&mut self, what: &str, example: &str) {
         if self.logged_unknown.insert(what.to_owned()) {
             tracing::info!(
                 what,
+                example,
                 "Slurm printed something this version of the shipper does not know; shipped as other"
             );
         }
@@ -124,27 +133,12 @@ impl HeadCollector {
         }
     }
 
-    fn args(part: &str, format: Format) -> &'static [&'static str] {
-        match (part, format) {
-            ("sinfo", Format::Text) => sinfo::ARGS,
-            ("squeue", Format::Text) => squeue::ARGS,
-            ("sdiag", Format::Text) => &[],
-            ("squeue", Format::Json) => &["--json", "--all"],
-            _ => &["--json"],
-        }
-    }
-
-    fn format_refused(e: &CommandError) -> bool {
-        matches!(e, CommandError::Failed { stderr, .. }
-            if stderr.contains("Invalid") && (stderr.contains("format") || stderr.contains("field")))
-    }
-
     fn handle_sinfo(&mut self, result: &Result<Output, CommandError>, out: &mut Batch, errors: &mut Errors) {
         let o = match result {
             Ok(o) => o,
             Err(e) => return self.note_error("sinfo", errors, e.to_string()),
         };
-        let parsed = match self.sinfo_format {
+        let parsed = match self.sinfo_format.current {
             Format::Text => Ok(sinfo::parse_text(&o.stdout)),
             Format::Json => sinfo::parse_json(&o.stdout),
         };
@@ -153,8 +147,11 @@ impl HeadCollector {
                 for b in &bad {
                     self.note_error("sinfo", errors, format!("sinfo output line {}: {}", b.line, b.reason));
                 }
-                for r in rows.iter().filter(|r| !r.state.recognised) {
-                    self.note_unknown(&format!("node state of {}", r.name));
+                if let Some(r) = rows.iter().find(|r| !r.state.recognised) {
+                    self.note_unknown("node state", &r.name);
+                }
+                if let Some(r) = rows.iter().find(|r| r.state.has("other")) {
+                    self.note_unknown("node state flag", &r.name);
                 }
                 if bad.is_empty() {
                     self.note_ok("sinfo");
@@ -170,7 +167,7 @@ impl HeadCollector {
             Ok(o) => o,
             Err(e) => return self.note_error("squeue", errors, e.to_string()),
         };
-        let parsed = match self.squeue_format {
+        let parsed = match self.squeue_format.current {
             Format::Text => Ok(squeue::parse_text(&o.stdout)),
             Format::Json => squeue::parse_json(&o.stdout),
         };
@@ -180,7 +177,13 @@ impl HeadCollector {
                     self.note_error("squeue", errors, format!("squeue output line {}: {}", b.line, b.reason));
                 }
                 if queue.unknown_states > 0 {
-                    self.note_unknown("job state");
+                    self.note_unknown("job state", "");
+                }
+                if queue.cluster.flags.contains_key("other") {
+                    self.note_unknown("job state flag", "");
+                }
+                if let Some(r) = &queue.first_unknown_reason {
+                    self.note_unknown("pending reason description (shipped as Other)", r);
                 }
                 if bad.is_empty() {
                     self.note_ok("squeue");
@@ -196,44 +199,25 @@ impl HeadCollector {
             Ok(o) => o,
             Err(e) => return self.note_error("sdiag", errors, e.to_string()),
         };
-        let parsed = match self.sdiag_format {
+        let parsed = match self.sdiag_format.current {
             Format::Text => sdiag::parse_text(&o.stdout),
             Format::Json => sdiag::parse_json(&o.stdout),
         };
         match parsed {
             Ok(s) => {
                 for label in &s.unknown {
-                    self.note_unknown(&format!("sdiag field {label:?}"));
+                    self.note_unknown(&format!("sdiag field {label:?}"), label);
                 }
                 self.note_ok("sdiag");
                 sdiag::emit(&s, self.cfg.top_rpc_types, out);
             }
             Err(e) => {
-                if self.sdiag_format == Format::Json {
+                if self.sdiag_format.current == Format::Json && self.sdiag_format.give_up_current() {
                     tracing::warn!(error = %e, "sdiag --json unusable; reading plain sdiag from now on");
-                    self.sdiag_format = Format::Text;
                 }
                 self.note_error("sdiag", errors, e.to_string());
             }
         }
-    }
-}
-
-/// Runs one part in its current format. When a version refuses the explicit format (an unknown
-/// field in an unusual build), that part switches to JSON for good and runs again.
-async fn run_part(
-    cmds: &SlurmCommands,
-    part: &'static str,
-    format: &mut Format,
-) -> Result<Output, CommandError> {
-    let first = cmds.run(part, HeadCollector::args(part, *format)).await;
-    match &first {
-        Err(e) if *format == Format::Text && part != "sdiag" && HeadCollector::format_refused(e) => {
-            tracing::warn!(collector = part, error = %e, "explicit format refused; using --json");
-            *format = Format::Json;
-            cmds.run(part, HeadCollector::args(part, Format::Json)).await
-        }
-        _ => first,
     }
 }
 

@@ -15,7 +15,7 @@ const MB: f64 = 1024.0 * 1024.0;
 #[derive(Debug, Default)]
 struct Summary {
     states: BTreeMap<&'static str, u64>,
-    flags: BTreeMap<String, u64>,
+    flags: BTreeMap<&'static str, u64>,
     cpus: [u64; 4],
     memory_mb: [u64; 2],
     gpus: [u64; 2],
@@ -32,7 +32,7 @@ impl Summary {
     fn add(&mut self, r: &NodeRow) {
         *self.states.entry(r.state.primary).or_default() += 1;
         for f in &r.state.flags {
-            *self.flags.entry(f.clone()).or_default() += 1;
+            *self.flags.entry(*f).or_default() += 1;
         }
         add_all(&mut self.cpus, [r.cpus_total, r.cpus_alloc, r.cpus_idle, r.cpus_other]);
         add_all(&mut self.memory_mb, [r.memory_mb, r.memory_alloc_mb]);
@@ -49,7 +49,7 @@ impl Summary {
             out.push(&NODE_COUNT, dims.clone().with(STATE, *state), *n as f64);
         }
         for (flag, n) in &self.flags {
-            out.push(&NODE_FLAG_COUNT, dims.clone().with(FLAG, flag.as_str()), *n as f64);
+            out.push(&NODE_FLAG_COUNT, dims.clone().with(FLAG, *flag), *n as f64);
         }
         out.push(&CPUS_TOTAL, dims.clone(), self.cpus[0] as f64);
         out.push(&CPUS_ALLOCATED, dims.clone(), self.cpus[1] as f64);
