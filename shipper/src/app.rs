@@ -26,6 +26,9 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     };
     let node = config.node_name();
     tracing::info!(role = role.as_str(), why, cluster, node, "starting");
+    for note in &config.deprecated {
+        tracing::warn!(note = %note, "configuration key renamed; the old name still works");
+    }
     let group = config.logs.group_for(&cluster);
     let metrics =
         Route::open(&config, &config.namespace, config.spool.dir.clone(), build_sink(&config).await);

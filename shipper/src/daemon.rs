@@ -90,7 +90,7 @@ pub async fn daemon(
 
     let mut collect = tokio::time::interval(config.collect_interval);
     collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let offset = if config.cloudwatch.flush_jitter {
+    let offset = if config.delivery.flush_jitter {
         config.flush_interval.mul_f64(rand::random::<f64>())
     } else {
         config.flush_interval

@@ -6,7 +6,7 @@ use std::path::Path;
 /// This host's role, and why: the configured one, else what the host shows.
 pub fn detect(config: &Config) -> Result<(Role, String), String> {
     let conf = config.slurm_conf_path();
-    let host = crate::config::short_hostname();
+    let host = short_hostname();
     resolve(
         config.role,
         &Probe {
@@ -108,6 +108,21 @@ pub fn process_running(proc_root: &Path, name: &str) -> bool {
     dir.flatten()
         .filter(|e| e.file_name().to_str().is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit())))
         .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == name))
+}
+
+/// This host's name in the figures it ships.
+impl Config {
+    /// The `NodeName` dimension of this host.
+    pub fn node_name(&self) -> String {
+        self.node_name.clone().unwrap_or_else(short_hostname)
+    }
+}
+
+/// The host name up to its first dot.
+pub fn short_hostname() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let name = raw.trim().split('.').next().unwrap_or("").to_owned();
+    if name.is_empty() { "unknown-host".to_owned() } else { name }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Reads the few slurm.conf keys the shipper needs (ClusterName, SlurmctldHost), following
 //! `Include` lines as slurmctld does.
 
+use crate::config::{Config, ConfigError};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +76,48 @@ pub fn controller_hosts(entries: &[(String, String)]) -> Vec<String> {
         .map(|(_, v)| v.split('(').next().unwrap_or("").to_owned())
         .filter(|h| !h.is_empty())
         .collect()
+}
+
+/// Where this host's Slurm configuration and cluster name come from.
+impl Config {
+    /// The slurm.conf to read: the configured one, else the first that exists of $SLURM_CONF and
+    /// the usual places.
+    pub fn slurm_conf_path(&self) -> Option<PathBuf> {
+        if let Some(p) = &self.slurm.conf {
+            return Some(p.clone());
+        }
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        if let Some(p) = std::env::var_os("SLURM_CONF") {
+            candidates.push(p.into());
+        }
+        for p in ["/opt/slurm/etc/slurm.conf", "/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf"] {
+            candidates.push(p.into());
+        }
+        candidates.into_iter().find(|p| p.is_file())
+    }
+
+    /// The cluster name: configured, or slurm.conf's ClusterName.
+    pub fn resolve_cluster_name(&self) -> Result<(String, String), ConfigError> {
+        if let Some(c) = &self.cluster_name {
+            return Ok((c.clone(), "configuration".into()));
+        }
+        let Some(conf) = self.slurm_conf_path() else {
+            return Err(ConfigError(
+                "cluster_name: not set, and no slurm.conf found ($SLURM_CONF, /opt/slurm/etc, \
+                 /etc/slurm, /etc/slurm-llnl) to read ClusterName from; set cluster_name or \
+                 SLURM_CW_CLUSTER_NAME"
+                    .into(),
+            ));
+        };
+        match cluster_name(&conf) {
+            Ok(Some(name)) => Ok((name, conf.display().to_string())),
+            Ok(None) => Err(ConfigError(format!(
+                "cluster_name: not set, and {} has no ClusterName; set cluster_name",
+                conf.display()
+            ))),
+            Err(e) => Err(ConfigError(format!("cluster_name: not set, and {e}"))),
+        }
+    }
 }
 
 #[cfg(test)]

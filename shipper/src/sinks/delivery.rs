@@ -196,7 +196,7 @@ impl<T: Item + Checked> Intake<T> {
             Err(e) => {
                 let dir = lock(spool).dir().display().to_string();
                 self.trouble.set(
-                    "cannot write the spool; keeping data in memory until it can (see cloudwatch.max_backlog)",
+                    "cannot write the spool; keeping data in memory until it can (see delivery.max_backlog)",
                     format!("{dir}: {e}"),
                 );
                 items

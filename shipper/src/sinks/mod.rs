@@ -3,6 +3,7 @@
 //! ([`RecordSink`]), or both to standard output. [`delivery`] sits in front of each: checks,
 //! the count of what was sent and dropped, and the backlog of what could not be sent yet.
 
+pub mod config;
 pub mod delivery;
 pub mod pacing;
 pub mod route;

@@ -32,7 +32,7 @@ impl<D: Destination> Route<D> {
             None
         };
         let intake = Intake::new(label, spool.clone(), stats.clone());
-        let delivery = Delivery::new(sink, spool.clone(), config.cloudwatch.max_backlog, stats.clone());
+        let delivery = Delivery::new(sink, spool.clone(), config.delivery.max_backlog, stats.clone());
         Route { intake, delivery, stats, spool }
     }
 }

@@ -10,6 +10,7 @@
 //! GPUs no job holds are counted per node (`GpuNoJobCount`). A GPU that fails (fallen off the
 //! bus) loses its own figures for the cycle and is counted in `GpuErrors`; the others go on.
 
+pub mod config;
 pub mod fake;
 pub mod nvml;
 pub mod source;

@@ -3,6 +3,7 @@
 //! each with a time limit; a part that fails leaves the others shipping.
 
 pub mod command;
+pub mod config;
 pub mod fallback;
 pub mod sdiag;
 pub mod sinfo;

@@ -8,6 +8,7 @@
 //! the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
 
 pub mod cgroup;
+pub mod config;
 pub mod discover;
 pub mod owner;
 pub mod procs;

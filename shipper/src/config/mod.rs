@@ -5,10 +5,18 @@
 //! key in a section: `SLURM_CW_FLUSH_INTERVAL=30s`, `SLURM_CW_CLOUDWATCH__MAX_RETRIES=3`.
 //! Unknown keys and bad values are errors that name the key (and the file line or the variable).
 
+mod de;
+pub mod docs;
+
+pub use crate::sinks::config::{CloudWatchConfig, DeliveryConfig, LogsConfig, SpoolConfig};
+pub use crate::sources::gpu::config::GpuConfig;
+pub use crate::sources::head::config::{HeadConfig, SlurmConfig};
+pub use crate::sources::node::config::{CgroupVersion, NodeConfig};
 pub use crate::transforms::findings::Thresholds;
 pub use crate::transforms::shape::JobMetrics;
-use serde::{Deserialize, Deserializer};
-use std::path::{Path, PathBuf};
+pub(crate) use de::{duration, opt_string, string};
+use serde::Deserialize;
+use std::path::Path;
 use std::time::Duration;
 
 /// Where the daemon looks for its configuration when `--config` is not given.
@@ -47,14 +55,6 @@ pub enum Toggle {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum CgroupVersion {
-    Auto,
-    V1,
-    V2,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,
     Json,
@@ -88,6 +88,7 @@ pub struct Config {
     /// cluster: one more metric per host for each.
     pub self_metrics_per_node: bool,
     pub cloudwatch: CloudWatchConfig,
+    pub delivery: DeliveryConfig,
     pub logs: LogsConfig,
     pub slurm: SlurmConfig,
     pub head: HeadConfig,
@@ -95,160 +96,9 @@ pub struct Config {
     pub gpu: GpuConfig,
     pub spool: SpoolConfig,
     pub log: LogConfig,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SpoolConfig {
-    /// Write every flush to disk before sending it, and keep it there until CloudWatch took it.
-    pub enabled: bool,
-    pub dir: PathBuf,
-    /// The spool's size limit; beyond it the oldest flushes are dropped (and counted).
-    pub max_bytes: u64,
-    /// Requests per second when sending a backlog, so a fleet catching up after an outage does
-    /// not throttle itself.
-    pub replay_rate: f64,
-}
-
-impl Default for SpoolConfig {
-    fn default() -> Self {
-        SpoolConfig {
-            enabled: true,
-            dir: PathBuf::from("/var/lib/slurm-cw-shipper/spool"),
-            max_bytes: 256 << 20,
-            replay_rate: 2.0,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CloudWatchConfig {
-    /// AWS region; from AWS_REGION, the AWS profile or the instance metadata when not set.
-    #[serde(deserialize_with = "opt_string")]
-    pub region: Option<String>,
-    /// Endpoint URL (a VPC endpoint, say); AWS_ENDPOINT_URL_CLOUDWATCH and AWS_ENDPOINT_URL also
-    /// work, as in every AWS SDK.
-    #[serde(deserialize_with = "opt_string")]
-    pub endpoint: Option<String>,
-    /// 60 (standard) or 1 (high resolution).
-    pub storage_resolution: i32,
-    /// Retries of one request after throttling, 5xx or network errors.
-    pub max_retries: u32,
-    /// First backoff ceiling; doubles per retry up to `retry_max_delay`, full jitter.
-    #[serde(deserialize_with = "duration")]
-    pub retry_base_delay: Duration,
-    #[serde(deserialize_with = "duration")]
-    pub retry_max_delay: Duration,
-    /// Limit of one HTTP attempt.
-    #[serde(deserialize_with = "duration")]
-    pub attempt_timeout: Duration,
-    /// Start flushing at a random offset within the flush interval, so a fleet of nodes
-    /// does not call the API in the same second.
-    pub flush_jitter: bool,
-    /// Undelivered datums kept in memory when the spool cannot take them (disk full, no spool).
-    pub max_backlog: usize,
-}
-
-/// `[logs]`: where job records go (CloudWatch Logs). Region, retries and timeouts are those of
-/// `[cloudwatch]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LogsConfig {
-    /// The log group; `/slurm-cw/<cluster>/jobs` when not set (the Terraform module creates it).
-    #[serde(deserialize_with = "opt_string")]
-    pub group: Option<String>,
-    /// This node's log stream; the node name when not set.
-    #[serde(deserialize_with = "opt_string")]
-    pub stream: Option<String>,
-    /// Endpoint URL; AWS_ENDPOINT_URL_CLOUDWATCH_LOGS and AWS_ENDPOINT_URL also work.
-    #[serde(deserialize_with = "opt_string")]
-    pub endpoint: Option<String>,
-}
-
-impl LogsConfig {
-    pub fn group_for(&self, cluster: &str) -> String {
-        self.group.clone().unwrap_or_else(|| format!("/slurm-cw/{cluster}/jobs"))
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SlurmConfig {
-    /// slurm.conf; searched in $SLURM_CONF, /opt/slurm/etc, /etc/slurm, /etc/slurm-llnl when not set.
-    pub conf: Option<PathBuf>,
-    /// Directory of sinfo, squeue and sdiag; $PATH then /opt/slurm/bin when not set.
-    pub bin_dir: Option<PathBuf>,
-    /// Limit for each Slurm command.
-    #[serde(deserialize_with = "duration")]
-    pub command_timeout: Duration,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HeadConfig {
-    /// Publish node, capacity and job figures per partition as well as for the cluster.
-    pub per_partition: bool,
-    /// Pending reasons shipped by name per partition; the rest are summed as Other.
-    pub top_pending_reasons: usize,
-    /// RPC message types shipped by name (by count); the rest are left out.
-    pub top_rpc_types: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NodeConfig {
-    /// Root of the cgroup file systems.
-    pub cgroup_root: PathBuf,
-    /// auto | v1 | v2
-    pub cgroup_version: CgroupVersion,
-    /// v1: Slurm's directory under each controller (`slurm`, or `slurm_<node>` with several
-    /// slurmd on one host).
-    #[serde(deserialize_with = "string")]
-    pub v1_slurm_dir: String,
-    /// v2: the parent of Slurm's scope, and the scope's name (`[<node>_]slurmstepd.scope`).
-    #[serde(deserialize_with = "string")]
-    pub v2_parent: String,
-    #[serde(deserialize_with = "string")]
-    pub v2_scope: String,
-    /// The prefix of job directories.
-    #[serde(deserialize_with = "string")]
-    pub job_dir_prefix: String,
-    /// Root of /proc.
-    pub proc_root: PathBuf,
-    /// Root of /sys: EFA and InfiniBand counters (`class/infiniband`), RAPL energy
-    /// (`class/powercap`) and the Lustre client's stats on 2.12 and newer
-    /// (`kernel/debug/lustre/llite`; older clients are under `proc_root`).
-    pub sys_root: PathBuf,
-    /// Unix socket on which the Slurm TaskEpilog hook asks for a job's final sample.
-    pub hook_socket: PathBuf,
-    /// Add per-node detail (a `NodeName` dimension set) to per-job metrics: one more metric per
-    /// job and node.
-    pub per_node_dimensions: bool,
-    /// Executables shipped by name in ProcessCpuUsage, per job.
-    pub top_executables: usize,
-    /// Read each job's processes in /proc (threads by state, open files, CPU by executable)
-    /// every Nth collection; cgroup files are read every collection. Most of a cycle's cost is
-    /// per process, and these figures move slowly.
-    pub process_every: u32,
-    /// logs | metrics | both: per-job figures as job records in CloudWatch Logs (default), as
-    /// per-job custom metrics (billed per metric and hour: docs/cost.md), or both.
-    pub job_metrics: JobMetrics,
-    /// Population metrics per user as well as per cluster, partition and account.
-    pub population_per_user: bool,
-    /// When the node reports a job as wasteful (`job_finding` records).
-    pub findings: Thresholds,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct GpuConfig {
-    /// auto: on when the NVIDIA driver is present.
-    pub enabled: Toggle,
-    /// Add per-GPU detail (NodeName + Gpu index) to per-job GPU metrics.
-    pub per_gpu_dimensions: bool,
-    /// Use the GPU UUID rather than its index in per-GPU detail.
-    pub uuid_dimension: bool,
+    /// Keys still accepted under an old name, one note each, for the log once it is set up.
+    #[serde(skip)]
+    pub deprecated: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -274,6 +124,7 @@ impl Default for Config {
             exclude_metrics: Vec::new(),
             self_metrics_per_node: false,
             cloudwatch: CloudWatchConfig::default(),
+            delivery: DeliveryConfig::default(),
             logs: LogsConfig::default(),
             slurm: SlurmConfig::default(),
             head: HeadConfig::default(),
@@ -281,63 +132,8 @@ impl Default for Config {
             gpu: GpuConfig::default(),
             spool: SpoolConfig::default(),
             log: LogConfig::default(),
+            deprecated: Vec::new(),
         }
-    }
-}
-
-impl Default for CloudWatchConfig {
-    fn default() -> Self {
-        CloudWatchConfig {
-            region: None,
-            endpoint: None,
-            storage_resolution: 60,
-            max_retries: 6,
-            retry_base_delay: Duration::from_millis(500),
-            retry_max_delay: Duration::from_secs(20),
-            attempt_timeout: Duration::from_secs(10),
-            flush_jitter: true,
-            max_backlog: 50_000,
-        }
-    }
-}
-
-impl Default for SlurmConfig {
-    fn default() -> Self {
-        SlurmConfig { conf: None, bin_dir: None, command_timeout: Duration::from_secs(20) }
-    }
-}
-
-impl Default for HeadConfig {
-    fn default() -> Self {
-        HeadConfig { per_partition: true, top_pending_reasons: 10, top_rpc_types: 10 }
-    }
-}
-
-impl Default for NodeConfig {
-    fn default() -> Self {
-        NodeConfig {
-            cgroup_root: PathBuf::from("/sys/fs/cgroup"),
-            cgroup_version: CgroupVersion::Auto,
-            v1_slurm_dir: "slurm".to_owned(),
-            v2_parent: "system.slice".to_owned(),
-            v2_scope: "slurmstepd.scope".to_owned(),
-            job_dir_prefix: "job_".to_owned(),
-            proc_root: PathBuf::from("/proc"),
-            sys_root: PathBuf::from("/sys"),
-            hook_socket: PathBuf::from("/run/slurm-cw-shipper/hook.sock"),
-            per_node_dimensions: false,
-            top_executables: 5,
-            process_every: 2,
-            job_metrics: JobMetrics::Logs,
-            population_per_user: false,
-            findings: Thresholds::default(),
-        }
-    }
-}
-
-impl Default for GpuConfig {
-    fn default() -> Self {
-        GpuConfig { enabled: Toggle::Auto, per_gpu_dimensions: false, uuid_dimension: false }
     }
 }
 
@@ -406,18 +202,23 @@ impl Config {
         let config: Config = toml::Value::Table(table).try_into().map_err(|e| {
             ConfigError(format!("{origin} with environment overrides {}: {e}", overridden.join(", ")))
         })?;
+        let mut config = config;
+        config.deprecated = config.cloudwatch.move_delivery_keys(&mut config.delivery);
         config.check()?;
         Ok(config)
     }
 
-    /// Value checks that types alone cannot express; each error names its key.
+    /// Value checks that types alone cannot express; each error names its key. Each section
+    /// checks its own keys, beside the code it configures.
     pub fn check(&self) -> Result<(), ConfigError> {
         let err = |key: &str, why: String| Err(ConfigError(format!("{key}: {why}")));
         if let Err(why) = crate::sinks::validate::check_namespace(&self.namespace) {
             return err("namespace", why);
         }
         if let Some(c) = &self.cluster_name
-            && (c.trim().is_empty() || c.len() > 1024 || c.chars().any(char::is_control))
+            && (c.trim().is_empty()
+                || c.len() > slurm_cw_sink::validate::MAX_DIMENSION_VALUE
+                || c.chars().any(char::is_control))
         {
             return err("cluster_name", "must be 1 to 1024 printable characters".into());
         }
@@ -429,40 +230,6 @@ impl Config {
                 );
             }
         }
-        for (key, v) in [
-            ("node.v1_slurm_dir", &self.node.v1_slurm_dir),
-            ("node.v2_parent", &self.node.v2_parent),
-            ("node.v2_scope", &self.node.v2_scope),
-            ("node.job_dir_prefix", &self.node.job_dir_prefix),
-        ] {
-            if v.is_empty() || v.contains('/') {
-                return err(key, "must be a non-empty directory name without '/'".into());
-            }
-        }
-        if let Err(why) = self.node.findings.check() {
-            return Err(ConfigError(why));
-        }
-        if let Some(g) = &self.logs.group
-            && (g.is_empty()
-                || g.len() > 512
-                || !g.chars().all(|c| c.is_ascii_alphanumeric() || "_-/.#".contains(c)))
-        {
-            return err("logs.group", "must be 1 to 512 characters of letters, digits and _ - / . #".into());
-        }
-        if let Some(s) = &self.logs.stream
-            && (s.is_empty() || s.len() > 512 || s.contains(':') || s.contains('*'))
-        {
-            return err("logs.stream", "must be 1 to 512 characters without ':' or '*'".into());
-        }
-        if !(1..=60).contains(&self.node.process_every) {
-            return err("node.process_every", "must be 1 to 60 collections".into());
-        }
-        if !(self.spool.replay_rate > 0.0 && self.spool.replay_rate <= 100.0) {
-            return err("spool.replay_rate", "must be above 0 and at most 100 requests per second".into());
-        }
-        if self.spool.max_bytes < 1 << 20 {
-            return err("spool.max_bytes", "must be at least 1 MiB".into());
-        }
         if self.collect_interval < Duration::from_secs(1) {
             return err("collect_interval", "must be at least 1s".into());
         }
@@ -472,79 +239,16 @@ impl Config {
         if self.flush_interval > Duration::from_secs(3600) {
             return err("flush_interval", "must be at most 1h".into());
         }
-        if ![1, 60].contains(&self.cloudwatch.storage_resolution) {
-            return err("cloudwatch.storage_resolution", "must be 1 or 60".into());
-        }
-        if self.cloudwatch.retry_base_delay.is_zero()
-            || self.cloudwatch.retry_max_delay < self.cloudwatch.retry_base_delay
-        {
-            return err(
-                "cloudwatch.retry_max_delay",
-                "retry_base_delay must be > 0 and retry_max_delay >= retry_base_delay".into(),
-            );
-        }
-        if self.cloudwatch.attempt_timeout < Duration::from_millis(100) {
-            return err("cloudwatch.attempt_timeout", "must be at least 100ms".into());
-        }
-        if self.slurm.command_timeout < Duration::from_millis(100) {
-            return err("slurm.command_timeout", "must be at least 100ms".into());
-        }
+        self.node.check()?;
+        self.slurm.check()?;
+        self.logs.check()?;
+        self.spool.check()?;
+        self.cloudwatch.check()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err("log.level", format!("{:?} is not a log filter", self.log.level));
         }
         Ok(())
     }
-
-    /// The `NodeName` dimension of this host.
-    pub fn node_name(&self) -> String {
-        self.node_name.clone().unwrap_or_else(short_hostname)
-    }
-
-    /// The slurm.conf to read: the configured one, else the first that exists of $SLURM_CONF and
-    /// the usual places.
-    pub fn slurm_conf_path(&self) -> Option<PathBuf> {
-        if let Some(p) = &self.slurm.conf {
-            return Some(p.clone());
-        }
-        let mut candidates: Vec<PathBuf> = Vec::new();
-        if let Some(p) = std::env::var_os("SLURM_CONF") {
-            candidates.push(p.into());
-        }
-        for p in ["/opt/slurm/etc/slurm.conf", "/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf"] {
-            candidates.push(p.into());
-        }
-        candidates.into_iter().find(|p| p.is_file())
-    }
-
-    /// The cluster name: configured, or slurm.conf's ClusterName.
-    pub fn resolve_cluster_name(&self) -> Result<(String, String), ConfigError> {
-        if let Some(c) = &self.cluster_name {
-            return Ok((c.clone(), "configuration".into()));
-        }
-        let Some(conf) = self.slurm_conf_path() else {
-            return Err(ConfigError(
-                "cluster_name: not set, and no slurm.conf found ($SLURM_CONF, /opt/slurm/etc, \
-                 /etc/slurm, /etc/slurm-llnl) to read ClusterName from; set cluster_name or \
-                 SLURM_CW_CLUSTER_NAME"
-                    .into(),
-            ));
-        };
-        match crate::slurm_conf::cluster_name(&conf) {
-            Ok(Some(name)) => Ok((name, conf.display().to_string())),
-            Ok(None) => Err(ConfigError(format!(
-                "cluster_name: not set, and {} has no ClusterName; set cluster_name",
-                conf.display()
-            ))),
-            Err(e) => Err(ConfigError(format!("cluster_name: not set, and {e}"))),
-        }
-    }
-}
-
-/// The host name up to its first dot.
-pub fn short_hostname() -> String {
-    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let name = raw.trim().split('.').next().unwrap_or("").to_owned();
-    if name.is_empty() { "unknown-host".to_owned() } else { name }
 }
 
 /// An environment value as TOML: booleans, numbers and arrays keep their type, anything else is
@@ -565,36 +269,10 @@ fn env_value(raw: &str) -> toml::Value {
     toml::Value::String(raw.to_owned())
 }
 
-/// Accepts a string, or a number written without quotes (from an environment variable).
-fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Lenient {
-        S(String),
-        I(i64),
-        F(f64),
-    }
-    Ok(match Lenient::deserialize(d)? {
-        Lenient::S(s) => s,
-        Lenient::I(i) => i.to_string(),
-        Lenient::F(f) => f.to_string(),
-    })
-}
-
-fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    string(d).map(Some)
-}
-
-/// A human duration: "30s", "1m", "500ms", "1h 30m".
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    humantime::parse_duration(&s)
-        .map_err(|e| serde::de::Error::custom(format!("{s:?} is not a duration like 30s or 1m: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -603,7 +281,7 @@ mod tests {
     #[test]
     fn the_example_file_names_real_keys_with_their_defaults() {
         // Every commented `# key = value` line of the installed example, uncommented.
-        let example = include_str!("../../infra/systemd/config.toml.example");
+        let example = include_str!("../../../infra/systemd/config.toml.example");
         let text: String = example
             .lines()
             .map(|l| match l.strip_prefix("# ") {
@@ -673,8 +351,21 @@ mod tests {
         assert_eq!(c.cluster_name.as_deref(), Some("2024"), "a numeric name stays a string");
         assert_eq!(c.flush_interval, Duration::from_secs(120));
         assert_eq!(c.cloudwatch.max_retries, 3);
-        assert!(!c.cloudwatch.flush_jitter);
+        assert!(!c.delivery.flush_jitter, "the old key still works");
+        assert_eq!(c.deprecated, ["cloudwatch.flush_jitter is now delivery.flush_jitter"]);
         assert!(!c.head.per_partition);
+    }
+
+    #[test]
+    fn delivery_keys_moved_out_of_cloudwatch() {
+        let c =
+            Config::from_toml("[delivery]\nmax_backlog = 10\nflush_jitter = false\n", "t", env(&[])).unwrap();
+        assert_eq!((c.delivery.max_backlog, c.delivery.flush_jitter), (10, false));
+        assert!(c.deprecated.is_empty());
+        let c = Config::from_toml("[cloudwatch]\nmax_backlog = 7\n", "t", env(&[])).unwrap();
+        assert_eq!(c.delivery.max_backlog, 7);
+        assert_eq!(c.cloudwatch.max_backlog, None, "moved, not kept in two places");
+        assert_eq!(c.deprecated, ["cloudwatch.max_backlog is now delivery.max_backlog"]);
     }
 
     #[test]

@@ -1,0 +1,52 @@
+//! `[head]` (what the head collector ships) and `[slurm]` (where the Slurm commands are and how
+//! long each may take, for both roles).
+
+use crate::config::{ConfigError, duration};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlurmConfig {
+    /// slurm.conf; searched in $SLURM_CONF, /opt/slurm/etc, /etc/slurm, /etc/slurm-llnl when not set.
+    pub conf: Option<PathBuf>,
+    /// Directory of sinfo, squeue and sdiag; $PATH then /opt/slurm/bin when not set.
+    pub bin_dir: Option<PathBuf>,
+    /// Limit for each Slurm command.
+    #[serde(deserialize_with = "duration")]
+    pub command_timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeadConfig {
+    /// Publish node, capacity and job figures per partition as well as for the cluster.
+    pub per_partition: bool,
+    /// Pending reasons shipped by name per partition; the rest are summed as Other.
+    pub top_pending_reasons: usize,
+    /// RPC message types shipped by name (by count); the rest are left out.
+    pub top_rpc_types: usize,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        SlurmConfig { conf: None, bin_dir: None, command_timeout: Duration::from_secs(20) }
+    }
+}
+
+impl Default for HeadConfig {
+    fn default() -> Self {
+        HeadConfig { per_partition: true, top_pending_reasons: 10, top_rpc_types: 10 }
+    }
+}
+
+impl SlurmConfig {
+    /// The `[slurm]` keys' values.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.command_timeout < Duration::from_millis(100) {
+            return Err(ConfigError("slurm.command_timeout: must be at least 100ms".into()));
+        }
+        Ok(())
+    }
+}
