@@ -52,7 +52,7 @@ sleep 4
 
 out=$(mktemp)
 SLURM_CW_CLUSTER_NAME=gpucheck SLURM_CW_COLLECT_INTERVAL=2s SLURM_CW_FLUSH_INTERVAL=4s \
-SLURM_CW_CLOUDWATCH__FLUSH_JITTER=false SLURM_CW_NODE__HOOK_SOCKET=/tmp/gpu-check-hook.sock \
+SLURM_CW_DELIVERY__FLUSH_JITTER=false SLURM_CW_NODE__HOOK_SOCKET=/tmp/gpu-check-hook.sock \
 SLURM_CW_LOG__LEVEL=info \
     timeout --signal=TERM "$seconds" "$bin" --role node --sink stdout > "$out" || true
 echo "== the job's GPU figures (JobId=$job)"

@@ -1,3 +1,194 @@
 //! The README's configuration table, made from the code: every key of [`Config`] with its
-//! default (taken from `Config::default()`, so it cannot drift) and what it means. A test fails
-//! when a key has no line here or the README's table is stale.
+//! default and what it means. Tests fail when a key of the configuration has no line here, when
+//! a default shown here is not `Config::default()`'s, and when the README's table is stale
+//! (`SLURM_CW_WRITE_DOCS=1 cargo test -p slurm-cw-shipper --lib config::docs` rewrites it).
+
+/// A key's default as the table shows it.
+#[derive(Debug, Clone, Copy)]
+pub enum Shown {
+    /// A TOML value, checked against `Config::default()`.
+    Value(&'static str),
+    /// Not set: what the shipper does instead.
+    Unset(&'static str),
+}
+
+/// One line of the table.
+#[derive(Debug)]
+pub struct Key {
+    pub key: &'static str,
+    pub default: Shown,
+    pub meaning: &'static str,
+}
+
+const fn key(key: &'static str, default: Shown, meaning: &'static str) -> Key {
+    Key { key, default, meaning }
+}
+
+use Shown::{Unset, Value};
+
+/// Every key, in the README's order.
+#[rustfmt::skip]
+pub const KEYS: &[Key] = &[
+    key("cluster_name", Unset("slurm.conf `ClusterName`"), "the `ClusterName` dimension of every metric"),
+    key("namespace", Value("\"Slurm\""), "CloudWatch namespace (not `AWS/...`)"),
+    key("node_name", Unset("short host name"), "the `NodeName` dimension of this host's own figures"),
+    key("role", Value("\"auto\""), "`auto`, `node`, `head` or `all`"),
+    key("collect_interval", Value("\"30s\""), "how often collectors sample"),
+    key("flush_interval", Value("\"120s\""), "how often aggregated samples are sent (one billed `PutMetricData` request per flush); samples in between become one `StatisticValues` (or `Values`/`Counts`) datum per series and minute"),
+    key("sink", Value("\"cloudwatch\""), "`cloudwatch` or `stdout`"),
+    key("cloudwatch.region", Unset("AWS_REGION, profile, or instance metadata"), "AWS region"),
+    key("cloudwatch.endpoint", Unset("the SDK's"), "endpoint URL (`AWS_ENDPOINT_URL_CLOUDWATCH` and `AWS_ENDPOINT_URL` work too)"),
+    key("cloudwatch.storage_resolution", Value("60"), "`60` or `1` (high resolution)"),
+    key("cloudwatch.max_retries", Value("6"), "retries of one request after throttling, 5xx or network errors"),
+    key("cloudwatch.retry_base_delay", Value("\"500ms\""), "backoff ceiling of the first retry; doubles per retry, full jitter"),
+    key("cloudwatch.retry_max_delay", Value("\"20s\""), "largest backoff ceiling"),
+    key("cloudwatch.attempt_timeout", Value("\"10s\""), "limit of one HTTP attempt"),
+    key("delivery.flush_jitter", Value("true"), "start flushing at a random offset in the flush interval, so a fleet does not call the API in the same second (was `cloudwatch.flush_jitter`, still read)"),
+    key("delivery.max_backlog", Value("50000"), "undelivered items kept in memory per destination when the spool cannot take them; beyond it the oldest are dropped and counted (`ShipperDatumsDropped`, `Reason=queue_full`) (was `cloudwatch.max_backlog`, still read)"),
+    key("spool.enabled", Value("true"), "write every flush to disk before sending it (see *Durable delivery*)"),
+    key("spool.dir", Value("\"/var/lib/slurm-cw-shipper/spool\""), "the spool directory (created 0700; the systemd unit's `StateDirectory`)"),
+    key("spool.max_bytes", Value("268435456"), "the spool's size limit; beyond it the oldest flushes are dropped and counted (`Reason=spool_full`)"),
+    key("spool.replay_rate", Value("2.0"), "requests per second while sending a backlog, so a fleet catching up after an outage does not throttle itself"),
+    key("slurm.conf", Unset("`$SLURM_CONF`, `/opt/slurm/etc`, `/etc/slurm`, `/etc/slurm-llnl`"), "slurm.conf to read `ClusterName` from"),
+    key("slurm.bin_dir", Unset("`$PATH`, then `/opt/slurm/bin`"), "where sinfo, squeue and sdiag are"),
+    key("slurm.command_timeout", Value("\"20s\""), "limit of each Slurm command"),
+    key("head.per_partition", Value("true"), "node, capacity and job figures per partition as well as per cluster"),
+    key("head.top_pending_reasons", Value("10"), "pending reasons shipped by name; the rest as `Other`"),
+    key("head.top_rpc_types", Value("10"), "RPC message types shipped by name (by count): two metrics each"),
+    key("exclude_metrics", Value("[]"), "metric names never shipped, to trim cost (names from docs/metrics.md)"),
+    key("self_metrics_per_node", Value("false"), "host figures (the shipper's own, jobs and GPUs on the node) per node as well as across the cluster"),
+    key("logs.group", Unset("`/slurm-cw/<cluster>/jobs`"), "the CloudWatch Logs group of the job records (the Terraform module creates it, with a retention)"),
+    key("logs.stream", Unset("the node name"), "this node's log stream in it"),
+    key("logs.endpoint", Unset("the SDK's"), "endpoint URL (`AWS_ENDPOINT_URL_CLOUDWATCH_LOGS` and `AWS_ENDPOINT_URL` work too); region, retries and timeouts are `cloudwatch.*`'s"),
+    key("node.cgroup_root", Value("\"/sys/fs/cgroup\""), "root of the cgroup file systems"),
+    key("node.cgroup_version", Value("\"auto\""), "`auto`, `v1` or `v2`"),
+    key("node.v1_slurm_dir", Value("\"slurm\""), "v1: Slurm's directory under each controller (`slurm` or `slurm_<node>`)"),
+    key("node.v2_parent", Value("\"system.slice\""), "v2: the parent of Slurm's scope"),
+    key("node.v2_scope", Value("\"slurmstepd.scope\""), "v2: Slurm's scope (`[<node>_]slurmstepd.scope`)"),
+    key("node.job_dir_prefix", Value("\"job_\""), "prefix of job directories"),
+    key("node.proc_root", Value("\"/proc\""), "root of /proc (also where Lustre clients up to 2.11 keep their stats)"),
+    key("node.sys_root", Value("\"/sys\""), "root of /sys: EFA and InfiniBand counters, RAPL, Lustre 2.12+ stats in debugfs (see *EFA, Lustre and CPU power*)"),
+    key("node.hook_socket", Value("\"/run/slurm-cw-shipper/hook.sock\""), "where the daemon listens for `--job-ended`"),
+    key("node.job_metrics", Value("\"logs\""), "where per-job figures go: `logs` (job records), `metrics` (per-job custom metrics: 27 to 50 billed metrics a job, a full hour each, see [docs/cost.md](docs/cost.md)) or `both`"),
+    key("node.population_per_user", Value("false"), "job population metrics per user as well as per cluster, partition and account"),
+    key("node.findings.idle_gpu_percent", Value("5.0"), "a job's GPUs under this utilisation count as idle (`job_finding` idle_gpu)"),
+    key("node.findings.idle_gpu_minutes", Value("30"), "... for this many minutes without a break"),
+    key("node.findings.low_cpu_efficiency_percent", Value("20.0"), "a job's CPU efficiency under this is low (`job_finding` low_cpu_efficiency)"),
+    key("node.findings.low_cpu_minutes", Value("60"), "... for this many minutes"),
+    key("node.findings.memory_over_requested_percent", Value("25.0"), "a job whose peak memory stays under this share of its limit asked for too much"),
+    key("node.per_node_dimensions", Value("false"), "with `job_metrics = metrics`: add per-node detail (`NodeName`) to per-job metrics"),
+    key("node.top_executables", Value("5"), "executables shipped by name in `ProcessCpuUsage`"),
+    key("node.process_every", Value("2"), "read each job's processes in /proc every Nth collection (cgroup files every collection); a job's first and final samples always read them"),
+    key("gpu.enabled", Value("\"auto\""), "`auto` (on when the NVIDIA driver is present), `on`, `off`"),
+    key("gpu.per_gpu_dimensions", Value("false"), "add per-GPU detail to per-job GPU metrics"),
+    key("gpu.uuid_dimension", Value("false"), "per-GPU detail by UUID rather than index"),
+    key("log.level", Value("\"warn\""), "a tracing filter (`info`, `debug`, `slurm_cw_shipper=debug`); `RUST_LOG` wins"),
+    key("log.format", Value("\"text\""), "`text` or `json`"),
+];
+
+/// Where the generated table sits in the README.
+pub const BEGIN: &str = "<!-- configuration table: generated from shipper/src/config/docs.rs -->";
+pub const END: &str = "<!-- end of the configuration table -->";
+
+/// The markdown table.
+pub fn markdown_table() -> String {
+    let mut out = String::from("| key | default | meaning |\n|---|---|---|\n");
+    for k in KEYS {
+        let default = match k.default {
+            // Strings without their quotes: what a person types is the text.
+            Value(v) => format!("`{}`", v.trim_matches('"')),
+            Unset(what) => what.to_owned(),
+        };
+        out.push_str(&format!("| `{}` | {} | {} |\n", k.key, default, k.meaning));
+    }
+    out
+}
+
+/// `text` with the part between [`BEGIN`] and [`END`] replaced by the table; None without both.
+pub fn with_table(text: &str) -> Option<String> {
+    let start = text.find(BEGIN)? + BEGIN.len();
+    let end = start + text[start..].find(END)?;
+    Some(format!("{}\n{}{}", &text[..start], markdown_table(), &text[end..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::collections::BTreeSet;
+
+    /// The keys serde accepts in a section, from its own "expected one of" message.
+    fn serde_keys(section: &str) -> BTreeSet<String> {
+        let header = if section.is_empty() { String::new() } else { format!("[{section}]\n") };
+        let e = toml::from_str::<Config>(&format!("{header}no_such_key_ = 1\n")).unwrap_err().to_string();
+        // "expected `a`", "expected `a` or `b`", "expected one of `a`, `b`, ...".
+        let list = e.split("expected").nth(1).unwrap_or_else(|| panic!("{e}"));
+        let prefix = if section.is_empty() { String::new() } else { format!("{section}.") };
+        list.split('`').skip(1).step_by(2).map(|k| format!("{prefix}{k}")).collect()
+    }
+
+    #[test]
+    fn every_key_has_a_line_and_no_line_is_not_a_key() {
+        let mut want = BTreeSet::new();
+        let sections = [
+            "",
+            "cloudwatch",
+            "delivery",
+            "logs",
+            "slurm",
+            "head",
+            "node",
+            "node.findings",
+            "gpu",
+            "spool",
+            "log",
+        ];
+        for s in sections {
+            want.extend(serde_keys(s));
+        }
+        // Sections are not keys; the old places of moved keys are read but not documented.
+        for s in sections.iter().filter(|s| !s.is_empty()) {
+            want.remove(*s);
+        }
+        want.remove("node.findings");
+        want.remove("cloudwatch.flush_jitter");
+        want.remove("cloudwatch.max_backlog");
+        let have: BTreeSet<String> = KEYS.iter().map(|k| k.key.to_owned()).collect();
+        assert_eq!(have, want, "keys documented vs keys the configuration has");
+    }
+
+    #[test]
+    fn every_default_shown_is_the_real_one() {
+        let mut text = String::new();
+        let mut section = "";
+        let mut sorted: Vec<&Key> = KEYS.iter().collect();
+        sorted.sort_by_key(|k| k.key.rsplit_once('.').map_or("", |(s, _)| s));
+        for k in sorted {
+            let Value(v) = k.default else { continue };
+            let (s, name) = k.key.rsplit_once('.').unwrap_or(("", k.key));
+            if s != section {
+                text.push_str(&format!("[{s}]\n"));
+                section = s;
+            }
+            text.push_str(&format!("{name} = {v}\n"));
+        }
+        let c = Config::from_toml(&text, "docs.rs", Vec::new()).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(c, Config::default(), "a default shown in config/docs.rs is not the code's:\n{text}");
+    }
+
+    #[test]
+    fn the_readme_table_is_fresh() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+        let readme = std::fs::read_to_string(path).unwrap();
+        let fresh = with_table(&readme).expect("the README has the table's markers");
+        if std::env::var("SLURM_CW_WRITE_DOCS").is_ok() {
+            std::fs::write(path, &fresh).unwrap();
+            return;
+        }
+        assert!(
+            readme == fresh,
+            "the README's configuration table is stale: \
+             SLURM_CW_WRITE_DOCS=1 cargo test -p slurm-cw-shipper --lib config::docs"
+        );
+    }
+}
