@@ -269,17 +269,27 @@ async fn every_head_metric_equals_what_slurm_says() {
     eprintln!("{checked} values read back from LocalStack equal Slurm's");
 }
 
-/// The datum of `metric` on a stdout line: its Sum over the flush (Value, or Stats' sum).
-fn sum_of(line: &str, metric: &Metric) -> Option<f64> {
+/// The datum of `metric` with ClusterName alone on a stdout line: its value, or `pick` of its
+/// statistics.
+fn cluster_value(
+    line: &str,
+    metric: &Metric,
+    pick: fn(&slurm_cw_shipper::datum::Stats) -> f64,
+) -> Option<f64> {
     let (_, d) = slurm_cw_shipper::datum::Datum::from_json_line(line).ok()?;
     if d.metric != metric.name || d.dimensions.len() != 1 {
         return None;
     }
     match d.value {
         slurm_cw_shipper::datum::DatumValue::Value { value } => Some(value),
-        slurm_cw_shipper::datum::DatumValue::Stats { stats } => Some(stats.sum),
+        slurm_cw_shipper::datum::DatumValue::Stats { stats } => Some(pick(&stats)),
         _ => None,
     }
+}
+
+/// The jobs submitted a stdout line says: the Sum over its flush.
+fn sum_of(line: &str, metric: &Metric) -> Option<f64> {
+    cluster_value(line, metric, |s| s.sum)
 }
 
 #[test]
@@ -334,15 +344,7 @@ fn jobs_submitted_between_reads_equal_the_sum_of_their_increases() {
 
 /// Whether a SlurmctldUp datum line says slurmctld was down at least once in its window.
 fn up_value(line: &str) -> Option<f64> {
-    let (_, d) = slurm_cw_shipper::datum::Datum::from_json_line(line).ok()?;
-    if d.metric != SLURMCTLD_UP.name {
-        return None;
-    }
-    match d.value {
-        slurm_cw_shipper::datum::DatumValue::Value { value } => Some(value),
-        slurm_cw_shipper::datum::DatumValue::Stats { stats } => Some(stats.min),
-        _ => None,
-    }
+    cluster_value(line, &SLURMCTLD_UP, |s| s.min)
 }
 
 #[test]

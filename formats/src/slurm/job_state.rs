@@ -47,38 +47,9 @@ pub const JOB_FLAGS: &[&str] = &[
 /// Every job state a parser can give: a base state; in squeue's text (and the single string
 /// of 22.05 and 23.02 JSON), where Slurm prints a flag instead of the base state
 /// (job_state_string()), that flag; `other` for a state this version does not know.
-pub const JOB_STATES: &[&str] = &[
-    "pending",
-    "running",
-    "suspended",
-    "completed",
-    "cancelled",
-    "failed",
-    "timeout",
-    "node_fail",
-    "preempted",
-    "boot_fail",
-    "deadline",
-    "out_of_memory",
-    "completing",
-    "configuring",
-    "expediting",
-    "launch_failed",
-    "power_up_node",
-    "reconfig_fail",
-    "requeue_fed",
-    "requeue_hold",
-    "requeued",
-    "resizing",
-    "resv_del_hold",
-    "revoked",
-    "signaling",
-    "special_exit",
-    "stage_out",
-    "stopped",
-    "update_db",
-    "other",
-];
+pub fn job_states() -> impl Iterator<Item = &'static str> {
+    JOB_BASE_STATES.iter().chain(JOB_FLAGS).copied()
+}
 
 /// squeue's compact state codes (%t) and their long names.
 const JOB_CODES: &[(&str, &str)] = &[
@@ -110,10 +81,11 @@ const JOB_CODES: &[(&str, &str)] = &[
 ];
 
 /// A job state as squeue's text prints it (%T or %t; `CANCELLED by <uid>` in some versions)
-/// as one of [`JOB_STATES`], or `None` when unknown. No allocation: squeue prints one per job.
+/// as one of [`job_states`], or `None` when unknown. No allocation: squeue prints one per job.
 pub fn job_state(s: &str) -> Option<&'static str> {
     let word = s.split_whitespace().next().unwrap_or("");
-    find(JOB_STATES, word)
+    find(JOB_BASE_STATES, word)
+        .or_else(|| find(JOB_FLAGS, word))
         .filter(|s| *s != "other")
         .or_else(|| JOB_CODES.iter().find(|(c, _)| c.eq_ignore_ascii_case(word)).map(|(_, n)| *n))
 }

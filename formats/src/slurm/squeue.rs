@@ -303,14 +303,6 @@ mod tests {
         assert_eq!(bad.iter().map(|b| b.line).collect::<Vec<_>>(), vec![2, 3]);
     }
 
-    #[test]
-    fn reasons_lose_node_lists_and_parentheses() {
-        assert_eq!(reason_code("(Priority)"), "Priority");
-        assert_eq!(reason_code("((ReqNodeNotAvail, UnavailableNodes:cs[100,101]))"), "ReqNodeNotAvail");
-        assert_eq!(reason_code("None"), "None");
-        assert_eq!(reason_code(""), "None");
-    }
-
     /// The description squeue's text prints for a job whose code is Resources (real 22.05 and
     /// 24.11): it used to be cut at its first comma into a reason of its own.
     #[test]

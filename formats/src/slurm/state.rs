@@ -2,7 +2,7 @@
 //! format: a node's one primary state plus its flags, a job's state in lowercase plus its
 //! flags (in [`super::job_state`], re-exported here).
 //!
-//! Every value a parser can give is in a list ([`NODE_STATES`], [`NODE_FLAGS`], [`JOB_STATES`],
+//! Every value a parser can give is in a list ([`NODE_STATES`], [`NODE_FLAGS`], [`job_states`],
 //! [`JOB_FLAGS`]); anything else becomes `other`. The catalog's help texts name every one of
 //! them, and a test keeps the two in step (shipper/tests/state_help.rs).
 
