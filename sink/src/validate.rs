@@ -2,7 +2,7 @@
 //! datum is dropped (logged once, counted by reason) instead of failing a whole request.
 
 use crate::datum::{Datum, DatumValue};
-use std::collections::HashSet;
+use crate::log_once::LogOnce;
 use std::time::{Duration, SystemTime};
 
 /// Largest magnitude CloudWatch stores.
@@ -83,7 +83,7 @@ pub fn check_namespace(ns: &str) -> Result<(), String> {
 /// Validates datums; remembers which (reason, metric) pairs it has logged so each is logged once.
 #[derive(Debug, Default)]
 pub struct Validator {
-    logged: HashSet<(DropReason, String)>,
+    logged: LogOnce<(DropReason, String)>,
 }
 
 impl Validator {
@@ -111,7 +111,7 @@ impl Validator {
 
     /// Logs a drop the first time its (reason, metric) pair is seen.
     pub fn log_once(&mut self, reason: DropReason, metric: &str, why: &str) {
-        if self.logged.insert((reason, metric.to_owned())) {
+        if self.logged.first(&(reason, metric.to_owned())) {
             tracing::warn!(
                 metric,
                 reason = reason.as_str(),
