@@ -385,7 +385,7 @@ impl NodeCollector {
                 );
             }
         }
-        let mut threads = [0u64; 7];
+        let mut threads = procs::ThreadCounts::default();
         for p in procs {
             for (t, n) in threads.iter_mut().zip(p.threads) {
                 *t += n;
