@@ -348,10 +348,10 @@ impl Collector for GpuCollector {
     }
 
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
-        if let Some(why) = &self.unavailable {
-            if self.logged.first(why) {
-                tracing::error!(error = %why, "GPU collector cannot run");
-            }
+        if let Some(why) = &self.unavailable
+            && self.logged.first(why)
+        {
+            tracing::error!(error = %why, "GPU collector cannot run");
         }
         self.collect_once(out, errors);
     }
