@@ -6,7 +6,10 @@
 use crate::Exit;
 use crate::config::{Config, SinkKind};
 use crate::role::detect as detect_role;
+use crate::sources::gpu::nvml::NvmlSource;
+use crate::sources::gpu::source::GpuSource;
 use crate::sources::head::command::SlurmCommands;
+use crate::sources::node::discover::{Layout, V1_CONTROLLERS, Version};
 use aws_credential_types::provider::ProvideCredentials;
 use std::fmt::Write;
 use std::time::Duration;
@@ -37,20 +40,31 @@ pub struct Row {
     pub check: &'static str,
     pub status: Status,
     pub detail: String,
+    /// A failure here is the configuration's (exit status 2), not the host's.
+    pub config: bool,
 }
 
 fn row(check: &'static str, status: Status, detail: impl Into<String>) -> Row {
-    Row { check, status, detail: detail.into() }
+    Row { check, status, detail: detail.into(), config: false }
+}
+
+/// A row whose failure means the configuration cannot work on this host.
+fn config_row(check: &'static str, status: Status, detail: impl Into<String>) -> Row {
+    Row { config: true, ..row(check, status, detail) }
 }
 
 pub async fn run(config: &Config) -> Exit {
     let rows = collect_rows(config).await;
     print!("{}", render(&rows));
-    let bad_config =
-        rows.iter().any(|r| r.status == Status::Fail && matches!(r.check, "cluster name" | "role"));
-    if bad_config {
+    exit(&rows)
+}
+
+/// 2 when a configuration row failed, 1 when another did, else 0.
+pub fn exit(rows: &[Row]) -> Exit {
+    let failed = |config: bool| rows.iter().any(|r| r.status == Status::Fail && r.config == config);
+    if failed(true) {
         Exit::BadConfig("the configuration cannot work here (see the table)".into())
-    } else if rows.iter().any(|r| r.status == Status::Fail) {
+    } else if failed(false) {
         Exit::Failed("some checks failed (see the table)".into())
     } else {
         Exit::Ok
@@ -70,16 +84,18 @@ pub fn render(rows: &[Row]) -> String {
 async fn collect_rows(config: &Config) -> Vec<Row> {
     let mut rows = vec![row("configuration", Status::Ok, "valid")];
     match config.resolve_cluster_name() {
-        Ok((name, from)) => rows.push(row("cluster name", Status::Ok, format!("{name} (from {from})"))),
-        Err(e) => rows.push(row("cluster name", Status::Fail, e.0)),
+        Ok((name, from)) => {
+            rows.push(config_row("cluster name", Status::Ok, format!("{name} (from {from})")))
+        }
+        Err(e) => rows.push(config_row("cluster name", Status::Fail, e.0)),
     }
     let role = match detect_role(config) {
         Ok((r, why)) => {
-            rows.push(row("role", Status::Ok, format!("{} ({why})", r.as_str())));
+            rows.push(config_row("role", Status::Ok, format!("{} ({why})", r.as_str())));
             Some(r)
         }
         Err(e) => {
-            rows.push(row("role", Status::Fail, e));
+            rows.push(config_row("role", Status::Fail, e));
             None
         }
     };
@@ -207,37 +223,133 @@ async fn endpoint_row(url: &str) -> Row {
     }
 }
 
+/// The cgroup hierarchy as the node collector sees it (see [`Layout::from_config`]).
 fn cgroup_row(config: &Config, needed: bool) -> Row {
     let root = &config.node.cgroup_root;
-    let v2 = root.join("cgroup.controllers").is_file();
-    let v1: Vec<&str> = ["memory", "cpuacct", "cpuset", "pids", "blkio"]
-        .into_iter()
-        .filter(|c| root.join(c).is_dir())
-        .collect();
     let miss = if needed { Status::Fail } else { Status::Skip };
-    if v2 {
-        row("cgroup root", Status::Ok, format!("{} (cgroup v2)", root.display()))
-    } else if !v1.is_empty() {
-        row("cgroup root", Status::Ok, format!("{} (cgroup v1: {})", root.display(), v1.join(" ")))
-    } else {
-        row("cgroup root", miss, format!("{}: no cgroup v1 or v2 hierarchy", root.display()))
+    match Layout::from_config(&config.node).map(|l| l.version) {
+        Some(Version::V2) if root.join("cgroup.controllers").is_file() => {
+            row("cgroup root", Status::Ok, format!("{} (cgroup v2)", root.display()))
+        }
+        Some(Version::V2) => row(
+            "cgroup root",
+            miss,
+            format!("{}: not a cgroup v2 hierarchy (node.cgroup_version = v2)", root.display()),
+        ),
+        Some(Version::V1) => {
+            let found: Vec<&str> = V1_CONTROLLERS.iter().copied().filter(|c| root.join(c).is_dir()).collect();
+            if found.is_empty() {
+                let wanted = V1_CONTROLLERS.join(" ");
+                row(
+                    "cgroup root",
+                    miss,
+                    format!("{}: none of the cgroup v1 controllers {wanted}", root.display()),
+                )
+            } else {
+                row("cgroup root", Status::Ok, format!("{} (cgroup v1: {})", root.display(), found.join(" ")))
+            }
+        }
+        None => row("cgroup root", miss, format!("{}: no cgroup v1 or v2 hierarchy", root.display())),
     }
 }
 
+/// NVML loaded and read as the GPU collector does (see [`NvmlSource`]).
 fn nvml_row(config: &Config) -> Row {
     if config.gpu.enabled == crate::config::Toggle::Off {
         return row("nvml", Status::Skip, "gpu.enabled = off");
     }
-    match nvml_wrapper::Nvml::init() {
-        Ok(nvml) => {
-            let driver = nvml.sys_driver_version().unwrap_or_else(|_| "?".into());
-            let count = nvml.device_count().unwrap_or(0);
-            row("nvml", Status::Ok, format!("driver {driver}, {count} GPU(s)"))
-        }
+    match NvmlSource::init() {
+        Ok(mut source) => gpu_row(&mut source),
         Err(e) => {
             let status =
                 if config.gpu.enabled == crate::config::Toggle::On { Status::Fail } else { Status::Skip };
             row("nvml", status, format!("not available ({e}); the GPU collector stays off"))
         }
+    }
+}
+
+/// What one read of every GPU gives: how many, and the first that could not be read.
+fn gpu_row(source: &mut dyn GpuSource) -> Row {
+    let readings = source.read_all();
+    let gpus: std::collections::BTreeSet<u32> = readings.iter().map(|(id, _)| id.index).collect();
+    let detail = format!("{}, {} GPU(s)", source.describe(), gpus.len());
+    let failed: Vec<String> = readings
+        .iter()
+        .filter_map(|(id, r)| Some(format!("{}: {:?}", id.label(), r.as_ref().err()?)))
+        .collect();
+    match failed.first() {
+        None => row("nvml", Status::Ok, detail),
+        Some(first) => row("nvml", Status::Warn, format!("{detail}; {} unreadable ({first})", failed.len())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::gpu::fake::{FakeGpu, FakeSource};
+
+    fn config_with_root(root: &std::path::Path) -> Config {
+        let mut c = Config::default();
+        c.node.cgroup_root = root.to_owned();
+        c
+    }
+
+    #[test]
+    fn the_exit_status_comes_from_the_rows_kind_not_their_labels() {
+        let host_fail = || row("role", Status::Fail, "a host row that happens to be called role");
+        assert!(matches!(exit(&[host_fail()]), Exit::Failed(_)));
+        let config_fail = config_row("cluster name", Status::Fail, "none");
+        assert!(matches!(exit(&[host_fail(), config_fail]), Exit::BadConfig(_)));
+        assert!(matches!(
+            exit(&[config_row("role", Status::Ok, "node"), row("x", Status::Warn, "")]),
+            Exit::Ok
+        ));
+    }
+
+    #[test]
+    fn every_v1_controller_the_collector_reads_counts_as_a_hierarchy() {
+        for only in V1_CONTROLLERS {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join(only)).unwrap();
+            let r = cgroup_row(&config_with_root(dir.path()), true);
+            assert_eq!(r.status, Status::Ok, "{only}: {}", r.detail);
+            assert!(r.detail.ends_with(&format!("(cgroup v1: {only})")), "{}", r.detail);
+        }
+        let empty = tempfile::tempdir().unwrap();
+        let r = cgroup_row(&config_with_root(empty.path()), true);
+        assert_eq!((r.status, r.detail.ends_with("no cgroup v1 or v2 hierarchy")), (Status::Fail, true));
+        assert_eq!(cgroup_row(&config_with_root(empty.path()), false).status, Status::Skip);
+    }
+
+    #[test]
+    fn a_configured_version_is_checked_against_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("memory")).unwrap();
+        let mut c = config_with_root(dir.path());
+        c.node.cgroup_version = crate::config::CgroupVersion::V2;
+        let r = cgroup_row(&c, true);
+        assert_eq!(r.status, Status::Fail, "{}", r.detail);
+        std::fs::write(dir.path().join("cgroup.controllers"), "cpu memory\n").unwrap();
+        c.node.cgroup_version = crate::config::CgroupVersion::V1;
+        let r = cgroup_row(&c, true);
+        assert_eq!((r.status, r.detail.ends_with("(cgroup v1: memory)")), (Status::Ok, true), "{}", r.detail);
+    }
+
+    #[test]
+    fn the_gpu_row_counts_gpus_not_mig_instances_and_names_an_unreadable_one() {
+        let (mut src, _) = FakeSource::new(vec![
+            FakeGpu::gpu(0, 50.0),
+            FakeGpu::mig(1, 1, 1 << 30),
+            FakeGpu::mig(1, 2, 1 << 30),
+        ]);
+        let r = gpu_row(&mut src);
+        assert_eq!((r.status, r.detail.as_str()), (Status::Ok, "fake GPUs, 2 GPU(s)"));
+        let (mut src, _) =
+            FakeSource::new(vec![FakeGpu::gpu(0, 50.0), FakeGpu { lost: true, ..FakeGpu::gpu(1, 0.0) }]);
+        let r = gpu_row(&mut src);
+        assert_eq!(
+            (r.status, r.detail.as_str()),
+            (Status::Warn, "fake GPUs, 2 GPU(s); 1 unreadable (1: Lost)")
+        );
     }
 }

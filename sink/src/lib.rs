@@ -7,6 +7,7 @@
 pub mod aws;
 pub mod cloudwatch;
 pub mod failure;
+pub mod log_once;
 pub mod logs;
 pub mod outcome;
 pub mod retry;

@@ -2,13 +2,14 @@
 //! datum is dropped (logged once, counted by reason) instead of failing a whole request.
 
 use crate::datum::{Datum, DatumValue};
-use std::collections::HashSet;
+use crate::log_once::LogOnce;
 use std::time::{Duration, SystemTime};
 
 /// Largest magnitude CloudWatch stores.
 pub const MAX_MAGNITUDE: f64 = 1.174271e108;
 /// Smallest non-zero magnitude CloudWatch stores; smaller values are sent as 0.
 pub const MIN_MAGNITUDE: f64 = 8.515920e-109;
+pub const MAX_NAMESPACE: usize = 255;
 pub const MAX_DIMENSIONS: usize = 30;
 pub const MAX_DIMENSION_NAME: usize = 255;
 pub const MAX_DIMENSION_VALUE: usize = 1024;
@@ -68,8 +69,8 @@ impl DropReason {
 
 /// Checks a namespace: 1-255 characters, no control characters, not under `AWS/`.
 pub fn check_namespace(ns: &str) -> Result<(), String> {
-    if ns.is_empty() || ns.len() > 255 {
-        return Err(format!("must be 1 to 255 characters, not {}", ns.len()));
+    if ns.is_empty() || ns.len() > MAX_NAMESPACE {
+        return Err(format!("must be 1 to {MAX_NAMESPACE} characters, not {}", ns.len()));
     }
     if ns.starts_with("AWS/") {
         return Err("namespaces starting with AWS/ are reserved for AWS".into());
@@ -83,7 +84,7 @@ pub fn check_namespace(ns: &str) -> Result<(), String> {
 /// Validates datums; remembers which (reason, metric) pairs it has logged so each is logged once.
 #[derive(Debug, Default)]
 pub struct Validator {
-    logged: HashSet<(DropReason, String)>,
+    logged: LogOnce<(DropReason, String)>,
 }
 
 impl Validator {
@@ -111,7 +112,7 @@ impl Validator {
 
     /// Logs a drop the first time its (reason, metric) pair is seen.
     pub fn log_once(&mut self, reason: DropReason, metric: &str, why: &str) {
-        if self.logged.insert((reason, metric.to_owned())) {
+        if self.logged.first(&(reason, metric.to_owned())) {
             tracing::warn!(
                 metric,
                 reason = reason.as_str(),
@@ -126,7 +127,7 @@ type Invalid = (DropReason, String);
 
 /// A dimension value CloudWatch accepts, from any text: printable ASCII is kept, a backslash
 /// becomes `\\`, other characters `\u{..}` (control characters and bytes outside ASCII
-/// included), a blank value's spaces `\x20`, an empty one `(empty)`; past 1024 characters it is
+/// included), a blank value's spaces `\x20`, an empty one `(empty)`; past [`MAX_DIMENSION_VALUE`] characters it is
 /// cut and ends in `~`. Job users choose process names and accounts: a name they pick must
 /// never make a datum invalid (a drop pages the admins).
 pub fn clean_dimension_value(value: &str) -> std::borrow::Cow<'_, str> {
@@ -173,24 +174,24 @@ fn check_dimensions(dims: &[(String, String)]) -> Result<(), Invalid> {
         return Err((DropReason::TooManyDimensions, format!("{} dimensions", dims.len())));
     }
     for (name, value) in dims {
-        let bad = |why: &str| Err((DropReason::BadDimension, format!("dimension {name:?}: {why}")));
+        let bad = |why: String| Err((DropReason::BadDimension, format!("dimension {name:?}: {why}")));
         if name.is_empty() || name.len() > MAX_DIMENSION_NAME {
-            return bad("name must be 1 to 255 characters");
+            return bad(format!("name must be 1 to {MAX_DIMENSION_NAME} characters"));
         }
         if !name.is_ascii() || name.starts_with(':') || name.trim().is_empty() {
-            return bad("name must be ASCII, not blank and not start with ':'");
+            return bad("name must be ASCII, not blank and not start with ':'".into());
         }
         if value.is_empty() || value.chars().count() > MAX_DIMENSION_VALUE {
-            return bad("value must be 1 to 1024 characters");
+            return bad(format!("value must be 1 to {MAX_DIMENSION_VALUE} characters"));
         }
         if !value.is_ascii() {
-            return bad("value must be ASCII");
+            return bad("value must be ASCII".into());
         }
         if value.trim().is_empty() {
-            return bad("value is blank");
+            return bad("value is blank".into());
         }
         if name.chars().chain(value.chars()).any(char::is_control) {
-            return bad("contains a control character");
+            return bad("contains a control character".into());
         }
     }
     Ok(())
@@ -327,7 +328,7 @@ mod tests {
             assert_eq!(reason(d), Some(DropReason::BadDimension), "{name:?}={value:?}");
         }
         let mut d = good();
-        d.dimensions[1].1 = "e".repeat(1024);
+        d.dimensions[1].1 = "e".repeat(MAX_DIMENSION_VALUE);
         assert_eq!(reason(d), None, "1024 characters is allowed");
         let mut d = good();
         d.dimensions[1].1 = "é".into();

@@ -211,16 +211,16 @@ impl Config {
     /// Value checks that types alone cannot express; each error names its key. Each section
     /// checks its own keys, beside the code it configures.
     pub fn check(&self) -> Result<(), ConfigError> {
+        use crate::sinks::validate::MAX_DIMENSION_VALUE;
         let err = |key: &str, why: String| Err(ConfigError(format!("{key}: {why}")));
         if let Err(why) = crate::sinks::validate::check_namespace(&self.namespace) {
             return err("namespace", why);
         }
         if let Some(c) = &self.cluster_name
-            && (c.trim().is_empty()
-                || c.len() > slurm_cw_sink::validate::MAX_DIMENSION_VALUE
-                || c.chars().any(char::is_control))
+            && (c.trim().is_empty() || c.len() > MAX_DIMENSION_VALUE || c.chars().any(char::is_control))
         {
-            return err("cluster_name", "must be 1 to 1024 printable characters".into());
+            // It ships as the ClusterName dimension.
+            return err("cluster_name", format!("must be 1 to {MAX_DIMENSION_VALUE} printable characters"));
         }
         for name in &self.exclude_metrics {
             if slurm_cw_catalog::by_name(name).is_none() {

@@ -9,7 +9,7 @@
 //! Both count what they send and drop in a [`StatsHandle`] for the self-metrics. What differs
 //! between destinations is behind [`Destination`] (where items go) and [`Checks`] (what may go).
 
-use super::spool::Spool;
+use super::spool::{ReadError, Spool};
 use super::validate::{DropReason, Validator};
 use crate::datum::Datum;
 use slurm_cw_formats::record::Record;
@@ -316,9 +316,14 @@ impl<D: Destination> Delivery<D> {
         let read = lock(spool).read(name);
         let entry = match read {
             Ok(e) => e,
-            Err((e, datums)) => {
+            Err(ReadError::Corrupt(e, datums)) => {
                 self.validator.log_once(DropReason::SpoolCorrupt, "*", &e.to_string());
                 self.stats.count_drop(DropReason::SpoolCorrupt, datums);
+                return (Step::Sent, false);
+            }
+            Err(ReadError::Unreadable(why)) => {
+                // Not a drop: the file is kept aside (or was removed by someone else).
+                tracing::error!(error = %why, "a spool file cannot be read; the next one is sent");
                 return (Step::Sent, false);
             }
         };

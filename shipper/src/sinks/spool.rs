@@ -27,6 +27,27 @@ pub struct Dropped {
     pub corrupt_datums: u64,
 }
 
+/// Why a spool file was not read back.
+#[derive(Debug)]
+pub enum ReadError {
+    /// It failed its checks (a torn write): removed, with the items its header names (0 when
+    /// the header itself is gone).
+    Corrupt(SpoolError, u64),
+    /// The file system would not give its bytes (an I/O error, permissions, a directory where
+    /// a file should be): nothing says it is corrupt, so it is moved to `aside/` for a person
+    /// to look at, and the files behind it are sent. One that vanished is forgotten.
+    Unreadable(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Corrupt(e, _) => e.fmt(f),
+            ReadError::Unreadable(why) => f.write_str(why),
+        }
+    }
+}
+
 /// One spooled batch read back.
 #[derive(Debug)]
 pub struct Entry<T> {
@@ -164,9 +185,7 @@ impl<T: Item> Spool<T> {
     pub fn set_aside(&mut self, name: &str) -> u64 {
         let from = self.dir.join(name);
         let count = std::fs::read(&from).ok().and_then(|b| spool::header_count(&b)).unwrap_or(0) as u64;
-        let aside = self.dir.join(ASIDE);
-        let moved = std::fs::create_dir_all(&aside).and_then(|()| std::fs::rename(&from, aside.join(name)));
-        if let Err(e) = moved {
+        if let Err(e) = self.move_aside(name) {
             tracing::warn!(file = %from.display(), error = %e, "cannot move a refused spool file aside; removing it");
             let _ = std::fs::remove_file(&from);
         }
@@ -174,15 +193,28 @@ impl<T: Item> Spool<T> {
         count
     }
 
-    /// Reads a file. A corrupt one is removed, and its error returned with the datums its
-    /// header names (0 when the header itself is gone).
-    pub fn read(&mut self, name: &str) -> Result<Entry<T>, (SpoolError, u64)> {
+    fn move_aside(&self, name: &str) -> std::io::Result<()> {
+        let aside = self.dir.join(ASIDE);
+        std::fs::create_dir_all(&aside).and_then(|()| std::fs::rename(self.dir.join(name), aside.join(name)))
+    }
+
+    /// Reads a file; see [`ReadError`] for what happens to one that cannot be read back.
+    pub fn read(&mut self, name: &str) -> Result<Entry<T>, ReadError> {
         let path = self.dir.join(name);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) => {
                 self.files.remove(name);
-                return Err((SpoolError::BadHeader(format!("cannot read {}: {e}", path.display())), 0));
+                let what = format!("cannot read spool file {}: {e}", path.display());
+                let done = match e.kind() {
+                    std::io::ErrorKind::NotFound => "it is gone".to_owned(),
+                    _ => match self.move_aside(name) {
+                        Ok(()) => format!("moved to {ASIDE}/"),
+                        // Left where it is: the next start tries it again.
+                        Err(e) => format!("left in place (cannot move it to {ASIDE}/: {e})"),
+                    },
+                };
+                return Err(ReadError::Unreadable(format!("{what}; {done}")));
             }
         };
         match spool::decode(&bytes) {
@@ -190,7 +222,7 @@ impl<T: Item> Spool<T> {
             Err(e) => {
                 let named = spool::header_count(&bytes).unwrap_or(0) as u64;
                 self.remove(name);
-                Err((e, named))
+                Err(ReadError::Corrupt(e, named))
             }
         }
     }
@@ -315,11 +347,34 @@ mod tests {
         let (mut s, d) = Spool::open(dir.path(), 1 << 20).unwrap();
         assert_eq!((d.corrupt_files, d.corrupt_datums), (1, 7), "the torn write, by its header");
         assert_eq!(s.read(&a).unwrap().items.len(), 7);
-        let (err, named) = s.read(&b).unwrap_err();
+        let Err(ReadError::Corrupt(err, named)) = s.read(&b) else { panic!("corrupt") };
         assert_eq!(named, 4);
         assert!(matches!(err, SpoolError::Length { .. }), "{err}");
         assert!(!dir.path().join(&b).exists(), "removed");
         assert_eq!(s.files(), 1);
+    }
+
+    #[test]
+    fn an_unreadable_file_is_moved_aside_and_a_vanished_one_forgotten_neither_counted_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+        let (a, _) = s.push("Slurm", &batch(3, "a")).unwrap();
+        let (b, _) = s.push("Slurm", &batch(2, "b")).unwrap();
+        let (c, _) = s.push("Slurm", &batch(1, "c")).unwrap();
+        // A read that fails with an I/O error (EISDIR here: chmod does not stop root).
+        std::fs::remove_file(dir.path().join(&a)).unwrap();
+        std::fs::create_dir(dir.path().join(&a)).unwrap();
+        let Err(ReadError::Unreadable(why)) = s.read(&a) else { panic!("unreadable") };
+        assert!(why.starts_with("cannot read spool file") && why.ends_with("moved to aside/"), "{why}");
+        assert!(dir.path().join(ASIDE).join(&a).is_dir() && !dir.path().join(&a).exists());
+        std::fs::remove_file(dir.path().join(&b)).unwrap();
+        let Err(ReadError::Unreadable(why)) = s.read(&b) else { panic!("gone") };
+        assert!(why.ends_with("it is gone"), "{why}");
+        assert_eq!((s.files(), s.oldest()), (1, Some(c.clone())), "the rest is next in line");
+        assert_eq!(s.read(&c).unwrap().items.len(), 1);
+        drop(s);
+        let (s, d) = Spool::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!((s.files(), d), (1, Dropped::default()), "nothing came back, nothing counted");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::sample::{Batch, Dims};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
+use slurm_cw_sink::log_once::LogOnce;
 use source::{GpuId, GpuSource, ReadError, Reading};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
@@ -74,7 +75,7 @@ pub struct GpuCollector {
     /// Job id -> allocation, once Slurm (or, where it cannot be asked, a job process's
     /// environment) named it.
     allocations: HashMap<String, Allocation>,
-    logged: HashSet<String>,
+    logged: LogOnce,
     /// What Slurm says of each job; None in tests, where the environment is believed.
     slurm: Option<crate::sources::slurm_jobs::Shared>,
 }
@@ -90,7 +91,7 @@ impl GpuCollector {
             node_name,
             owners: Owners::default(),
             allocations: HashMap::new(),
-            logged: HashSet::new(),
+            logged: LogOnce::default(),
             slurm: None,
         }
     }
@@ -106,13 +107,13 @@ impl GpuCollector {
             node_name,
             owners: Owners::default(),
             allocations: HashMap::new(),
-            logged: HashSet::new(),
+            logged: LogOnce::default(),
             slurm: None,
         }
     }
 
     fn log_once(&mut self, key: String, msg: &str) {
-        if self.logged.insert(key.clone()) {
+        if self.logged.first(&key) {
             tracing::warn!(detail = key, "{msg}");
         }
     }
@@ -347,11 +348,10 @@ impl Collector for GpuCollector {
     }
 
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
-        if let Some(why) = &self.unavailable {
-            let key = why.clone();
-            if self.logged.insert(key) {
-                tracing::error!(error = %why, "GPU collector cannot run");
-            }
+        if let Some(why) = &self.unavailable
+            && self.logged.first(why)
+        {
+            tracing::error!(error = %why, "GPU collector cannot run");
         }
         self.collect_once(out, errors);
     }

@@ -17,7 +17,8 @@ use crate::sample::{Batch, Dims};
 use command::{CommandError, Output, SlurmCommands};
 use fallback::{Format, PartFormat, run_part};
 use slurm_cw_catalog::metrics::{SLURMCTLD_RESPONSE_TIME, SLURMCTLD_UP};
-use std::collections::{HashMap, HashSet};
+use slurm_cw_sink::log_once::LogOnce;
+use std::collections::HashMap;
 
 /// A Slurm release, from `sinfo --version` (`slurm 23.11.4`, `slurm-wlm 22.05.8`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,7 +53,7 @@ pub struct HeadCollector {
     sdiag_format: PartFormat,
     /// The last error logged per part, so a persisting failure is logged once, not every cycle.
     last_error: HashMap<&'static str, String>,
-    logged_unknown: HashSet<String>,
+    logged_unknown: LogOnce,
     controller_up: Option<bool>,
 }
 
@@ -66,7 +67,7 @@ impl HeadCollector {
             squeue_format: PartFormat::new(Format::Text),
             sdiag_format: PartFormat::new(Format::Text),
             last_error: HashMap::new(),
-            logged_unknown: HashSet::new(),
+            logged_unknown: LogOnce::default(),
             controller_up: None,
         }
     }
@@ -114,7 +115,7 @@ impl HeadCollector {
 
     /// Logs the first of each kind of thing Slurm printed that this shipper does not know.
     fn note_unknown(&mut self, what: &str, example: &str) {
-        if self.logged_unknown.insert(what.to_owned()) {
+        if self.logged_unknown.first(what) {
             tracing::info!(
                 what,
                 example,

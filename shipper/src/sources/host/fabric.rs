@@ -2,13 +2,14 @@
 //! InfiniBand port's PMA counters in `counters/` (`*_data` in 4-octet words), else an EFA
 //! port's `hw_counters/` (older efa drivers keep them per device, in `<device>/hw_counters/`).
 
-use super::{LogOnce, names, read_small, reading, seconds};
+use super::{names, read_small, reading, seconds};
 use crate::sample::{Batch, Dims, Shown};
 use crate::sources::Errors;
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::{FABRIC_ERRORS, FABRIC_RX_BYTES, FABRIC_TX_BYTES};
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::infiniband::{self as ib, CounterSet, PortTotals};
+use slurm_cw_sink::log_once::LogOnce;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -89,10 +90,13 @@ impl Fabric {
         let pairs: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
         let totals = ib::port_totals(port.set, &pairs);
         if totals.is_none() {
-            self.log.warn(
-                &port.dir.display().to_string(),
-                "cannot read this port's byte and packet counters; its figures are left out",
-            );
+            let key = port.dir.display().to_string();
+            if self.log.first(&key) {
+                tracing::warn!(
+                    detail = key,
+                    "cannot read this port's byte and packet counters; its figures are left out"
+                );
+            }
         }
         totals
     }

@@ -2,13 +2,14 @@
 //! under `/proc/fs/lustre` on clients up to 2.11 and under `/sys/kernel/debug/lustre` (debugfs)
 //! from 2.12. Both places are looked in every collection.
 
-use super::{LogOnce, names, read_small, reading, seconds};
+use super::{names, read_small, reading, seconds};
 use crate::sample::{Batch, Dims, Shown};
 use crate::sources::Errors;
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::{LUSTRE_METADATA_OPS, LUSTRE_READ_BYTES, LUSTRE_WRITE_BYTES};
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::lustre::{self as fmt, Totals};
+use slurm_cw_sink::log_once::LogOnce;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -90,13 +91,17 @@ impl Lustre {
         let path = m.stats.display().to_string();
         if let Err(e) = read_small(&m.stats, &mut self.buf) {
             // debugfs under kernel lockdown, or not root.
-            self.log.warn(&path, &format!("cannot read Lustre client stats: {e}"));
+            if self.log.first(&path) {
+                tracing::warn!(detail = path, "cannot read Lustre client stats: {e}");
+            }
             return None;
         }
         match fmt::parse(&self.buf) {
             Ok(s) => Some(s.totals()),
             Err(e) => {
-                self.log.warn(&path, &format!("cannot parse Lustre client stats: {e}"));
+                if self.log.first(&path) {
+                    tracing::warn!(detail = path, "cannot parse Lustre client stats: {e}");
+                }
                 None
             }
         }
@@ -113,7 +118,9 @@ impl Lustre {
         let (mut read, mut written, mut metadata, mut rated) = (0.0, 0.0, 0.0, false);
         let mut seen = HashMap::with_capacity(mounts.len());
         for m in &mounts {
-            self.log.info(&m.instance, &format!("Lustre client stats in {}", m.place));
+            if self.log.first(&m.instance) {
+                tracing::info!(detail = m.instance, "Lustre client stats in {}", m.place);
+            }
             let Some(totals) = self.read(m) else {
                 errors.add("lustre", 1);
                 continue;

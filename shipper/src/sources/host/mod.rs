@@ -19,7 +19,6 @@ pub mod rapl;
 use super::{Collector, Errors};
 use crate::config::NodeConfig;
 use crate::sample::{Batch, DeviceReading};
-use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -72,24 +71,6 @@ pub fn names(dir: &Path) -> Vec<String> {
         .unwrap_or_default();
     v.sort();
     v
-}
-
-/// One log line per key for the life of the process.
-#[derive(Debug, Default)]
-pub struct LogOnce(HashSet<String>);
-
-impl LogOnce {
-    pub fn warn(&mut self, key: &str, message: &str) {
-        if self.0.insert(key.to_owned()) {
-            tracing::warn!(detail = key, "{message}");
-        }
-    }
-
-    pub fn info(&mut self, key: &str, message: &str) {
-        if self.0.insert(key.to_owned()) {
-            tracing::info!(detail = key, "{message}");
-        }
-    }
 }
 
 /// Seconds between two readings; None when the clock did not move.

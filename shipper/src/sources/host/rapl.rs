@@ -4,13 +4,14 @@
 //! a wrap. Virtual instances hide RAPL; metal instances show it. `energy_uj` is root's to read
 //! since Linux 5.10.
 
-use super::{LogOnce, names, read_small, reading, seconds};
+use super::{names, read_small, reading, seconds};
 use crate::sample::{Batch, Dims, Shown};
 use crate::sources::Errors;
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::CPU_PACKAGE_POWER;
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::powercap;
+use slurm_cw_sink::log_once::LogOnce;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -102,7 +103,10 @@ impl Rapl {
             let uj = match read_small(&path, &mut self.buf) {
                 Ok(()) => powercap::micro_joules(&self.buf),
                 Err(e) => {
-                    self.log.warn(&path.display().to_string(), &format!("cannot read RAPL energy: {e}"));
+                    let key = path.display().to_string();
+                    if self.log.first(&key) {
+                        tracing::warn!(detail = key, "cannot read RAPL energy: {e}");
+                    }
                     None
                 }
             };

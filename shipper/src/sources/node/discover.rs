@@ -44,6 +44,25 @@ impl Layout {
             None
         }
     }
+
+    /// The layout `node.*` describes: the configured version, else the one the root shows; None
+    /// when neither says (no hierarchy at the root).
+    pub fn from_config(cfg: &crate::config::NodeConfig) -> Option<Layout> {
+        use crate::config::CgroupVersion;
+        let version = match cfg.cgroup_version {
+            CgroupVersion::V1 => Some(Version::V1),
+            CgroupVersion::V2 => Some(Version::V2),
+            CgroupVersion::Auto => Layout::detect_version(&cfg.cgroup_root),
+        }?;
+        Some(Layout {
+            root: cfg.cgroup_root.clone(),
+            version,
+            v1_prefix: cfg.v1_slurm_dir.clone(),
+            v2_parent: cfg.v2_parent.clone(),
+            v2_scope: cfg.v2_scope.clone(),
+            job_prefix: cfg.job_dir_prefix.clone(),
+        })
+    }
 }
 
 /// One job's cgroup directories on this host.

@@ -28,6 +28,7 @@ use procs::{Proc, THREAD_STATES};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STATE, USER};
 use slurm_cw_catalog::metrics::*;
+use slurm_cw_sink::log_once::LogOnce;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
@@ -96,7 +97,7 @@ pub struct NodeCollector {
     /// Reused for every cgroup file read, and for every /proc file.
     buf: String,
     bytes: Vec<u8>,
-    logged: HashSet<String>,
+    logged: LogOnce,
     /// When each job's last final sample was taken (at most one a second).
     final_at: HashMap<String, Instant>,
     /// /proc is a real procfs: fd counts come from the fd directory's size.
@@ -118,7 +119,7 @@ impl NodeCollector {
             ticks_per_second: procfs::ticks_per_second() as f64,
             buf: String::with_capacity(8192),
             bytes: Vec::with_capacity(4096),
-            logged: HashSet::new(),
+            logged: LogOnce::default(),
             final_at: HashMap::new(),
             fd_by_size,
             slurm: None,
@@ -133,7 +134,7 @@ impl NodeCollector {
     }
 
     fn log_once(&mut self, key: &str, message: &str) {
-        if self.logged.insert(key.to_owned()) {
+        if self.logged.first(key) {
             tracing::info!(detail = key, "{message}");
         }
     }
@@ -384,7 +385,7 @@ impl NodeCollector {
                 );
             }
         }
-        let mut threads = [0u64; 7];
+        let mut threads = procs::ThreadCounts::default();
         for p in procs {
             for (t, n) in threads.iter_mut().zip(p.threads) {
                 *t += n;

@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const THREAD_STATES: &[&str] =
     &["running", "sleeping", "disk_sleep", "stopped", "zombie", "idle", "other"];
 
+/// Threads in each of [`THREAD_STATES`].
+pub type ThreadCounts = [u64; THREAD_STATES.len()];
+
 fn thread_state_index(c: char) -> usize {
     match c {
         'R' => 0,
@@ -34,8 +37,7 @@ pub struct Proc {
     pub comm: String,
     /// User + system CPU, in clock ticks.
     pub cpu_ticks: u64,
-    /// Threads in each of [`THREAD_STATES`].
-    pub threads: [u64; 7],
+    pub threads: ThreadCounts,
     pub open_files: Option<u64>,
     pub io: Option<Io>,
 }
@@ -64,7 +66,7 @@ fn parse<T: FromRead>(path: &Path, buf: &mut Vec<u8>) -> Option<T> {
 pub fn read(proc_root: &Path, pid: u32, want: Want, buf: &mut Vec<u8>) -> Option<Proc> {
     let dir = proc_root.join(pid.to_string());
     let stat: Stat = parse(&dir.join("stat"), buf)?;
-    let mut threads = [0u64; 7];
+    let mut threads = ThreadCounts::default();
     if stat.num_threads <= 1 {
         threads[thread_state_index(stat.state)] += 1;
     } else if let Ok(tasks) = std::fs::read_dir(dir.join("task")) {
