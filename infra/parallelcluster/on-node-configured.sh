@@ -7,12 +7,14 @@
 #                         [--epilog SRC] [--unit SRC] [--slurm-conf PATH] [--edit-slurm-conf]
 #
 #   --binary SRC           the binary for x86_64 nodes (scripts/release.sh's
-#                          dist/slurm-cw-shipper): s3://bucket/key (fetched with `aws s3 cp`) or
-#                          an absolute path on the node (a shared file system, say)
-#   --binary-aarch64 SRC   the binary for aarch64 (Graviton) nodes, likewise. `uname -m` picks
-#                          one of the two; a node with none for its machine is logged and left
-#                          alone (exit 0, --strict or not), so one script serves mixed queues.
-#                          At least one of the two is required
+#                          dist/slurm-cw-shipper-x86_64): s3://bucket/key (fetched with
+#                          `aws s3 cp`) or an absolute path on the node (a shared file system, say)
+#   --binary-aarch64 SRC   the binary for aarch64 (Graviton) nodes, likewise
+#                          (dist/slurm-cw-shipper-aarch64). `uname -m` picks one of the two, so
+#                          the same Args serve x86_64 and Graviton clusters. At least one is
+#                          required; a node with none for its machine (or one given the other
+#                          machine's binary) is a failure like the others below: logged, nothing
+#                          installed, exit 0 unless --strict
 #   --sha256 HEX, --sha256-aarch64 HEX
 #                          the SHA-256 of --binary, of --binary-aarch64. Without it the file
 #                          SHA256SUMS beside the binary (same directory or S3 prefix, as
@@ -206,6 +208,19 @@ cleanup() {
 }
 
 sha256_of() { sha256sum -- "$1" | cut -d' ' -f1; }
+
+# elf_machine FILE: x86_64 or aarch64 for a 64-bit little-endian ELF executable of that machine
+# (from its header's e_ident and e_machine), else what it is.
+elf_machine() {
+    local head
+    head=$(od -An -tx1 -N20 -- "$1" | tr -d ' \n')
+    case $head in
+        7f454c460201????????????????????????3e00) echo x86_64 ;;
+        7f454c460201????????????????????????b700) echo aarch64 ;;
+        7f454c46*) echo "an ELF file for another machine" ;;
+        *) echo "not an ELF file" ;;
+    esac
+}
 
 # fetch SRC DEST: SRC (s3://... or an absolute path on this node) to the file DEST. Returns 1,
 # with the reason logged, when it cannot.
@@ -424,14 +439,12 @@ EPILOG_EOF
     local machine src want
     machine=$(uname -m)
     case $machine in
-        x86_64 | amd64) src=$binary_x86_64 want=$sha256_x86_64 ;;
-        aarch64 | arm64) src=$binary_aarch64 want=$sha256_aarch64 ;;
+        x86_64 | amd64) machine=x86_64 src=$binary_x86_64 want=$sha256_x86_64 ;;
+        aarch64 | arm64) machine=aarch64 src=$binary_aarch64 want=$sha256_aarch64 ;;
         *) src='' want='' ;;
     esac
     if [ -z "$src" ]; then
-        log "no slurm-cw-shipper binary for this machine ($machine): nothing installed (--binary is x86_64's, --binary-aarch64 aarch64's)"
-        journal notice "no binary for $machine given: slurm-cw-shipper not installed (see $LOG)"
-        exit 0
+        fail 1 "no slurm-cw-shipper binary for this machine ($machine): --binary is x86_64's, --binary-aarch64 aarch64's; nothing installed"
     fi
 
     # Its checksum: given, or from SHA256SUMS beside it.
@@ -457,6 +470,13 @@ EPILOG_EOF
         if [ "$got" != "$want" ]; then
             rm -f -- "$new"
             fail 1 "$src has sha256 $got, not $want: refused, $BIN left as it was"
+        fi
+        # SHA256SUMS is read by file name: --binary-aarch64 naming the x86_64 file passes with
+        # that file's own line, and the service would then fail at every start.
+        got=$(elf_machine "$new")
+        if [ "$got" != "$machine" ]; then
+            rm -f -- "$new"
+            fail 1 "$src is not a binary for $machine ($got): refused, $BIN left as it was"
         fi
         install_from "$new" "$BIN" 0755
         changed=yes

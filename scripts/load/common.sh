@@ -13,7 +13,9 @@ log() { printf '==> %s\n' "$*"; }
 # The binary under test: $SHIPPER, else dist/ (scripts/release.sh), else a release build.
 shipper_binary() {
     if [ -n "${SHIPPER:-}" ]; then echo "$SHIPPER"; return; fi
-    if [ -x "$repo/dist/slurm-cw-shipper" ]; then echo "$repo/dist/slurm-cw-shipper"; return; fi
+    local dist
+    dist=$repo/dist/slurm-cw-shipper-$(uname -m)
+    if [ -x "$dist" ]; then echo "$dist"; return; fi
     (cd "$repo" && cargo build --release --locked -q -p slurm-cw-shipper) >&2
     echo "$repo/target/release/slurm-cw-shipper"
 }

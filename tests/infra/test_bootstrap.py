@@ -33,10 +33,25 @@ LOG = "var/log/slurm-cw-shipper-bootstrap.log"
 SLURM_CONF = "opt/slurm/etc/slurm.conf"
 TASK_EPILOG = "/opt/slurm-cw-shipper/task-epilog.sh"
 TASK_EPILOG_LINE = f"TaskEpilog={TASK_EPILOG}"
-BINARY = b"\x7fELF fake slurm-cw-shipper x86_64\n"
-BINARY_ARM = b"\x7fELF fake slurm-cw-shipper aarch64\n"
+
+
+def elf(machine: int, text: bytes) -> bytes:
+    """A file that starts as an ELF executable for `machine` (e_machine) does: the script reads
+    only the header."""
+    ident = b"\x7fELF\x02\x01\x01" + bytes(9)  # 64-bit, little-endian, version 1
+    return ident + (2).to_bytes(2, "little") + machine.to_bytes(2, "little") + text
+
+
+BINARY = elf(0x3E, b" fake slurm-cw-shipper x86_64\n")
+BINARY_ARM = elf(0xB7, b" fake slurm-cw-shipper aarch64\n")
+BINARY_RISCV = elf(0xF3, b" fake slurm-cw-shipper riscv64\n")
+# The names scripts/release.sh gives them in dist/ and SHA256SUMS.
+NAME = "slurm-cw-shipper-x86_64"
+NAME_ARM = "slurm-cw-shipper-aarch64"
 S3_DIR = "my-bucket/slurm-cw"
-S3_BINARY = f"s3://{S3_DIR}/slurm-cw-shipper"
+S3_BINARY = f"s3://{S3_DIR}/{NAME}"
+S3_BINARY_ARM = f"s3://{S3_DIR}/{NAME_ARM}"
+RELEASE = REPO / "scripts" / "release.sh"
 IMDS_V4 = ["OUTPUT", "-d", "169.254.169.254/32", "-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT"]
 IMDS_V6 = ["OUTPUT", "-d", "fd00:ec2::254/128", "-m", "owner", "!", "--uid-owner", "0", "-j", "REJECT"]
 
@@ -152,11 +167,9 @@ class Node:
     def upload(self, binary: bytes, arm: bytes = BINARY_ARM, checksums: str | None = None):
         """The release in S3: both binaries and SHA256SUMS."""
         d = self.s3 / S3_DIR
-        (d / "slurm-cw-shipper").write_bytes(binary)
-        (d / "slurm-cw-shipper-aarch64").write_bytes(arm)
-        (d / "SHA256SUMS").write_text(
-            checksums if checksums is not None else sums(**{"slurm-cw-shipper": binary, "slurm-cw-shipper-aarch64": arm})
-        )
+        (d / NAME).write_bytes(binary)
+        (d / NAME_ARM).write_bytes(arm)
+        (d / "SHA256SUMS").write_text(checksums if checksums is not None else sums(**{NAME: binary, NAME_ARM: arm}))
 
     def run(self, args, expect_rc=0, root=None, **env_extra):
         env = {
@@ -350,9 +363,9 @@ def test_cluster_name_from_slurm_conf_and_local_binary(tmp_path, node_type):
     node = Node(tmp_path, node_type)
     shared = node.root / "shared/slurm-cw"
     shared.mkdir(parents=True)
-    (shared / "slurm-cw-shipper").write_bytes(BINARY)
-    (shared / "SHA256SUMS").write_text(sums(**{"slurm-cw-shipper": BINARY}))
-    node.run(["--binary", "/shared/slurm-cw/slurm-cw-shipper", "--namespace", "Slurm/Test"])
+    (shared / NAME).write_bytes(BINARY)
+    (shared / "SHA256SUMS").write_text(sums(**{NAME: BINARY}))
+    node.run(["--binary", f"/shared/slurm-cw/{NAME}", "--namespace", "Slurm/Test"])
     assert_installed(node, cluster_name="pc-test", role="head" if node_type == "HeadNode" else "node",
                      namespace="Slurm/Test")
     assert node.calls("aws") == []
@@ -405,10 +418,10 @@ def test_login_node_does_nothing(tmp_path):
 
 
 def test_failed_download_exits_0_and_logs(compute):
-    (compute.s3 / S3_DIR / "slurm-cw-shipper").unlink()
+    (compute.s3 / S3_DIR / NAME).unlink()
     proc = compute.run(example_args("SlurmQueues"))
     assert_not_installed(compute)
-    assert_failure_logged(compute, proc, "could not fetch s3://my-bucket/slurm-cw/slurm-cw-shipper")
+    assert_failure_logged(compute, proc, f"could not fetch {S3_BINARY}")
     assert "does not exist" in compute.log_text()  # the AWS CLI's own words
     # What does not depend on the binary is done: the TaskEpilog (harmless without the daemon)
     # and the IMDS restriction.
@@ -417,7 +430,7 @@ def test_failed_download_exits_0_and_logs(compute):
 
 
 def test_strict_fails_the_run(compute):
-    (compute.s3 / S3_DIR / "slurm-cw-shipper").unlink()
+    (compute.s3 / S3_DIR / NAME).unlink()
     proc = compute.run([*example_args("SlurmQueues"), "--strict"], expect_rc=1)
     assert_not_installed(compute)
     assert_failure_logged(compute, proc, "could not fetch")
@@ -427,7 +440,7 @@ def test_failed_download_keeps_the_installed_binary(compute):
     args = example_args("SlurmQueues")
     compute.run(args)
     compute.upload(BINARY + b"v2\n")
-    (compute.s3 / S3_DIR / "slurm-cw-shipper").unlink()
+    (compute.s3 / S3_DIR / NAME).unlink()
     compute.log.write_text("")
     compute.run(args)
     assert compute.path(BIN).read_bytes() == BINARY
@@ -444,7 +457,7 @@ def test_mismatch_with_sha256sums_refuses_and_keeps_the_installed_binary(compute
     args = example_args("SlurmQueues")
     compute.run(args)
     # A partial or wrong upload: the binary no longer matches SHA256SUMS.
-    compute.upload(BINARY + b"v2\n", checksums=sums(**{"slurm-cw-shipper": BINARY + b"v3\n"}))
+    compute.upload(BINARY + b"v2\n", checksums=sums(**{NAME: BINARY + b"v3\n", NAME_ARM: BINARY_ARM}))
     compute.log.write_text("")
     proc = compute.run(args)
     assert compute.path(BIN).read_bytes() == BINARY
@@ -472,7 +485,7 @@ def test_no_checksum_refuses_to_install(compute, checksums):
 
 
 def test_sha256sums_in_binary_mode_format(compute):
-    (compute.s3 / S3_DIR / "SHA256SUMS").write_text(f"{sha256(BINARY_ARM)} *slurm-cw-shipper-aarch64\n{sha256(BINARY)} *slurm-cw-shipper\n")
+    (compute.s3 / S3_DIR / "SHA256SUMS").write_text(f"{sha256(BINARY_ARM)} *{NAME_ARM}\n{sha256(BINARY)} *{NAME}\n")
     compute.run(["--binary", S3_BINARY, "--role", "node"])
     assert_installed(compute, cluster_name="pc-test", role="node")
 
@@ -510,36 +523,112 @@ def test_bad_arguments(compute, args):
 # --- one script for every machine ----------------------------------------------------------------
 
 
+def s3_fetches(node):
+    return [c[-2] for c in node.calls("aws") if c[:3] == ["aws", "s3", "cp"]]
+
+
+@pytest.mark.parametrize("section", ["HeadNode", "SlurmQueues"])
+def test_example_args_on_aarch64_install_the_aarch64_binary(tmp_path, section):
+    """The example's Args, on a Graviton instance: its own binary, checked against its own line."""
+    node = Node(tmp_path, "HeadNode" if section == "HeadNode" else "ComputeFleet")
+    node.run(example_args(section), FAKE_UNAME_M="aarch64")
+    assert_installed(node, cluster_name="hpc-prod", role="head" if section == "HeadNode" else "node", binary=BINARY_ARM)
+    assert s3_fetches(node) == [f"s3://{S3_DIR}/SHA256SUMS", S3_BINARY_ARM]
+    assert f"installed /usr/local/bin/slurm-cw-shipper from {S3_BINARY_ARM} (sha256 {sha256(BINARY_ARM)})" in node.log_text()
+
+
 def test_aarch64_node_installs_the_aarch64_binary(compute):
-    compute.run(["--binary", S3_BINARY, "--binary-aarch64", f"{S3_BINARY}-aarch64", "--role", "node"],
-                FAKE_UNAME_M="aarch64")
+    compute.run(["--binary", S3_BINARY, "--binary-aarch64", S3_BINARY_ARM, "--role", "node"], FAKE_UNAME_M="aarch64")
     assert_installed(compute, cluster_name="pc-test", role="node", binary=BINARY_ARM)
+    assert S3_BINARY not in s3_fetches(compute)
 
 
 def test_aarch64_sha256_argument(compute):
     (compute.s3 / S3_DIR / "SHA256SUMS").unlink()
-    args = ["--binary", S3_BINARY, "--sha256", sha256(BINARY), "--binary-aarch64", f"{S3_BINARY}-aarch64",
+    args = ["--binary", S3_BINARY, "--sha256", sha256(BINARY), "--binary-aarch64", S3_BINARY_ARM,
             "--sha256-aarch64", sha256(BINARY_ARM), "--role", "node"]
     compute.run(args, FAKE_UNAME_M="aarch64")
     assert compute.path(BIN).read_bytes() == BINARY_ARM
 
 
+def test_aarch64_checksum_mismatch_refused(compute):
+    """SHA256SUMS right for the x86_64 binary, wrong for the aarch64 one (a partial upload)."""
+    args = example_args("SlurmQueues")
+    compute.run(args, FAKE_UNAME_M="aarch64")
+    newer, listed = BINARY_ARM + b"v2\n", BINARY_ARM + b"v3\n"
+    compute.upload(BINARY, arm=newer, checksums=sums(**{NAME: BINARY, NAME_ARM: listed}))
+    compute.log.write_text("")
+    proc = compute.run(args, FAKE_UNAME_M="aarch64")
+    assert compute.path(BIN).read_bytes() == BINARY_ARM, "the installed binary stays"
+    assert not [p for p in compute.root.rglob("*.new.*")]
+    assert not any(c[:2] == ["systemctl", "restart"] for c in compute.calls())
+    assert_failure_logged(compute, proc, f"{S3_BINARY_ARM} has sha256 {sha256(newer)}, not {sha256(listed)}", "refused")
+    # --strict: the boot fails.
+    compute.log.write_text("")
+    compute.run([*args, "--strict"], expect_rc=1, FAKE_UNAME_M="aarch64")
+
+
+def test_aarch64_wrong_sha256_argument_refused(compute):
+    """--sha256-aarch64 is checked, not --sha256 (which is right for the aarch64 file here)."""
+    args = ["--binary", S3_BINARY, "--sha256", sha256(BINARY_ARM), "--binary-aarch64", S3_BINARY_ARM,
+            "--sha256-aarch64", sha256(BINARY), "--role", "node"]
+    proc = compute.run(args, FAKE_UNAME_M="aarch64")
+    assert_not_installed(compute)
+    assert_failure_logged(compute, proc, f"sha256 {sha256(BINARY_ARM)}, not {sha256(BINARY)}", "refused")
+
+
+@pytest.mark.parametrize("machine,binary", [
+    ("aarch64", BINARY),
+    ("x86_64", BINARY_ARM),
+    ("aarch64", BINARY_RISCV),
+    ("aarch64", b"#!/bin/sh\necho not a binary\n"),
+], ids=["x86_64 on aarch64", "aarch64 on x86_64", "riscv64 on aarch64", "a script"])
+def test_binary_for_another_machine_refused(compute, machine, binary):
+    """The checksum matches (the file's own SHA256SUMS line), but the file is for another machine:
+    --binary-aarch64 pointed at the x86_64 binary, say."""
+    (compute.s3 / S3_DIR / "wrong").write_bytes(binary)
+    (compute.s3 / S3_DIR / "SHA256SUMS").write_text(sums(wrong=binary))
+    flag = "--binary" if machine == "x86_64" else "--binary-aarch64"
+    proc = compute.run([flag, f"s3://{S3_DIR}/wrong", "--role", "node"], FAKE_UNAME_M=machine)
+    assert_not_installed(compute)
+    assert_failure_logged(compute, proc, f"s3://{S3_DIR}/wrong is not a binary for {machine}", "refused")
+
+
 @pytest.mark.parametrize("machine,args", [
-    ("ppc64le", ["--binary", S3_BINARY, "--binary-aarch64", f"{S3_BINARY}-aarch64"]),
+    ("riscv64", ["--binary", S3_BINARY, "--binary-aarch64", S3_BINARY_ARM]),
+    ("ppc64le", ["--binary", S3_BINARY, "--binary-aarch64", S3_BINARY_ARM]),
     ("aarch64", ["--binary", S3_BINARY]),
-    ("x86_64", ["--binary-aarch64", f"{S3_BINARY}-aarch64"]),
+    ("x86_64", ["--binary-aarch64", S3_BINARY_ARM]),
 ])
-def test_no_binary_for_the_machine_exits_0_with_a_log_line(compute, machine, args):
-    for strict in ([], ["--strict"]):
-        proc = compute.run([*args, "--role", "node", *strict], FAKE_UNAME_M=machine)
-        assert f"no slurm-cw-shipper binary for this machine ({machine})" in proc.stdout
-        assert f"({machine})" in compute.log_text()
-        assert not compute.path(BIN).exists() and not compute.path(UNIT).exists()
-        assert not any(c[0] == "aws" for c in compute.calls())
-    (line, _) = compute.journal()
-    assert line[:5] == ["logger", "-t", "slurm-cw-shipper", "-p", "user.notice"] and machine in line[-1]
+def test_no_binary_for_the_machine_logs_and_exits_0(compute, machine, args):
+    """A failure like the others: the log file, one journal line, exit 0; 1 with --strict."""
+    proc = compute.run([*args, "--role", "node"], FAKE_UNAME_M=machine)
+    want = f"no slurm-cw-shipper binary for this machine ({machine})"
+    assert want in proc.stdout + proc.stderr
+    assert_failure_logged(compute, proc, want)
+    assert_not_installed(compute)
+    assert not compute.path(UNIT).exists()
+    assert s3_fetches(compute) == [], "nothing is downloaded"
     # The node is still hardened.
     assert compute.rules() == [IMDS_V4]
+
+    compute.log.write_text("")
+    proc = compute.run([*args, "--role", "node", "--strict"], expect_rc=1, FAKE_UNAME_M=machine)
+    assert_failure_logged(compute, proc, want)
+    assert_not_installed(compute)
+
+
+def test_release_names_match_the_example():
+    """scripts/release.sh writes a SHA256SUMS line for each binary the example's Args name, under
+    that name."""
+    release = RELEASE.read_text()
+    (line,) = [l for l in release.splitlines() if "> SHA256SUMS" in l]
+    summed = line.split("sha256sum", 1)[1].split(">")[0].split()
+    for section in ("HeadNode", "SlurmQueues"):
+        args = example_args(section)
+        for flag, name in (("--binary", NAME), ("--binary-aarch64", NAME_ARM)):
+            assert args[args.index(flag) + 1] == f"s3://{S3_DIR}/{name}", (section, flag)
+            assert name in summed and f"dist/{name}" in release, name
 
 
 # --- IMDS ----------------------------------------------------------------------------------------
