@@ -96,3 +96,6 @@ fi
 
 step "infrastructure checks (terraform, checkov, systemd, ParallelCluster bootstrap, IAM)"
 bash tests/infra/run.sh
+
+step "aarch64 (Graviton) shipper under qemu-user"
+bash scripts/arm64-check.sh
