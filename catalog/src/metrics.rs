@@ -391,6 +391,8 @@ catalog! {
         SHIPPER_COLLECTION_DURATION = "ShipperCollectionDuration", Milliseconds, Gauge, [Shipper],
             &[&[COLLECTOR], &[NODE_NAME, COLLECTOR]],
             "Wall time one collection took, per collector.";
+        SHIPPER_COLLECTIONS_MISSED = "ShipperCollectionsMissed", Count, Gauge, [Shipper], HOST,
+            "Collections skipped during the interval because the one before had not finished (a read that hung: an NFS-backed /proc, a GPU that does not answer). Delivery and the hook go on meanwhile.";
         SHIPPER_SPOOL_BYTES = "ShipperSpoolBytes", Bytes, Gauge, [Shipper], HOST,
             "Bytes of flushes waiting in the disk spool (CloudWatch not reached yet).";
         SHIPPER_SPOOL_FILES = "ShipperSpoolFiles", Count, Gauge, [Shipper], HOST,

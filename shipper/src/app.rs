@@ -38,18 +38,12 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     } else {
         None
     };
-    let pipeline = Pipeline::new(
-        &config,
-        role,
-        cluster,
-        node,
-        metrics.stats.clone(),
-        records.as_ref().map(|r| r.stats.clone()),
-        metrics.spool.clone(),
-    );
+    let (stats, record_stats) = (metrics.stats.clone(), records.as_ref().map(|r| r.stats.clone()));
+    let (spool, pipeline_config) = (metrics.spool.clone(), config.clone());
+    let make = move || Pipeline::new(&pipeline_config, role, cluster, node, stats, record_stats, spool);
     if cli.once {
-        crate::daemon::once(pipeline, metrics, records).await
+        crate::daemon::once(make(), metrics, records).await
     } else {
-        crate::daemon::daemon(pipeline, metrics, records, &config, role).await
+        crate::daemon::daemon(make, metrics, records, &config, role).await
     }
 }

@@ -1,9 +1,11 @@
 //! How the process runs: `--once` (one collection, one flush, delivered or kept) or the daemon
 //! loop (collect every `collect_interval`, flush every `flush_interval` at a random offset,
 //! serve the TaskEpilog hook, stop on SIGTERM after a last flush), with one delivery task per
-//! destination beside it so a slow or unreachable service never delays sampling.
+//! destination beside it so a slow or unreachable service never delays sampling, and the
+//! pipeline on its own thread ([`crate::collection`]) so a hung read never delays delivery.
 
 use crate::Exit;
+use crate::collection::Collection;
 use crate::config::Config;
 use crate::datum::Datum;
 use crate::hook;
@@ -53,7 +55,7 @@ async fn drain<D: Destination>(delivery: &mut Delivery<D>) -> Result<(), String>
 }
 
 pub async fn daemon(
-    mut pipeline: Pipeline,
+    make: impl FnOnce() -> Pipeline + Send + 'static,
     metrics: Metrics,
     records: Option<Records>,
     config: &Config,
@@ -62,6 +64,10 @@ pub async fn daemon(
     let pace = Pace {
         replay_gap: Duration::from_secs_f64(1.0 / config.spool.replay_rate),
         max_backoff: config.flush_interval,
+    };
+    let mut collection = match Collection::start(make, config.collect_interval) {
+        Ok(c) => c,
+        Err(e) => return Exit::Failed(format!("cannot start the collection thread: {e}")),
     };
     let Route { intake: mut metric_intake, delivery, .. } = metrics;
     let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
@@ -72,11 +78,10 @@ pub async fn daemon(
         deliverers.push(tokio::spawn(deliver_loop(delivery, rrx, pace)));
         record_route = Some((intake, rtx));
     }
-    let mut flush_to_delivery = |pipeline: &mut Pipeline| -> bool {
-        let f = pipeline.flush();
+    let mut to_delivery = |f: crate::pipeline::Flushed| -> bool {
         let held = metric_intake.take(f.datums);
         tracing::debug!(
-            collections = pipeline.flushed_collections(),
+            collections = f.collections,
             in_memory = held.len(),
             records = f.records.len(),
             "flushed"
@@ -114,30 +119,32 @@ pub async fn daemon(
 
     let mut gave_up = false;
     loop {
-        // Biased, in this order: a collection slower than its interval makes its tick ready
-        // again at once, and a fair choice would then starve the flush and the shutdown.
+        // Biased, in this order: a stop first, then what a flush made, then the rest.
         tokio::select! {
             biased;
             signal = shutdown.recv() => {
                 tracing::info!(signal, "stopping: flushing what is buffered");
-                // Into the spool first: whatever the last send does, nothing is lost.
-                flush_to_delivery(&mut pipeline);
+                // Into the spool first: whatever the last send does, nothing is lost. A
+                // collection that hangs keeps what it holds: the flushes before are spooled.
+                if collection.flush() {
+                    match tokio::time::timeout(SHUTDOWN_GRACE, collection.flushed.recv()).await {
+                        Ok(Some(f)) => {
+                            to_delivery(f);
+                        }
+                        _ => tracing::warn!("the collection did not answer: its last samples are lost"),
+                    }
+                }
                 break;
             }
-            _ = flush.tick() => {
-                if !flush_to_delivery(&mut pipeline) {
+            Some(f) = collection.flushed.recv() => {
+                if !to_delivery(f) {
                     gave_up = true;
                     break;
                 }
             }
-            Some(req) = hook_rx.recv() => {
-                // A client that gave up (its 3 s are over) needs no sample.
-                if !req.reply.is_closed() {
-                    let answer = pipeline.final_sample(&req.job, req.uid);
-                    let _ = req.reply.send(answer);
-                }
-            }
-            _ = collect.tick() => { pipeline.collect().await; }
+            _ = flush.tick() => { collection.flush(); }
+            Some(req) = hook_rx.recv() => collection.final_sample(req),
+            _ = collect.tick() => collection.collect(),
         }
     }
     // Hanging up tells each delivery to send what is left and stop.

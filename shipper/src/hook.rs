@@ -98,6 +98,8 @@ pub enum Answer {
     Denied,
     /// Asked again within a second.
     TooSoon,
+    /// Collection is stuck on a read: the sample would come after the caller gave up.
+    Busy,
 }
 
 impl Answer {
@@ -106,6 +108,7 @@ impl Answer {
             Answer::Sampled(n) => format!("ok {n}\n"),
             Answer::Denied => "denied\n".into(),
             Answer::TooSoon => "too-soon\n".into(),
+            Answer::Busy => String::from_utf8_lossy(BUSY).into_owned(),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod aggregate;
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod collection;
 pub mod config;
 pub mod daemon;
 pub mod hook;

@@ -27,6 +27,8 @@ use crate::transforms::shape::Shape;
 use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME, REASON};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::record::Record;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 /// The GPU collector, when `gpu.enabled` allows and NVML loads; with `auto` and no driver, one
@@ -75,9 +77,11 @@ pub struct Pipeline {
     /// Metric names the configuration excludes.
     excluded: Vec<String>,
     spool: Option<SharedSpool<Datum>>,
-    /// Collections since the last flush, and in the last flush.
+    /// Collections skipped because the one before was still running (the collection thread
+    /// counts them).
+    missed: Arc<AtomicU64>,
+    /// Collections since the last flush.
     collections: u64,
-    flushed_collections: u64,
 }
 
 /// What a pipeline is built from beside its configuration and collectors.
@@ -98,6 +102,8 @@ pub struct Flushed {
     /// What delivery did since the last flush (the self-metrics' figures), metrics and records.
     pub delivered: DeliveryStats,
     pub records_delivered: Option<DeliveryStats>,
+    /// Collections in this flush.
+    pub collections: u64,
 }
 
 impl Pipeline {
@@ -162,9 +168,15 @@ impl Pipeline {
             idle_gpu_percent: config.node.findings.idle_gpu_percent,
             excluded: config.exclude_metrics.clone(),
             spool,
+            missed: Arc::default(),
             collections: 0,
-            flushed_collections: 0,
         }
+    }
+
+    /// Reports collections skipped by whoever runs this pipeline, counted in `missed`.
+    pub fn counting_missed(mut self, missed: Arc<AtomicU64>) -> Self {
+        self.missed = missed;
+        self
     }
 
     /// The final sample of an ending job (see [`crate::hook`]).
@@ -275,6 +287,8 @@ impl Pipeline {
             *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut n.trimmed);
         }
         batch.push(&SHIPPER_DATUMS_SENT, host.clone(), s.sent as f64);
+        let missed = self.missed.swap(0, Ordering::Relaxed);
+        batch.push(&SHIPPER_COLLECTIONS_MISSED, host.clone(), missed as f64);
         batch.push(&SHIPPER_REQUESTS, host.clone(), s.requests as f64);
         batch.push(&SHIPPER_RETRIES, host.clone(), s.retries as f64);
         batch.push(&SHIPPER_BYTES_SENT, host.clone(), s.bytes as f64);
@@ -297,12 +311,7 @@ impl Pipeline {
         self.shape.apply(batch.samples, &mut shaped);
         self.aggregator
             .extend(shaped.into_iter().filter(|s| !self.excluded.iter().any(|e| e == s.metric.name)));
-        self.flushed_collections = std::mem::take(&mut self.collections);
-        Flushed { datums: self.aggregator.drain(), records, delivered, records_delivered }
-    }
-
-    /// Collections in the last flush.
-    pub fn flushed_collections(&self) -> u64 {
-        self.flushed_collections
+        let collections = std::mem::take(&mut self.collections);
+        Flushed { datums: self.aggregator.drain(), records, delivered, records_delivered, collections }
     }
 }
