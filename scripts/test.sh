@@ -5,6 +5,7 @@
 #   scripts/test.sh            everything
 #   scripts/test.sh -- ARGS    extra arguments for `cargo test` (a filter, say)
 #   FUZZ_SECONDS=N             seconds per fuzz target (default 10, 0 skips fuzzing)
+#   SLURM_24_11=0              skips the second run of the real-Slurm tests on Slurm 24.11
 #
 # With CI=true a test whose bench is missing fails instead of skipping.
 set -euo pipefail
@@ -22,7 +23,12 @@ started=()
 cleanup() {
     local rc=$?
     for s in "${started[@]}"; do
-        bash "$here/bench/$s.sh" stop || true
+        # "slurm@24.11": the bench slurm.sh with --version 24.11.
+        if [ "${s#*@}" != "$s" ]; then
+            bash "$here/bench/${s%@*}.sh" stop --version "${s#*@}" || true
+        else
+            bash "$here/bench/$s.sh" stop || true
+        fi
     done
     exit $rc
 }
@@ -38,6 +44,8 @@ command -v curl >/dev/null || need_apt+=(curl)
 command -v shellcheck >/dev/null || need_apt+=(shellcheck)
 if [ "$(id -u)" -eq 0 ]; then
     command -v slurmctld >/dev/null || need_apt+=(slurm-wlm slurm-client munge)
+    # The Slurm 24.11 bench's Debian 13 root.
+    command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
@@ -77,6 +85,34 @@ fi
 
 step "cargo test"
 cargo test --workspace --locked "${extra[@]}"
+
+# The tests that talk to the real Slurm, again on Slurm 24.11 (AWS ParallelCluster 3.14's
+# release): Debian 13's packages in a chroot beside the 22.05 bench, made once (about a minute)
+# and cached. --workspace, as above, so that nothing is built again.
+step "Slurm 24.11: the real-Slurm tests again (SLURM_24_11=0 skips)"
+if [ "${SLURM_24_11:-1}" = 0 ]; then
+    echo "skipped"
+elif [ "$(id -u)" -eq 0 ]; then
+    if ! bash "$here/bench/slurm.sh" status --version 24.11 >/dev/null 2>&1; then started+=(slurm@24.11); fi
+    t0=$SECONDS
+    if env_out=$(bash "$here/bench/slurm.sh" start --version 24.11); then
+        echo "Slurm 24.11 bench up in $((SECONDS - t0)) s"
+        if [ ${#extra[@]} -gt 0 ]; then
+            slurm_tests=("${extra[@]}")
+        else
+            slurm_tests=(--test node_slurm --test head_once --test head_scenario --test report)
+        fi
+        t0=$SECONDS
+        (eval "$env_out" && cargo test --workspace --locked "${slurm_tests[@]}")
+        echo "Slurm 24.11 tests took $((SECONDS - t0)) s"
+    else
+        echo "Slurm 24.11 did not start" >&2
+        [ "${CI:-}" = true ] && exit 1
+    fi
+else
+    echo "not root: the Slurm 24.11 bench needs root; skipped" >&2
+    [ "${CI:-}" = true ] && exit 1
+fi
 
 step "the README's quick start: scripts/demo.sh"
 if [ "$(id -u)" -eq 0 ]; then

@@ -7,6 +7,11 @@
 #   scripts/bench/slurm.sh stop    stop everything this script started
 #   scripts/bench/slurm.sh status
 #
+# With `--version 24.11` (after the command) the same commands run Slurm 24.11.5, the release
+# AWS ParallelCluster 3.14 ships, from a Debian 13 root in a chroot (scripts/bench/slurm-trixie.sh):
+# nodes n1..n4, other ports, its own munged; both benches can run at once. The default is
+# Debian 12's own Slurm 22.05.
+#
 # Layout (the integration tests rely on it):
 #   nodes c1..c4, 2 CPUs and 2000 MB each (the host's 2 cores, shared);
 #   partition "batch" (default) = c1,c2,c3; partition "debug" = c3,c4;
@@ -137,9 +142,16 @@ EOF
 }
 
 print_env() {
+    local bin sbin version
+    bin=$(dirname "$(command -v sinfo)")
+    sbin=$(dirname "$(command -v slurmctld)")
+    version=$(SLURM_CONF=$conf sinfo --version | awk '{split($2, v, "."); print v[1] "." v[2]}')
     echo "export SLURM_CONF=$conf"
     echo "export BENCH_SLURM_CONF=$conf"
     echo "export BENCH_SLURM_NODES='${nodes[*]}'"
+    echo "export BENCH_SLURM_VERSION=$version"
+    echo "export BENCH_SLURM_BIN_DIR=$bin"
+    echo "export BENCH_SLURM_SBIN_DIR=$sbin"
     echo "# stop with: $here/slurm.sh stop"
 }
 
@@ -212,10 +224,26 @@ status() {
     sinfo -N -o '%N %P %t' || exit 1
 }
 
-case "${1:-start}" in
+command=${1:-start}
+[ $# -gt 0 ] && shift
+version=22.05
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --version) version=${2:-}; shift 2 || { echo "--version needs a value" >&2; exit 2; } ;;
+        --version=*) version=${1#--version=}; shift ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+done
+case "$version" in
+    22.05) ;;
+    24.11) exec bash "$here/slurm-trixie.sh" "$command" ;;
+    *) echo "Slurm versions of this bench: 22.05 (Debian 12), 24.11 (Debian 13 in a chroot)" >&2; exit 2 ;;
+esac
+
+case "$command" in
     start) start ;;
     stop) stop ;;
     env) print_env ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|env|status [--version 22.05|24.11]" >&2; exit 2 ;;
 esac

@@ -39,6 +39,13 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
     let (Some(url), Some(_)) = (localstack(), slurm()) else {
         return;
     };
+    // The Slurm that answers is the one the bench says it runs (22.05, or 24.11 in its chroot).
+    let (major, minor) = slurm_version();
+    let version = cmd("sinfo", &["--version"]);
+    assert!(
+        version.contains(&format!(" {major}.{minor:02}.")),
+        "BENCH_SLURM_VERSION {major}.{minor:02}: {version}"
+    );
     let ns = unique_namespace("head_once");
     let cluster = cluster_name();
     let before = node_states();

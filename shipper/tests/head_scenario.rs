@@ -144,19 +144,21 @@ async fn every_head_metric_equals_what_slurm_says() {
         return;
     };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: vec!["c1", "c2"] };
+    let n = nodes();
+    let (c1, c2, c3, c4) = (n[0].as_str(), n[1].as_str(), n[2].as_str(), n[3].as_str());
+    let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: vec![c1.to_owned(), c2.to_owned()] };
 
-    cmd("scontrol", &["update", "nodename=c1", "state=down", "reason=cw-test-down"]);
-    cmd("scontrol", &["update", "nodename=c2", "state=drain", "reason=cw-test-drain"]);
+    cmd("scontrol", &["update", &format!("nodename={c1}"), "state=down", "reason=cw-test-down"]);
+    cmd("scontrol", &["update", &format!("nodename={c2}"), "state=drain", "reason=cw-test-drain"]);
     let long = ["--wrap", "sleep 600"];
-    let j1 = sbatch(&[&["-p", "batch", "-w", "c3", "-c", "1"][..], &long].concat());
-    let j2 = sbatch(&[&["-p", "debug", "-w", "c4", "-c", "1", "--gres=gpu:1"][..], &long].concat());
+    let j1 = sbatch(&[&["-p", "batch", "-w", c3, "-c", "1"][..], &long].concat());
+    let j2 = sbatch(&[&["-p", "debug", "-w", c4, "-c", "1", "--gres=gpu:1"][..], &long].concat());
     cleanup.jobs.extend([j1.clone(), j2.clone()]);
     wait_until("two running jobs", Duration::from_secs(60), || {
         job_state(&j1) == "RUNNING" && job_state(&j2) == "RUNNING"
     });
-    let done = sbatch(&["-p", "batch", "-w", "c3", "--wrap", "true"]);
-    let failed = sbatch(&["-p", "batch", "-w", "c3", "--wrap", "false"]);
+    let done = sbatch(&["-p", "batch", "-w", c3, "--wrap", "true"]);
+    let failed = sbatch(&["-p", "batch", "-w", c3, "--wrap", "false"]);
     wait_until("a completed and a failed job", Duration::from_secs(60), || {
         job_state(&done) == "COMPLETED" && job_state(&failed) == "FAILED"
     });
@@ -215,7 +217,7 @@ async fn every_head_metric_equals_what_slurm_says() {
         assert_eq!(got, Some(*want), "{metric} {dims:?}");
         checked += 1;
     }
-    // GPUs: two on c4 (debug), one held by the running GPU job, one asked for by the pending one.
+    // GPUs: two on the last node (debug), one held by the running GPU job, one asked for by the pending one.
     for (part, gt, ga, pg, rg) in
         [("", 2.0, 1.0, 1.0, 1.0), ("debug", 2.0, 1.0, 1.0, 1.0), ("batch", 0.0, 0.0, 0.0, 0.0)]
     {
@@ -351,7 +353,7 @@ fn up_value(line: &str) -> Option<f64> {
 fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
     let Some(conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let pidfile = conf.parent().and_then(|p| p.parent()).unwrap().join("run/slurmctld.pid");
+    let pidfile = bench_dir(&conf).join("run/slurmctld.pid");
     let mut child = shipper()
         .args(["--role", "head", "--sink", "stdout"])
         .env("SLURM_CW_COLLECT_INTERVAL", "1s")
@@ -399,7 +401,7 @@ fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
     assert!(child.child().try_wait().unwrap().is_none(), "the shipper keeps running");
 
     // Restart it with its saved state (no -c), as systemd would.
-    cmd("/usr/sbin/slurmctld", &[]);
+    cmd("slurmctld", &[]);
     next_up(Duration::from_secs(60), 1.0);
     assert!(child.child().try_wait().unwrap().is_none(), "the shipper still runs");
 }

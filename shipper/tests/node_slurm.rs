@@ -8,26 +8,10 @@ mod common;
 use common::*;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::record::Record;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-fn workload() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/workload.py").display().to_string()
-}
-
-fn bench_dir(conf: &Path) -> PathBuf {
-    conf.parent().and_then(Path::parent).expect("bench dir").to_owned()
-}
-
-/// Points the bench's TaskEpilog at the binary under test.
-fn install_hook(conf: &Path) {
-    let link = bench_dir(conf).join("shipper");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_slurm-cw-shipper"), &link).unwrap();
-}
 
 #[allow(clippy::await_holding_lock)]
 #[tokio::test]
@@ -38,13 +22,16 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     install_hook(&conf);
     let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: Vec::new() };
-    let w = workload();
-    let out_file = format!("/var/tmp/slurm-cw-write-test-{}", std::process::id());
+    let w = workload(&conf);
+    let n = nodes();
+    let (c1, c2, c3, c4) = (n[0].as_str(), n[1].as_str(), n[2].as_str(), n[3].as_str());
+    // In the bench directory: the 24.11 bench's jobs see it at the same path.
+    let out_file = bench_dir(&conf).join(format!("write-test-{}", std::process::id())).display().to_string();
     let mem = sbatch(&[
         "-p",
         "batch",
         "-w",
-        "c1",
+        c1,
         "-A",
         "physics",
         "--mem=600M",
@@ -55,7 +42,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         "-p",
         "batch",
         "-w",
-        "c2",
+        c2,
         "-A",
         "chemistry",
         "-c",
@@ -63,23 +50,15 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         "--wrap",
         &format!("python3 {w} burn 1 90"),
     ]);
-    let threads = sbatch(&[
-        "-p",
-        "debug",
-        "-w",
-        "c3",
-        "-A",
-        "biology",
-        "--wrap",
-        &format!("python3 {w} threads 50 90"),
-    ]);
+    let threads =
+        sbatch(&["-p", "debug", "-w", c3, "-A", "biology", "--wrap", &format!("python3 {w} threads 50 90")]);
     let files =
-        sbatch(&["-p", "debug", "-w", "c3", "-A", "biology", "--wrap", &format!("python3 {w} files 200 90")]);
+        sbatch(&["-p", "debug", "-w", c3, "-A", "biology", "--wrap", &format!("python3 {w} files 200 90")]);
     let write = sbatch(&[
         "-p",
         "debug",
         "-w",
-        "c4",
+        c4,
         "-A",
         "physics",
         "--mem=400M",
@@ -98,16 +77,16 @@ async fn per_job_figures_equal_what_the_jobs_did() {
             .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "python3"))
     };
     wait_until("python in every job Slurm lists the processes of", Duration::from_secs(60), || {
-        runs_python(&burn, "c2") && runs_python(&threads, "c3") && runs_python(&files, "c3")
+        runs_python(&burn, c2) && runs_python(&threads, c3) && runs_python(&files, c3)
     });
     // Let the workloads settle (memory touched, threads and files open).
     std::thread::sleep(Duration::from_secs(3));
 
     // The truth, from Slurm's own list of each job's processes and their /proc entries.
-    let burn_pids = job_pids(&burn, "c2");
+    let burn_pids = job_pids(&burn, c2);
     let cpu_at = |pids: &[u32]| pids.iter().map(|p| proc_cpu_seconds(*p)).sum::<f64>();
-    let threads_truth: u64 = job_pids(&threads, "c3").iter().map(|p| proc_status(*p, "Threads")).sum();
-    let files_truth: usize = job_pids(&files, "c3")
+    let threads_truth: u64 = job_pids(&threads, c3).iter().map(|p| proc_status(*p, "Threads")).sum();
+    let files_truth: usize = job_pids(&files, c3)
         .iter()
         .map(|p| std::fs::read_dir(format!("/proc/{p}/fd")).map_or(0, |d| d.count()))
         .sum();
@@ -165,7 +144,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     // 300 MiB touched by python: RSS between that and that plus the interpreter (~30 MiB).
     let m = samples(mem.clone()).await;
     assert!(
-        m.iter().all(|r| r["User"] == "root" && r["Account"] == "physics" && r["NodeName"] == "c1"),
+        m.iter().all(|r| r["User"] == "root" && r["Account"] == "physics" && r["NodeName"] == c1),
         "{m:?}"
     );
     report("memory job record MemoryRss max (MiB)", max(values(&m, &[MEMORY_RSS.name])) / MIB, 300.0, 340.0);
@@ -230,7 +209,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         window,
     )
     .await;
-    assert_eq!(allocations, Some(2.0), "two biology jobs on c3");
+    assert_eq!(allocations, Some(2.0), "two biology jobs on {c3}");
     let efficiency = statistic(
         &cw,
         &ns,
@@ -269,9 +248,16 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
     wait_until("the hook socket", Duration::from_secs(20), || socket.exists());
     std::thread::sleep(Duration::from_secs(1));
     // The one regular collection has happened; this job lives ~3 s, between two collections.
-    let w = workload();
-    let job =
-        sbatch(&["-p", "batch", "-w", "c1", "--mem=400M", "--wrap", &format!("python3 {w} memory 150 2")]);
+    let w = workload(&conf);
+    let job = sbatch(&[
+        "-p",
+        "batch",
+        "-w",
+        &nodes()[0],
+        "--mem=400M",
+        "--wrap",
+        &format!("python3 {w} memory 150 2"),
+    ]);
     let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
     wait_until("the short job to complete", Duration::from_secs(60), || job_state(&job) == "COMPLETED");
     let out = child.stop();
@@ -301,17 +287,18 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
 
 #[test]
 fn accounts_and_partitions_come_from_slurm_not_from_what_a_job_exports() {
-    let Some(_conf) = slurm() else { return };
+    let Some(conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let w = workload();
+    let w = workload(&conf);
+    let c2 = nodes()[1].clone();
     // The job's user rewrites its own environment before its work starts.
     let forged = format!(
         "export SLURM_JOB_ACCOUNT=victim SLURM_JOB_PARTITION=gold SLURM_JOB_GPUS=0,1,2,3; exec python3 {w} memory 50 60"
     );
-    let job = sbatch(&["-p", "batch", "-w", "c2", "-A", "physics", "--wrap", &forged]);
+    let job = sbatch(&["-p", "batch", "-w", &c2, "-A", "physics", "--wrap", &forged]);
     let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
     wait_until("the forging job to run python", Duration::from_secs(60), || {
-        job_pids(&job, "c2").iter().any(|p| {
+        job_pids(&job, &c2).iter().any(|p| {
             std::fs::read_to_string(format!("/proc/{p}/environ"))
                 .is_ok_and(|e| e.contains("SLURM_JOB_ACCOUNT=victim"))
         })

@@ -7,16 +7,11 @@ use common::*;
 use serde_json::{Value, json};
 use slurm_cw_catalog::records::{self as r, kinds};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;
-
-fn workload() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/workload.py").display().to_string()
-}
 
 /// `report ARGS` against LocalStack and `group`: (exit status, stdout, stderr).
 fn report(url: &str, group: &str, args: &[&str]) -> (Option<i32>, String, String) {
@@ -57,7 +52,9 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
         return;
     };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let bench = conf.parent().and_then(Path::parent).expect("bench dir").to_owned();
+    let bench = bench_dir(&conf);
+    let n = nodes();
+    let (c1, c2) = (n[0].as_str(), n[1].as_str());
     let logs = logs(&url).await;
     let group = job_log_group(&logs, "report").await;
     let interval = 2.0;
@@ -76,12 +73,12 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
         .map(Running::new)
         .expect("start the shipper");
     let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: Vec::new() };
-    let w = workload();
+    let w = workload(&conf);
     let mem = sbatch(&[
         "-p",
         "batch",
         "-w",
-        "c1",
+        c1,
         "-A",
         "physics",
         "--mem=600M",
@@ -92,7 +89,7 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
         "-p",
         "batch",
         "-w",
-        "c2",
+        c2,
         "-A",
         "chemistry",
         "-c",
@@ -111,7 +108,7 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
         })
     };
     wait_until("the memory job to hold its 300 MiB", Duration::from_secs(90), || {
-        job_pids(&mem, "c1").into_iter().filter_map(rss_kib).any(|kib| kib >= 300 * 1024)
+        job_pids(&mem, c1).into_iter().filter_map(rss_kib).any(|kib| kib >= 300 * 1024)
     });
     let sample_of_mem = [(r::JOB_ID.name, mem.as_str()), (r::TYPE.name, kinds::JOB_SAMPLE)];
     let held = records(&logs, &group, &sample_of_mem).await.len();
@@ -144,7 +141,7 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
     // job ends (each process's largest reading: the forked burner exits before the job).
     let mut cpu: HashMap<u32, f64> = HashMap::new();
     wait_until("both jobs to end", Duration::from_secs(120), || {
-        for p in job_pids(&burn, "c2") {
+        for p in job_pids(&burn, c2) {
             let c = proc_cpu_seconds(p);
             let e = cpu.entry(p).or_default();
             *e = e.max(c);
@@ -170,7 +167,7 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
     assert_eq!(m["job_id"], json!(mem));
     assert_eq!(
         (m["account"].as_str(), m["partition"].as_str(), m["nodes"].as_str()),
-        (Some("physics"), Some("batch"), Some("c1"))
+        (Some("physics"), Some("batch"), Some(c1))
     );
     assert_eq!(m["state"], json!("COMPLETED"));
     assert_eq!(m["incomplete"], json!(false));
@@ -186,7 +183,7 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
     within("memory job elapsed (s)", m["elapsed_seconds"].as_f64().unwrap_or(0.0), 29.0, 40.0);
 
     let b = json_report(&url, &group, &burn);
-    assert_eq!((b["account"].as_str(), b["nodes"].as_str()), (Some("chemistry"), Some("c2")));
+    assert_eq!((b["account"].as_str(), b["nodes"].as_str()), (Some("chemistry"), Some(c2)));
     // The summary holds the job's CPU counter at its last collection: at most one interval
     // (one core busy) short of the truth, never more than it (plus the shell's few ms).
     let got = b["cpu_seconds"].as_f64().unwrap_or(0.0);
@@ -197,7 +194,7 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
     // The text form: not a terminal here, so no colour.
     let (code, text, err) = report(&url, &group, &[&mem]);
     assert_eq!(code, Some(0), "{err}");
-    assert!(text.contains("Per node:") && text.contains("c1") && !text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("Per node:") && text.contains(c1) && !text.contains('\u{1b}'), "{text}");
     drop(cleanup);
 }
 

@@ -9,7 +9,7 @@ pub mod proxy;
 
 use aws_sdk_cloudwatch::Client;
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
@@ -44,6 +44,84 @@ pub fn slurm() -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// The bench's nodes (`BENCH_SLURM_NODES`): c1..c4 on the 22.05 bench, n1..n4 on 24.11. Both
+/// benches have partition `batch` = the first three and `debug` = the last two; the last one
+/// has two GPUs.
+pub fn nodes() -> Vec<String> {
+    let listed = std::env::var("BENCH_SLURM_NODES").unwrap_or_default();
+    let nodes: Vec<String> = listed.split_whitespace().map(str::to_owned).collect();
+    if nodes.len() >= 4 { nodes } else { ["c1", "c2", "c3", "c4"].map(String::from).to_vec() }
+}
+
+/// The bench's Slurm release as (major, minor), from `BENCH_SLURM_VERSION` (22.05 when unset).
+pub fn slurm_version() -> (u32, u32) {
+    let v = std::env::var("BENCH_SLURM_VERSION").unwrap_or_default();
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor),
+        _ => (22, 5),
+    }
+}
+
+/// The bench's directory (state, logs, the TaskEpilog), two levels above its slurm.conf. On the
+/// 24.11 bench it has the same path inside the chroot the jobs run in, so files the jobs need
+/// go here.
+pub fn bench_dir(conf: &Path) -> PathBuf {
+    conf.parent().and_then(Path::parent).expect("bench dir").to_owned()
+}
+
+/// `from` copied to `to` by a new name and a rename, so a job never runs half a file.
+fn put(from: &Path, to: &Path) {
+    let tmp = to.with_extension(format!("new-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    // A hard link where it can (the 60 MiB shipper), else a copy.
+    if std::fs::hard_link(from, &tmp).is_err() {
+        std::fs::copy(from, &tmp)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), tmp.display()));
+    }
+    std::fs::rename(&tmp, to).unwrap_or_else(|e| panic!("rename to {}: {e}", to.display()));
+    // rename(2) leaves both names when they were links to one file already.
+    let _ = std::fs::remove_file(&tmp);
+}
+
+/// scripts/bench/workload.py where the bench's jobs can run it (the bench directory: a 24.11
+/// job runs in the chroot, which sees no checkout).
+pub fn workload(conf: &Path) -> String {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/workload.py");
+    let dst = bench_dir(conf).join("workload.py");
+    put(&src, &dst);
+    dst.display().to_string()
+}
+
+/// Puts the binary under test where the bench's TaskEpilog runs it (`$bench/shipper`): the
+/// file itself, not a link, as the 24.11 bench's epilog runs in the chroot.
+pub fn install_hook(conf: &Path) {
+    put(Path::new(env!("CARGO_BIN_EXE_slurm-cw-shipper")), &bench_dir(conf).join("shipper"));
+}
+
+/// The Slurm commands tests run: taken from the bench's `BENCH_SLURM_BIN_DIR` (client
+/// commands) or `BENCH_SLURM_SBIN_DIR` (daemons), so each bench's own Slurm answers.
+const SLURM_PROGRAMS: &[&str] =
+    &["sinfo", "squeue", "sdiag", "scontrol", "sbatch", "scancel", "srun", "sacct", "slurmctld", "slurmd"];
+
+/// Where `program` is: a Slurm command in the bench's directories, else `program` as given.
+pub fn program(program: &str) -> PathBuf {
+    if SLURM_PROGRAMS.contains(&program) {
+        for var in ["BENCH_SLURM_BIN_DIR", "BENCH_SLURM_SBIN_DIR"] {
+            if let Ok(dir) = std::env::var(var)
+                && !dir.is_empty()
+                && Path::new(&dir).join(program).is_file()
+            {
+                return Path::new(&dir).join(program);
+            }
+        }
+        if program.starts_with("slurm") {
+            return Path::new("/usr/sbin").join(program);
+        }
+    }
+    PathBuf::from(program)
 }
 
 /// A namespace no other test (or earlier run) writes to.
@@ -149,6 +227,12 @@ pub fn shipper() -> Command {
             c.env_remove(k);
         }
     }
+    // The bench's Slurm, as a cluster's slurm.bin_dir would name it.
+    if let Ok(dir) = std::env::var("BENCH_SLURM_BIN_DIR")
+        && !dir.is_empty()
+    {
+        c.env("SLURM_CW_SLURM__BIN_DIR", dir);
+    }
     let spool = tempfile::Builder::new().prefix("slurm-cw-test-spool-").tempdir().map(|d| d.keep());
     if let Ok(dir) = spool {
         c.env("SLURM_CW_SPOOL__DIR", dir);
@@ -220,16 +304,18 @@ async fn statistic_now(
     values.first().copied()
 }
 
-/// Runs a command (argv, no shell) and returns its standard output; panics with stderr on failure.
+/// Runs a command (argv, no shell; a Slurm command from the bench, see [`program`]) and returns
+/// its standard output; panics with stderr on failure.
 pub fn cmd(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
+    let out =
+        Command::new(self::program(program)).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
     assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Runs a command and returns (success, stdout, stderr) without judging.
 pub fn try_cmd(program: &str, args: &[&str]) -> (bool, String, String) {
-    match Command::new(program).args(args).output() {
+    match Command::new(self::program(program)).args(args).output() {
         Ok(o) => (
             o.status.success(),
             String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -277,7 +363,7 @@ pub static SLURM_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Leaves the bench Slurm as it found it: cancels this test's jobs, resumes nodes it took out.
 pub struct SlurmCleanup {
     pub jobs: Vec<String>,
-    pub nodes: Vec<&'static str>,
+    pub nodes: Vec<String>,
 }
 
 impl Drop for SlurmCleanup {

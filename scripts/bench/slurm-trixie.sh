@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# Slurm 24.11 (the release AWS ParallelCluster 3.14 ships), for real, beside the Debian 12
+# bench: Debian 13 (trixie) packages it, so a trixie root made once with debootstrap runs
+# munged, slurmctld and four slurmd in a chroot on this host's cgroup v1. Job cgroups appear
+# under the host's /sys/fs/cgroup (memory/slurm_n1/uid_0/job_<id>), where the node role reads
+# them. Called by `scripts/bench/slurm.sh ... --version 24.11`; idempotent.
+#
+#   slurm-trixie.sh start    make the root if missing (about a minute), start, print variables
+#   slurm-trixie.sh env      print those variables again
+#   slurm-trixie.sh stop     stop everything this script started, unmount what it mounted
+#   slurm-trixie.sh status
+#
+# Layout, as the 22.05 bench's but with its own names so that both can run at once: nodes
+# n1..n4 (cgroups slurm_n1.. never meet the other bench's slurm_c1..), job ids from 10000000,
+# cluster "bench2411", ports 26817 and 27001..27004; partition "batch" (default) = n1,n2,n3,
+# "debug" = n3,n4; n4 has two count-only GPUs.
+#
+# The bench directory is bind-mounted into the root at its own path, so the configuration,
+# state, logs, pid files, the TaskEpilog, the shipper the tests put there and the hook socket
+# have one path inside and outside the chroot. Slurm's commands are wrappers in $bench/bin
+# (`chroot ROOT /usr/bin/sinfo "$@"`): that is the shipper's slurm.bin_dir.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=${SLURM_TRIXIE_ROOT:-/var/cache/slurm-cw-bench/trixie}
+bench=${SLURM_TRIXIE_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm-24.11}
+conf=$bench/etc/slurm.conf
+nodes=(n1 n2 n3 n4)
+ctld_port=${SLURM_TRIXIE_CTLD_PORT:-26817}
+first_node_port=${SLURM_TRIXIE_NODE_PORT:-27001}
+cluster=bench2411
+# What the jobs of the tests need besides Slurm: python3 for scripts/bench/workload.py.
+packages=slurmctld,slurmd,slurm-client,munge,python3
+want_version=24.11
+
+log() { printf 'slurm-bench-24.11: %s\n' "$*" >&2; }
+
+need_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        log "needs root (chroot, mounts, and slurmd manages job cgroups)"; exit 1
+    fi
+}
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# The Debian mirror apt uses here (deb822 `URIs:` or one-line `deb` entries), else Debian's.
+mirror() {
+    if [ -n "${SLURM_TRIXIE_MIRROR:-}" ]; then echo "$SLURM_TRIXIE_MIRROR"; return; fi
+    local f uri
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        while read -r uri; do
+            uri=${uri%/}
+            case "$uri" in
+                */debian) echo "$uri"; return ;;
+            esac
+        done < <(sed -nE -e 's/^URIs:[[:space:]]*//p' \
+            -e 's/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' "$f" | tr ' ' '\n')
+    done
+    echo http://deb.debian.org/debian
+}
+
+# Mount points at or under $1, deepest first.
+mounts_under() {
+    awk -v p="$1" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/mounts | sort -r
+}
+
+# Removes a directory that may hold leftover mounts (debootstrap mounts /proc and /sys in its
+# target; a failed run can leave them): unmounts first and never deletes through a mount.
+unmount_under() {
+    local m
+    for m in $(mounts_under "$1"); do umount -l "$m" || true; done
+}
+
+remove_tree() {
+    unmount_under "$1"
+    if [ -n "$(mounts_under "$1")" ]; then
+        log "$1 still has mounts; not removing it"; exit 1
+    fi
+    rm -rf --one-file-system "$1"
+}
+
+make_root() {
+    if [ -f "$root/.slurm-cw-bench" ]; then return; fi
+    if ! command -v debootstrap >/dev/null; then
+        log "installing debootstrap"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq debootstrap >/dev/null 2>&1 || {
+            apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null
+        }
+    fi
+    local m t0
+    m=$(mirror)
+    t0=$(date +%s)
+    log "making the trixie root in $root from $m (once; about a minute)"
+    mkdir -p "$(dirname "$root")"
+    remove_tree "$root.new"
+    if ! debootstrap --variant=minbase --include="$packages" trixie "$root.new" "$m" \
+        > "$root.debootstrap.log" 2>&1; then
+        log "debootstrap failed; see $root.debootstrap.log"
+        remove_tree "$root.new"
+        exit 1
+    fi
+    unmount_under "$root.new"
+    local v
+    v=$(chroot "$root.new" /usr/sbin/slurmctld -V | awk '{print $2}')
+    case "$v" in
+        "$want_version".*) ;;
+        *) log "trixie's slurmctld is $v, not $want_version"; remove_tree "$root.new"; exit 1 ;;
+    esac
+    echo "$v" > "$root.new/.slurm-cw-bench"
+    remove_tree "$root"
+    mv "$root.new" "$root"
+    log "root made in $(( $(date +%s) - t0 )) s: Slurm $v"
+}
+
+mount_all() {
+    # rbind: /sys carries the cgroup mounts, /dev its pts and shm; rslave: unmounting here
+    # never reaches the host's own mounts.
+    local what
+    for what in proc sys dev; do
+        mountpoint -q "$root/$what" && continue
+        if [ "$what" = proc ]; then
+            mount --bind /proc "$root/proc"
+        else
+            mount --rbind "/$what" "$root/$what"
+            mount --make-rslave "$root/$what"
+        fi
+    done
+    mkdir -p "$root$bench"
+    mountpoint -q "$root$bench" || mount --bind "$bench" "$root$bench"
+    # The host name must resolve inside, as it does outside.
+    cp /etc/hosts "$root/etc/hosts"
+}
+
+unmount_all() {
+    local m
+    for m in "$root$bench" "$root/dev" "$root/sys" "$root/proc"; do
+        if mountpoint -q "$m"; then umount -R "$m" 2>/dev/null || umount -l -R "$m" || true; fi
+    done
+}
+
+in_root() { chroot "$root" "$@"; }
+
+start_munge() {
+    if alive "$root/run/munge/munged.pid" && [ -S "$root/run/munge/munge.socket.2" ]; then return; fi
+    in_root install -d -o munge -g munge -m 0755 /run/munge
+    in_root install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
+    if [ ! -s "$root/etc/munge/munge.key" ]; then
+        in_root mungekey -c -f -k /etc/munge/munge.key
+    fi
+    in_root chown munge:munge /etc/munge /etc/munge/munge.key
+    in_root chmod 600 /etc/munge/munge.key
+    in_root runuser -u munge -- /usr/sbin/munged
+    for _ in $(seq 50); do [ -S "$root/run/munge/munge.socket.2" ] && return; sleep 0.1; done
+    log "munged did not create its socket"; exit 1
+}
+
+write_wrappers() {
+    local c
+    mkdir -p "$bench/bin" "$bench/sbin"
+    for c in sinfo squeue sdiag scontrol sbatch scancel srun salloc sacct sprio sshare; do
+        printf '#!/bin/sh\n# Slurm %s in the trixie root (scripts/bench/slurm-trixie.sh).\nSLURM_CONF=%s exec chroot %s /usr/bin/%s "$@"\n' \
+            "$want_version" "$conf" "$root" "$c" > "$bench/bin/$c"
+        chmod 755 "$bench/bin/$c"
+    done
+    for c in slurmctld slurmd; do
+        printf '#!/bin/sh\n# Slurm %s in the trixie root (scripts/bench/slurm-trixie.sh).\nSLURM_CONF=%s exec chroot %s /usr/sbin/%s "$@"\n' \
+            "$want_version" "$conf" "$root" "$c" > "$bench/sbin/$c"
+        chmod 755 "$bench/sbin/$c"
+    done
+}
+
+write_config() {
+    local host mem
+    host=$(hostname)
+    mkdir -p "$bench/etc" "$bench/state" "$bench/log" "$bench/run" "$bench/spool"
+    mem=${SLURM_BENCH_NODE_MEMORY_MB:-2000}
+    {
+        echo "# Written by scripts/bench/slurm-trixie.sh; a test bench, not a production config."
+        echo "ClusterName=$cluster"
+        echo "SlurmctldHost=$host(127.0.0.1)"
+        echo "SlurmctldPort=$ctld_port"
+        echo "AuthType=auth/munge"
+        echo "CredType=cred/munge"
+        echo "SlurmUser=root"
+        echo "SlurmdUser=root"
+        echo "StateSaveLocation=$bench/state"
+        echo "SlurmdSpoolDir=$bench/spool/slurmd.%n"
+        echo "SlurmctldPidFile=$bench/run/slurmctld.pid"
+        echo "SlurmdPidFile=$bench/run/slurmd.%n.pid"
+        echo "SlurmctldLogFile=$bench/log/slurmctld.log"
+        echo "SlurmdLogFile=$bench/log/slurmd.%n.log"
+        echo "ProctrackType=proctrack/cgroup"
+        echo "TaskPlugin=task/cgroup"
+        echo "JobAcctGatherType=jobacct_gather/cgroup"
+        echo "JobAcctGatherFrequency=30"
+        echo "SchedulerType=sched/backfill"
+        echo "SelectType=select/cons_tres"
+        echo "SelectTypeParameters=CR_Core_Memory"
+        echo "ReturnToService=1"
+        echo "MinJobAge=3600"
+        # Job ids never equal the 22.05 bench's, whose job cgroups may sit beside these.
+        echo "FirstJobId=10000000"
+        echo "MaxArraySize=20001"
+        echo "MaxJobCount=50000"
+        echo "DefMemPerCPU=100"
+        echo "SlurmdParameters=config_overrides"
+        echo "MpiDefault=none"
+        echo "SlurmctldTimeout=30"
+        echo "SlurmdTimeout=60"
+        echo "InactiveLimit=0"
+        echo "KillWait=5"
+        echo "SchedulerParameters=bf_interval=30"
+        echo "GresTypes=gpu"
+        echo "TaskEpilog=$bench/task-epilog"
+        local port=$first_node_port gres
+        for n in "${nodes[@]}"; do
+            gres=""
+            [ "$n" = n4 ] && gres=" Gres=gpu:2"
+            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem$gres State=UNKNOWN"
+            port=$((port + 1))
+        done
+        echo "PartitionName=batch Nodes=n1,n2,n3 Default=YES MaxTime=INFINITE State=UP"
+        echo "PartitionName=debug Nodes=n3,n4 MaxTime=INFINITE State=UP"
+    } > "$conf.new"
+    # Runs inside the root: the tests put the shipper itself (not a link out of the root) at
+    # $bench/shipper.
+    cat > "$bench/task-epilog" <<EOF
+#!/bin/sh
+[ -x "$bench/shipper" ] || exit 0
+SLURM_CW_NODE__HOOK_SOCKET="$bench/hook.sock" exec "$bench/shipper" --job-ended "\$SLURM_JOB_ID"
+EOF
+    chmod 755 "$bench/task-epilog"
+    mkdir -p "$bench/dev"
+    for i in 0 1; do
+        [ -e "$bench/dev/gpu$i" ] || mknod "$bench/dev/gpu$i" c 1 3
+    done
+    echo "NodeName=n4 Name=gpu File=$bench/dev/gpu[0-1]" > "$bench/etc/gres.conf"
+    cat > "$bench/etc/cgroup.conf" <<EOF
+CgroupPlugin=cgroup/v1
+ConstrainCores=yes
+ConstrainRAMSpace=yes
+ConstrainDevices=no
+EOF
+}
+
+print_env() {
+    echo "export SLURM_CONF=$conf"
+    echo "export BENCH_SLURM_CONF=$conf"
+    echo "export BENCH_SLURM_NODES='${nodes[*]}'"
+    echo "export BENCH_SLURM_VERSION=$want_version"
+    echo "export BENCH_SLURM_BIN_DIR=$bench/bin"
+    echo "export BENCH_SLURM_SBIN_DIR=$bench/sbin"
+    echo "# stop with: $here/slurm.sh stop --version $want_version"
+}
+
+sinfo_in() { "$bench/bin/sinfo" "$@"; }
+
+start() {
+    need_root
+    make_root
+    mkdir -p "$bench"
+    mount_all
+    start_munge
+    write_wrappers
+    local before=""
+    [ -f "$conf" ] && before=$(cat "$conf")
+    write_config
+    if alive "$bench/run/slurmctld.pid" && sinfo_in -h >/dev/null 2>&1; then
+        if [ "$before" = "$(cat "$conf.new")" ]; then
+            log "already running"
+            rm -f "$conf.new"
+        else
+            log "configuration changed: restarting"
+            stop_daemons
+            mv "$conf.new" "$conf"
+            "$bench/sbin/slurmctld" -c
+        fi
+    else
+        mv "$conf.new" "$conf"
+        "$bench/sbin/slurmctld" -c
+    fi
+    for n in "${nodes[@]}"; do
+        if ! alive "$bench/run/slurmd.$n.pid"; then
+            mkdir -p "$bench/spool/slurmd.$n"
+            "$bench/sbin/slurmd" -N "$n"
+        fi
+    done
+    for _ in $(seq 150); do
+        local states
+        states=$(sinfo_in -h -N -o '%N %t' 2>/dev/null | sort -u || true)
+        if [ -n "$states" ] && ! grep -Eq ' (unk|down\*|idle\*|unk\*|inval)' <<<"$states" \
+            && [ "$(wc -l <<<"$states")" -ge "${#nodes[@]}" ]; then
+            log "ready: $(tr '\n' ' ' <<<"$states")"
+            print_env
+            return
+        fi
+        sleep 0.2
+    done
+    log "nodes did not come up; see $bench/log"
+    sinfo_in -N >&2 || true
+    exit 1
+}
+
+stop_daemons() {
+    local pidf
+    for pidf in "$bench"/run/slurmd.*.pid "$bench/run/slurmctld.pid"; do
+        [ -f "$pidf" ] || continue
+        if alive "$pidf"; then kill "$(cat "$pidf")" 2>/dev/null || true; fi
+    done
+    for _ in $(seq 50); do
+        local any=0
+        for pidf in "$bench"/run/*.pid; do
+            [ -f "$pidf" ] && alive "$pidf" && any=1
+        done
+        [ $any -eq 0 ] && break
+        sleep 0.2
+    done
+    rm -f "$bench"/run/*.pid
+}
+
+stop() {
+    need_root
+    stop_daemons
+    # This munged is the root's own (the host's does not serve it).
+    local pidf=$root/run/munge/munged.pid
+    if alive "$pidf"; then
+        kill "$(cat "$pidf")" 2>/dev/null || true
+        for _ in $(seq 50); do alive "$pidf" || break; sleep 0.1; done
+    fi
+    unmount_all
+    log "stopped"
+}
+
+status() {
+    [ -x "$bench/bin/sinfo" ] && alive "$bench/run/slurmctld.pid" || exit 1
+    sinfo_in -N -o '%N %P %t' || exit 1
+}
+
+case "${1:-start}" in
+    start) start ;;
+    stop) stop ;;
+    env) print_env ;;
+    status) status ;;
+    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+esac
