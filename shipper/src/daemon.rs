@@ -118,6 +118,8 @@ pub async fn daemon(
     }
 
     let mut gave_up = false;
+    // The collection thread ended (a bug: it only stops with the process); systemd restarts us.
+    let mut collection_gone = false;
     loop {
         // Biased, in this order: a stop first, then what a flush made, then the rest.
         tokio::select! {
@@ -142,7 +144,13 @@ pub async fn daemon(
                     break;
                 }
             }
-            _ = flush.tick() => { collection.flush(); }
+            _ = flush.tick() => {
+                if !collection.flush() {
+                    tracing::error!("the collection thread stopped; exiting so that the service restarts");
+                    collection_gone = true;
+                    break;
+                }
+            }
             Some(req) = hook_rx.recv() => collection.final_sample(req),
             _ = collect.tick() => collection.collect(),
         }
@@ -151,7 +159,11 @@ pub async fn daemon(
     drop(tx);
     drop(record_route);
     let all = join_all(deliverers);
-    match tokio::time::timeout(SHUTDOWN_GRACE, all).await {
+    let delivered = tokio::time::timeout(SHUTDOWN_GRACE, all).await;
+    if collection_gone {
+        return Exit::Failed("the collection thread stopped (see the log)".into());
+    }
+    match delivered {
         Ok(Ok(why)) if gave_up => match why.into_iter().flatten().next() {
             Some(e) if crate::sinks::stdout::closed_pipe(&e) => Exit::Ok,
             Some(e) => Exit::Failed(format!("delivery stopped: {e}")),
