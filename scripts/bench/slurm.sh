@@ -12,6 +12,11 @@
 # nodes n1..n4, other ports, its own munged; both benches can run at once. The default is
 # Debian 12's own Slurm 22.05.
 #
+# With `--profile pcluster` (22.05) the bench takes AWS ParallelCluster's default Slurm settings
+# where they differ from ours: no ConstrainRAMSpace (it is written only with memory-based
+# scheduling) and no JobAcctGatherType (written only with accounting), so jobs get no memory or
+# cpuacct cgroup. `start` with another profile than the running one restarts the bench.
+#
 # Layout (the integration tests rely on it):
 #   nodes c1..c4, 2 CPUs and 2000 MB each (the host's 2 cores, shared);
 #   partition "batch" (default) = c1,c2,c3; partition "debug" = c3,c4;
@@ -70,6 +75,7 @@ write_config() {
     mem=${SLURM_BENCH_NODE_MEMORY_MB:-2000}
     {
         echo "# Written by scripts/bench/slurm.sh; a test bench, not a production config."
+        echo "# profile: $profile"
         echo "ClusterName=$cluster"
         echo "SlurmctldHost=$host(127.0.0.1)"
         echo "SlurmctldPort=$ctld_port"
@@ -85,8 +91,10 @@ write_config() {
         echo "SlurmdLogFile=$bench/log/slurmd.%n.log"
         echo "ProctrackType=proctrack/cgroup"
         echo "TaskPlugin=task/cgroup"
-        echo "JobAcctGatherType=jobacct_gather/cgroup"
-        echo "JobAcctGatherFrequency=30"
+        if [ "$profile" = default ]; then
+            echo "JobAcctGatherType=jobacct_gather/cgroup"
+            echo "JobAcctGatherFrequency=30"
+        fi
         echo "SchedulerType=sched/backfill"
         echo "SelectType=select/cons_tres"
         echo "SelectTypeParameters=CR_Core_Memory"
@@ -136,7 +144,7 @@ EOF
 CgroupPlugin=cgroup/v1
 CgroupAutomount=yes
 ConstrainCores=yes
-ConstrainRAMSpace=yes
+ConstrainRAMSpace=$([ "$profile" = default ] && echo yes || echo no)
 ConstrainDevices=no
 EOF
 }
@@ -152,6 +160,7 @@ print_env() {
     echo "export BENCH_SLURM_VERSION=$version"
     echo "export BENCH_SLURM_BIN_DIR=$bin"
     echo "export BENCH_SLURM_SBIN_DIR=$sbin"
+    echo "export BENCH_SLURM_PROFILE=$(sed -n 's/^# profile: //p' "$conf")"
     echo "# stop with: $here/slurm.sh stop"
 }
 
@@ -227,13 +236,20 @@ status() {
 command=${1:-start}
 [ $# -gt 0 ] && shift
 version=22.05
+profile=default
 while [ $# -gt 0 ]; do
     case "$1" in
+        --profile) profile=${2:-}; shift 2 || { echo "--profile needs a value" >&2; exit 2; } ;;
+        --profile=*) profile=${1#--profile=}; shift ;;
         --version) version=${2:-}; shift 2 || { echo "--version needs a value" >&2; exit 2; } ;;
         --version=*) version=${1#--version=}; shift ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
+case "$profile" in
+    default | pcluster) ;;
+    *) echo "profiles of this bench: default, pcluster (ParallelCluster's Slurm defaults)" >&2; exit 2 ;;
+esac
 case "$version" in
     22.05) ;;
     24.11) exec bash "$here/slurm-trixie.sh" "$command" ;;
@@ -245,5 +261,5 @@ case "$command" in
     stop) stop ;;
     env) print_env ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|env|status [--version 22.05|24.11]" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|env|status [--version 22.05|24.11] [--profile default|pcluster]" >&2; exit 2 ;;
 esac
