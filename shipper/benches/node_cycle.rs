@@ -124,11 +124,17 @@ fn build_v1(root: &Path, jobs: u32) -> (PathBuf, PathBuf) {
                     ("memory.max_usage_in_bytes", "3221225472\n"),
                     ("memory.limit_in_bytes", "4294967296\n"),
                     ("memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"),
-                    ("memory.stat", "cache 251658240\nrss 1879048192\nrss_huge 0\nmapped_file 33554432\nswap 0\nactive_file 83886080\ninactive_file 167772160\nunevictable 0\ntotal_cache 251658240\ntotal_rss 1879048192\ntotal_rss_huge 0\ntotal_mapped_file 33554432\ntotal_swap 0\ntotal_active_file 83886080\ntotal_inactive_file 167772160\ntotal_unevictable 0\n"),
+                    (
+                        "memory.stat",
+                        "cache 251658240\nrss 1879048192\nrss_huge 0\nmapped_file 33554432\nswap 0\nactive_file 83886080\ninactive_file 167772160\nunevictable 0\ntotal_cache 251658240\ntotal_rss 1879048192\ntotal_rss_huge 0\ntotal_mapped_file 33554432\ntotal_swap 0\ntotal_active_file 83886080\ntotal_inactive_file 167772160\ntotal_unevictable 0\n",
+                    ),
                 ],
                 "cpuacct" => &[
                     ("cpuacct.usage", "7200000000000\n"),
-                    ("cpuacct.usage_percpu", "900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 \n"),
+                    (
+                        "cpuacct.usage_percpu",
+                        "900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 \n",
+                    ),
                 ],
                 "cpuset" => &[("cpuset.cpus", "0-7\n")],
                 _ => &[],
