@@ -3,6 +3,20 @@
 //! exactly the same files and directories, the same way, without parsing anything.
 //!
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle`
+//! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --syscalls` (needs strace)
+//!
+//! Syscalls per cycle (`--syscalls`, processes every other cycle), before the job table
+//! (0b16a17) and after it, same command, same trees:
+//!
+//! | tree | before | after |
+//! |---|---|---|
+//! | v2, 2 jobs | 375 | 292 |
+//! | v2, 64 jobs | 11690 | 9034 |
+//! | v1, 2 jobs | 380 | 236 |
+//! | v1, 64 jobs | 9835 | 7071 |
+//!
+//! What is left is mostly directory listings (open, fstat, two getdents, close: five each) of
+//! the cgroup subtrees, /proc/<pid>/task and, on this bench's tmpfs, /proc/<pid>/fd.
 //!
 //! For processes read every cycle (`node.process_every = 1`) and every other cycle (the
 //! default, 2), prints the mean CPU time (user + system) per cycle for the collector and for the
@@ -95,6 +109,57 @@ fn build(root: &Path, jobs: u32) -> (PathBuf, PathBuf) {
     (cg, proc)
 }
 
+/// A cgroup v1 tree shaped like Slurm 22.05's here (see tests/fixtures/cgroup/v1-slurm-22.05):
+/// `memory`, `cpuacct`, `cpuset` and `freezer` hold `slurm/uid_1000/job_<id>/step_extern` and
+/// `step_batch/task_0`; `blkio`, `cpu`, `devices` and `pids` hold no Slurm directory. The
+/// processes are the v2 tree's, in cpuacct's task_0.
+fn build_v1(root: &Path, jobs: u32) -> (PathBuf, PathBuf) {
+    let (v2, proc) = build(root, jobs);
+    let cg = root.join("cg1");
+    for c in ["blkio", "cpu", "devices", "pids"] {
+        std::fs::create_dir_all(cg.join(c)).unwrap();
+    }
+    for j in 0..jobs {
+        let id = 1000 + j;
+        let from = v2.join(format!("system.slice/slurmstepd.scope/job_{id}/step_0/user/task_0/cgroup.procs"));
+        let pids = std::fs::read_to_string(from).unwrap();
+        for c in ["memory", "cpuacct", "cpuset", "freezer"] {
+            let job = cg.join(format!("{c}/slurm/uid_1000/job_{id}"));
+            std::fs::create_dir_all(job.join("step_extern")).unwrap();
+            std::fs::create_dir_all(job.join("step_batch/task_0")).unwrap();
+            for d in ["", "step_extern", "step_batch"] {
+                write(&job.join(d).join("cgroup.procs"), "");
+            }
+            write(&job.join("step_batch/task_0/cgroup.procs"), if c == "cpuacct" { &pids } else { "" });
+            let files: &[(&str, &str)] = match c {
+                "memory" => &[
+                    ("memory.usage_in_bytes", "2147483648\n"),
+                    ("memory.max_usage_in_bytes", "3221225472\n"),
+                    ("memory.limit_in_bytes", "4294967296\n"),
+                    ("memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"),
+                    (
+                        "memory.stat",
+                        "cache 251658240\nrss 1879048192\nrss_huge 0\nmapped_file 33554432\nswap 0\nactive_file 83886080\ninactive_file 167772160\nunevictable 0\ntotal_cache 251658240\ntotal_rss 1879048192\ntotal_rss_huge 0\ntotal_mapped_file 33554432\ntotal_swap 0\ntotal_active_file 83886080\ntotal_inactive_file 167772160\ntotal_unevictable 0\n",
+                    ),
+                ],
+                "cpuacct" => &[
+                    ("cpuacct.usage", "7200000000000\n"),
+                    (
+                        "cpuacct.usage_percpu",
+                        "900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 900000000000 \n",
+                    ),
+                ],
+                "cpuset" => &[("cpuset.cpus", "0-7\n")],
+                _ => &[],
+            };
+            for (name, text) in files {
+                write(&job.join(name), text);
+            }
+        }
+    }
+    (cg, proc)
+}
+
 /// Reads the files and lists the directories one steady-state cycle reads, parsing nothing:
 /// the cgroup files, and the processes when `with_procs`.
 fn floor(cg: &Path, proc: &Path, buf: &mut String, with_procs: bool) -> usize {
@@ -146,7 +211,94 @@ fn floor(cg: &Path, proc: &Path, buf: &mut String, with_procs: bool) -> usize {
     bytes
 }
 
+/// Syscalls of one cycle, counted by strace: this bench runs itself under `strace -f -c` twice
+/// over the same tree, with [`SYSCALL_CYCLES`] measured cycles and with none (both after the
+/// same two warm-up cycles), and divides the difference. Unlike time, the count is the same on
+/// every run.
+const SYSCALL_CYCLES: u32 = 12;
+
+/// `--syscall-child <cgroup root> <proc root> <cycles>`: what runs under strace.
+fn syscall_child(args: &[String]) {
+    let cfg = NodeConfig {
+        cgroup_root: PathBuf::from(&args[0]),
+        proc_root: PathBuf::from(&args[1]),
+        ..NodeConfig::default()
+    };
+    let cycles: u32 = args[2].parse().unwrap();
+    let mut c = NodeCollector::new(cfg, "bench".into());
+    for _ in 0..2 + cycles {
+        let mut b = Batch::new(SystemTime::now());
+        c.collect_jobs(None, &mut b, &mut Errors::new());
+        std::hint::black_box(&b);
+    }
+}
+
+/// strace's `-c` table: syscall name -> calls.
+fn strace_counts(cg: &Path, proc: &Path, cycles: u32, out: &Path) -> std::collections::BTreeMap<String, i64> {
+    let me = std::env::current_exe().unwrap();
+    let status = std::process::Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(out)
+        .arg(&me)
+        .arg("--syscall-child")
+        .args([cg.as_os_str(), proc.as_os_str()])
+        .arg(cycles.to_string())
+        .status()
+        .expect("strace (apt-get install strace)");
+    assert!(status.success(), "strace run failed");
+    let text = std::fs::read_to_string(out).unwrap();
+    let mut counts = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        // % time, seconds, usecs/call, calls, [errors,] syscall
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || f[0].parse::<f64>().is_err() {
+            continue;
+        }
+        let name = f[f.len() - 1];
+        if name == "total" {
+            continue;
+        }
+        if let Ok(calls) = f[3].parse::<i64>() {
+            counts.insert(name.to_owned(), calls);
+        }
+    }
+    counts
+}
+
+/// Prints syscalls per cycle for 2 and 64 jobs, cgroup v2 and v1, processes every other cycle.
+fn syscalls() {
+    println!("syscalls per cycle (strace -f -c, {SYSCALL_CYCLES} cycles less none, /proc every 2nd cycle)");
+    for (v1, jobs) in [(false, 2u32), (false, 64), (true, 2), (true, 64)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cg, proc) = if v1 { build_v1(dir.path(), jobs) } else { build(dir.path(), jobs) };
+        let out = dir.path().join("strace.txt");
+        let none = strace_counts(&cg, &proc, 0, &out);
+        let some = strace_counts(&cg, &proc, SYSCALL_CYCLES, &out);
+        let mut per: Vec<(String, f64)> = some
+            .iter()
+            .map(|(k, v)| (k.clone(), (v - none.get(k).copied().unwrap_or(0)) as f64 / SYSCALL_CYCLES as f64))
+            .filter(|(_, v)| *v >= 0.5)
+            .collect();
+        per.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let total: f64 = per.iter().map(|(_, v)| v).sum();
+        let detail: Vec<String> = per.iter().map(|(k, v)| format!("{k} {v:.0}")).collect();
+        println!(
+            "{} {jobs:>3} jobs: {total:>6.0} a cycle, {:>5.1} a job ({})",
+            if v1 { "v1" } else { "v2" },
+            total / jobs as f64,
+            detail.join(", ")
+        );
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--syscall-child") {
+        return syscall_child(&args[i + 1..]);
+    }
+    if args.iter().any(|a| a == "--syscalls") {
+        return syscalls();
+    }
     let cycles = 20;
     println!(
         "{:>5} jobs | /proc every | collector CPU/cycle | floor CPU/cycle | ratio | share of a core @30s | RSS now / peak",

@@ -127,11 +127,13 @@ impl Pipeline {
                 config.slurm.bin_dir.clone(),
                 config.slurm.command_timeout,
             ));
-            collectors.push(Box::new(
-                NodeCollector::new(config.node.clone(), node.clone()).with_slurm(slurm.clone()),
-            ));
+            let node_collector =
+                NodeCollector::new(config.node.clone(), node.clone()).with_slurm(slurm.clone());
+            // The GPU collector runs after it and reads the jobs it found.
+            let jobs = node_collector.jobs();
+            collectors.push(Box::new(node_collector));
             if let Some(gpu) = gpu_collector(config, &node) {
-                collectors.push(Box::new(gpu.with_slurm(slurm)));
+                collectors.push(Box::new(gpu.with_slurm(slurm).with_jobs(jobs)));
             }
             // EFA/InfiniBand, Lustre and RAPL: nothing at all shipped where there are none.
             collectors.push(Box::new(HostCollector::new(Roots::from_config(&config.node), node.clone())));

@@ -18,6 +18,7 @@ pub mod source;
 use super::node::discover::{self, JobRef, Layout, Version};
 use super::node::owner::{self, Owners};
 use super::node::procs;
+use super::node::table::{JobTable, SharedJobs};
 use super::{Collector, Errors};
 use crate::config::{CgroupVersion, GpuConfig, NodeConfig};
 use crate::sample::{Batch, Dims};
@@ -27,7 +28,6 @@ use slurm_cw_catalog::metrics::*;
 use slurm_cw_sink::log_once::LogOnce;
 use source::{GpuId, GpuSource, ReadError, Reading};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::Path;
 
 /// What a job was allocated, as its environment names GPUs.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -60,6 +60,15 @@ impl Allocation {
     }
 }
 
+/// A job as this cycle attributes GPUs to it.
+struct GpuJob {
+    r: JobRef,
+    pids: Vec<u32>,
+    uid: Option<u32>,
+    /// As the node collector named it; None when this collector finds it itself.
+    account: Option<String>,
+}
+
 /// Environment bytes read per job and cycle to find its allocation: a few hundred processes'
 /// usual environments, or eight that made theirs as large as [`procs::ENVIRON_MAX`].
 const ALLOCATION_ENVIRON_BUDGET: usize = 8 << 20;
@@ -78,6 +87,10 @@ pub struct GpuCollector {
     logged: LogOnce,
     /// What Slurm says of each job; None in tests, where the environment is believed.
     slurm: Option<crate::sources::slurm_jobs::Shared>,
+    /// The node collector's job table; without it (tests), this collector finds the jobs in
+    /// `own` each cycle.
+    shared: Option<SharedJobs>,
+    own: JobTable,
 }
 
 impl GpuCollector {
@@ -93,6 +106,8 @@ impl GpuCollector {
             allocations: HashMap::new(),
             logged: LogOnce::default(),
             slurm: None,
+            shared: None,
+            own: JobTable::default(),
         }
     }
 
@@ -109,6 +124,8 @@ impl GpuCollector {
             allocations: HashMap::new(),
             logged: LogOnce::default(),
             slurm: None,
+            shared: None,
+            own: JobTable::default(),
         }
     }
 
@@ -163,24 +180,19 @@ impl GpuCollector {
         out.push(&GPU_ERRORS, host.clone(), failed as f64);
 
         // Jobs, their processes and allocations.
-        let jobs = self.layout().map(|l| discover::jobs(&l)).unwrap_or_default();
+        let jobs = self.jobs();
         let mut pid_job: HashMap<u32, usize> = HashMap::new();
-        let mut buf = String::new();
         for (i, job) in jobs.iter().enumerate() {
-            let mut pids = Vec::new();
-            if let Some(dir) = job.process_dir() {
-                discover::pids(dir, &mut buf, &mut pids);
-            }
-            if !self.allocations.contains_key(&job.id)
-                && let Some(a) = self.allocation(job, &pids)
+            if !self.allocations.contains_key(&job.r.id)
+                && let Some(a) = self.allocation(&job.r, &job.pids)
             {
-                self.allocations.insert(job.id.clone(), a);
+                self.allocations.insert(job.r.id.clone(), a);
             }
-            for p in pids {
-                pid_job.insert(p, i);
+            for p in &job.pids {
+                pid_job.insert(*p, i);
             }
         }
-        let alive: HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        let alive: HashSet<&str> = jobs.iter().map(|j| j.r.id.as_str()).collect();
         self.allocations.retain(|j, _| alive.contains(j.as_str()));
 
         // GPU -> jobs holding it; whether each job runs a process on it.
@@ -189,13 +201,13 @@ impl GpuCollector {
         for (g, (id, r)) in ok.iter().enumerate() {
             let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
             for pid in &r.pids {
-                let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node.proc_root, *pid, &jobs));
+                let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node, *pid, &jobs));
                 if let Some(j) = job {
                     holders.insert(j, true);
                 }
             }
             for (j, job) in jobs.iter().enumerate() {
-                if self.allocations.get(&job.id).is_some_and(|a| a.holds(id)) {
+                if self.allocations.get(&job.r.id).is_some_and(|a| a.holds(id)) {
                     holders.entry(j).or_insert(false);
                 }
             }
@@ -210,6 +222,44 @@ impl GpuCollector {
         for (j, gpus) in held {
             self.emit_job(&jobs[j], &gpus, &ok, out);
         }
+    }
+
+    /// This cycle's jobs: the node collector's table when shared (its processes as last read;
+    /// a GPU process started since is found by its /proc/<pid>/cgroup), else found here.
+    fn jobs(&mut self) -> Vec<GpuJob> {
+        if let Some(t) = &self.shared {
+            let t = t.borrow();
+            return t
+                .jobs()
+                .map(|j| GpuJob {
+                    r: j.r.clone(),
+                    pids: j.pids.clone(),
+                    uid: j.uid,
+                    account: j.account.clone(),
+                })
+                .collect();
+        }
+        let Some(layout) = self.layout() else { return Vec::new() };
+        self.own.refresh(&layout);
+        let keys: Vec<_> = self.own.jobs().map(|j| (j.r.node.clone(), j.r.id.clone())).collect();
+        let mut buf = String::new();
+        let mut out = Vec::new();
+        for key in keys {
+            let uid = self.own.uid(&key, &self.node.proc_root, &mut buf);
+            let Some(j) = self.own.get_mut(&key) else { continue };
+            let mut pids = Vec::new();
+            if let Some(dir) = j.r.process_dir() {
+                discover::pids(dir, &mut buf, &mut pids);
+            }
+            out.push(GpuJob { r: j.r.clone(), pids, uid, account: None });
+        }
+        out
+    }
+
+    /// Reads the jobs from the node collector's table instead of finding them again.
+    pub fn with_jobs(mut self, jobs: SharedJobs) -> Self {
+        self.shared = Some(jobs);
+        self
     }
 
     /// Takes GPU allocations from Slurm (see [`crate::sources::slurm_jobs`]) instead of the
@@ -255,23 +305,28 @@ impl GpuCollector {
 
     fn emit_job(
         &mut self,
-        job: &JobRef,
+        gj: &GpuJob,
         gpus: &[(usize, bool)],
         readings: &[(GpuId, Reading)],
         out: &mut Batch,
     ) {
         let proc_root = self.node.proc_root.clone();
-        let uid =
-            job.uid.or_else(|| discover::task_owner(job.process_dir()?, &proc_root, &mut String::new()));
-        let user = self.owners.user(uid);
-        let account = self.owners.account(&job.id, || {
-            let mut pids = Vec::new();
-            discover::pids(job.process_dir()?, &mut String::new(), &mut pids);
-            let account =
-                pids.iter().find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))?;
-            Some((account, owner::UNKNOWN.to_owned()))
-        });
-        let account = account.0;
+        let job = &gj.r;
+        let user = self.owners.user(gj.uid);
+        let account = match &gj.account {
+            Some(a) => a.clone(),
+            None => {
+                self.owners
+                    .account(&job.id, || {
+                        let account = gj
+                            .pids
+                            .iter()
+                            .find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))?;
+                        Some((account, owner::UNKNOWN.to_owned()))
+                    })
+                    .0
+            }
+        };
         let base = Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account);
         out.push(&GPU_COUNT, base.clone(), gpus.len() as f64);
         out.push(&GPU_IDLE_COUNT, base.clone(), gpus.iter().filter(|(_, busy)| !busy).count() as f64);
@@ -297,11 +352,16 @@ impl GpuCollector {
 }
 
 /// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup
-/// (`.../job_<id>/...`).
-fn job_of_pid(proc_root: &Path, pid: u32, jobs: &[JobRef]) -> Option<usize> {
-    let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("cgroup")).ok()?;
-    let id = text.split(['/', '\n']).find_map(|part| part.strip_prefix("job_"))?;
-    jobs.iter().position(|j| j.id == id)
+/// (`.../<node.job_dir_prefix><id>/...`).
+fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
+    let mut text = String::new();
+    if !super::node::read_into(&node.proc_root.join(pid.to_string()).join("cgroup"), &mut text) {
+        return None;
+    }
+    let prefix = node.job_dir_prefix.as_str();
+    let id =
+        text.split(['/', '\n']).find_map(|part| part.strip_prefix(prefix).filter(|id| !id.is_empty()))?;
+    jobs.iter().position(|j| j.r.id == id)
 }
 
 /// The per-job figures of a set of GPUs: means of percentages and clocks, sums of memory,

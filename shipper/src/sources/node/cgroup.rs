@@ -33,12 +33,29 @@ pub struct CgroupStats {
     pub io: Option<Io>,
 }
 
-/// Reads every figure of `job`, reusing `buf` for file contents.
-pub fn read(job: &JobRef, buf: &mut String) -> CgroupStats {
-    match &job.dirs {
-        JobDirs::V1(_) => read_v1(job, buf),
-        JobDirs::V2(dir) => read_v2(dir, buf),
+/// What does not change while a job runs: read once, then kept.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Fixed {
+    pub memory_limit: Option<u64>,
+    pub cpus: Option<Vec<usize>>,
+}
+
+/// Reads every figure of `job`, reusing `buf` for file contents; the memory limit and the
+/// cpuset only while `fixed` has none, and into it.
+pub fn read(job: &JobRef, buf: &mut String, fixed: &mut Fixed) -> CgroupStats {
+    let mut s = match &job.dirs {
+        JobDirs::V1(_) => read_v1(job, buf, fixed),
+        JobDirs::V2(dir) => read_v2(dir, buf, fixed),
+    };
+    if fixed.memory_limit.is_none() {
+        fixed.memory_limit = s.memory_limit;
     }
+    if fixed.cpus.is_none() {
+        fixed.cpus = s.cpus.clone();
+    }
+    s.memory_limit = s.memory_limit.or(fixed.memory_limit);
+    s.cpus = s.cpus.take().or_else(|| fixed.cpus.clone());
+    s
 }
 
 /// The text of `dir/name` in `buf`, or None.
@@ -50,12 +67,14 @@ fn text<'b>(dir: Option<&Path>, name: &str, buf: &'b mut String) -> Option<&'b s
 
 // One shared buffer is read into file by file, so the fields are set one by one.
 #[allow(clippy::field_reassign_with_default)]
-fn read_v1(job: &JobRef, buf: &mut String) -> CgroupStats {
+fn read_v1(job: &JobRef, buf: &mut String, fixed: &Fixed) -> CgroupStats {
     let mut s = CgroupStats::default();
     let mem = job.dir("memory");
     s.memory_usage = text(mem, "memory.usage_in_bytes", buf).and_then(kv::single);
     s.memory_max = text(mem, "memory.max_usage_in_bytes", buf).and_then(kv::single);
-    s.memory_limit = text(mem, "memory.limit_in_bytes", buf).and_then(kv::single);
+    if fixed.memory_limit.is_none() {
+        s.memory_limit = text(mem, "memory.limit_in_bytes", buf).and_then(kv::single);
+    }
     if let Some(stat) = text(mem, "memory.stat", buf) {
         s.memory_cache = kv::flat_key(stat, "total_cache");
         s.memory_rss = kv::flat_key(stat, "total_rss");
@@ -72,7 +91,9 @@ fn read_v1(job: &JobRef, buf: &mut String) -> CgroupStats {
     s.percpu_ns = text(acct, "cpuacct.usage_percpu", buf).map(kv::numbers).filter(|v| !v.is_empty());
     // The cpu controller has throttling figures only where Slurm made a job directory in it.
     s.throttled_ns = text(job.dir("cpu"), "cpu.stat", buf).and_then(|t| kv::flat_key(t, "throttled_time"));
-    s.cpus = text(job.dir("cpuset"), "cpuset.cpus", buf).and_then(kv::cpu_list);
+    if fixed.cpus.is_none() {
+        s.cpus = text(job.dir("cpuset"), "cpuset.cpus", buf).and_then(kv::cpu_list);
+    }
     let blk = job.dir("blkio");
     let bytes = text(blk, "blkio.throttle.io_service_bytes", buf).and_then(kv::blkio);
     let ops = text(blk, "blkio.throttle.io_serviced", buf).and_then(kv::blkio);
@@ -84,12 +105,14 @@ fn read_v1(job: &JobRef, buf: &mut String) -> CgroupStats {
 }
 
 #[allow(clippy::field_reassign_with_default)]
-fn read_v2(dir: &Path, buf: &mut String) -> CgroupStats {
+fn read_v2(dir: &Path, buf: &mut String, fixed: &Fixed) -> CgroupStats {
     let d = Some(dir);
     let mut s = CgroupStats::default();
     s.memory_usage = text(d, "memory.current", buf).and_then(kv::single);
     s.memory_max = text(d, "memory.peak", buf).and_then(kv::single);
-    s.memory_limit = text(d, "memory.max", buf).and_then(kv::single);
+    if fixed.memory_limit.is_none() {
+        s.memory_limit = text(d, "memory.max", buf).and_then(kv::single);
+    }
     if let Some(stat) = text(d, "memory.stat", buf) {
         s.memory_cache = kv::flat_key(stat, "file");
         s.memory_rss = kv::flat_key(stat, "anon");
@@ -105,7 +128,9 @@ fn read_v2(dir: &Path, buf: &mut String) -> CgroupStats {
         s.cpu_ns = kv::flat_key(stat, "usage_usec").map(|us| us * 1000);
         s.throttled_ns = kv::flat_key(stat, "throttled_usec").map(|us| us * 1000);
     }
-    s.cpus = text(d, "cpuset.cpus.effective", buf).and_then(kv::cpu_list);
+    if fixed.cpus.is_none() {
+        s.cpus = text(d, "cpuset.cpus.effective", buf).and_then(kv::cpu_list);
+    }
     s.io = text(d, "io.stat", buf).and_then(kv::io_stat);
     s
 }

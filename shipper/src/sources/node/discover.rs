@@ -131,8 +131,13 @@ fn job_id<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
 }
 
 fn jobs_v1(layout: &Layout) -> Vec<JobRef> {
+    jobs_in(layout, V1_CONTROLLERS)
+}
+
+/// v1: the jobs in the trees of `controllers` alone, their directories in those.
+pub fn jobs_in(layout: &Layout, controllers: &[&'static str]) -> Vec<JobRef> {
     let mut found: BTreeMap<(Option<String>, String), JobRef> = BTreeMap::new();
-    for controller in V1_CONTROLLERS {
+    for controller in controllers {
         for (name, slurm_dir) in subdirs(&layout.root.join(controller)) {
             let node = if name == layout.v1_prefix {
                 None

@@ -12,6 +12,12 @@ pub mod config;
 pub mod discover;
 pub mod owner;
 pub mod procs;
+mod rates;
+mod read;
+pub mod table;
+
+use rates::{delta, io_delta, per_core, proc_io_delta, remember, top_executables};
+pub use read::{read_bytes, read_end, read_into};
 
 pub use slurm_cw_formats::cgroup as kv;
 
@@ -30,31 +36,8 @@ use slurm_cw_catalog::dims::{ACCOUNT, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STAT
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_sink::log_once::LogOnce;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Read;
-use std::path::Path;
 use std::time::Instant;
-
-/// A file read with plain reads to the end. File's own read_to_end first asks for the size
-/// (statx + lseek): two syscalls of five per file on cgroupfs and procfs, whose sizes mean
-/// nothing.
-struct Plain(std::fs::File);
-
-impl Read for Plain {
-    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-        self.0.read(b)
-    }
-}
-
-/// Reads a whole text file into `buf` (appending); false when it cannot be read.
-pub fn read_into(path: &Path, buf: &mut String) -> bool {
-    std::fs::File::open(path).and_then(|f| Plain(f).read_to_string(buf)).is_ok()
-}
-
-/// Reads a whole file into `buf` (appending): for /proc files, whose command names may be any
-/// bytes. False when it cannot be read.
-pub fn read_bytes(path: &Path, buf: &mut Vec<u8>) -> bool {
-    std::fs::File::open(path).and_then(|f| Plain(f).read_to_end(buf)).is_ok()
-}
+use table::SharedJobs;
 
 /// What the previous cycle saw of a job, for rates.
 #[derive(Debug)]
@@ -64,7 +47,6 @@ struct Previous {
     percpu_ns: Option<Vec<u64>>,
     throttled_ns: Option<u64>,
     io: Option<Io>,
-    uid: Option<u32>,
     /// When the processes were last read, and cycles since.
     procs_at: Instant,
     cycles_since_procs: u32,
@@ -77,6 +59,8 @@ struct Processes {
     list: Vec<Proc>,
     /// Processes in the cgroup, Slurm's own step daemon left out.
     count: usize,
+    /// Every pid in the cgroup subtree.
+    pids: Vec<u32>,
 }
 
 /// Everything read of one job in one cycle.
@@ -91,6 +75,8 @@ pub struct NodeCollector {
     cfg: NodeConfig,
     node_name: String,
     layout: Option<Layout>,
+    /// The jobs found this cycle, shared with the GPU collector.
+    table: SharedJobs,
     previous: HashMap<(Option<String>, String), Previous>,
     owners: Owners,
     ticks_per_second: f64,
@@ -114,6 +100,7 @@ impl NodeCollector {
             cfg,
             node_name,
             layout: None,
+            table: SharedJobs::default(),
             previous: HashMap::new(),
             owners: Owners::default(),
             ticks_per_second: procfs::ticks_per_second() as f64,
@@ -131,6 +118,11 @@ impl NodeCollector {
     pub fn with_slurm(mut self, slurm: slurm_jobs::Shared) -> Self {
         self.slurm = Some(slurm);
         self
+    }
+
+    /// The job table this collector fills each cycle (for the GPU collector).
+    pub fn jobs(&self) -> SharedJobs {
+        self.table.clone()
     }
 
     fn log_once(&mut self, key: &str, message: &str) {
@@ -180,7 +172,9 @@ impl NodeCollector {
             self.log_once(&root, "no cgroup v1 or v2 hierarchy at the cgroup root; job metrics are off");
             return None;
         };
-        Some(discover::jobs(&layout))
+        let mut table = self.table.borrow_mut();
+        table.refresh(&layout);
+        Some(table.jobs().map(|j| j.r.clone()).collect())
     }
 
     /// Reads the listed jobs, or only job `only`; returns how many were read.
@@ -201,10 +195,10 @@ impl NodeCollector {
             // Each job on its own count, so jobs that start apart spread the /proc reads.
             let with_procs = only.is_some()
                 || self.previous.get(&key).is_none_or(|p| p.cycles_since_procs + 1 >= self.cfg.process_every);
-            let reading = self.read_job(job, with_procs);
-            let uid = self.emit_job(job, &node, &reading, out);
+            let reading = self.read_job(job, &key, with_procs);
+            self.emit_job(job, &key, &node, &reading, out);
             let before = self.previous.remove(&key);
-            self.previous.insert(key.clone(), remember(reading, uid, before));
+            self.previous.insert(key.clone(), remember(reading, before));
             seen.insert(key);
         }
         if only.is_none() {
@@ -240,8 +234,11 @@ impl NodeCollector {
         }
     }
 
-    fn read_job(&mut self, job: &JobRef, with_procs: bool) -> Reading {
-        let cg = cgroup::read(job, &mut self.buf);
+    fn read_job(&mut self, job: &JobRef, key: &table::Key, with_procs: bool) -> Reading {
+        let mut table = self.table.borrow_mut();
+        let mut fixed = table.get_mut(key).map(|j| std::mem::take(&mut j.fixed)).unwrap_or_default();
+        let cg = cgroup::read(job, &mut self.buf, &mut fixed);
+        let entry = table.get_mut(key);
         let procs = with_procs.then(|| {
             let mut pids = Vec::new();
             if let Some(dir) = job.process_dir() {
@@ -255,21 +252,24 @@ impl NodeCollector {
             // Slurm's own step daemon is not the job's work (it shares some job cgroups).
             let before = list.len();
             list.retain(|p| p.comm != "slurmstepd");
-            Processes { count: pids.len() - (before - list.len()), list }
+            Processes { count: pids.len() - (before - list.len()), list, pids }
         });
+        if let Some(j) = entry {
+            j.fixed = fixed;
+            if let Some(p) = &procs {
+                j.pids.clone_from(&p.pids);
+            }
+        }
         Reading { cg, procs, at: Instant::now() }
     }
 
-    /// Emits the samples of one reading; returns the job's uid, as far as known.
-    fn emit_job(&mut self, job: &JobRef, node: &str, r: &Reading, out: &mut Batch) -> Option<u32> {
+    /// Emits the samples of one reading.
+    fn emit_job(&mut self, job: &JobRef, key: &table::Key, node: &str, r: &Reading, out: &mut Batch) {
         let proc_root = &self.cfg.proc_root;
-        let prev = self.previous.get(&(job.node.clone(), job.id.clone()));
+        let uid = self.table.borrow_mut().uid(key, proc_root, &mut self.buf);
+        let prev = self.previous.get(key);
         let no_procs: &[Proc] = &[];
         let procs = r.procs.as_ref().map_or(no_procs, |p| &p.list);
-        let uid = job.uid.or(prev.and_then(|p| p.uid)).or_else(|| {
-            let mut buf = String::new();
-            discover::task_owner(job.process_dir()?, proc_root, &mut buf)
-        });
         let user = self.owners.user(uid);
         let from_slurm = self.slurm.as_ref().and_then(|s| {
             let s = s.borrow();
@@ -301,6 +301,9 @@ impl NodeCollector {
                 claimed
             }
         });
+        if let Some(j) = self.table.borrow_mut().get_mut(key) {
+            j.account = Some(account.clone());
+        }
         out.jobs.push(JobInfo {
             id: job.id.clone(),
             node: node.to_owned(),
@@ -408,89 +411,21 @@ impl NodeCollector {
                 out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *cores);
             }
         }
-        uid
     }
 }
 
-/// What to keep of this reading for the next; process figures carry over from `before` on
-/// cycles that did not read them.
-fn remember(r: Reading, uid: Option<u32>, before: Option<Previous>) -> Previous {
-    let (procs_at, cycles_since_procs, procs) = match (r.procs, before) {
-        (Some(p), _) => (r.at, 0, p.list.into_iter().map(|p| (p.key, (p.cpu_ticks, p.io))).collect()),
-        (None, Some(b)) => (b.procs_at, b.cycles_since_procs + 1, b.procs),
-        (None, None) => (r.at, 0, HashMap::new()),
-    };
-    Previous {
-        at: r.at,
-        cpu_ns: r.cg.cpu_ns,
-        percpu_ns: r.cg.percpu_ns,
-        throttled_ns: r.cg.throttled_ns,
-        io: r.cg.io,
-        uid,
-        procs_at,
-        cycles_since_procs,
-        procs,
-    }
-}
-
-/// now - before, when both exist and the counter did not go back.
-fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
-    now?.checked_sub(before?)
-}
-
-fn io_delta(now: &Io, before: &Io) -> Option<Io> {
-    Some(Io {
-        read_bytes: now.read_bytes.checked_sub(before.read_bytes)?,
-        write_bytes: now.write_bytes.checked_sub(before.write_bytes)?,
-        read_ops: now.read_ops.checked_sub(before.read_ops)?,
-        write_ops: now.write_ops.checked_sub(before.write_ops)?,
-    })
-}
-
-/// I/O of the job's processes since the last cycle, from /proc/<pid>/io of the processes seen
-/// both times (a process's counters go when it exits, so sums of totals would fall).
-fn proc_io_delta(procs: &[Proc], prev: &HashMap<(u32, u64), (u64, Option<Io>)>) -> Option<Io> {
-    let mut sum = Io::default();
-    let mut any = false;
-    for p in procs {
-        if let (Some(now), Some((_, Some(before)))) = (&p.io, prev.get(&p.key))
-            && let Some(d) = io_delta(now, before)
-        {
-            sum.add(&d);
-            any = true;
+impl NodeCollector {
+    /// Whom job `id` runs as, from the job table; a job the table does not know yet (started
+    /// since the last cycle) is looked for first.
+    fn owner(&mut self, id: &str) -> Option<u32> {
+        let layout = self.layout()?;
+        let mut table = self.table.borrow_mut();
+        if table.find(id).is_none() {
+            table.refresh(&layout);
         }
+        let key = table.find(id).map(|j| (j.r.node.clone(), j.r.id.clone()))?;
+        table.uid(&key, &self.cfg.proc_root, &mut self.buf)
     }
-    any.then_some(sum)
-}
-
-/// Busy percentage of each CPU in the job's cpuset (v1 cpuacct.usage_percpu).
-fn per_core(cg: &CgroupStats, prev: &Previous, ns: f64) -> Option<Vec<f64>> {
-    let (now, before, cpus) = (cg.percpu_ns.as_ref()?, prev.percpu_ns.as_ref()?, cg.cpus.as_ref()?);
-    let v: Vec<f64> = cpus
-        .iter()
-        .filter_map(|&c| Some((now.get(c)?.checked_sub(*before.get(c)?)? as f64 / ns * 100.0).min(100.0)))
-        .collect();
-    (!v.is_empty()).then_some(v)
-}
-
-/// Cores used per executable since the last cycle, the `n` busiest.
-fn top_executables(
-    procs: &[Proc],
-    prev: &HashMap<(u32, u64), (u64, Option<Io>)>,
-    ticks_in_interval: f64,
-    n: usize,
-) -> Vec<(String, f64)> {
-    let mut by: HashMap<&str, u64> = HashMap::new();
-    for p in procs {
-        if let Some((before, _)) = prev.get(&p.key) {
-            *by.entry(p.comm.as_str()).or_default() += p.cpu_ticks.saturating_sub(*before);
-        }
-    }
-    let mut v: Vec<(String, f64)> =
-        by.into_iter().map(|(exe, t)| (exe.to_owned(), t as f64 / ticks_in_interval)).collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.truncate(n);
-    v
 }
 
 #[async_trait::async_trait(?Send)]
@@ -516,10 +451,8 @@ impl Collector for NodeCollector {
             return Some(Answer::TooSoon);
         }
         if uid != 0 {
-            let layout = self.layout()?;
-            let owner = discover::jobs(&layout).into_iter().find(|j| j.id == job).and_then(|j| {
-                j.uid.or_else(|| discover::task_owner(j.process_dir()?, &self.cfg.proc_root, &mut self.buf))
-            });
+            self.layout()?;
+            let owner = self.owner(job);
             if owner != Some(uid) {
                 return Some(Answer::Denied);
             }

@@ -5,7 +5,6 @@
 use super::kv::Io;
 use procfs::FromRead;
 use procfs::process::Stat;
-use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -70,8 +69,12 @@ pub fn read(proc_root: &Path, pid: u32, want: Want, buf: &mut Vec<u8>) -> Option
     if stat.num_threads <= 1 {
         threads[thread_state_index(stat.state)] += 1;
     } else if let Ok(tasks) = std::fs::read_dir(dir.join("task")) {
+        let leader = pid.to_string();
         for t in tasks.flatten() {
-            if let Some(ts) = parse::<Stat>(&t.path().join("stat"), buf) {
+            // The leader's state is the one /proc/<pid>/stat gave: not read twice.
+            if t.file_name().to_str() == Some(leader.as_str()) {
+                threads[thread_state_index(stat.state)] += 1;
+            } else if let Some(ts) = parse::<Stat>(&t.path().join("stat"), buf) {
                 threads[thread_state_index(ts.state)] += 1;
             }
         }
@@ -144,10 +147,9 @@ pub fn environ_cuts() -> u64 {
 /// there was more, None when it cannot be read.
 fn read_capped(path: &Path, max: usize, buf: &mut Vec<u8>) -> Option<bool> {
     buf.clear();
-    let f = std::fs::File::open(path).ok()?;
-    // One byte more than allowed tells a file of exactly `max` from a longer one. (Take's
-    // reads are plain: no size query, which means nothing on procfs.)
-    f.take(max as u64 + 1).read_to_end(buf).ok()?;
+    let mut f = std::fs::File::open(path).ok()?;
+    // One byte more than allowed tells a file of exactly `max` from a longer one.
+    super::read_end(&mut f, buf, max.saturating_add(1)).ok()?;
     let cut = buf.len() > max;
     buf.truncate(max);
     Some(cut)

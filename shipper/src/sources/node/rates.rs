@@ -1,0 +1,87 @@
+//! Rates from consecutive readings of a job: counter differences that never go back.
+
+use super::cgroup::CgroupStats;
+use super::kv::Io;
+use super::procs::Proc;
+use super::{Previous, Reading};
+use std::collections::HashMap;
+
+/// now - before, when both exist and the counter did not go back.
+pub(super) fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
+    now?.checked_sub(before?)
+}
+
+pub(super) fn io_delta(now: &Io, before: &Io) -> Option<Io> {
+    Some(Io {
+        read_bytes: now.read_bytes.checked_sub(before.read_bytes)?,
+        write_bytes: now.write_bytes.checked_sub(before.write_bytes)?,
+        read_ops: now.read_ops.checked_sub(before.read_ops)?,
+        write_ops: now.write_ops.checked_sub(before.write_ops)?,
+    })
+}
+
+/// I/O of the job's processes since the last cycle, from /proc/<pid>/io of the processes seen
+/// both times (a process's counters go when it exits, so sums of totals would fall).
+pub(super) fn proc_io_delta(procs: &[Proc], prev: &HashMap<(u32, u64), (u64, Option<Io>)>) -> Option<Io> {
+    let mut sum = Io::default();
+    let mut any = false;
+    for p in procs {
+        if let (Some(now), Some((_, Some(before)))) = (&p.io, prev.get(&p.key))
+            && let Some(d) = io_delta(now, before)
+        {
+            sum.add(&d);
+            any = true;
+        }
+    }
+    any.then_some(sum)
+}
+
+/// Busy percentage of each CPU in the job's cpuset (v1 cpuacct.usage_percpu).
+pub(super) fn per_core(cg: &CgroupStats, prev: &Previous, ns: f64) -> Option<Vec<f64>> {
+    let (now, before, cpus) = (cg.percpu_ns.as_ref()?, prev.percpu_ns.as_ref()?, cg.cpus.as_ref()?);
+    let v: Vec<f64> = cpus
+        .iter()
+        .filter_map(|&c| Some((now.get(c)?.checked_sub(*before.get(c)?)? as f64 / ns * 100.0).min(100.0)))
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// Cores used per executable since the last cycle, the `n` busiest.
+pub(super) fn top_executables(
+    procs: &[Proc],
+    prev: &HashMap<(u32, u64), (u64, Option<Io>)>,
+    ticks_in_interval: f64,
+    n: usize,
+) -> Vec<(String, f64)> {
+    let mut by: HashMap<&str, u64> = HashMap::new();
+    for p in procs {
+        if let Some((before, _)) = prev.get(&p.key) {
+            *by.entry(p.comm.as_str()).or_default() += p.cpu_ticks.saturating_sub(*before);
+        }
+    }
+    let mut v: Vec<(String, f64)> =
+        by.into_iter().map(|(exe, t)| (exe.to_owned(), t as f64 / ticks_in_interval)).collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
+/// What to keep of this reading for the next; process figures carry over from `before` on
+/// cycles that did not read them.
+pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
+    let (procs_at, cycles_since_procs, procs) = match (r.procs, before) {
+        (Some(p), _) => (r.at, 0, p.list.into_iter().map(|p| (p.key, (p.cpu_ticks, p.io))).collect()),
+        (None, Some(b)) => (b.procs_at, b.cycles_since_procs + 1, b.procs),
+        (None, None) => (r.at, 0, HashMap::new()),
+    };
+    Previous {
+        at: r.at,
+        cpu_ns: r.cg.cpu_ns,
+        percpu_ns: r.cg.percpu_ns,
+        throttled_ns: r.cg.throttled_ns,
+        io: r.cg.io,
+        procs_at,
+        cycles_since_procs,
+        procs,
+    }
+}

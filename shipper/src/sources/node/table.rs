@@ -1,0 +1,161 @@
+//! The job table: the jobs on this node as the node collector's discovery found them this
+//! cycle, with what does not change while a job runs (owner, account, memory limit, cpuset)
+//! kept from its first reading, and its processes as last read. The GPU collector and the
+//! hook's owner check consult it instead of finding the jobs again.
+//!
+//! cgroup v1 puts every job in each controller's tree: one controller's tree is listed each
+//! cycle (the first of [`PRIMARY_ORDER`] that holds jobs), and a job's directories in the
+//! others are looked up by path in its first [`PROBE_CYCLES`] cycles, when Slurm may still be
+//! making them, instead of listing seven trees every cycle.
+
+use super::cgroup::Fixed;
+use super::discover::{self, JobDirs, JobRef, Layout, V1_CONTROLLERS, Version};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::rc::Rc;
+
+/// v1 controllers in the order their tree is preferred for listing jobs.
+const PRIMARY_ORDER: &[&str] = &["cpuacct", "memory", "cpuset", "freezer", "pids", "blkio", "cpu"];
+
+/// Cycles of a job in which its missing v1 controller directories are looked for.
+const PROBE_CYCLES: u32 = 3;
+
+/// (node in the path, job id).
+pub type Key = (Option<String>, String);
+
+/// One job as last seen.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub r: JobRef,
+    /// Whom it runs as, once known: the v1 path's uid, else its first task process's owner.
+    pub uid: Option<u32>,
+    /// Its account as the node collector named it (Slurm's, or its environment's).
+    pub account: Option<String>,
+    /// Every process in its cgroup subtree, as last read.
+    pub pids: Vec<u32>,
+    pub fixed: Fixed,
+    /// Cycles it was seen in.
+    cycles: u32,
+}
+
+impl Job {
+    fn new(r: JobRef) -> Job {
+        Job { uid: r.uid, r, account: None, pids: Vec::new(), fixed: Fixed::default(), cycles: 0 }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct JobTable {
+    jobs: BTreeMap<Key, Job>,
+    /// v1: the controller whose tree was listed last.
+    primary: Option<&'static str>,
+}
+
+/// The table the node collector fills and the GPU collector reads.
+pub type SharedJobs = Rc<RefCell<JobTable>>;
+
+impl JobTable {
+    /// Finds the jobs there are now: new ones are added, gone ones dropped, known ones keep
+    /// what is known of them.
+    pub fn refresh(&mut self, layout: &Layout) {
+        let found = match layout.version {
+            Version::V2 => discover::jobs(layout),
+            Version::V1 => self.list_v1(layout),
+        };
+        let mut jobs = BTreeMap::new();
+        for r in found {
+            let key = (r.node.clone(), r.id.clone());
+            let mut job = match self.jobs.remove(&key) {
+                Some(mut j) => {
+                    if let (JobDirs::V1(known), JobDirs::V1(now)) = (&mut j.r.dirs, &r.dirs) {
+                        known.extend(now.iter().map(|(c, p)| (*c, p.clone())));
+                    } else {
+                        j.r.dirs = r.dirs;
+                    }
+                    j
+                }
+                None => Job::new(r),
+            };
+            if layout.version == Version::V1 && job.cycles < PROBE_CYCLES {
+                probe_v1(layout, &mut job.r);
+            }
+            job.cycles = job.cycles.saturating_add(1);
+            jobs.insert(key, job);
+        }
+        self.jobs = jobs;
+    }
+
+    /// v1: the jobs in the primary controller's tree; when it has none, each controller's in
+    /// turn until one has.
+    fn list_v1(&mut self, layout: &Layout) -> Vec<JobRef> {
+        if let Some(p) = self.primary {
+            let jobs = discover::jobs_in(layout, &[p]);
+            if !jobs.is_empty() {
+                return jobs;
+            }
+        }
+        for c in PRIMARY_ORDER {
+            if Some(*c) == self.primary {
+                continue;
+            }
+            let jobs = discover::jobs_in(layout, &[c]);
+            if !jobs.is_empty() {
+                self.primary = Some(c);
+                return jobs;
+            }
+        }
+        Vec::new()
+    }
+
+    /// The jobs, sorted by (node, id).
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    pub fn get_mut(&mut self, key: &Key) -> Option<&mut Job> {
+        self.jobs.get_mut(key)
+    }
+
+    /// The job with id `id` (the first, by node, where several slurmd share the host).
+    pub fn find(&self, id: &str) -> Option<&Job> {
+        self.jobs.values().find(|j| j.r.id == id)
+    }
+
+    /// Whom job `key` runs as, looked up once (see [`discover::task_owner`]).
+    pub fn uid(&mut self, key: &Key, proc_root: &Path, buf: &mut String) -> Option<u32> {
+        let job = self.jobs.get_mut(key)?;
+        if job.uid.is_none() {
+            job.uid = discover::task_owner(job.r.process_dir()?, proc_root, buf);
+        }
+        job.uid
+    }
+}
+
+/// v1: adds the job's directories in the controllers it is not known in yet, by path.
+fn probe_v1(layout: &Layout, job: &mut JobRef) {
+    let (Some(uid), JobDirs::V1(dirs)) = (job.uid, &mut job.dirs) else { return };
+    let slurm_dir = match &job.node {
+        Some(n) => format!("{}_{n}", layout.v1_prefix),
+        None => layout.v1_prefix.clone(),
+    };
+    let rel =
+        Path::new(&slurm_dir).join(format!("uid_{uid}")).join(format!("{}{}", layout.job_prefix, job.id));
+    for c in V1_CONTROLLERS {
+        if dirs.contains_key(c) {
+            continue;
+        }
+        let dir = layout.root.join(c).join(&rel);
+        if dir.is_dir() {
+            dirs.insert(c, dir);
+        }
+    }
+}
