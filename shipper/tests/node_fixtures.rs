@@ -323,6 +323,45 @@ fn a_missing_v1_controller_disables_only_its_metrics() {
     assert_eq!(job_value(&b, &PROCESS_COUNT, "85", &[]), Some(2.0));
 }
 
+/// AWS ParallelCluster's defaults (no ConstrainRAMSpace, no JobAcctGatherType): the job has
+/// no memory or cpuacct cgroup, and its processes in /proc stand in.
+#[test]
+fn without_memory_and_cpuacct_cgroups_the_processes_are_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
+    copy_tree(&fixtures().join("cgroup/v1-slurm-22.05"), &cg);
+    std::fs::remove_dir_all(cg.join("memory")).unwrap();
+    std::fs::remove_dir_all(cg.join("cpuacct")).unwrap();
+    // The job's two tasks (24202, 24203 in its cgroups) as two of the /proc fixture's solvers:
+    // 2048 resident pages and 5200 and 3100 CPU ticks.
+    copy_tree(&fixtures().join("proc/slurm-job-1001/4242"), &proc.join("24202"));
+    copy_tree(&fixtures().join("proc/slurm-job-1001/4243"), &proc.join("24203"));
+    let mut c = collector(&cg, &proc);
+    let (b, e) = collect(&mut c);
+    assert_eq!(e.total(), 0);
+    let rss = 2.0 * 2048.0 * procfs::page_size() as f64;
+    assert_eq!(job_value(&b, &MEMORY_USAGE, "85", &[]), Some(rss));
+    assert_eq!(job_value(&b, &MEMORY_RSS, "85", &[]), Some(rss));
+    let ticks = procfs::ticks_per_second() as f64;
+    assert_eq!(job_value(&b, &CPU_TIME, "85", &[]), Some(8300.0 / ticks));
+    assert!(job_value(&b, &MEMORY_MAX, "85", &[]).is_none(), "no peak without the cgroup: not invented");
+
+    // 50 more ticks for one process, 100 for the other.
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(500));
+    for (pid, from, to) in [("24202", " 5000 200 ", " 5050 200 "), ("24203", " 3000 100 ", " 3100 100 ")] {
+        let stat = std::fs::read_to_string(proc.join(pid).join("stat")).unwrap();
+        set(&proc.join(pid).join("stat"), &stat.replace(from, to));
+    }
+    let (b, _) = collect(&mut c);
+    let secs = started.elapsed().as_secs_f64();
+    let cores = job_value(&b, &CPU_USAGE, "85", &[]).expect("CpuUsage from the processes");
+    let want = 150.0 / ticks / secs;
+    assert!((cores - want).abs() <= want * 0.15, "{cores} cores vs {want}");
+    let utilisation = job_value(&b, &CPU_UTILIZATION, "85", &[]).unwrap();
+    assert!((utilisation - cores / 2.0 * 100.0).abs() < 1e-9, "over the cpuset's 2 CPUs");
+}
+
 #[test]
 fn per_node_detail_adds_a_node_name_set() {
     let tmp = tempfile::tempdir().unwrap();

@@ -10,6 +10,7 @@
 pub mod cgroup;
 pub mod config;
 pub mod discover;
+mod from_procs;
 pub mod owner;
 pub mod procs;
 mod rates;
@@ -219,16 +220,14 @@ impl NodeCollector {
             return;
         }
         for (controller, what) in [
-            ("memory", "memory metrics"),
-            ("cpuacct", "CPU usage"),
-            ("cpuset", "CpusAllocated and CpuCoreUtilization"),
+            ("memory", "memory figures come from the jobs' processes in /proc (resident memory)"),
+            ("cpuacct", "CPU figures come from the jobs' processes in /proc"),
+            ("cpuset", "CpusAllocated and CpuCoreUtilization are off"),
         ] {
             if jobs.iter().all(|j| j.dir(controller).is_none()) {
                 self.log_once(
                     controller,
-                    &format!(
-                        "Slurm job cgroups have no {controller} controller here (cgroup.conf); {what} are off"
-                    ),
+                    &format!("Slurm job cgroups have no {controller} controller here (cgroup.conf); {what}"),
                 );
             }
         }
@@ -239,7 +238,7 @@ impl NodeCollector {
         let mut fixed = table.get_mut(key).map(|j| std::mem::take(&mut j.fixed)).unwrap_or_default();
         let cg = cgroup::read(job, &mut self.buf, &mut fixed);
         let entry = table.get_mut(key);
-        let procs = with_procs.then(|| {
+        let procs = (with_procs || from_procs::needed(&cg)).then(|| {
             let mut pids = Vec::new();
             if let Some(dir) = job.process_dir() {
                 discover::pids(dir, &mut self.buf, &mut pids);
@@ -335,6 +334,13 @@ impl NodeCollector {
             (&OOM_KILLS, cg.oom_kills),
         ];
         values.extend(levels.into_iter().filter_map(|(m, v)| Some((m, v? as f64))));
+        let listed = r.procs.as_ref().map(|p| p.list.as_slice());
+        if let Some(rss) = from_procs::memory(cg, listed) {
+            values.extend([(&MEMORY_USAGE, rss), (&MEMORY_RSS, rss)]);
+        }
+        if let Some(secs) = from_procs::cpu_seconds(cg, listed, self.ticks_per_second) {
+            values.push((&CPU_TIME, secs));
+        }
         let allocated = cg.cpus.as_ref().map(|c| c.len()).filter(|n| *n > 0);
         if let Some(n) = allocated {
             values.push((&CPUS_ALLOCATED, n as f64));
@@ -368,6 +374,13 @@ impl NodeCollector {
             }
             // Process figures are rates over the time since the processes were last read.
             let proc_secs = r.at.duration_since(prev.procs_at).as_secs_f64();
+            let ticks = proc_secs * self.ticks_per_second;
+            if let Some(cores) = from_procs::cores(cg, listed, &prev.procs, ticks) {
+                values.push((&CPU_USAGE, cores));
+                if let Some(n) = allocated {
+                    values.push((&CPU_UTILIZATION, cores / n as f64 * 100.0));
+                }
+            }
             let io = match (cg.io, prev.io) {
                 (Some(now), Some(before)) => io_delta(&now, &before).map(|io| (io, secs)),
                 _ if r.procs.is_some() => proc_io_delta(procs, &prev.procs).map(|io| (io, proc_secs)),

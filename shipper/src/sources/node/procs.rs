@@ -36,6 +36,8 @@ pub struct Proc {
     pub comm: String,
     /// User + system CPU, in clock ticks.
     pub cpu_ticks: u64,
+    /// Resident set size, bytes.
+    pub rss_bytes: u64,
     pub threads: ThreadCounts,
     pub open_files: Option<u64>,
     pub io: Option<Io>,
@@ -93,6 +95,7 @@ pub fn read(proc_root: &Path, pid: u32, want: Want, buf: &mut Vec<u8>) -> Option
         key: (pid, stat.starttime),
         comm: stat.comm,
         cpu_ticks: stat.utime + stat.stime,
+        rss_bytes: stat.rss.saturating_mul(procfs::page_size()),
         threads,
         open_files: open_files(&dir, want.fd_by_size),
         io,
