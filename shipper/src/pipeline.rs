@@ -181,23 +181,22 @@ impl Pipeline {
         self
     }
 
-    /// The final sample of an ending job (see [`crate::hook`]).
+    /// The final sample of an ending job (see [`crate::hook`]). The first collector that
+    /// refuses (the node collector, which runs first, decides whose job it is and how often it
+    /// may be asked) ends the request: no later collector is asked and no sample is kept, not
+    /// even those of collectors asked before.
     pub fn final_sample(&mut self, job: &str, uid: u32) -> Answer {
         let mut batch = Batch::new(SystemTime::now());
-        let mut answer = Answer::Sampled(0);
+        let mut total = 0;
         for c in &mut self.collectors {
             match c.final_sample(job, uid, &mut batch) {
-                Some(Answer::Sampled(n)) => {
-                    if let Answer::Sampled(total) = &mut answer {
-                        *total += n;
-                    }
-                }
-                Some(other) => answer = other,
+                Some(Answer::Sampled(n)) => total += n,
+                Some(refused) => return refused,
                 None => {}
             }
         }
         self.add(batch);
-        answer
+        Answer::Sampled(total)
     }
 
     /// Through the transforms into the aggregator, less the excluded metrics.

@@ -21,6 +21,7 @@ use super::node::procs;
 use super::node::table::{JobTable, SharedJobs};
 use super::{Collector, Errors};
 use crate::config::{CgroupVersion, GpuConfig, NodeConfig};
+use crate::hook::Answer;
 use crate::sample::{Batch, Dims};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
@@ -37,8 +38,19 @@ struct Allocation {
 }
 
 impl Allocation {
-    fn holds(&self, id: &GpuId) -> bool {
-        (id.mig.is_none() && self.indices.contains(&id.index)) || self.uuids.contains(&id.uuid)
+    /// Whether the allocation names this GPU. Slurm's GPU indices are not NVML's enumeration
+    /// order: slurmd takes a GPU's number from the trailing digits of its device file
+    /// (`gres_device->dev_num`, `/dev/nvidia<N>` -> N, in src/plugins/gres/common/gres_common.c,
+    /// which writes that number into SLURM_JOB_GPUS; the gres.conf `File=` of each GPU, or
+    /// AutoDetect=nvml's `/dev/nvidia<minor>`), and N is the device's minor number, while NVML
+    /// enumerates by PCI bus id. The two differ where the driver numbered the devices in
+    /// another order than the bus. So an index is matched against the GPU's minor number
+    /// (`minor`); only where NVML cannot give it, against the enumeration index. (Newer Slurm
+    /// releases write the GRES index, in PCI bus order, for GPUs instead: there the two agree
+    /// where minor numbers follow the bus, the usual case.)
+    fn holds(&self, id: &GpuId, minor: Option<u32>) -> bool {
+        let slurm_index = minor.unwrap_or(id.index);
+        (id.mig.is_none() && self.indices.contains(&slurm_index)) || self.uuids.contains(&id.uuid)
     }
 
     /// From SLURM_JOB_GPUS (`0,2`) and CUDA_VISIBLE_DEVICES (`GPU-…`, `MIG-…`; plain indices
@@ -91,6 +103,18 @@ pub struct GpuCollector {
     /// `own` each cycle.
     shared: Option<SharedJobs>,
     own: JobTable,
+    /// Per GPU UUID: the energy counter (mJ) at the last reading accounted to jobs.
+    energy: HashMap<String, u64>,
+    /// GPUs matched to SLURM_JOB_GPUS by enumeration index because NVML gave no minor number
+    /// (one per GPU and cycle).
+    pub minor_fallbacks: u64,
+}
+
+/// Where a collection looks: the whole node (a cycle) or one ending job (its final sample).
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    Node,
+    Job(&'a str),
 }
 
 impl GpuCollector {
@@ -108,6 +132,8 @@ impl GpuCollector {
             slurm: None,
             shared: None,
             own: JobTable::default(),
+            energy: HashMap::new(),
+            minor_fallbacks: 0,
         }
     }
 
@@ -126,6 +152,8 @@ impl GpuCollector {
             slurm: None,
             shared: None,
             own: JobTable::default(),
+            energy: HashMap::new(),
+            minor_fallbacks: 0,
         }
     }
 
@@ -153,6 +181,12 @@ impl GpuCollector {
 
     /// One cycle; public so tests and benchmarks can drive it.
     pub fn collect_once(&mut self, out: &mut Batch, errors: &mut Errors) {
+        self.collect_scope(Scope::Node, out, errors);
+    }
+
+    /// A cycle over the whole node, or the figures of one job only (its final sample: the
+    /// node's own figures and the other jobs' are left to the next cycle).
+    fn collect_scope(&mut self, scope: Scope, out: &mut Batch, errors: &mut Errors) {
         errors.ran("gpu");
         let Some(source) = self.source.as_mut() else {
             errors.add("gpu", 1);
@@ -177,10 +211,15 @@ impl GpuCollector {
             }
         }
         let host = Dims::new().with(NODE_NAME, self.node_name.as_str());
-        out.push(&GPU_ERRORS, host.clone(), failed as f64);
+        if let Scope::Node = scope {
+            out.push(&GPU_ERRORS, host.clone(), failed as f64);
+        }
 
         // Jobs, their processes and allocations.
-        let jobs = self.jobs();
+        let mut jobs = self.jobs();
+        if let Scope::Job(id) = scope {
+            jobs.retain(|j| j.r.id == id);
+        }
         let mut pid_job: HashMap<u32, usize> = HashMap::new();
         for (i, job) in jobs.iter().enumerate() {
             if !self.allocations.contains_key(&job.r.id)
@@ -192,11 +231,26 @@ impl GpuCollector {
                 pid_job.insert(*p, i);
             }
         }
-        let alive: HashSet<&str> = jobs.iter().map(|j| j.r.id.as_str()).collect();
-        self.allocations.retain(|j, _| alive.contains(j.as_str()));
+        if let Scope::Node = scope {
+            let alive: HashSet<&str> = jobs.iter().map(|j| j.r.id.as_str()).collect();
+            self.allocations.retain(|j, _| alive.contains(j.as_str()));
+        }
+        for (id, r) in &ok {
+            if id.mig.is_none() && r.minor.is_none() {
+                self.minor_fallbacks += 1;
+                if self.logged.first(&format!("minor {}", id.label())) {
+                    tracing::warn!(
+                        gpu = id.label(),
+                        "NVML gives no minor number: SLURM_JOB_GPUS matched to this GPU by its NVML index"
+                    );
+                }
+            }
+        }
 
         // GPU -> jobs holding it; whether each job runs a process on it.
         let mut held: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
+        // Per reading: how many jobs hold it.
+        let mut share: Vec<usize> = Vec::with_capacity(ok.len());
         let mut no_job = 0;
         for (g, (id, r)) in ok.iter().enumerate() {
             let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
@@ -207,21 +261,61 @@ impl GpuCollector {
                 }
             }
             for (j, job) in jobs.iter().enumerate() {
-                if self.allocations.get(&job.r.id).is_some_and(|a| a.holds(id)) {
+                if self.allocations.get(&job.r.id).is_some_and(|a| a.holds(id, r.minor)) {
                     holders.entry(j).or_insert(false);
                 }
             }
             if holders.is_empty() {
                 no_job += 1;
             }
+            share.push(holders.len());
             for (j, busy) in holders {
                 held.entry(j).or_default().push((g, busy));
             }
         }
-        out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
+        let joules = self.energy_since(scope, &ok, &share);
+        if let Scope::Node = scope {
+            out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
+        }
         for (j, gpus) in held {
+            // A GPU several jobs hold (shared, or one job's process on another's GPU) is
+            // split evenly between them.
+            let mut job_joules = None;
+            for (g, _) in &gpus {
+                if let Some(used) = joules[*g] {
+                    *job_joules.get_or_insert(0.0) += used / share[*g] as f64;
+                }
+            }
+            if let Some(used) = job_joules {
+                out.gpu_joules.push((jobs[j].r.id.clone(), used));
+            }
             self.emit_job(&jobs[j], &gpus, &ok, out);
         }
+    }
+
+    /// Joules each GPU used since its counter was last accounted, where it reports one: none
+    /// at its first reading; counting from zero where the counter went back (the driver was
+    /// reloaded). A final sample accounts only the GPUs of its job, so the others' energy
+    /// goes to the next cycle whole.
+    fn energy_since(&mut self, scope: Scope, ok: &[(GpuId, Reading)], share: &[usize]) -> Vec<Option<f64>> {
+        let mut out = Vec::with_capacity(ok.len());
+        for (g, (id, r)) in ok.iter().enumerate() {
+            let (Some(now), None) = (r.energy_mj, id.mig) else {
+                out.push(None);
+                continue;
+            };
+            if matches!(scope, Scope::Job(_)) && share[g] == 0 {
+                out.push(None);
+                continue;
+            }
+            let mj = match self.energy.insert(id.uuid.clone(), now) {
+                Some(before) if now >= before => Some(now - before),
+                Some(_) => Some(now),
+                None => None,
+            };
+            out.push(mj.map(|mj| mj as f64 / 1000.0));
+        }
+        out
     }
 
     /// This cycle's jobs: the node collector's table when shared (its processes as last read;
@@ -415,6 +509,24 @@ impl Collector for GpuCollector {
         }
         self.collect_once(out, errors);
     }
+
+    /// The ending job's GPU figures now (its TaskEpilog), so a job shorter than a cycle has
+    /// some. The node collector runs first and answers for the request (owner, rate); this
+    /// checks the owner again where it finds the job itself.
+    fn final_sample(&mut self, job: &str, uid: u32, out: &mut Batch) -> Option<Answer> {
+        self.source.as_ref()?;
+        if uid != 0 {
+            let owner = self.jobs().into_iter().find(|j| j.r.id == job).and_then(|j| j.uid);
+            if owner != Some(uid) {
+                return Some(Answer::Denied);
+            }
+        }
+        let before = out.samples.len();
+        self.collect_scope(Scope::Job(job), out, &mut Errors::new());
+        tracing::debug!(job, samples = out.samples.len() - before, "final GPU sample");
+        // The count is of job cgroups read, the node collector's.
+        Some(Answer::Sampled(0))
+    }
 }
 
 #[cfg(test)]
@@ -456,11 +568,11 @@ mod tests {
         assert!(a.uuids.is_empty(), "relative CUDA indices say nothing");
         let g0 = GpuId { index: 0, mig: None, uuid: "GPU-a".into() };
         let g1 = GpuId { index: 1, mig: None, uuid: "GPU-b".into() };
-        assert!(a.holds(&g0) && !a.holds(&g1));
+        assert!(a.holds(&g0, None) && !a.holds(&g1, None));
         let a = Allocation::parse(None, Some("MIG-x,GPU-b"));
         let mig = GpuId { index: 0, mig: Some(3), uuid: "MIG-x".into() };
-        assert!(a.holds(&mig) && a.holds(&g1) && !a.holds(&g0));
+        assert!(a.holds(&mig, None) && a.holds(&g1, None) && !a.holds(&g0, None));
         let mig_of_0 = GpuId { index: 0, mig: Some(1), uuid: "MIG-y".into() };
-        assert!(!Allocation::parse(Some("0"), None).holds(&mig_of_0), "an index names a whole GPU");
+        assert!(!Allocation::parse(Some("0"), None).holds(&mig_of_0, None), "an index names a whole GPU");
     }
 }

@@ -146,6 +146,8 @@ impl NvmlSource {
             xid_errors: xid.get(&uuid).copied().unwrap_or(0),
             pids,
             gpm,
+            minor: dev.minor_number().ok(),
+            energy_mj: dev.total_energy_consumption().ok(),
         };
         (id, reading)
     }
