@@ -10,7 +10,9 @@
 //! GPUs no job holds are counted per node (`GpuNoJobCount`). A GPU that fails (fallen off the
 //! bus) loses its own figures for the cycle and is counted in `GpuErrors`; the others go on.
 
+mod allocation;
 pub mod config;
+mod energy;
 pub mod fake;
 pub mod nvml;
 pub mod source;
@@ -23,54 +25,14 @@ use super::{Collector, Errors};
 use crate::config::{CgroupVersion, GpuConfig, NodeConfig};
 use crate::hook::Answer;
 use crate::sample::{Batch, Dims};
+use allocation::Allocation;
+use energy::Energy;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_sink::log_once::LogOnce;
 use source::{GpuId, GpuSource, ReadError, Reading};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-
-/// What a job was allocated, as its environment names GPUs.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Allocation {
-    indices: BTreeSet<u32>,
-    uuids: BTreeSet<String>,
-}
-
-impl Allocation {
-    /// Whether the allocation names this GPU. Slurm's GPU indices are not NVML's enumeration
-    /// order: slurmd takes a GPU's number from the trailing digits of its device file
-    /// (`gres_device->dev_num`, `/dev/nvidia<N>` -> N, in src/plugins/gres/common/gres_common.c,
-    /// which writes that number into SLURM_JOB_GPUS; the gres.conf `File=` of each GPU, or
-    /// AutoDetect=nvml's `/dev/nvidia<minor>`), and N is the device's minor number, while NVML
-    /// enumerates by PCI bus id. The two differ where the driver numbered the devices in
-    /// another order than the bus. So an index is matched against the GPU's minor number
-    /// (`minor`); only where NVML cannot give it, against the enumeration index. (Newer Slurm
-    /// releases write the GRES index, in PCI bus order, for GPUs instead: there the two agree
-    /// where minor numbers follow the bus, the usual case.)
-    fn holds(&self, id: &GpuId, minor: Option<u32>) -> bool {
-        let slurm_index = minor.unwrap_or(id.index);
-        (id.mig.is_none() && self.indices.contains(&slurm_index)) || self.uuids.contains(&id.uuid)
-    }
-
-    /// From SLURM_JOB_GPUS (`0,2`) and CUDA_VISIBLE_DEVICES (`GPU-…`, `MIG-…`; plain indices
-    /// there are relative to the job's cgroup and say nothing about which GPU).
-    fn parse(job_gpus: Option<&str>, visible: Option<&str>) -> Allocation {
-        let mut a = Allocation::default();
-        for t in job_gpus.unwrap_or("").split(',') {
-            if let Ok(i) = t.trim().parse() {
-                a.indices.insert(i);
-            }
-        }
-        for t in visible.unwrap_or("").split(',') {
-            let t = t.trim();
-            if t.starts_with("GPU-") || t.starts_with("MIG-") {
-                a.uuids.insert(t.to_owned());
-            }
-        }
-        a
-    }
-}
 
 /// A job as this cycle attributes GPUs to it.
 struct GpuJob {
@@ -103,8 +65,7 @@ pub struct GpuCollector {
     /// `own` each cycle.
     shared: Option<SharedJobs>,
     own: JobTable,
-    /// Per GPU UUID: the energy counter (mJ) at the last reading accounted to jobs.
-    energy: HashMap<String, u64>,
+    energy: Energy,
     /// GPUs matched to SLURM_JOB_GPUS by enumeration index because NVML gave no minor number
     /// (one per GPU and cycle).
     pub minor_fallbacks: u64,
@@ -132,7 +93,7 @@ impl GpuCollector {
             slurm: None,
             shared: None,
             own: JobTable::default(),
-            energy: HashMap::new(),
+            energy: Energy::default(),
             minor_fallbacks: 0,
         }
     }
@@ -152,7 +113,7 @@ impl GpuCollector {
             slurm: None,
             shared: None,
             own: JobTable::default(),
-            energy: HashMap::new(),
+            energy: Energy::default(),
             minor_fallbacks: 0,
         }
     }
@@ -273,7 +234,9 @@ impl GpuCollector {
                 held.entry(j).or_default().push((g, busy));
             }
         }
-        let joules = self.energy_since(scope, &ok, &share);
+        // A final sample accounts only its job's GPUs: the others' energy goes whole to the
+        // next cycle.
+        let joules = self.energy.since(&ok, |g| matches!(scope, Scope::Node) || share[g] > 0);
         if let Scope::Node = scope {
             out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
         }
@@ -291,31 +254,6 @@ impl GpuCollector {
             }
             self.emit_job(&jobs[j], &gpus, &ok, out);
         }
-    }
-
-    /// Joules each GPU used since its counter was last accounted, where it reports one: none
-    /// at its first reading; counting from zero where the counter went back (the driver was
-    /// reloaded). A final sample accounts only the GPUs of its job, so the others' energy
-    /// goes to the next cycle whole.
-    fn energy_since(&mut self, scope: Scope, ok: &[(GpuId, Reading)], share: &[usize]) -> Vec<Option<f64>> {
-        let mut out = Vec::with_capacity(ok.len());
-        for (g, (id, r)) in ok.iter().enumerate() {
-            let (Some(now), None) = (r.energy_mj, id.mig) else {
-                out.push(None);
-                continue;
-            };
-            if matches!(scope, Scope::Job(_)) && share[g] == 0 {
-                out.push(None);
-                continue;
-            }
-            let mj = match self.energy.insert(id.uuid.clone(), now) {
-                Some(before) if now >= before => Some(now - before),
-                Some(_) => Some(now),
-                None => None,
-            };
-            out.push(mj.map(|mj| mj as f64 / 1000.0));
-        }
-        out
     }
 
     /// This cycle's jobs: the node collector's table when shared (its processes as last read;
@@ -559,20 +497,5 @@ mod tests {
         let pids: Vec<u32> = (20..=30).collect();
         assert_eq!(c.find_allocation(&pids), None);
         assert_eq!(c.find_allocation(&[10]), None);
-    }
-
-    #[test]
-    fn allocations_from_the_environment() {
-        let a = Allocation::parse(Some("0,2"), Some("0,1"));
-        assert_eq!(a.indices, BTreeSet::from([0, 2]));
-        assert!(a.uuids.is_empty(), "relative CUDA indices say nothing");
-        let g0 = GpuId { index: 0, mig: None, uuid: "GPU-a".into() };
-        let g1 = GpuId { index: 1, mig: None, uuid: "GPU-b".into() };
-        assert!(a.holds(&g0, None) && !a.holds(&g1, None));
-        let a = Allocation::parse(None, Some("MIG-x,GPU-b"));
-        let mig = GpuId { index: 0, mig: Some(3), uuid: "MIG-x".into() };
-        assert!(a.holds(&mig, None) && a.holds(&g1, None) && !a.holds(&g0, None));
-        let mig_of_0 = GpuId { index: 0, mig: Some(1), uuid: "MIG-y".into() };
-        assert!(!Allocation::parse(Some("0"), None).holds(&mig_of_0, None), "an index names a whole GPU");
     }
 }
