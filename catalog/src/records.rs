@@ -74,7 +74,7 @@ fields! {
     GPUS = "Gpus", "Summary: GPUs the job held on this node.";
     GPU_HOURS = "GpuHours", "Summary: GPU-hours the job held on this node.";
     GPU_IDLE_PERCENT = "GpuIdlePercent", "Summary: share of GpuHours during which the GPU sat idle.";
-    GPU_ENERGY_KWH = "GpuEnergyKwh", "Summary: energy the job's GPUs used on this node, where NVML reports it.";
+    GPU_ENERGY_KWH = "GpuEnergyKwh", "Summary: energy the job's GPUs used on this node, in kWh, from NVML's total energy counters (Volta and newer; not per MIG instance) between collections while the job held them, a GPU shared by jobs split evenly; counted from zero after a driver reload. Absent where no GPU of the job reports it.";
     READ_BYTES_TOTAL = "ReadBytesTotal", "Summary: bytes the job read on this node.";
     WRITE_BYTES_TOTAL = "WriteBytesTotal", "Summary: bytes the job wrote on this node.";
     OOM_KILLS = crate::metrics::OOM_KILLS.name, "Summary: processes of the job the kernel killed for lack of memory.";

@@ -181,23 +181,22 @@ impl Pipeline {
         self
     }
 
-    /// The final sample of an ending job (see [`crate::hook`]).
+    /// The final sample of an ending job (see [`crate::hook`]). The first collector that
+    /// refuses (the node collector, which runs first, decides whose job it is and how often it
+    /// may be asked) ends the request: no later collector is asked and no sample is kept, not
+    /// even those of collectors asked before.
     pub fn final_sample(&mut self, job: &str, uid: u32) -> Answer {
         let mut batch = Batch::new(SystemTime::now());
-        let mut answer = Answer::Sampled(0);
+        let mut total = 0;
         for c in &mut self.collectors {
             match c.final_sample(job, uid, &mut batch) {
-                Some(Answer::Sampled(n)) => {
-                    if let Answer::Sampled(total) = &mut answer {
-                        *total += n;
-                    }
-                }
-                Some(other) => answer = other,
+                Some(Answer::Sampled(n)) => total += n,
+                Some(refused) => return refused,
                 None => {}
             }
         }
         self.add(batch);
-        answer
+        Answer::Sampled(total)
     }
 
     /// Through the transforms into the aggregator, less the excluded metrics.
@@ -315,5 +314,69 @@ impl Pipeline {
             .extend(shaped.into_iter().filter(|s| !self.excluded.iter().any(|e| e == s.metric.name)));
         let collections = std::mem::take(&mut self.collections);
         Flushed { datums: self.aggregator.drain(), records, delivered, records_delivered, collections }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::JobMetrics;
+    use crate::sample::JobInfo;
+    use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, USER};
+
+    /// Answers a final sample with `answer`, after adding job 7's sample and itself.
+    struct Stub(Answer);
+
+    #[async_trait::async_trait(?Send)]
+    impl Collector for Stub {
+        fn name(&self) -> &'static str {
+            "stub"
+        }
+
+        async fn collect(&mut self, _out: &mut Batch, _errors: &mut Errors) {}
+
+        fn final_sample(&mut self, job: &str, _uid: u32, out: &mut Batch) -> Option<Answer> {
+            out.jobs.push(JobInfo {
+                id: job.into(),
+                node: "n1".into(),
+                user: "u".into(),
+                account: "a".into(),
+                partition: "p".into(),
+            });
+            let d = Dims::new().with(JOB_ID, job).with(USER, "u").with(ACCOUNT, "a");
+            out.push(&CPU_USAGE, d, 1.0);
+            Some(self.0.clone())
+        }
+    }
+
+    fn pipeline(answers: &[Answer]) -> Pipeline {
+        let mut config = Config::default();
+        config.node.job_metrics = JobMetrics::Both;
+        let collectors: Vec<Box<dyn Collector>> =
+            answers.iter().map(|a| Box::new(Stub(a.clone())) as Box<dyn Collector>).collect();
+        let parts = Parts {
+            cluster: "c".into(),
+            node: "n1".into(),
+            stats: StatsHandle::default(),
+            record_stats: None,
+            spool: None,
+        };
+        Pipeline::from_parts(&config, Role::Node, collectors, parts)
+    }
+
+    #[test]
+    fn a_refused_final_sample_keeps_no_collectors_samples() {
+        for refusal in [Answer::Denied, Answer::TooSoon] {
+            let mut p = pipeline(&[Answer::Sampled(1), refusal.clone(), Answer::Sampled(0)]);
+            assert_eq!(p.final_sample("7", 1000), refusal);
+            let f = p.flush();
+            assert!(f.datums.iter().all(|d| d.metric != CPU_USAGE.name), "{refusal:?}");
+            assert!(f.records.is_empty(), "{refusal:?}: {:?}", f.records);
+        }
+        let mut p = pipeline(&[Answer::Sampled(1), Answer::Sampled(0)]);
+        assert_eq!(p.final_sample("7", 1000), Answer::Sampled(1));
+        let f = p.flush();
+        assert!(f.datums.iter().any(|d| d.metric == CPU_USAGE.name));
+        assert!(!f.records.is_empty(), "the job's summary");
     }
 }

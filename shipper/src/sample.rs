@@ -135,11 +135,21 @@ pub struct Batch {
     pub all_jobs: bool,
     /// This node's own devices and file systems, for its `node_sample` record.
     pub devices: Vec<DeviceReading>,
+    /// Joules each job's GPUs used since the GPU collector's previous reading (job id, J), for
+    /// its `job_summary` record.
+    pub gpu_joules: Vec<(String, f64)>,
 }
 
 impl Batch {
     pub fn new(time: SystemTime) -> Self {
-        Batch { time, samples: Vec::new(), jobs: Vec::new(), all_jobs: false, devices: Vec::new() }
+        Batch {
+            time,
+            samples: Vec::new(),
+            jobs: Vec::new(),
+            all_jobs: false,
+            devices: Vec::new(),
+            gpu_joules: Vec::new(),
+        }
     }
 
     pub fn push(&mut self, metric: &'static Metric, dims: Dims, value: f64) {

@@ -241,3 +241,133 @@ fn gpus_a_job_claims_in_its_environment_are_not_believed_over_slurm() {
     // job), three GPUs no job holds (two when the environment is believed).
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(3.0));
 }
+
+#[test]
+fn slurm_gpu_indices_name_minor_numbers_not_the_enumeration_order() {
+    // NVML enumerates by PCI bus id; the driver numbered the device files otherwise. The job's
+    // SLURM_JOB_GPUS=0,1 are /dev/nvidia0 and /dev/nvidia1: NVML's GPUs 2 and 3.
+    let gpus = vec![
+        FakeGpu::gpu(0, 10.0).with_minor(Some(2)),
+        FakeGpu::gpu(1, 20.0).with_minor(Some(3)),
+        FakeGpu::gpu(2, 30.0).with_minor(Some(0)),
+        FakeGpu::gpu(3, 40.0).with_minor(Some(1)),
+    ];
+    let cfg = GpuConfig { per_gpu_dimensions: true, ..GpuConfig::default() };
+    let mut b = bench(gpus, cfg);
+    let (out, _) = b.collect();
+    assert_eq!(job(&out, &GPU_COUNT), Some(2.0));
+    assert_eq!(job(&out, &GPU_UTILIZATION), Some(35.0), "mean of NVML's GPUs 2 and 3");
+    let labels: Vec<&str> = out.of(&GPU_UTILIZATION).filter_map(|s| s.dims.get("Gpu")).collect();
+    assert_eq!(labels, vec!["2", "3"]);
+    assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(2.0), "NVML's GPUs 0 and 1 are nobody's");
+    assert_eq!(b.collector.minor_fallbacks, 0);
+}
+
+#[test]
+fn without_a_minor_number_the_enumeration_index_is_matched_and_counted() {
+    // SLURM_JOB_GPUS=0,1: GPU 0 by its NVML index (no minor number), GPU 2 by minor number 1;
+    // GPU 1 is /dev/nvidia7.
+    let gpus = vec![
+        FakeGpu::gpu(0, 10.0).with_minor(None),
+        FakeGpu::gpu(1, 20.0).with_minor(Some(7)),
+        FakeGpu::gpu(2, 30.0).with_minor(Some(1)),
+    ];
+    let mut b = bench(gpus, GpuConfig::default());
+    let (out, _) = b.collect();
+    assert_eq!(job(&out, &GPU_COUNT), Some(2.0));
+    assert_eq!(job(&out, &GPU_UTILIZATION), Some(20.0), "mean of GPUs 0 and 2");
+    assert_eq!(b.collector.minor_fallbacks, 1);
+    b.collect();
+    assert_eq!(b.collector.minor_fallbacks, 2, "one per GPU and cycle");
+}
+
+#[test]
+fn a_final_sample_reads_the_ending_job_only_and_only_for_its_owner() {
+    use slurm_cw_shipper::hook::Answer;
+    use slurm_cw_shipper::sources::Collector;
+    let mut b = bench(four_gpus(), GpuConfig::default());
+    let mut out = Batch::new(SystemTime::now());
+    assert_eq!(b.collector.final_sample("1001", 1001, &mut out), Some(Answer::Denied), "another user");
+    assert!(out.samples.is_empty());
+    assert_eq!(b.collector.final_sample("1001", 1000, &mut out), Some(Answer::Sampled(0)), "its user");
+    assert_eq!(job(&out, &GPU_COUNT), Some(2.0));
+    assert_eq!(job(&out, &GPU_UTILIZATION), Some(40.0));
+    assert_eq!(node(&out, &GPU_NO_JOB_COUNT), None, "the node's own figures wait for the next cycle");
+    let mut out = Batch::new(SystemTime::now());
+    assert_eq!(b.collector.final_sample("77", 0, &mut out), Some(Answer::Sampled(0)), "root, no such job");
+    assert!(out.samples.is_empty());
+}
+
+/// Job 1001 holds GPU 0 (its process) and GPU 1 (SLURM_JOB_GPUS); GPU 2 is nobody's. Each
+/// GPU's energy counter in mJ.
+fn set_energy(gpus: &FakeGpus, mj: [u64; 3]) {
+    let mut g = gpus.lock().unwrap();
+    for (gpu, e) in g.iter_mut().zip(mj) {
+        gpu.reading.energy_mj = Some(e);
+    }
+}
+
+#[test]
+fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_nothing() {
+    use slurm_cw_shipper::config::{Config, JobMetrics};
+    use slurm_cw_shipper::hook::Answer;
+    use slurm_cw_shipper::pipeline::{Parts, Pipeline};
+    use slurm_cw_shipper::role::Role;
+    use slurm_cw_shipper::sources::Collector;
+    let gpus = vec![FakeGpu::gpu(0, 80.0).with_pids(&[4242]), FakeGpu::gpu(1, 0.0), FakeGpu::gpu(2, 0.0)];
+    let mut b = bench(gpus, GpuConfig::default());
+    let root = b._dir.path().to_owned();
+    let mut config = Config::default();
+    config.node.cgroup_root = root.join("cg");
+    config.node.proc_root = root.join("proc");
+    // Per-job metrics as datums too, so that a figure a denied request let through would show.
+    config.node.job_metrics = JobMetrics::Both;
+    let node = NodeCollector::new(config.node.clone(), "g1".into());
+    let gpu = std::mem::replace(
+        &mut b.collector,
+        GpuCollector::unavailable(String::new(), GpuConfig::default(), NodeConfig::default(), "x".into()),
+    )
+    .with_jobs(node.jobs());
+    let collectors: Vec<Box<dyn Collector>> = vec![Box::new(node), Box::new(gpu)];
+    let parts = Parts {
+        cluster: "c".into(),
+        node: "g1".into(),
+        stats: Default::default(),
+        record_stats: None,
+        spool: None,
+    };
+    let mut p = Pipeline::from_parts(&config, Role::Node, collectors, parts);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let start = SystemTime::now() - Duration::from_secs(600);
+    let at = |m: u64| start + Duration::from_secs(m * 60);
+    // A minute: GPU 0 draws 400 W (24 kJ), GPU 1 100 W (6 kJ), GPU 2 50 W (3 kJ).
+    let minute = |m: u64| [5_000_000_000 + m * 24_000_000, 7_000_000_000 + m * 6_000_000, m * 3_000_000];
+    for m in 0..3 {
+        set_energy(&b.gpus, minute(m));
+        rt.block_on(p.collect_at(at(m)));
+    }
+    let flushed = p.flush_at(at(3));
+    assert!(flushed.datums.iter().any(|d| d.metric == GPU_COUNT.name), "the cycles' GPU figures");
+    // Another user asks for the job's final sample: nothing is read or kept.
+    assert_eq!(p.final_sample("1001", 1001), Answer::Denied);
+    let flushed = p.flush_at(at(3));
+    assert!(flushed.datums.iter().all(|d| d.metric != GPU_COUNT.name), "no GPU figure after a denial");
+    assert!(flushed.records.is_empty(), "{:?}", flushed.records);
+    // The driver reloads (counters from zero), then the job's TaskEpilog asks.
+    set_energy(&b.gpus, [12_000_000, 3_000_000, 1_000_000]);
+    assert_eq!(p.final_sample("1001", 1000), Answer::Sampled(1));
+    let flushed = p.flush_at(at(4));
+    assert!(flushed.datums.iter().any(|d| d.metric == GPU_COUNT.name), "the final sample's GPU figures");
+    let summary = flushed
+        .records
+        .iter()
+        .map(|r| serde_json::from_str::<serde_json::Value>(&r.message).unwrap())
+        .find(|v| v["Type"] == "job_summary")
+        .expect("a summary at the final sample");
+    assert_eq!(summary["EndedBy"], "task_epilog");
+    assert_eq!(summary["Gpus"], 2.0);
+    // Two minutes of GPUs 0 and 1 (60 kJ), then 15 kJ since the reload: 75 kJ; GPU 2 is not
+    // the job's, and the first reading is only a baseline.
+    let kwh = summary["GpuEnergyKwh"].as_f64().expect("GpuEnergyKwh");
+    assert!((kwh - 75_000.0 / 3.6e6).abs() < 1e-6, "{kwh}");
+}

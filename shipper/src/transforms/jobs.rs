@@ -19,6 +19,8 @@ use std::time::{Duration, SystemTime};
 /// (node, job id)
 type Key = (String, String);
 
+const JOULES_PER_KWH: f64 = 3.6e6;
+
 /// A mean over the flush.
 #[derive(Debug, Default, Clone, Copy)]
 struct Mean {
@@ -63,6 +65,8 @@ struct Job {
     gpus: f64,
     gpu_seconds: f64,
     gpu_idle_seconds: f64,
+    /// Energy its GPUs used, from NVML's counters; None while none reported.
+    gpu_joules: Option<f64>,
     read_bytes: f64,
     write_bytes: f64,
     oom_kills: f64,
@@ -91,6 +95,7 @@ impl Job {
             gpus: 0.0,
             gpu_seconds: 0.0,
             gpu_idle_seconds: 0.0,
+            gpu_joules: None,
             read_bytes: 0.0,
             write_bytes: 0.0,
             oom_kills: 0.0,
@@ -171,6 +176,13 @@ impl Jobs {
             m.n += 1.0;
             if extra.is_none() {
                 now.entry(key).or_default().insert(s.metric.name, v);
+            }
+        }
+        // GPU energy names no node: the job's first, as its GPU samples.
+        for (id, joules) in &batch.gpu_joules {
+            let Some(key) = by_id.get(id.as_str()).and_then(|keys| keys.first()) else { continue };
+            if let Some(job) = self.jobs.get_mut(key) {
+                *job.gpu_joules.get_or_insert(0.0) += joules;
             }
         }
         let mut out = Vec::new();
@@ -355,6 +367,9 @@ fn summary(job: &Job, ended_by: &str) -> Map<String, Value> {
         if job.gpu_seconds > 0.0 {
             put(&r::GPU_IDLE_PERCENT, job.gpu_idle_seconds / job.gpu_seconds * 100.0);
         }
+    }
+    if let Some(j) = job.gpu_joules {
+        put(&r::GPU_ENERGY_KWH, j / JOULES_PER_KWH);
     }
     put(&r::READ_BYTES_TOTAL, job.read_bytes);
     put(&r::WRITE_BYTES_TOTAL, job.write_bytes);

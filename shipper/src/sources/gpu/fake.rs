@@ -1,7 +1,8 @@
 //! A programmable GPU library for tests and benchmarks (no driver on CI machines). It models
 //! what the collector must handle: utilisation and processes, MIG instances (which report
-//! memory and processes but no utilisation), a GPU that falls off the bus, and GPUs without GPM
-//! (whose profiling figures, like NVML's, need two samples).
+//! memory and processes but no utilisation), a GPU that falls off the bus, GPUs without GPM
+//! (whose profiling figures, like NVML's, need two samples), minor numbers that differ from the
+//! enumeration order, and an energy counter.
 
 use super::source::{Gpm, GpuId, GpuSource, ReadError, Reading};
 use std::collections::HashSet;
@@ -34,6 +35,8 @@ impl FakeGpu {
                 xid_errors: 0,
                 pids: Vec::new(),
                 gpm: None,
+                minor: Some(index),
+                energy_mj: None,
             },
             gpm: Some(Gpm {
                 sm_activity: util,
@@ -64,6 +67,18 @@ impl FakeGpu {
 
     pub fn with_pids(mut self, pids: &[u32]) -> FakeGpu {
         self.reading.pids = pids.to_vec();
+        self
+    }
+
+    /// Its device file is `/dev/nvidia<minor>` (None: NVML cannot say).
+    pub fn with_minor(mut self, minor: Option<u32>) -> FakeGpu {
+        self.reading.minor = minor;
+        self
+    }
+
+    /// Its total energy counter, in millijoules (tests move it between collections).
+    pub fn with_energy_mj(mut self, mj: u64) -> FakeGpu {
+        self.reading.energy_mj = Some(mj);
         self
     }
 }

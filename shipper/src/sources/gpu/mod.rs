@@ -10,7 +10,9 @@
 //! GPUs no job holds are counted per node (`GpuNoJobCount`). A GPU that fails (fallen off the
 //! bus) loses its own figures for the cycle and is counted in `GpuErrors`; the others go on.
 
+mod allocation;
 pub mod config;
+mod energy;
 pub mod fake;
 pub mod nvml;
 pub mod source;
@@ -21,44 +23,16 @@ use super::node::procs;
 use super::node::table::{JobTable, SharedJobs};
 use super::{Collector, Errors};
 use crate::config::{CgroupVersion, GpuConfig, NodeConfig};
+use crate::hook::Answer;
 use crate::sample::{Batch, Dims};
+use allocation::Allocation;
+use energy::Energy;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_sink::log_once::LogOnce;
 use source::{GpuId, GpuSource, ReadError, Reading};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-
-/// What a job was allocated, as its environment names GPUs.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Allocation {
-    indices: BTreeSet<u32>,
-    uuids: BTreeSet<String>,
-}
-
-impl Allocation {
-    fn holds(&self, id: &GpuId) -> bool {
-        (id.mig.is_none() && self.indices.contains(&id.index)) || self.uuids.contains(&id.uuid)
-    }
-
-    /// From SLURM_JOB_GPUS (`0,2`) and CUDA_VISIBLE_DEVICES (`GPU-…`, `MIG-…`; plain indices
-    /// there are relative to the job's cgroup and say nothing about which GPU).
-    fn parse(job_gpus: Option<&str>, visible: Option<&str>) -> Allocation {
-        let mut a = Allocation::default();
-        for t in job_gpus.unwrap_or("").split(',') {
-            if let Ok(i) = t.trim().parse() {
-                a.indices.insert(i);
-            }
-        }
-        for t in visible.unwrap_or("").split(',') {
-            let t = t.trim();
-            if t.starts_with("GPU-") || t.starts_with("MIG-") {
-                a.uuids.insert(t.to_owned());
-            }
-        }
-        a
-    }
-}
 
 /// A job as this cycle attributes GPUs to it.
 struct GpuJob {
@@ -91,6 +65,17 @@ pub struct GpuCollector {
     /// `own` each cycle.
     shared: Option<SharedJobs>,
     own: JobTable,
+    energy: Energy,
+    /// GPUs matched to SLURM_JOB_GPUS by enumeration index because NVML gave no minor number
+    /// (one per GPU and cycle).
+    pub minor_fallbacks: u64,
+}
+
+/// Where a collection looks: the whole node (a cycle) or one ending job (its final sample).
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    Node,
+    Job(&'a str),
 }
 
 impl GpuCollector {
@@ -108,6 +93,8 @@ impl GpuCollector {
             slurm: None,
             shared: None,
             own: JobTable::default(),
+            energy: Energy::default(),
+            minor_fallbacks: 0,
         }
     }
 
@@ -126,6 +113,8 @@ impl GpuCollector {
             slurm: None,
             shared: None,
             own: JobTable::default(),
+            energy: Energy::default(),
+            minor_fallbacks: 0,
         }
     }
 
@@ -153,6 +142,12 @@ impl GpuCollector {
 
     /// One cycle; public so tests and benchmarks can drive it.
     pub fn collect_once(&mut self, out: &mut Batch, errors: &mut Errors) {
+        self.collect_scope(Scope::Node, out, errors);
+    }
+
+    /// A cycle over the whole node, or the figures of one job only (its final sample: the
+    /// node's own figures and the other jobs' are left to the next cycle).
+    fn collect_scope(&mut self, scope: Scope, out: &mut Batch, errors: &mut Errors) {
         errors.ran("gpu");
         let Some(source) = self.source.as_mut() else {
             errors.add("gpu", 1);
@@ -177,10 +172,15 @@ impl GpuCollector {
             }
         }
         let host = Dims::new().with(NODE_NAME, self.node_name.as_str());
-        out.push(&GPU_ERRORS, host.clone(), failed as f64);
+        if let Scope::Node = scope {
+            out.push(&GPU_ERRORS, host.clone(), failed as f64);
+        }
 
         // Jobs, their processes and allocations.
-        let jobs = self.jobs();
+        let mut jobs = self.jobs();
+        if let Scope::Job(id) = scope {
+            jobs.retain(|j| j.r.id == id);
+        }
         let mut pid_job: HashMap<u32, usize> = HashMap::new();
         for (i, job) in jobs.iter().enumerate() {
             if !self.allocations.contains_key(&job.r.id)
@@ -192,11 +192,26 @@ impl GpuCollector {
                 pid_job.insert(*p, i);
             }
         }
-        let alive: HashSet<&str> = jobs.iter().map(|j| j.r.id.as_str()).collect();
-        self.allocations.retain(|j, _| alive.contains(j.as_str()));
+        if let Scope::Node = scope {
+            let alive: HashSet<&str> = jobs.iter().map(|j| j.r.id.as_str()).collect();
+            self.allocations.retain(|j, _| alive.contains(j.as_str()));
+        }
+        for (id, r) in &ok {
+            if id.mig.is_none() && r.minor.is_none() {
+                self.minor_fallbacks += 1;
+                if self.logged.first(&format!("minor {}", id.label())) {
+                    tracing::warn!(
+                        gpu = id.label(),
+                        "NVML gives no minor number: SLURM_JOB_GPUS matched to this GPU by its NVML index"
+                    );
+                }
+            }
+        }
 
         // GPU -> jobs holding it; whether each job runs a process on it.
         let mut held: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
+        // Per reading: how many jobs hold it.
+        let mut share: Vec<usize> = Vec::with_capacity(ok.len());
         let mut no_job = 0;
         for (g, (id, r)) in ok.iter().enumerate() {
             let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
@@ -207,19 +222,36 @@ impl GpuCollector {
                 }
             }
             for (j, job) in jobs.iter().enumerate() {
-                if self.allocations.get(&job.r.id).is_some_and(|a| a.holds(id)) {
+                if self.allocations.get(&job.r.id).is_some_and(|a| a.holds(id, r.minor)) {
                     holders.entry(j).or_insert(false);
                 }
             }
             if holders.is_empty() {
                 no_job += 1;
             }
+            share.push(holders.len());
             for (j, busy) in holders {
                 held.entry(j).or_default().push((g, busy));
             }
         }
-        out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
+        // A final sample accounts only its job's GPUs: the others' energy goes whole to the
+        // next cycle.
+        let joules = self.energy.since(&ok, |g| matches!(scope, Scope::Node) || share[g] > 0);
+        if let Scope::Node = scope {
+            out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
+        }
         for (j, gpus) in held {
+            // A GPU several jobs hold (shared, or one job's process on another's GPU) is
+            // split evenly between them.
+            let mut job_joules = None;
+            for (g, _) in &gpus {
+                if let Some(used) = joules[*g] {
+                    *job_joules.get_or_insert(0.0) += used / share[*g] as f64;
+                }
+            }
+            if let Some(used) = job_joules {
+                out.gpu_joules.push((jobs[j].r.id.clone(), used));
+            }
             self.emit_job(&jobs[j], &gpus, &ok, out);
         }
     }
@@ -415,6 +447,24 @@ impl Collector for GpuCollector {
         }
         self.collect_once(out, errors);
     }
+
+    /// The ending job's GPU figures now (its TaskEpilog), so a job shorter than a cycle has
+    /// some. The node collector runs first and answers for the request (owner, rate); this
+    /// checks the owner again where it finds the job itself.
+    fn final_sample(&mut self, job: &str, uid: u32, out: &mut Batch) -> Option<Answer> {
+        self.source.as_ref()?;
+        if uid != 0 {
+            let owner = self.jobs().into_iter().find(|j| j.r.id == job).and_then(|j| j.uid);
+            if owner != Some(uid) {
+                return Some(Answer::Denied);
+            }
+        }
+        let before = out.samples.len();
+        self.collect_scope(Scope::Job(job), out, &mut Errors::new());
+        tracing::debug!(job, samples = out.samples.len() - before, "final GPU sample");
+        // The count is of job cgroups read, the node collector's.
+        Some(Answer::Sampled(0))
+    }
 }
 
 #[cfg(test)]
@@ -447,20 +497,5 @@ mod tests {
         let pids: Vec<u32> = (20..=30).collect();
         assert_eq!(c.find_allocation(&pids), None);
         assert_eq!(c.find_allocation(&[10]), None);
-    }
-
-    #[test]
-    fn allocations_from_the_environment() {
-        let a = Allocation::parse(Some("0,2"), Some("0,1"));
-        assert_eq!(a.indices, BTreeSet::from([0, 2]));
-        assert!(a.uuids.is_empty(), "relative CUDA indices say nothing");
-        let g0 = GpuId { index: 0, mig: None, uuid: "GPU-a".into() };
-        let g1 = GpuId { index: 1, mig: None, uuid: "GPU-b".into() };
-        assert!(a.holds(&g0) && !a.holds(&g1));
-        let a = Allocation::parse(None, Some("MIG-x,GPU-b"));
-        let mig = GpuId { index: 0, mig: Some(3), uuid: "MIG-x".into() };
-        assert!(a.holds(&mig) && a.holds(&g1) && !a.holds(&g0));
-        let mig_of_0 = GpuId { index: 0, mig: Some(1), uuid: "MIG-y".into() };
-        assert!(!Allocation::parse(Some("0"), None).holds(&mig_of_0), "an index names a whole GPU");
     }
 }

@@ -52,6 +52,16 @@ impl NvmlSource {
         let driver = nvml.sys_driver_version().unwrap_or_else(|_| "?".into());
         let mut xid = nvml.create_event_set().ok();
         for i in 0..nvml.device_count().unwrap_or(0) {
+            if let Ok(dev) = nvml.device_by_index(i) {
+                // What Slurm's indices are matched through, and whether energy is counted.
+                tracing::info!(
+                    index = i,
+                    minor = ?dev.minor_number().ok(),
+                    pci_bus_id = ?dev.pci_info().ok().map(|p| p.bus_id),
+                    energy_mj = ?dev.total_energy_consumption().ok(),
+                    "GPU"
+                );
+            }
             if let (Ok(dev), Some(set)) = (nvml.device_by_index(i), xid.take()) {
                 // Not every GPU supports events; keep the set for the others.
                 xid = match dev.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
@@ -146,6 +156,8 @@ impl NvmlSource {
             xid_errors: xid.get(&uuid).copied().unwrap_or(0),
             pids,
             gpm,
+            minor: dev.minor_number().ok(),
+            energy_mj: dev.total_energy_consumption().ok(),
         };
         (id, reading)
     }

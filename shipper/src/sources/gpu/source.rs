@@ -56,6 +56,12 @@ pub struct Reading {
     /// Processes running on it (compute and graphics).
     pub pids: Vec<u32>,
     pub gpm: Option<Gpm>,
+    /// The device's minor number (`/dev/nvidia<minor>`), which Slurm's GPU indices name (see
+    /// `Allocation` in the collector); None on a MIG instance or where NVML cannot say.
+    pub minor: Option<u32>,
+    /// NVML's total energy counter of the (whole) GPU, in millijoules since the driver loaded;
+    /// None where the GPU does not report it (before Volta, and on MIG instances).
+    pub energy_mj: Option<u64>,
 }
 
 /// Why a device could not be read this cycle.
