@@ -22,6 +22,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/bench/slurm-conf.sh
+source "$here/slurm-conf.sh"
 root=${SLURM_TRIXIE_ROOT:-/var/cache/slurm-cw-bench/trixie}
 bench=${SLURM_TRIXIE_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm-24.11}
 conf=$bench/etc/slurm.conf
@@ -29,6 +31,8 @@ nodes=(n1 n2 n3 n4)
 ctld_port=${SLURM_TRIXIE_CTLD_PORT:-26817}
 first_node_port=${SLURM_TRIXIE_NODE_PORT:-27001}
 cluster=bench2411
+profile=default
+cgroup_automount=no
 # What the jobs of the tests need besides Slurm: python3 for scripts/bench/workload.py.
 packages=slurmctld,slurmd,slurm-client,munge,python3
 want_version=24.11
@@ -172,77 +176,8 @@ write_wrappers() {
 }
 
 write_config() {
-    local host mem
-    host=$(hostname)
-    mkdir -p "$bench/etc" "$bench/state" "$bench/log" "$bench/run" "$bench/spool"
-    mem=${SLURM_BENCH_NODE_MEMORY_MB:-2000}
-    {
-        echo "# Written by scripts/bench/slurm-trixie.sh; a test bench, not a production config."
-        echo "ClusterName=$cluster"
-        echo "SlurmctldHost=$host(127.0.0.1)"
-        echo "SlurmctldPort=$ctld_port"
-        echo "AuthType=auth/munge"
-        echo "CredType=cred/munge"
-        echo "SlurmUser=root"
-        echo "SlurmdUser=root"
-        echo "StateSaveLocation=$bench/state"
-        echo "SlurmdSpoolDir=$bench/spool/slurmd.%n"
-        echo "SlurmctldPidFile=$bench/run/slurmctld.pid"
-        echo "SlurmdPidFile=$bench/run/slurmd.%n.pid"
-        echo "SlurmctldLogFile=$bench/log/slurmctld.log"
-        echo "SlurmdLogFile=$bench/log/slurmd.%n.log"
-        echo "ProctrackType=proctrack/cgroup"
-        echo "TaskPlugin=task/cgroup"
-        echo "JobAcctGatherType=jobacct_gather/cgroup"
-        echo "JobAcctGatherFrequency=30"
-        echo "SchedulerType=sched/backfill"
-        echo "SelectType=select/cons_tres"
-        echo "SelectTypeParameters=CR_Core_Memory"
-        echo "ReturnToService=1"
-        echo "MinJobAge=3600"
-        # Job ids never equal the 22.05 bench's, whose job cgroups may sit beside these.
-        echo "FirstJobId=10000000"
-        echo "MaxArraySize=20001"
-        echo "MaxJobCount=50000"
-        echo "DefMemPerCPU=100"
-        echo "SlurmdParameters=config_overrides"
-        echo "MpiDefault=none"
-        echo "SlurmctldTimeout=30"
-        echo "SlurmdTimeout=60"
-        echo "InactiveLimit=0"
-        echo "KillWait=5"
-        echo "SchedulerParameters=bf_interval=30"
-        echo "GresTypes=gpu"
-        echo "TaskEpilog=$bench/task-epilog"
-        local port=$first_node_port gres
-        for n in "${nodes[@]}"; do
-            gres=""
-            [ "$n" = n4 ] && gres=" Gres=gpu:2"
-            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem$gres State=UNKNOWN"
-            port=$((port + 1))
-        done
-        echo "PartitionName=batch Nodes=n1,n2,n3 Default=YES MaxTime=INFINITE State=UP"
-        echo "PartitionName=debug Nodes=n3,n4 MaxTime=INFINITE State=UP"
-    } > "$conf.new"
-    # Runs inside the root: the tests put the shipper itself (not a link out of the root) at
-    # $bench/shipper.
-    cat > "$bench/task-epilog" <<EOF
-#!/bin/sh
-[ -x "$bench/shipper" ] || exit 0
-SLURM_CW_NODE__HOOK_SOCKET="$bench/hook.sock" exec "$bench/shipper" --job-ended "\$SLURM_JOB_ID"
-EOF
-    chmod 755 "$bench/task-epilog"
-    mkdir -p "$bench/dev"
-    for i in 0 1; do
-        [ -e "$bench/dev/gpu$i" ] || mknod "$bench/dev/gpu$i" c 1 3
-    done
-    echo "NodeName=n4 Name=gpu File=$bench/dev/gpu[0-1]" > "$bench/etc/gres.conf"
-    cat > "$bench/etc/cgroup.conf" <<EOF
-CgroupPlugin=cgroup/v1
-ConstrainCores=yes
-ConstrainRAMSpace=yes
-ConstrainDevices=no
-EOF
+    # Job ids never equal the 22.05 bench's, whose job cgroups may sit beside these.
+    write_bench_config slurm-trixie.sh "FirstJobId=10000000"
 }
 
 print_env() {

@@ -24,6 +24,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/bench/slurm-conf.sh
+source "$here/slurm-conf.sh"
 # Machine-wide, like the ports: every checkout finds the one bench that runs.
 bench=${SLURM_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm}
 conf=$bench/etc/slurm.conf
@@ -31,6 +33,7 @@ nodes=(c1 c2 c3 c4)
 ctld_port=${SLURM_BENCH_CTLD_PORT:-16817}
 first_node_port=${SLURM_BENCH_NODE_PORT:-17001}
 cluster=${SLURM_BENCH_CLUSTER:-benchcluster}
+cgroup_automount=yes
 
 log() { printf 'slurm-bench: %s\n' "$*" >&2; }
 
@@ -69,84 +72,7 @@ start_munge() {
 }
 
 write_config() {
-    local host mem
-    host=$(hostname)
-    mkdir -p "$bench/etc" "$bench/state" "$bench/log" "$bench/run" "$bench/spool"
-    mem=${SLURM_BENCH_NODE_MEMORY_MB:-2000}
-    {
-        echo "# Written by scripts/bench/slurm.sh; a test bench, not a production config."
-        echo "# profile: $profile"
-        echo "ClusterName=$cluster"
-        echo "SlurmctldHost=$host(127.0.0.1)"
-        echo "SlurmctldPort=$ctld_port"
-        echo "AuthType=auth/munge"
-        echo "CredType=cred/munge"
-        echo "SlurmUser=root"
-        echo "SlurmdUser=root"
-        echo "StateSaveLocation=$bench/state"
-        echo "SlurmdSpoolDir=$bench/spool/slurmd.%n"
-        echo "SlurmctldPidFile=$bench/run/slurmctld.pid"
-        echo "SlurmdPidFile=$bench/run/slurmd.%n.pid"
-        echo "SlurmctldLogFile=$bench/log/slurmctld.log"
-        echo "SlurmdLogFile=$bench/log/slurmd.%n.log"
-        echo "ProctrackType=proctrack/cgroup"
-        echo "TaskPlugin=task/cgroup"
-        if [ "$profile" = default ]; then
-            echo "JobAcctGatherType=jobacct_gather/cgroup"
-            echo "JobAcctGatherFrequency=30"
-        fi
-        echo "SchedulerType=sched/backfill"
-        echo "SelectType=select/cons_tres"
-        echo "SelectTypeParameters=CR_Core_Memory"
-        echo "ReturnToService=1"
-        echo "MinJobAge=3600"
-        # Room for the load test's queue (scripts/load/head.sh): 10,000 array tasks and more.
-        echo "MaxArraySize=20001"
-        echo "MaxJobCount=50000"
-        echo "DefMemPerCPU=100"
-        echo "SlurmdParameters=config_overrides"
-        echo "MpiDefault=none"
-        echo "SlurmctldTimeout=30"
-        echo "SlurmdTimeout=60"
-        echo "InactiveLimit=0"
-        echo "KillWait=5"
-        echo "SchedulerParameters=bf_interval=30"
-        echo "GresTypes=gpu"
-        # The final per-job sample (see infra/slurm/task-epilog.sh); tests point $bench/shipper
-        # at the binary they test, and without it the hook does nothing.
-        echo "TaskEpilog=$bench/task-epilog"
-        local port=$first_node_port gres
-        for n in "${nodes[@]}"; do
-            # c4 claims two GPUs (count-only GRES, no devices): enough for Slurm to schedule
-            # and account GPU requests, which is what the head collector reads.
-            gres=""
-            [ "$n" = c4 ] && gres=" Gres=gpu:2"
-            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem$gres State=UNKNOWN"
-            port=$((port + 1))
-        done
-        echo "PartitionName=batch Nodes=c1,c2,c3 Default=YES MaxTime=INFINITE State=UP"
-        echo "PartitionName=debug Nodes=c3,c4 MaxTime=INFINITE State=UP"
-    } > "$conf.new"
-    cat > "$bench/task-epilog" <<EOF
-#!/bin/sh
-[ -x "$bench/shipper" ] || exit 0
-SLURM_CW_NODE__HOOK_SOCKET="$bench/hook.sock" exec "$bench/shipper" --job-ended "\$SLURM_JOB_ID"
-EOF
-    chmod 755 "$bench/task-epilog"
-    # Slurm counts a GPU only with a device file: two character devices like /dev/null stand
-    # in (ConstrainDevices=no, so no job is ever given or denied them).
-    mkdir -p "$bench/dev"
-    for i in 0 1; do
-        [ -e "$bench/dev/gpu$i" ] || mknod "$bench/dev/gpu$i" c 1 3
-    done
-    echo "NodeName=c4 Name=gpu File=$bench/dev/gpu[0-1]" > "$bench/etc/gres.conf"
-    cat > "$bench/etc/cgroup.conf" <<EOF
-CgroupPlugin=cgroup/v1
-CgroupAutomount=yes
-ConstrainCores=yes
-ConstrainRAMSpace=$([ "$profile" = default ] && echo yes || echo no)
-ConstrainDevices=no
-EOF
+    write_bench_config slurm.sh
 }
 
 print_env() {

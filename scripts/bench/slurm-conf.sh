@@ -1,0 +1,98 @@
+# shellcheck shell=bash
+# The caller sets the variables this file reads (see below).
+# shellcheck disable=SC2154
+# The configuration both Slurm benches write (slurm.sh for 22.05 on this host, slurm-trixie.sh
+# for 24.11 in a chroot): one layout, so that the tests run unchanged on either. The caller sets
+# bench, conf, cluster, ctld_port, first_node_port, nodes (four; the last one has the GPUs) and
+# profile (default, or pcluster: ParallelCluster's defaults, no ConstrainRAMSpace and no
+# JobAcctGatherType), and cgroup_automount (yes or no).
+#
+#   write_bench_config WRITER [EXTRA_SLURM_CONF_LINE...]
+#
+# writes $conf.new (the caller compares it with $conf to know whether to restart), gres.conf,
+# cgroup.conf and the TaskEpilog.
+write_bench_config() {
+    local writer=$1
+    shift
+    local host mem port gres line n
+    local gpu_node=${nodes[3]}
+    host=$(hostname)
+    mkdir -p "$bench/etc" "$bench/state" "$bench/log" "$bench/run" "$bench/spool"
+    mem=${SLURM_BENCH_NODE_MEMORY_MB:-2000}
+    {
+        echo "# Written by scripts/bench/$writer; a test bench, not a production config."
+        echo "# profile: $profile"
+        echo "ClusterName=$cluster"
+        echo "SlurmctldHost=$host(127.0.0.1)"
+        echo "SlurmctldPort=$ctld_port"
+        echo "AuthType=auth/munge"
+        echo "CredType=cred/munge"
+        echo "SlurmUser=root"
+        echo "SlurmdUser=root"
+        echo "StateSaveLocation=$bench/state"
+        echo "SlurmdSpoolDir=$bench/spool/slurmd.%n"
+        echo "SlurmctldPidFile=$bench/run/slurmctld.pid"
+        echo "SlurmdPidFile=$bench/run/slurmd.%n.pid"
+        echo "SlurmctldLogFile=$bench/log/slurmctld.log"
+        echo "SlurmdLogFile=$bench/log/slurmd.%n.log"
+        echo "ProctrackType=proctrack/cgroup"
+        echo "TaskPlugin=task/cgroup"
+        if [ "$profile" = default ]; then
+            echo "JobAcctGatherType=jobacct_gather/cgroup"
+            echo "JobAcctGatherFrequency=30"
+        fi
+        echo "SchedulerType=sched/backfill"
+        echo "SelectType=select/cons_tres"
+        echo "SelectTypeParameters=CR_Core_Memory"
+        echo "ReturnToService=1"
+        echo "MinJobAge=3600"
+        for line in "$@"; do echo "$line"; done
+        # Room for the load test's queue (scripts/load/head.sh): 10,000 array tasks and more.
+        echo "MaxArraySize=20001"
+        echo "MaxJobCount=50000"
+        echo "DefMemPerCPU=100"
+        echo "SlurmdParameters=config_overrides"
+        echo "MpiDefault=none"
+        echo "SlurmctldTimeout=30"
+        echo "SlurmdTimeout=60"
+        echo "InactiveLimit=0"
+        echo "KillWait=5"
+        echo "SchedulerParameters=bf_interval=30"
+        echo "GresTypes=gpu"
+        # The final per-job sample (see infra/slurm/task-epilog.sh); tests put the binary they
+        # test at $bench/shipper (the file itself: on 24.11 the epilog runs in the chroot), and
+        # without it the hook does nothing.
+        echo "TaskEpilog=$bench/task-epilog"
+        port=$first_node_port
+        for n in "${nodes[@]}"; do
+            # The last node claims two GPUs: enough for Slurm to schedule and account GPU
+            # requests, which is what the head collector reads.
+            gres=""
+            [ "$n" = "$gpu_node" ] && gres=" Gres=gpu:2"
+            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem$gres State=UNKNOWN"
+            port=$((port + 1))
+        done
+        echo "PartitionName=batch Nodes=${nodes[0]},${nodes[1]},${nodes[2]} Default=YES MaxTime=INFINITE State=UP"
+        echo "PartitionName=debug Nodes=${nodes[2]},${nodes[3]} MaxTime=INFINITE State=UP"
+    } > "$conf.new"
+    cat > "$bench/task-epilog" <<EOT
+#!/bin/sh
+[ -x "$bench/shipper" ] || exit 0
+SLURM_CW_NODE__HOOK_SOCKET="$bench/hook.sock" exec "$bench/shipper" --job-ended "\$SLURM_JOB_ID"
+EOT
+    chmod 755 "$bench/task-epilog"
+    # Slurm counts a GPU only with a device file: two character devices like /dev/null stand
+    # in (ConstrainDevices=no, so no job is ever given or denied them).
+    mkdir -p "$bench/dev"
+    for n in 0 1; do
+        [ -e "$bench/dev/gpu$n" ] || mknod "$bench/dev/gpu$n" c 1 3
+    done
+    echo "NodeName=$gpu_node Name=gpu File=$bench/dev/gpu[0-1]" > "$bench/etc/gres.conf"
+    {
+        echo "CgroupPlugin=cgroup/v1"
+        [ "$cgroup_automount" = yes ] && echo "CgroupAutomount=yes"
+        echo "ConstrainCores=yes"
+        echo "ConstrainRAMSpace=$([ "$profile" = default ] && echo yes || echo no)"
+        echo "ConstrainDevices=no"
+    } > "$bench/etc/cgroup.conf"
+}
