@@ -294,20 +294,27 @@ fn sum_of(line: &str, metric: &Metric) -> Option<f64> {
     cluster_value(line, metric, |s| s.sum)
 }
 
-#[test]
-fn jobs_submitted_between_reads_equal_the_sum_of_their_increases() {
-    let Some(_conf) = slurm() else { return };
-    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let mut child = shipper()
+/// The head role as a daemon printing to stdout: a collection and a flush every second, each
+/// Slurm command at most 3 s.
+fn head_daemon() -> Running {
+    shipper()
         .args(["--role", "head", "--sink", "stdout"])
         .env("SLURM_CW_COLLECT_INTERVAL", "1s")
         .env("SLURM_CW_FLUSH_INTERVAL", "1s")
-        .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
+        .env("SLURM_CW_SLURM__COMMAND_TIMEOUT", "3s")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map(Running::new)
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn jobs_submitted_between_reads_equal_the_sum_of_their_increases() {
+    let Some(_conf) = slurm() else { return };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = head_daemon();
     let (tx, rx) = std::sync::mpsc::channel::<(bool, Option<f64>)>();
     let stdout = child.child().stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -354,17 +361,7 @@ fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
     let Some(conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let pidfile = bench_dir(&conf).join("run/slurmctld.pid");
-    let mut child = shipper()
-        .args(["--role", "head", "--sink", "stdout"])
-        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
-        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
-        .env("SLURM_CW_SLURM__COMMAND_TIMEOUT", "3s")
-        .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(Running::new)
-        .unwrap();
+    let mut child = head_daemon();
     let (tx, rx) = std::sync::mpsc::channel::<f64>();
     let stdout = child.child().stdout.take().unwrap();
     std::thread::spawn(move || {

@@ -391,24 +391,6 @@ mod tests {
     }
 
     #[test]
-    fn demand_counts_only_jobs_that_could_start() {
-        for r in ["Resources", "Priority", "ReqNodeNotAvail", "None", "Nodes required for job are DOWN"] {
-            assert!(startable(r), "{r}");
-        }
-        for r in [
-            "Dependency",
-            "JobHeldUser",
-            "BeginTime",
-            "QOSMaxJobsPerUserLimit",
-            "AssocGrpCpuLimit",
-            "PartitionDown",
-            "InvalidAccount",
-        ] {
-            assert!(!startable(r), "{r}");
-        }
-    }
-
-    #[test]
     fn array_task_strings() {
         assert_eq!(count_tasks("1-10"), 10);
         assert_eq!(count_tasks("1,3,7-9"), 5);
