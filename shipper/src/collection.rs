@@ -29,6 +29,8 @@ pub struct Collection {
     missed: Arc<AtomicU64>,
     /// How long a collection may run before it counts as stuck: the collect interval.
     deadline: Duration,
+    /// Flushes asked for whose result has not been taken from [`Collection::flushed`].
+    pending: usize,
 }
 
 impl Collection {
@@ -71,7 +73,7 @@ impl Collection {
                 }
             }
         })?;
-        Ok(Collection { work: work_tx, flushed, busy, started: Instant::now(), missed, deadline })
+        Ok(Collection { work: work_tx, flushed, busy, started: Instant::now(), missed, deadline, pending: 0 })
     }
 
     /// Starts a collection, unless the last one is still running: then it is counted as missed.
@@ -88,8 +90,20 @@ impl Collection {
     }
 
     /// Asks for a flush; what it made arrives on [`Collection::flushed`].
-    pub fn flush(&self) -> bool {
-        self.work.send(Work::Flush).is_ok()
+    pub fn flush(&mut self) -> bool {
+        let sent = self.work.send(Work::Flush).is_ok();
+        self.pending += usize::from(sent);
+        sent
+    }
+
+    /// Says that one flush's result was taken from [`Collection::flushed`].
+    pub fn took_flush(&mut self) {
+        self.pending = self.pending.saturating_sub(1);
+    }
+
+    /// Flushes asked for and not taken yet.
+    pub fn pending_flushes(&self) -> usize {
+        self.pending
     }
 
     /// Hands a hook request on, or answers it `busy` while a collection is past its deadline:

@@ -128,17 +128,26 @@ pub async fn daemon(
                 tracing::info!(signal, "stopping: flushing what is buffered");
                 // Into the spool first: whatever the last send does, nothing is lost. A
                 // collection that hangs keeps what it holds: the flushes before are spooled.
+                // Every flush asked for and not yet handed on, this last one included.
                 if collection.flush() {
-                    match tokio::time::timeout(SHUTDOWN_GRACE, collection.flushed.recv()).await {
-                        Ok(Some(f)) => {
-                            to_delivery(f);
+                    let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+                    while collection.pending_flushes() > 0 {
+                        match tokio::time::timeout_at(deadline, collection.flushed.recv()).await {
+                            Ok(Some(f)) => {
+                                collection.took_flush();
+                                to_delivery(f);
+                            }
+                            _ => {
+                                tracing::warn!("the collection did not answer: its last samples are lost");
+                                break;
+                            }
                         }
-                        _ => tracing::warn!("the collection did not answer: its last samples are lost"),
                     }
                 }
                 break;
             }
             Some(f) = collection.flushed.recv() => {
+                collection.took_flush();
                 if !to_delivery(f) {
                     gave_up = true;
                     break;
