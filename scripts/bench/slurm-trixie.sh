@@ -22,8 +22,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/bench/slurm-conf.sh
-source "$here/slurm-conf.sh"
+# shellcheck source=scripts/bench/slurm-common.sh
+source "$here/slurm-common.sh"
 root=${SLURM_TRIXIE_ROOT:-/var/cache/slurm-cw-bench/trixie}
 bench=${SLURM_TRIXIE_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm-24.11}
 conf=$bench/etc/slurm.conf
@@ -45,7 +45,6 @@ need_root() {
     fi
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 # The Debian mirror apt uses here (deb822 `URIs:` or one-line `deb` entries), else Debian's.
 mirror() {
@@ -216,43 +215,8 @@ start() {
         mv "$conf.new" "$conf"
         "$bench/sbin/slurmctld" -c
     fi
-    for n in "${nodes[@]}"; do
-        if ! alive "$bench/run/slurmd.$n.pid"; then
-            mkdir -p "$bench/spool/slurmd.$n"
-            "$bench/sbin/slurmd" -N "$n"
-        fi
-    done
-    for _ in $(seq 150); do
-        local states
-        states=$(sinfo_in -h -N -o '%N %t' 2>/dev/null | sort -u || true)
-        if [ -n "$states" ] && ! grep -Eq ' (unk|down\*|idle\*|unk\*|inval)' <<<"$states" \
-            && [ "$(wc -l <<<"$states")" -ge "${#nodes[@]}" ]; then
-            log "ready: $(tr '\n' ' ' <<<"$states")"
-            print_env
-            return
-        fi
-        sleep 0.2
-    done
-    log "nodes did not come up; see $bench/log"
-    sinfo_in -N >&2 || true
-    exit 1
-}
-
-stop_daemons() {
-    local pidf
-    for pidf in "$bench"/run/slurmd.*.pid "$bench/run/slurmctld.pid"; do
-        [ -f "$pidf" ] || continue
-        if alive "$pidf"; then kill "$(cat "$pidf")" 2>/dev/null || true; fi
-    done
-    for _ in $(seq 50); do
-        local any=0
-        for pidf in "$bench"/run/*.pid; do
-            [ -f "$pidf" ] && alive "$pidf" && any=1
-        done
-        [ $any -eq 0 ] && break
-        sleep 0.2
-    done
-    rm -f "$bench"/run/*.pid
+    start_slurmds "$bench/sbin/slurmd"
+    wait_ready sinfo_in
 }
 
 stop() {

@@ -24,8 +24,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/bench/slurm-conf.sh
-source "$here/slurm-conf.sh"
+# shellcheck source=scripts/bench/slurm-common.sh
+source "$here/slurm-common.sh"
 # Machine-wide, like the ports: every checkout finds the one bench that runs.
 bench=${SLURM_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm}
 conf=$bench/etc/slurm.conf
@@ -53,8 +53,6 @@ install_if_missing() {
     apt-get update -qq
     apt-get install -y -qq slurm-wlm slurm-client munge >/dev/null
 }
-
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start_munge() {
     if [ -S /run/munge/munge.socket.2 ] && pgrep -x munged >/dev/null; then return; fi
@@ -113,44 +111,12 @@ start() {
         # -c: a clean start, no jobs or node states from an earlier run.
         /usr/sbin/slurmctld -c
     fi
-    for n in "${nodes[@]}"; do
-        if ! alive "$bench/run/slurmd.$n.pid"; then
-            mkdir -p "$bench/spool/slurmd.$n"
-            /usr/sbin/slurmd -N "$n"
-        fi
-    done
-    # Ready when every node has registered (idle, or any state that is not unknown/down*).
-    for _ in $(seq 150); do
-        local states
-        states=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u || true)
-        if [ -n "$states" ] && ! grep -Eq ' (unk|down\*|idle\*|unk\*|inval)' <<<"$states" \
-            && [ "$(wc -l <<<"$states")" -ge "${#nodes[@]}" ]; then
-            log "ready: $(tr '\n' ' ' <<<"$states")"
-            print_env
-            return
-        fi
-        sleep 0.2
-    done
-    log "nodes did not come up; see $bench/log"
-    sinfo -N >&2 || true
-    exit 1
+    start_slurmds /usr/sbin/slurmd
+    wait_ready sinfo
 }
 
 stop() {
-    local pidf
-    for pidf in "$bench"/run/slurmd.*.pid "$bench/run/slurmctld.pid"; do
-        [ -f "$pidf" ] || continue
-        if alive "$pidf"; then kill "$(cat "$pidf")" 2>/dev/null || true; fi
-    done
-    for _ in $(seq 50); do
-        local any=0
-        for pidf in "$bench"/run/*.pid; do
-            [ -f "$pidf" ] && alive "$pidf" && any=1
-        done
-        [ $any -eq 0 ] && break
-        sleep 0.2
-    done
-    rm -f "$bench"/run/*.pid
+    stop_daemons
     log "stopped (munged left running: it is shared by every Slurm on this host)"
 }
 

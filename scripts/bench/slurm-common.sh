@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # The caller sets the variables this file reads (see below).
 # shellcheck disable=SC2154
-# The configuration both Slurm benches write (slurm.sh for 22.05 on this host, slurm-trixie.sh
-# for 24.11 in a chroot): one layout, so that the tests run unchanged on either. The caller sets
+# What both Slurm benches share (slurm.sh for 22.05 on this host, slurm-trixie.sh for 24.11 in
+# a chroot): one configuration, so that the tests run unchanged on either, and how their daemons
+# start, come up and stop. The caller sets
 # bench, conf, cluster, ctld_port, first_node_port, nodes (four; the last one has the GPUs) and
 # profile (default, or pcluster: ParallelCluster's defaults, no ConstrainRAMSpace and no
 # JobAcctGatherType), and cgroup_automount (yes or no).
@@ -95,4 +96,54 @@ EOT
         echo "ConstrainRAMSpace=$([ "$profile" = default ] && echo yes || echo no)"
         echo "ConstrainDevices=no"
     } > "$bench/etc/cgroup.conf"
+}
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# start_slurmds SLURMD: one slurmd per node that does not run yet.
+start_slurmds() {
+    local n
+    for n in "${nodes[@]}"; do
+        if ! alive "$bench/run/slurmd.$n.pid"; then
+            mkdir -p "$bench/spool/slurmd.$n"
+            "$1" -N "$n"
+        fi
+    done
+}
+
+# wait_ready SINFO: prints the bench's variables once every node has registered (idle, or any
+# state that is not unknown/down*); fails after 30 s.
+wait_ready() {
+    local sinfo=$1 states
+    for _ in $(seq 150); do
+        states=$("$sinfo" -h -N -o '%N %t' 2>/dev/null | sort -u || true)
+        if [ -n "$states" ] && ! grep -Eq ' (unk|down\*|idle\*|unk\*|inval)' <<<"$states" \
+            && [ "$(wc -l <<<"$states")" -ge "${#nodes[@]}" ]; then
+            log "ready: $(tr '\n' ' ' <<<"$states")"
+            print_env
+            return
+        fi
+        sleep 0.2
+    done
+    log "nodes did not come up; see $bench/log"
+    "$sinfo" -N >&2 || true
+    exit 1
+}
+
+# stop_daemons: slurmctld and every slurmd of this bench, waited for.
+stop_daemons() {
+    local pidf any
+    for pidf in "$bench"/run/slurmd.*.pid "$bench/run/slurmctld.pid"; do
+        [ -f "$pidf" ] || continue
+        if alive "$pidf"; then kill "$(cat "$pidf")" 2>/dev/null || true; fi
+    done
+    for _ in $(seq 50); do
+        any=0
+        for pidf in "$bench"/run/*.pid; do
+            [ -f "$pidf" ] && alive "$pidf" && any=1
+        done
+        [ $any -eq 0 ] && break
+        sleep 0.2
+    done
+    rm -f "$bench"/run/*.pid
 }
