@@ -5,33 +5,21 @@
 //! a GPU job on n4, a completed, a failed and a cancelled job, six pending (Resources,
 //! Dependency, four array tasks that no batch node can take).
 
+#[path = "common/sinfo_rows.rs"]
+mod sinfo_rows;
+
+use sinfo_rows::{cluster_sum, node_states};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::job;
 use slurm_cw_shipper::sources::head::sdiag;
 use slurm_cw_shipper::sources::head::sinfo::{self, NodeRow};
 use slurm_cw_shipper::sources::head::squeue::{self, JobStats};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm/24.11-real").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// Each node once: primary state -> count.
-fn node_states(rows: &[NodeRow]) -> BTreeMap<&'static str, u64> {
-    let mut seen = HashSet::new();
-    let mut out = BTreeMap::new();
-    for r in rows.iter().filter(|r| seen.insert(r.name.clone())) {
-        *out.entry(r.state.primary).or_default() += 1;
-    }
-    out
-}
-
-/// A figure summed over the nodes, each once.
-fn cluster_sum(rows: &[NodeRow], f: impl Fn(&NodeRow) -> u64) -> u64 {
-    let mut seen = HashSet::new();
-    rows.iter().filter(|r| seen.insert(r.name.clone())).map(f).sum()
 }
 
 const COMMA_REASON: &str = "Nodes required for job are DOWN";
@@ -76,24 +64,11 @@ fn sinfo_json_real_agrees_with_text() {
     let (text, _) = sinfo::parse_text(&fixture("sinfo.txt"));
     let (json, bad) = sinfo::parse_json(&fixture("sinfo.json")).unwrap();
     assert!(bad.is_empty(), "{bad:?}");
-    assert_eq!(node_states(&json), node_states(&text));
     let key = |rows: &[NodeRow]| -> BTreeSet<(String, String)> {
         rows.iter().map(|r| (r.name.clone(), r.partition.clone())).collect()
     };
     assert_eq!(key(&json), key(&text), "the same node and partition rows");
-    let fields: [fn(&NodeRow) -> u64; 8] = [
-        |r| r.cpus_total,
-        |r| r.cpus_alloc,
-        |r| r.cpus_idle,
-        |r| r.cpus_other,
-        |r| r.gpus_total,
-        |r| r.gpus_alloc,
-        |r| r.memory_mb,
-        |r| r.memory_alloc_mb,
-    ];
-    for (i, f) in fields.iter().enumerate() {
-        assert_eq!(cluster_sum(&json, f), cluster_sum(&text, f), "field {i}");
-    }
+    sinfo_rows::assert_json_agrees_with_text(&json, &text);
 }
 
 #[test]

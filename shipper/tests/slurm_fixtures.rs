@@ -3,10 +3,14 @@
 //! built from Slurm's source (see tests/fixtures/slurm/README.md). Malformed and truncated
 //! output must give errors or partial results, never a panic.
 
+#[path = "common/sinfo_rows.rs"]
+mod sinfo_rows;
+
+use sinfo_rows::{cluster_sum, node_states};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_shipper::sources::head::sdiag::{self, Sdiag};
-use slurm_cw_shipper::sources::head::sinfo::{self, NodeRow};
+use slurm_cw_shipper::sources::head::sinfo;
 use slurm_cw_shipper::sources::head::squeue::{self, Queue};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,23 +21,6 @@ fn fixture(rel: &str) -> String {
 }
 
 const BUILT: &[&str] = &["23.02", "23.11", "24.05", "24.11", "25.05", "25.11"];
-
-/// Each node once: primary state -> count.
-fn node_states(rows: &[NodeRow]) -> BTreeMap<&'static str, u64> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = BTreeMap::new();
-    for r in rows {
-        if seen.insert(r.name.clone()) {
-            *out.entry(r.state.primary).or_default() += 1;
-        }
-    }
-    out
-}
-
-fn cluster_sum(rows: &[NodeRow], f: impl Fn(&NodeRow) -> u64) -> u64 {
-    let mut seen = std::collections::HashSet::new();
-    rows.iter().filter(|r| seen.insert(r.name.clone())).map(f).sum()
-}
 
 fn states(q: &Queue) -> BTreeMap<&'static str, u64> {
     q.cluster.states.clone()
@@ -77,20 +64,7 @@ fn slurm_22_05_json_agrees_with_text() {
     let (text_rows, _) = sinfo::parse_text(&fixture("22.05/sinfo.txt"));
     let (json_rows, bad) = sinfo::parse_json(&fixture("22.05/sinfo.json")).unwrap();
     assert!(bad.is_empty(), "{bad:?}");
-    assert_eq!(node_states(&json_rows), node_states(&text_rows));
-    let fields: [fn(&NodeRow) -> u64; 8] = [
-        |r| r.cpus_total,
-        |r| r.cpus_alloc,
-        |r| r.cpus_idle,
-        |r| r.cpus_other,
-        |r| r.gpus_total,
-        |r| r.gpus_alloc,
-        |r| r.memory_mb,
-        |r| r.memory_alloc_mb,
-    ];
-    for f in fields {
-        assert_eq!(cluster_sum(&json_rows, f), cluster_sum(&text_rows, f));
-    }
+    sinfo_rows::assert_json_agrees_with_text(&json_rows, &text_rows);
     let (tq, _) = squeue::parse_text(&fixture("22.05/squeue.txt"));
     let (jq, bad) = squeue::parse_json(&fixture("22.05/squeue.json")).unwrap();
     assert!(bad.is_empty(), "{bad:?}");
