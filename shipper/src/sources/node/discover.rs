@@ -7,7 +7,7 @@
 //!
 //! The prefixes are configurable: Slurm releases (26.05) change job identifiers in cgroup names.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// cgroup v1 controllers the collector reads, by the directory name under the root.
@@ -117,12 +117,12 @@ pub fn jobs(layout: &Layout) -> Vec<JobRef> {
 /// `(name, path)` of the subdirectories of `dir`; nothing when it cannot be read (a job that
 /// just ended, a controller Slurm does not use).
 fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+    super::dir::subdirs(dir)
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(&name);
+            (name, path)
+        })
         .collect()
 }
 
@@ -198,6 +198,56 @@ fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
 /// Every pid in the cgroup subtree at `dir` (cgroup.procs of it and all its descendants).
 pub fn pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
     walk_pids(dir, buf, out, |_| true);
+}
+
+/// A job's cgroup subtree as last listed: each directory's link count and subdirectories.
+/// On cgroupfs (kernfs) and tmpfs a directory has two links plus one per subdirectory, so an
+/// unchanged count with every known subdirectory still there means nothing was added: one
+/// stat instead of a listing.
+#[derive(Debug, Default, Clone)]
+pub struct Subtree(HashMap<PathBuf, (u64, Vec<PathBuf>)>);
+
+/// [`pids`], listing only the directories of `tree` whose subdirectories changed, and keeping
+/// the subtree as found in `tree`.
+pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut Vec<u32>) {
+    use std::os::unix::fs::MetadataExt;
+    let list = |d: &Path| subdirs(d).into_iter().map(|(_, p)| p).collect::<Vec<_>>();
+    let mut found = Subtree::default();
+    let mut relisted = HashSet::new();
+    // (directory, its parent when it came from the parent's earlier listing)
+    let mut stack: Vec<(PathBuf, Option<PathBuf>)> = vec![(dir.to_path_buf(), None)];
+    while let Some((d, known_in)) = stack.pop() {
+        let Ok(links) = std::fs::metadata(&d).map(|m| m.nlink()) else {
+            // Gone: a new sibling may have taken its link in the parent, so that is listed.
+            if let Some(parent) = known_in
+                && relisted.insert(parent.clone())
+            {
+                let now = list(&parent);
+                for c in &now {
+                    if !found.0.contains_key(c) && !stack.iter().any(|(s, _)| s == c) {
+                        stack.push((c.clone(), None));
+                    }
+                }
+                if let Some(entry) = found.0.get_mut(&parent) {
+                    entry.1 = now;
+                }
+            }
+            continue;
+        };
+        buf.clear();
+        if super::read_into(&d.join("cgroup.procs"), buf) {
+            out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        let (children, known) = match tree.0.remove(&d) {
+            Some((n, c)) if n == links => (c, true),
+            _ => (list(&d), false),
+        };
+        stack.extend(children.iter().map(|c| (c.clone(), known.then(|| d.clone()))));
+        found.0.insert(d, (links, children));
+    }
+    *tree = found;
+    out.sort_unstable();
+    out.dedup();
 }
 
 /// The job's task processes: [`pids`] less cgroup v2's `step_*/slurm/`, where Slurm's step
@@ -315,5 +365,42 @@ mod tests {
         let mut none = Vec::new();
         pids(&r.join("gone"), &mut String::new(), &mut none);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn pids_within_a_known_subtree_follow_its_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let job = d.path().join("job");
+        let step = |name: &str, pids: &str| {
+            mk(&job, &format!("{name}/task_0"));
+            std::fs::write(job.join(name).join("task_0/cgroup.procs"), pids).unwrap();
+        };
+        let read = |tree: &mut Subtree| {
+            let mut out = Vec::new();
+            pids_within(&job, tree, &mut String::new(), &mut out);
+            out
+        };
+        step("step_0", "10\n11\n");
+        let mut tree = Subtree::default();
+        assert_eq!(read(&mut tree), vec![10, 11]);
+        assert_eq!(read(&mut tree), vec![10, 11], "unchanged: from the known subtree");
+        // A new step: the job directory has one link more.
+        step("step_1", "20\n");
+        assert_eq!(read(&mut tree), vec![10, 11, 20]);
+        // One step ends and another starts between readings: the same link count.
+        std::fs::remove_dir_all(job.join("step_0")).unwrap();
+        step("step_2", "30\n");
+        assert_eq!(read(&mut tree), vec![20, 30]);
+        // A new task directory deeper down, and processes moving between known ones.
+        step("step_2/task_0/inner", "31\n");
+        std::fs::write(job.join("step_1/task_0/cgroup.procs"), "21\n").unwrap();
+        assert_eq!(read(&mut tree), vec![21, 30, 31]);
+        // Each result equals a fresh walk's.
+        let mut fresh = Vec::new();
+        pids(&job, &mut String::new(), &mut fresh);
+        assert_eq!(read(&mut tree), fresh);
+        // The job ends.
+        std::fs::remove_dir_all(&job).unwrap();
+        assert!(read(&mut tree).is_empty());
     }
 }

@@ -1,7 +1,8 @@
 //! The node collector: per-job memory, CPU, processes and I/O from Slurm's job cgroups (v1 and
 //! v2) and /proc.
 //!
-//! Each cycle: [`discover`] lists the job cgroups, [`cgroup`] reads each job's files once,
+//! Each cycle: [`discover`] lists the job cgroups (with [`dir`], one getdents64 a directory;
+//! a job's subtree is listed again only where it changed), [`cgroup`] reads each job's files once,
 //! [`procs`] reads its processes (every `process_every`th cycle of a job, and on its first and
 //! final sample), [`owner`] names its user and account, and this module turns counters into
 //! per-second rates against the previous reading (a job seen once has no rate yet) and emits
@@ -9,6 +10,7 @@
 
 pub mod cgroup;
 pub mod config;
+pub mod dir;
 pub mod discover;
 mod from_procs;
 pub mod owner;
@@ -53,6 +55,8 @@ struct Previous {
     cycles_since_procs: u32,
     /// (pid, start) -> (CPU ticks, I/O counters), as last read.
     procs: HashMap<(u32, u64), (u64, Option<Io>)>,
+    /// The processes' other threads, as last listed.
+    threads: procs::KnownThreads,
 }
 
 /// What was read of a job's processes.
@@ -237,16 +241,20 @@ impl NodeCollector {
         let mut table = self.table.borrow_mut();
         let mut fixed = table.get_mut(key).map(|j| std::mem::take(&mut j.fixed)).unwrap_or_default();
         let cg = cgroup::read(job, &mut self.buf, &mut fixed);
-        let entry = table.get_mut(key);
+        let mut entry = table.get_mut(key);
         let procs = (with_procs || from_procs::needed(&cg)).then(|| {
             let mut pids = Vec::new();
-            if let Some(dir) = job.process_dir() {
-                discover::pids(dir, &mut self.buf, &mut pids);
+            match (job.process_dir(), entry.as_deref_mut()) {
+                (Some(dir), Some(j)) => discover::pids_within(dir, &mut j.tree, &mut self.buf, &mut pids),
+                (Some(dir), None) => discover::pids(dir, &mut self.buf, &mut pids),
+                (None, _) => {}
             }
             let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
+            let none = procs::KnownThreads::new();
+            let known = self.previous.get(key).map_or(&none, |p| &p.threads);
             let mut list: Vec<Proc> = pids
                 .iter()
-                .filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want, &mut self.bytes))
+                .filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want, known, &mut self.bytes))
                 .collect();
             // Slurm's own step daemon is not the job's work (it shares some job cgroups).
             let before = list.len();

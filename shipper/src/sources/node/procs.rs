@@ -5,6 +5,7 @@
 use super::kv::Io;
 use procfs::FromRead;
 use procfs::process::Stat;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,6 +40,8 @@ pub struct Proc {
     /// Resident set size, bytes.
     pub rss_bytes: u64,
     pub threads: ThreadCounts,
+    /// Its other threads' ids, as read.
+    pub tids: Vec<u32>,
     pub open_files: Option<u64>,
     pub io: Option<Io>,
 }
@@ -62,24 +65,43 @@ fn parse<T: FromRead>(path: &Path, buf: &mut Vec<u8>) -> Option<T> {
     }
 }
 
+/// The other threads of each process (pid, start time) as last listed.
+pub type KnownThreads = HashMap<(u32, u64), Vec<u32>>;
+
 /// Reads process `pid` under `proc_root`, using `buf` for file contents; None when it is gone
-/// (or unreadable).
-pub fn read(proc_root: &Path, pid: u32, want: Want, buf: &mut Vec<u8>) -> Option<Proc> {
+/// (or unreadable). Its threads are those in `known` while their number is the one the process
+/// reports and each is still there; listed again otherwise.
+pub fn read(proc_root: &Path, pid: u32, want: Want, known: &KnownThreads, buf: &mut Vec<u8>) -> Option<Proc> {
     let dir = proc_root.join(pid.to_string());
     let stat: Stat = parse(&dir.join("stat"), buf)?;
+    let tasks = dir.join("task");
+    // The leader's state is the one /proc/<pid>/stat gave: not read twice.
     let mut threads = ThreadCounts::default();
-    if stat.num_threads <= 1 {
-        threads[thread_state_index(stat.state)] += 1;
-    } else if let Ok(tasks) = std::fs::read_dir(dir.join("task")) {
-        let leader = pid.to_string();
-        for t in tasks.flatten() {
-            // The leader's state is the one /proc/<pid>/stat gave: not read twice.
-            if t.file_name().to_str() == Some(leader.as_str()) {
-                threads[thread_state_index(stat.state)] += 1;
-            } else if let Some(ts) = parse::<Stat>(&t.path().join("stat"), buf) {
-                threads[thread_state_index(ts.state)] += 1;
-            }
+    threads[thread_state_index(stat.state)] += 1;
+    let others = usize::try_from(stat.num_threads.max(1) - 1).unwrap_or(0);
+    let mut tids = Vec::new();
+    let same = known.get(&(pid, stat.starttime)).filter(|k| k.len() == others).is_some_and(|k| {
+        let mut counts = threads;
+        for &tid in k {
+            let Some(ts) = parse::<Stat>(&tasks.join(tid.to_string()).join("stat"), buf) else {
+                return false;
+            };
+            counts[thread_state_index(ts.state)] += 1;
         }
+        threads = counts;
+        tids.clone_from(k);
+        true
+    });
+    if !same && others > 0 {
+        let _ = super::dir::entries(&tasks, |name, _| {
+            let Some(tid) = name.to_str().and_then(|n| n.parse::<u32>().ok()).filter(|t| *t != pid) else {
+                return;
+            };
+            if let Some(ts) = parse::<Stat>(&tasks.join(name).join("stat"), buf) {
+                threads[thread_state_index(ts.state)] += 1;
+                tids.push(tid);
+            }
+        });
     }
     let io = if want.io {
         parse::<procfs::process::Io>(&dir.join("io"), buf).map(|io| Io {
@@ -93,6 +115,7 @@ pub fn read(proc_root: &Path, pid: u32, want: Want, buf: &mut Vec<u8>) -> Option
     };
     Some(Proc {
         key: (pid, stat.starttime),
+        tids,
         comm: stat.comm,
         cpu_ticks: stat.utime + stat.stime,
         rss_bytes: stat.rss.saturating_mul(procfs::page_size()),
@@ -111,7 +134,7 @@ fn open_files(dir: &Path, by_size: bool) -> Option<u64> {
     {
         return Some(m.len());
     }
-    Some(std::fs::read_dir(fd).ok()?.count() as u64)
+    super::dir::count(&fd).ok()
 }
 
 /// The owner of process `pid` (v2 job paths carry no uid).
@@ -240,13 +263,16 @@ mod tests {
         let me = std::process::id();
         let want = Want { io: true, fd_by_size: is_procfs(Path::new("/proc")) };
         let mut buf = Vec::new();
-        let p = read(Path::new("/proc"), me, want, &mut buf).expect("our own process");
+        let p = read(Path::new("/proc"), me, want, &KnownThreads::new(), &mut buf).expect("our own process");
         assert_eq!(p.key.0, me);
         assert!(p.threads.iter().sum::<u64>() >= 1);
         assert!(p.open_files.unwrap_or(0) >= 3, "stdin, stdout, stderr at least");
         assert!(!p.comm.is_empty());
         assert!(p.io.is_some());
-        assert!(read(Path::new("/proc"), u32::MAX - 1, want, &mut buf).is_none(), "no such process");
+        assert!(
+            read(Path::new("/proc"), u32::MAX - 1, want, &KnownThreads::new(), &mut buf).is_none(),
+            "no such process"
+        );
         assert!(is_procfs(Path::new("/proc")));
         assert!(!is_procfs(Path::new("/")));
     }
@@ -260,7 +286,8 @@ mod tests {
         stat.extend_from_slice(b"0 0 20 0 1 0 1000 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n");
         std::fs::write(dir.join("stat"), stat).unwrap();
         let want = Want { io: false, fd_by_size: false };
-        let p = read(root.path(), 77, want, &mut Vec::new()).expect("read despite the name");
+        let p = read(root.path(), 77, want, &KnownThreads::new(), &mut Vec::new())
+            .expect("read despite the name");
         assert_eq!(p.cpu_ticks, 5200);
         assert_eq!(p.threads[1], 1, "one sleeping thread");
         assert!(p.comm.starts_with('a') && p.comm.ends_with(" b"), "{:?}", p.comm);
@@ -312,6 +339,63 @@ mod tests {
         );
         assert_eq!(budget, 0);
         assert_eq!(environ_vars_within(root.path(), 9, &["A"], &mut budget), vec![None]);
+    }
+
+    #[test]
+    fn threads_are_listed_again_only_when_they_changed() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("50");
+        let stat = |state: char, threads: u32| {
+            format!(
+                "50 (solver) {state} 1 50 50 0 -1 4194304 100 0 0 0 5000 200 0 0 20 0 {threads} 0 1000 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+            )
+        };
+        let set = |path: &str, text: String| {
+            let p = dir.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        set("stat", stat('R', 3));
+        set("task/50/stat", stat('R', 3));
+        set("task/51/stat", stat('S', 3));
+        set("task/52/stat", stat('D', 3));
+        std::fs::create_dir_all(dir.join("fd")).unwrap();
+        let want = Want { io: false, fd_by_size: false };
+        let mut buf = Vec::new();
+        let mut known = KnownThreads::new();
+        let mut read_again = |known: &mut KnownThreads| {
+            let p = read(root.path(), 50, want, known, &mut buf).unwrap();
+            known.clear();
+            known.insert(p.key, p.tids.clone());
+            let mut tids = p.tids.clone();
+            tids.sort();
+            (p.threads, tids)
+        };
+        let mut states = ThreadCounts::default();
+        (states[0], states[1], states[2]) = (1, 1, 1);
+        assert_eq!(read_again(&mut known), (states, vec![51, 52]));
+        // Known threads change state: read through their known ids.
+        set("task/52/stat", stat('S', 3));
+        (states[1], states[2]) = (2, 0);
+        assert_eq!(read_again(&mut known), (states, vec![51, 52]));
+        // One thread ends, another starts: the same number, listed again.
+        std::fs::remove_dir_all(dir.join("task/51")).unwrap();
+        set("task/53/stat", stat('R', 3));
+        (states[0], states[1]) = (2, 1);
+        assert_eq!(read_again(&mut known), (states, vec![52, 53]));
+        // A thread more: the process says so, listed again.
+        set("stat", stat('R', 4));
+        set("task/54/stat", stat('Z', 4));
+        states[4] = 1;
+        assert_eq!(read_again(&mut known), (states, vec![52, 53, 54]));
+        // Back to one thread: nothing listed, the leader alone.
+        for t in [52, 53, 54] {
+            std::fs::remove_dir_all(dir.join(format!("task/{t}"))).unwrap();
+        }
+        set("stat", stat('S', 1));
+        let mut one = ThreadCounts::default();
+        one[1] = 1;
+        assert_eq!(read_again(&mut known), (one, vec![]));
     }
 
     #[test]

@@ -69,10 +69,14 @@ pub(super) fn top_executables(
 /// What to keep of this reading for the next; process figures carry over from `before` on
 /// cycles that did not read them.
 pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
-    let (procs_at, cycles_since_procs, procs) = match (r.procs, before) {
-        (Some(p), _) => (r.at, 0, p.list.into_iter().map(|p| (p.key, (p.cpu_ticks, p.io))).collect()),
-        (None, Some(b)) => (b.procs_at, b.cycles_since_procs + 1, b.procs),
-        (None, None) => (r.at, 0, HashMap::new()),
+    let (procs_at, cycles_since_procs, procs, threads) = match (r.procs, before) {
+        (Some(p), _) => {
+            let threads =
+                p.list.iter().filter(|p| !p.tids.is_empty()).map(|p| (p.key, p.tids.clone())).collect();
+            (r.at, 0, p.list.into_iter().map(|p| (p.key, (p.cpu_ticks, p.io))).collect(), threads)
+        }
+        (None, Some(b)) => (b.procs_at, b.cycles_since_procs + 1, b.procs, b.threads),
+        (None, None) => (r.at, 0, HashMap::new(), HashMap::new()),
     };
     Previous {
         at: r.at,
@@ -83,5 +87,6 @@ pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
         procs_at,
         cycles_since_procs,
         procs,
+        threads,
     }
 }

@@ -35,13 +35,23 @@ pub struct Job {
     /// Every process in its cgroup subtree, as last read.
     pub pids: Vec<u32>,
     pub fixed: Fixed,
+    /// Its process directory's subtree, as last listed.
+    pub tree: discover::Subtree,
     /// Cycles it was seen in.
     cycles: u32,
 }
 
 impl Job {
     fn new(r: JobRef) -> Job {
-        Job { uid: r.uid, r, account: None, pids: Vec::new(), fixed: Fixed::default(), cycles: 0 }
+        Job {
+            uid: r.uid,
+            r,
+            account: None,
+            pids: Vec::new(),
+            fixed: Fixed::default(),
+            tree: discover::Subtree::default(),
+            cycles: 0,
+        }
     }
 }
 

@@ -1,0 +1,136 @@
+//! Directory listings of cgroupfs and procfs with as few syscalls as they allow.
+//!
+//! `std::fs::read_dir` costs five calls a directory: open, fstat (for its buffer size), two
+//! getdents64 (the second to see the end) and close. Here it is open, one getdents64, close:
+//! these filesystems (kernfs for cgroups, procfs, and tmpfs in tests) fill a getdents64
+//! buffer until it is full or the directory has no more entries, so a reply that leaves room
+//! for the longest entry is the last. Only for those filesystems: others (NFS) may answer in
+//! short pieces.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// What a directory entry is, as getdents64 says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    Other,
+    /// The filesystem does not say (DT_UNKNOWN): ask with a stat.
+    Unknown,
+}
+
+/// Buffer for one getdents64 call, 8-byte aligned as its records are.
+const WORDS: usize = 2048;
+const BUF_BYTES: usize = WORDS * 8;
+
+/// The longest record: 19 bytes of header, a 255-byte name and its NUL, rounded up to 8.
+const MAX_RECORD: usize = 280;
+
+/// Calls `each(name, kind)` for every entry of `dir` but `.` and `..`.
+pub fn entries(dir: &Path, mut each: impl FnMut(&OsStr, Kind)) -> io::Result<()> {
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY).open(dir)?;
+    let mut buf = [0u64; WORDS];
+    loop {
+        // SAFETY: the kernel writes at most BUF_BYTES bytes into `buf`, which holds that many.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, f.as_raw_fd(), buf.as_mut_ptr(), BUF_BYTES) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = (n as usize).min(BUF_BYTES);
+        // SAFETY: the first `n` bytes of `buf` were written by the kernel; u8 has no alignment.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
+        records(bytes, &mut each);
+        if n == 0 || BUF_BYTES - n >= MAX_RECORD {
+            return Ok(());
+        }
+    }
+}
+
+/// Walks linux_dirent64 records: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+fn records(mut bytes: &[u8], each: &mut impl FnMut(&OsStr, Kind)) {
+    while bytes.len() >= 19 {
+        let len = usize::from(u16::from_ne_bytes([bytes[16], bytes[17]]));
+        if len < 19 || len > bytes.len() {
+            return;
+        }
+        let name = &bytes[19..len];
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        if name != b"." && name != b".." {
+            let kind = match bytes[18] {
+                libc::DT_DIR => Kind::Dir,
+                libc::DT_UNKNOWN => Kind::Unknown,
+                _ => Kind::Other,
+            };
+            each(OsStr::from_bytes(name), kind);
+        }
+        bytes = &bytes[len..];
+    }
+}
+
+/// How many entries `dir` has, `.` and `..` left out.
+pub fn count(dir: &Path) -> io::Result<u64> {
+    let mut n = 0;
+    entries(dir, |_, _| n += 1)?;
+    Ok(n)
+}
+
+/// The names of the subdirectories of `dir`, as UTF-8 (others are not Slurm's); nothing when
+/// it cannot be read (a job that just ended, a controller Slurm does not use).
+pub fn subdirs(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let _ = entries(dir, |name, kind| {
+        let is_dir = match kind {
+            Kind::Dir => true,
+            Kind::Other => false,
+            Kind::Unknown => std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_dir()),
+        };
+        if is_dir && let Some(s) = name.to_str() {
+            out.push(s.to_owned());
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_like_read_dir_in_one_call_or_many() {
+        let d = tempfile::tempdir().unwrap();
+        // Enough long names to need several getdents64 replies.
+        let mut want: Vec<String> = (0..400).map(|i| format!("{i:0>200}")).collect();
+        for n in &want {
+            std::fs::create_dir(d.path().join(n)).unwrap();
+        }
+        std::fs::write(d.path().join("a-file"), "").unwrap();
+        want.sort();
+        let mut got = subdirs(d.path());
+        got.sort();
+        assert_eq!(got, want);
+        assert_eq!(count(d.path()).unwrap(), 401);
+        assert!(entries(&d.path().join("none"), |_, _| {}).is_err());
+        assert!(subdirs(&d.path().join("a-file")).is_empty(), "not a directory");
+    }
+
+    #[test]
+    fn lists_procfs() {
+        let me = std::process::id();
+        let tasks = Path::new("/proc").join(me.to_string()).join("task");
+        let mut names = Vec::new();
+        entries(&tasks, |n, k| names.push((n.to_owned(), k))).unwrap();
+        let std_names = std::fs::read_dir(&tasks).unwrap().count();
+        assert!(!names.is_empty() && names.len().abs_diff(std_names) <= 2, "{names:?}");
+        assert!(names.iter().all(|(_, k)| *k == Kind::Dir));
+        let fds = count(Path::new("/proc/self/fd")).unwrap();
+        assert!(fds >= 3, "stdin, stdout, stderr at least: {fds}");
+    }
+}
