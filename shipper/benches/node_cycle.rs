@@ -5,18 +5,27 @@
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle`
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --syscalls` (needs strace)
 //!
-//! Syscalls per cycle (`--syscalls`, processes every other cycle), before the job table
-//! (0b16a17) and after it, same command, same trees:
+//! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --tree <dir> v1|v2 <jobs>` builds a
+//! tree and leaves it, to trace one cycle by hand (`strace -f <bench> --syscall-child ...`).
 //!
-//! | tree | before | after |
-//! |---|---|---|
-//! | v2, 2 jobs | 375 | 292 |
-//! | v2, 64 jobs | 11690 | 9034 |
-//! | v1, 2 jobs | 380 | 236 |
-//! | v1, 64 jobs | 9835 | 7071 |
+//! Syscalls per cycle (`--syscalls`, processes every other cycle) on the same trees, whose fake
+//! /proc has each process's `status` as a real one does: before the job table (0b16a17, its
+//! bench given the same `status` files), after the job table (f32f2fa), and now, with listings
+//! of one getdents64 (`dir`), threads read by their known ids while their number holds
+//! (`procs::KnownThreads`), and a job's cgroup subtree listed again only where a directory's
+//! link count changed (`discover::Subtree`):
 //!
-//! What is left is mostly directory listings (open, fstat, two getdents, close: five each) of
-//! the cgroup subtrees, /proc/<pid>/task and, on this bench's tmpfs, /proc/<pid>/fd.
+//! | tree | before | job table | now | now / before |
+//! |---|---|---|---|---|
+//! | v2, 2 jobs | 291 | 212 | 136 | 0.47 |
+//! | v2, 64 jobs | 9002 | 6474 | 4166 | 0.46 |
+//! | v1, 2 jobs | 380 | 236 | 158 | 0.42 |
+//! | v1, 64 jobs | 9835 | 7071 | 4761 | 0.48 |
+//!
+//! (Without the `status` files, as this bench was before, each cycle also looked for every v2
+//! job's owner again: 375 and 11690 before, 292 and 9034 after the job table.) What is left is
+//! an open, a read and a close per file; /proc/<pid>/fd is listed here because the bench's
+//! /proc is tmpfs, where a real procfs (Linux 6.2+) gives the count in one stat.
 //!
 //! For processes read every cycle (`node.process_every = 1`) and every other cycle (the
 //! default, 2), prints the mean CPU time (user + system) per cycle for the collector and for the
@@ -101,6 +110,7 @@ fn build(root: &Path, jobs: u32) -> (PathBuf, PathBuf) {
                 "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 5\nwrite_bytes: 6\ncancelled_write_bytes: 0\n",
             );
             write(&d.join("environ"), "SLURM_JOB_ACCOUNT=physics\0");
+            write(&d.join("status"), "Name:\tsolver\nState:\tR (running)\nUid:\t1000\t1000\t1000\t1000\n");
             for fd in 0..8 {
                 std::os::unix::fs::symlink("/dev/null", d.join(format!("fd/{fd}"))).unwrap();
             }
@@ -298,6 +308,17 @@ fn main() {
     }
     if args.iter().any(|a| a == "--syscalls") {
         return syscalls();
+    }
+    if let [flag, dir, version, jobs] = args.as_slice()
+        && flag == "--tree"
+    {
+        // `--tree <dir> v1|v2 <jobs>`: builds a tree to read by hand (strace -f the child).
+        let (cg, proc) = if version == "v1" {
+            build_v1(Path::new(dir), jobs.parse().unwrap())
+        } else {
+            build(Path::new(dir), jobs.parse().unwrap())
+        };
+        return println!("{} {}", cg.display(), proc.display());
     }
     let cycles = 20;
     println!(
