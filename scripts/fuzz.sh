@@ -31,7 +31,7 @@ seeds() {
         sdiag_json) find "$fixtures/slurm" -name 'sdiag*.json' ;;
         cgroup_files) find "$fixtures/cgroup" -type f \( -name 'memory.*' -o -name 'cpu*' -o -name 'io.stat' -o -name 'cgroup.procs' \) | head -n 40 ;;
         lustre_stats) find "$fixtures/sys" "$fixtures/proc" -path '*lustre*' -name stats ;;
-        datum_line | spool_file | infiniband_counters | powercap_energy) find "$repo/fuzz/seeds/$1" -type f ;;
+        datum_line | spool_file | infiniband_counters | powercap_energy | gres_conf) find "$repo/fuzz/seeds/$1" -type f ;;
     esac
     if [ -d "$repo/fuzz/regressions/$1" ]; then find "$repo/fuzz/regressions/$1" -type f; fi
 }

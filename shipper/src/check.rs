@@ -119,7 +119,13 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
         rows.push(r);
     }
     rows.push(cgroup_row(config, role.is_some_and(|r| r.runs_node())));
-    rows.push(nvml_row(config));
+    let nvml = nvml_row(config);
+    // Where the GPU collector runs, how it reads Slurm's GPU numbers.
+    let gpus = nvml.status == Status::Ok || nvml.status == Status::Warn;
+    rows.push(nvml);
+    if gpus {
+        rows.push(gres_row(config));
+    }
     rows.extend(host_rows(config, role.is_some_and(|r| r.runs_node())));
     rows
 }
@@ -266,6 +272,20 @@ fn nvml_row(config: &Config) -> Row {
             row("nvml", status, format!("not available ({e}); the GPU collector stays off"))
         }
     }
+}
+
+/// How Slurm's GPU numbers are read on this node, from gres.conf (see
+/// [`crate::sources::gpu`]'s allocation matching).
+fn gres_row(config: &Config) -> Row {
+    use slurm_cw_formats::slurm::gres_conf::GpuOrder;
+    let (path, gres) = config.gres_conf();
+    let from = path.map_or_else(|| "no gres.conf".to_owned(), |p| p.display().to_string());
+    let how = match gres.gpu_order(&config.node_name()) {
+        GpuOrder::Detected => "autodetected: Slurm's GPU numbers follow NVML's order".to_owned(),
+        GpuOrder::Files(f) => format!("File= lines: Slurm's GPU numbers are /dev/nvidia{f:?} in turn"),
+        GpuOrder::Unknown => "nothing for this node: Slurm's GPU numbers taken for device numbers".to_owned(),
+    };
+    row("gres.conf", Status::Ok, format!("{how} ({from})"))
 }
 
 /// What one read of every GPU gives: how many, and the first that could not be read.

@@ -39,7 +39,12 @@ fn gpu_collector(config: &Config, node: &str) -> Option<GpuCollector> {
     }
     let (gpu, node_cfg) = (config.gpu.clone(), config.node.clone());
     match NvmlSource::init() {
-        Ok(source) => Some(GpuCollector::new(Box::new(source), gpu, node_cfg, node.to_owned())),
+        Ok(source) => {
+            let (path, gres) = config.gres_conf();
+            let order = gres.gpu_order(node);
+            tracing::info!(gres_conf = ?path, ?order, "Slurm's GPU numbers read in this order");
+            Some(GpuCollector::new(Box::new(source), gpu, node_cfg, node.to_owned()).with_gres_conf(gres))
+        }
         Err(e) if config.gpu.enabled == Toggle::On => {
             Some(GpuCollector::unavailable(e, gpu, node_cfg, node.to_owned()))
         }

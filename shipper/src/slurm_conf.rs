@@ -1,7 +1,8 @@
-//! Reads the few slurm.conf keys the shipper needs (ClusterName, SlurmctldHost), following
-//! `Include` lines as slurmctld does.
+//! Reads the few slurm.conf keys the shipper needs (ClusterName, SlurmctldHost), and gres.conf's
+//! GPU order, following `Include` lines as Slurm does.
 
 use crate::config::{Config, ConfigError};
+use slurm_cw_formats::slurm::gres_conf::GresConf;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -14,18 +15,30 @@ pub struct ReadError {
 /// Every `Key=Value` of the file and its includes, keys as written, in file order.
 pub fn entries(path: &Path) -> Result<Vec<(String, String)>, ReadError> {
     let mut out = Vec::new();
-    read_into(path, &mut out, 0)?;
+    for line in with_includes(path)?.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        // A node or partition line carries several Key=Value pairs; the first names the line.
+        if let Some((k, v)) = line.split_once('=') {
+            let value = v.split_whitespace().next().unwrap_or("");
+            out.push((k.trim().to_owned(), value.to_owned()));
+        }
+    }
     Ok(out)
 }
 
-fn read_into(path: &Path, out: &mut Vec<(String, String)>, depth: usize) -> Result<(), ReadError> {
+/// The text of a Slurm configuration file with its `Include` lines replaced by the files they
+/// name (relative to the including file), as Slurm reads it.
+pub fn with_includes(path: &Path) -> Result<String, ReadError> {
+    let mut out = String::new();
+    include_into(path, &mut out, 0)?;
+    Ok(out)
+}
+
+fn include_into(path: &Path, out: &mut String, depth: usize) -> Result<(), ReadError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReadError { path: path.to_owned(), source })?;
     for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(rest) = strip_prefix_ci(line, "include ") {
+        let bare = line.split('#').next().unwrap_or("").trim();
+        if let Some(rest) = strip_prefix_ci(bare, "include ") {
             let inc = Path::new(rest.trim());
             let inc = if inc.is_absolute() {
                 inc.to_owned()
@@ -34,15 +47,12 @@ fn read_into(path: &Path, out: &mut Vec<(String, String)>, depth: usize) -> Resu
             };
             // Includes of includes are rare; a loop must not hang the daemon.
             if depth < 8 && inc.is_file() {
-                read_into(&inc, out, depth + 1)?;
+                include_into(&inc, out, depth + 1)?;
             }
             continue;
         }
-        // A node or partition line carries several Key=Value pairs; the first names the line.
-        if let Some((k, v)) = line.split_once('=') {
-            let value = v.split_whitespace().next().unwrap_or("");
-            out.push((k.trim().to_owned(), value.to_owned()));
-        }
+        out.push_str(line);
+        out.push('\n');
     }
     Ok(())
 }
@@ -96,6 +106,23 @@ impl Config {
         candidates.into_iter().find(|p| p.is_file())
     }
 
+    /// gres.conf beside slurm.conf (with its includes), and where it was; empty when there is
+    /// none or it cannot be read.
+    pub fn gres_conf(&self) -> (Option<PathBuf>, GresConf) {
+        let Some(path) = self.slurm_conf_path().and_then(|p| Some(p.parent()?.join("gres.conf"))) else {
+            return (None, GresConf::default());
+        };
+        match with_includes(&path) {
+            Ok(text) => (Some(path), GresConf::parse(&text)),
+            Err(e) => {
+                if path.exists() {
+                    tracing::warn!(error = %e, "gres.conf unreadable: GPU numbers taken for device numbers");
+                }
+                (None, GresConf::default())
+            }
+        }
+    }
+
     /// The cluster name: configured, or slurm.conf's ClusterName.
     pub fn resolve_cluster_name(&self) -> Result<(String, String), ConfigError> {
         if let Some(c) = &self.cluster_name {
@@ -139,6 +166,36 @@ mod tests {
         assert_eq!(controller_hosts(&e), vec!["ip-10-0-0-1"]);
         assert_eq!(value(&e, "NodeName").as_deref(), Some("a"));
         assert!(entries(&dir.path().join("missing.conf")).is_err());
+    }
+
+    #[test]
+    fn gres_conf_beside_slurm_conf_with_its_includes() {
+        use slurm_cw_formats::slurm::gres_conf::GpuOrder;
+        let dir = tempfile::tempdir().unwrap();
+        let pc = dir.path().join("pcluster");
+        std::fs::create_dir_all(&pc).unwrap();
+        std::fs::write(dir.path().join("slurm.conf"), "ClusterName=c\n").unwrap();
+        // Shaped like ParallelCluster's: gres.conf includes the file it generates per queue.
+        std::fs::write(
+            dir.path().join("gres.conf"),
+            format!(
+                "# PCLUSTER CONFIGURATION\ninclude {}\n",
+                pc.join("slurm_parallelcluster_gres.conf").display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            pc.join("slurm_parallelcluster_gres.conf"),
+            "NodeName=gpu-st-p5-[1-4] Name=gpu Type=h100 File=/dev/nvidia[0-7]\n",
+        )
+        .unwrap();
+        let mut config = Config::default();
+        config.slurm.conf = Some(dir.path().join("slurm.conf"));
+        let (path, gres) = config.gres_conf();
+        assert_eq!(path, Some(dir.path().join("gres.conf")));
+        assert_eq!(gres.gpu_order("gpu-st-p5-2"), GpuOrder::Files((0..8).collect()));
+        std::fs::remove_file(dir.path().join("gres.conf")).unwrap();
+        assert_eq!(config.gres_conf(), (None, Default::default()));
     }
 
     #[test]

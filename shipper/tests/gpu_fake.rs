@@ -7,6 +7,7 @@ mod common;
 use common::copy_tree;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
+use slurm_cw_formats::slurm::gres_conf::GresConf;
 use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
 use slurm_cw_shipper::sample::Batch;
 use slurm_cw_shipper::sources::Errors;
@@ -30,6 +31,11 @@ struct Bench {
 }
 
 fn bench(gpus: Vec<FakeGpu>, cfg: GpuConfig) -> Bench {
+    bench_with_gres_conf(gpus, cfg, "")
+}
+
+/// [`bench`] on a node whose gres.conf says `gres`.
+fn bench_with_gres_conf(gpus: Vec<FakeGpu>, cfg: GpuConfig, gres: &str) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let (cg, proc) = (dir.path().join("cg"), dir.path().join("proc"));
     copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
@@ -41,7 +47,9 @@ fn bench(gpus: Vec<FakeGpu>, cfg: GpuConfig) -> Bench {
     .unwrap();
     let node = NodeConfig { cgroup_root: cg, proc_root: proc, ..NodeConfig::default() };
     let (source, shared) = FakeSource::new(gpus);
-    Bench { _dir: dir, collector: GpuCollector::new(Box::new(source), cfg, node, "g1".into()), gpus: shared }
+    let collector =
+        GpuCollector::new(Box::new(source), cfg, node, "g1".into()).with_gres_conf(GresConf::parse(gres));
+    Bench { _dir: dir, collector, gpus: shared }
 }
 
 impl Bench {
@@ -261,6 +269,42 @@ fn slurm_gpu_indices_name_minor_numbers_not_the_enumeration_order() {
     assert_eq!(labels, vec!["2", "3"]);
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(2.0), "NVML's GPUs 0 and 1 are nobody's");
     assert_eq!(b.collector.minor_fallbacks, 0);
+}
+
+#[test]
+fn slurm_gpu_indices_follow_the_order_gres_conf_gives() {
+    // The same GPUs, device files numbered against the bus. SLURM_JOB_GPUS=0,1 are places in
+    // slurmd's list of GPUs, whose order gres.conf decides.
+    let gpus = || {
+        vec![
+            FakeGpu::gpu(0, 10.0).with_minor(Some(2)),
+            FakeGpu::gpu(1, 20.0).with_minor(Some(3)),
+            FakeGpu::gpu(2, 30.0).with_minor(Some(0)),
+            FakeGpu::gpu(3, 40.0).with_minor(Some(1)),
+        ]
+    };
+    let held = |gres: &str| {
+        let cfg = GpuConfig { per_gpu_dimensions: true, ..GpuConfig::default() };
+        let mut b = bench_with_gres_conf(gpus(), cfg, gres);
+        let (out, _) = b.collect();
+        let labels: Vec<String> =
+            out.of(&GPU_UTILIZATION).filter_map(|s| s.dims.get("Gpu")).map(str::to_owned).collect();
+        (labels, job(&out, &GPU_UTILIZATION))
+    };
+    // AutoDetect=nvml: slurmd lists them as NVML enumerates them.
+    assert_eq!(held("AutoDetect=nvml\n"), (vec!["0".into(), "1".into()], Some(15.0)));
+    // The usual File= range: /dev/nvidia0 and /dev/nvidia1, NVML's 2 and 3.
+    assert_eq!(
+        held("NodeName=g[1-2] Name=gpu File=/dev/nvidia[0-3]\n"),
+        (vec!["2".into(), "3".into()], Some(35.0))
+    );
+    // Files named out of order: the first two named, /dev/nvidia1 and /dev/nvidia3.
+    assert_eq!(
+        held("Name=gpu File=/dev/nvidia1\nName=gpu File=/dev/nvidia3\nName=gpu File=/dev/nvidia[0,2]\n"),
+        (vec!["1".into(), "3".into()], Some(30.0))
+    );
+    // Lines for other nodes only: as without gres.conf, by device number.
+    assert_eq!(held("NodeName=other AutoDetect=nvml\n"), (vec!["2".into(), "3".into()], Some(35.0)));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Slurm command output.
 
 pub mod gres;
+pub mod gres_conf;
 pub mod job;
 pub mod job_state;
 pub mod reason;

@@ -30,6 +30,7 @@ use energy::Energy;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
+use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
 use slurm_cw_sink::log_once::LogOnce;
 use source::{GpuId, GpuSource, ReadError, Reading};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -69,6 +70,8 @@ pub struct GpuCollector {
     /// GPUs matched to SLURM_JOB_GPUS by enumeration index because NVML gave no minor number
     /// (one per GPU and cycle).
     pub minor_fallbacks: u64,
+    /// What gres.conf says of the order Slurm numbers GPUs in.
+    gres: GresConf,
 }
 
 /// Where a collection looks: the whole node (a cycle) or one ending job (its final sample).
@@ -95,6 +98,7 @@ impl GpuCollector {
             own: JobTable::default(),
             energy: Energy::default(),
             minor_fallbacks: 0,
+            gres: GresConf::default(),
         }
     }
 
@@ -115,6 +119,7 @@ impl GpuCollector {
             own: JobTable::default(),
             energy: Energy::default(),
             minor_fallbacks: 0,
+            gres: GresConf::default(),
         }
     }
 
@@ -208,6 +213,11 @@ impl GpuCollector {
             }
         }
 
+        // How each job's node numbers its GPUs.
+        let orders: Vec<GpuOrder> = jobs
+            .iter()
+            .map(|j| self.gres.gpu_order(j.r.node.as_deref().unwrap_or(&self.node_name)))
+            .collect();
         // GPU -> jobs holding it; whether each job runs a process on it.
         let mut held: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
         // Per reading: how many jobs hold it.
@@ -222,7 +232,7 @@ impl GpuCollector {
                 }
             }
             for (j, job) in jobs.iter().enumerate() {
-                if self.allocations.get(&job.r.id).is_some_and(|a| a.holds(id, r.minor)) {
+                if self.allocations.get(&job.r.id).is_some_and(|a| a.holds(id, r.minor, &orders[j])) {
                     holders.entry(j).or_insert(false);
                 }
             }
@@ -286,6 +296,12 @@ impl GpuCollector {
             out.push(GpuJob { r: j.r.clone(), pids, uid, account: None });
         }
         out
+    }
+
+    /// Reads Slurm's GPU numbers in the order gres.conf gives (see [`allocation::names`]).
+    pub fn with_gres_conf(mut self, gres: GresConf) -> Self {
+        self.gres = gres;
+        self
     }
 
     /// Reads the jobs from the node collector's table instead of finding them again.
