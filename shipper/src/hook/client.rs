@@ -1,0 +1,57 @@
+//! The hook's client, run by the TaskEpilog as the job's user.
+
+use super::{CLIENT_TIMEOUT, valid_job_id};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// Whether the client should ask again: the daemon refused for load, not for the request.
+fn retryable(answer: &str) -> bool {
+    answer == "busy" || answer == "too-many"
+}
+
+/// One connection: the request, then the answer line.
+pub(super) async fn exchange(socket: &Path, job: &str) -> Result<String, String> {
+    let mut s = UnixStream::connect(socket).await.map_err(|e| format!("{}: {e}", socket.display()))?;
+    // A refused connection may be closed before the request is written; its answer is
+    // still there to read.
+    let _ = s.write_all(format!("{job}\n").as_bytes()).await;
+    let mut answer = String::new();
+    match BufReader::new(s).read_line(&mut answer).await {
+        Ok(_) if answer.ends_with('\n') => Ok(answer.trim().to_owned()),
+        Ok(_) => Err("the daemon closed the connection without an answer".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The client side, run by the TaskEpilog: asks for the final sample of `job` and waits for
+/// the answer, asking again after `busy` or `too-many`, for [`CLIENT_TIMEOUT`] in all.
+/// Errors are for the caller to print; the hook always exits 0.
+pub async fn request(socket: &Path, job: &str) -> Result<String, String> {
+    if !valid_job_id(job) {
+        return Err(format!("{job:?} is not a job id"));
+    }
+    let deadline = tokio::time::Instant::now() + CLIENT_TIMEOUT;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let answer = tokio::time::timeout_at(deadline, exchange(socket, job))
+            .await
+            .map_err(|_| "no answer in time".to_owned())??;
+        // Jittered, so tasks that ended together do not ask together again.
+        let wait = pause.mul_f64(0.5 + rand::random::<f64>());
+        if !retryable(&answer) || tokio::time::Instant::now() + wait >= deadline {
+            return Ok(answer);
+        }
+        tokio::time::sleep(wait).await;
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// Socket path for the client: the configured one, or the default when the configuration
+/// cannot be read (the hook must not fail a job for that).
+pub fn socket_path(config: Option<&crate::config::Config>) -> PathBuf {
+    config
+        .map(|c| c.node.hook_socket.clone())
+        .unwrap_or_else(|| crate::config::NodeConfig::default().hook_socket)
+}
