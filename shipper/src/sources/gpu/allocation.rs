@@ -1,8 +1,10 @@
 //! What Slurm (or a job's environment) says a job was allocated, and which GPUs that names.
 
 use super::source::GpuId;
+use crate::sources::node::procs;
 use slurm_cw_formats::slurm::gres_conf::GpuOrder;
 use std::collections::BTreeSet;
+use std::path::Path;
 
 /// What a job was allocated, as its environment names GPUs.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -36,6 +38,34 @@ impl Allocation {
         }
         a
     }
+}
+
+/// Environment bytes read per job and cycle to find its allocation: a few hundred processes'
+/// usual environments, or eight that made theirs as large as [`procs::ENVIRON_MAX`].
+const ENVIRON_BUDGET: usize = 8 << 20;
+
+/// SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES from the first of the job processes `pids` that has
+/// them, reading at most [`ENVIRON_BUDGET`] of their environments (a job without GPUs is looked
+/// at every cycle). Only where Slurm cannot be asked: a job's user writes its environment.
+pub(super) fn from_environment(proc_root: &Path, pids: &[u32]) -> Option<Allocation> {
+    let mut budget = ENVIRON_BUDGET;
+    for &p in pids {
+        if budget == 0 {
+            break;
+        }
+        let mut v = procs::environ_vars_within(
+            proc_root,
+            p,
+            &["SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"],
+            &mut budget,
+        );
+        let (visible, job_gpus) = (v.pop().flatten(), v.pop().flatten());
+        let a = Allocation::parse(job_gpus.as_deref(), visible.as_deref());
+        if job_gpus.is_some() || !a.uuids.is_empty() {
+            return Some(a);
+        }
+    }
+    None
 }
 
 /// Whether Slurm's GPU number `n` names the GPU NVML enumerates as `nvml`, whose device is
@@ -106,5 +136,31 @@ mod tests {
         assert_eq!(held(&GpuOrder::Unknown, 0), vec![3]);
         // No minor number from NVML: the NVML index stands in for it.
         assert!(names(&files, 1, 1, None) && names(&GpuOrder::Unknown, 2, 2, None));
+    }
+
+    #[test]
+    fn an_allocation_is_found_within_a_budget_of_environment_bytes() {
+        let proc = tempfile::tempdir().unwrap();
+        let env = |pid: u32, text: &[u8]| {
+            std::fs::create_dir_all(proc.path().join(pid.to_string())).unwrap();
+            std::fs::write(proc.path().join(format!("{pid}/environ")), text).unwrap();
+        };
+        env(10, b"HOME=/root\0");
+        env(11, b"SLURM_JOB_GPUS=1\0CUDA_VISIBLE_DEVICES=MIG-a\0");
+        let mut huge = b"PAD=".to_vec();
+        huge.extend(std::iter::repeat_n(b'x', 2 * procs::ENVIRON_MAX));
+        for pid in 20..30 {
+            env(pid, &huge);
+        }
+        env(30, b"SLURM_JOB_GPUS=3\0");
+        let find = |pids: &[u32]| from_environment(proc.path(), pids);
+        let a = find(&[9, 10, 11, 30]).expect("from pid 11");
+        assert_eq!(a.indices, BTreeSet::from([1]));
+        assert_eq!(a.uuids, BTreeSet::from(["MIG-a".to_owned()]));
+        assert_eq!(find(&[30]).map(|a| a.indices), Some(BTreeSet::from([3])));
+        // Ten processes with 1 MiB environments spend the budget before pid 30 is read.
+        let pids: Vec<u32> = (20..=30).collect();
+        assert_eq!(find(&pids), None);
+        assert_eq!(find(&[10]), None);
     }
 }

@@ -14,6 +14,7 @@ mod allocation;
 pub mod config;
 mod energy;
 pub mod fake;
+mod figures;
 pub mod nvml;
 pub mod source;
 
@@ -27,7 +28,7 @@ use crate::hook::Answer;
 use crate::sample::{Batch, Dims};
 use allocation::Allocation;
 use energy::Energy;
-use slurm_cw_catalog::Metric;
+use figures::job_figures;
 use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
@@ -43,10 +44,6 @@ struct GpuJob {
     /// As the node collector named it; None when this collector finds it itself.
     account: Option<String>,
 }
-
-/// Environment bytes read per job and cycle to find its allocation: a few hundred processes'
-/// usual environments, or eight that made theirs as large as [`procs::ENVIRON_MAX`].
-const ALLOCATION_ENVIRON_BUDGET: usize = 8 << 20;
 
 pub struct GpuCollector {
     source: Option<Box<dyn GpuSource>>,
@@ -84,30 +81,25 @@ enum Scope<'a> {
 impl GpuCollector {
     pub fn new(source: Box<dyn GpuSource>, cfg: GpuConfig, node: NodeConfig, node_name: String) -> Self {
         tracing::info!(gpus = %source.describe(), "GPU collector on");
-        GpuCollector {
-            source: Some(source),
-            unavailable: None,
-            cfg,
-            node,
-            node_name,
-            owners: Owners::default(),
-            allocations: HashMap::new(),
-            logged: LogOnce::default(),
-            slurm: None,
-            shared: None,
-            own: JobTable::default(),
-            energy: Energy::default(),
-            minor_fallbacks: 0,
-            gres: GresConf::default(),
-        }
+        GpuCollector::with_source(Some(source), None, cfg, node, node_name)
     }
 
     /// A collector that reports an error every cycle (gpu.enabled = on without a driver).
     pub fn unavailable(why: String, cfg: GpuConfig, node: NodeConfig, node_name: String) -> Self {
         tracing::error!(error = %why, "gpu.enabled = on but NVML is not usable");
+        GpuCollector::with_source(None, Some(why), cfg, node, node_name)
+    }
+
+    fn with_source(
+        source: Option<Box<dyn GpuSource>>,
+        unavailable: Option<String>,
+        cfg: GpuConfig,
+        node: NodeConfig,
+        node_name: String,
+    ) -> Self {
         GpuCollector {
-            source: None,
-            unavailable: Some(why),
+            source,
+            unavailable,
             cfg,
             node,
             node_name,
@@ -320,35 +312,16 @@ impl GpuCollector {
     /// The GPUs Slurm gave the job on this node; the job's environment only where Slurm cannot
     /// be asked (or in tests). None while Slurm has not answered yet.
     fn allocation(&self, job: &JobRef, pids: &[u32]) -> Option<Allocation> {
-        let Some(slurm) = &self.slurm else { return self.find_allocation(pids) };
+        let Some(slurm) = &self.slurm else {
+            return allocation::from_environment(&self.node.proc_root, pids);
+        };
         let slurm = slurm.borrow();
         if !slurm.available() {
-            return self.find_allocation(pids);
+            return allocation::from_environment(&self.node.proc_root, pids);
         }
         let node = job.node.as_deref().unwrap_or(&self.node_name);
         let d = slurm.get(&job.id)?;
         Some(Allocation { indices: d.gpus_on(node).cloned().unwrap_or_default(), uuids: BTreeSet::new() })
-    }
-
-    /// SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES from the first job process that has them, reading
-    /// at most [`ALLOCATION_ENVIRON_BUDGET`] of the job's environments (a job without GPUs is
-    /// looked at every cycle).
-    fn find_allocation(&self, pids: &[u32]) -> Option<Allocation> {
-        let root = &self.node.proc_root;
-        let mut budget = ALLOCATION_ENVIRON_BUDGET;
-        for &p in pids {
-            if budget == 0 {
-                break;
-            }
-            let mut v =
-                procs::environ_vars_within(root, p, &["SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"], &mut budget);
-            let (visible, job_gpus) = (v.pop().flatten(), v.pop().flatten());
-            let a = Allocation::parse(job_gpus.as_deref(), visible.as_deref());
-            if job_gpus.is_some() || !a.uuids.is_empty() {
-                return Some(a);
-            }
-        }
-        None
     }
 
     fn emit_job(
@@ -412,43 +385,6 @@ fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
     jobs.iter().position(|j| j.r.id == id)
 }
 
-/// The per-job figures of a set of GPUs: means of percentages and clocks, sums of memory,
-/// power, errors and traffic, the hottest temperature, the most throttle reasons. A figure no
-/// GPU of the set has is left out.
-fn job_figures(rs: &[&Reading]) -> Vec<(&'static Metric, f64)> {
-    fn collect(rs: &[&Reading], f: impl Fn(&Reading) -> Option<f64>) -> Vec<f64> {
-        rs.iter().filter_map(|r| f(r)).collect()
-    }
-    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let sum = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>());
-    let max = |v: Vec<f64>| v.into_iter().reduce(f64::max);
-    let gpm = |f: fn(&source::Gpm) -> f64| move |r: &Reading| r.gpm.as_ref().map(f);
-    let figures = [
-        (&GPU_UTILIZATION, mean(collect(rs, |r| r.utilization))),
-        (&GPU_MEMORY_UTILIZATION, mean(collect(rs, |r| r.memory_utilization))),
-        (&GPU_MEMORY_USED, sum(collect(rs, |r| r.memory_used.map(|b| b as f64)))),
-        (&GPU_MEMORY_TOTAL, sum(collect(rs, |r| r.memory_total.map(|b| b as f64)))),
-        (&GPU_POWER, sum(collect(rs, |r| r.power_watts))),
-        (&GPU_TEMPERATURE, max(collect(rs, |r| r.temperature))),
-        (&GPU_SM_CLOCK, mean(collect(rs, |r| r.sm_clock_mhz))),
-        (&GPU_ECC_ERRORS, sum(collect(rs, |r| r.ecc_uncorrected.map(|e| e as f64)))),
-        (&GPU_XID_ERRORS, sum(collect(rs, |r| Some(r.xid_errors as f64)))),
-        (&GPU_THROTTLE_REASONS, max(collect(rs, |r| r.throttle_reasons.map(f64::from)))),
-        (&GPU_SM_ACTIVITY, mean(collect(rs, gpm(|g| g.sm_activity)))),
-        (&GPU_SM_OCCUPANCY, mean(collect(rs, gpm(|g| g.sm_occupancy)))),
-        (&GPU_TENSOR_ACTIVITY, mean(collect(rs, gpm(|g| g.tensor_activity)))),
-        (&GPU_FP64_ACTIVITY, mean(collect(rs, gpm(|g| g.fp64_activity)))),
-        (&GPU_FP32_ACTIVITY, mean(collect(rs, gpm(|g| g.fp32_activity)))),
-        (&GPU_FP16_ACTIVITY, mean(collect(rs, gpm(|g| g.fp16_activity)))),
-        (&GPU_DRAM_ACTIVITY, mean(collect(rs, gpm(|g| g.dram_activity)))),
-        (&GPU_PCIE_TX_BYTES, sum(collect(rs, gpm(|g| g.pcie_tx_bytes)))),
-        (&GPU_PCIE_RX_BYTES, sum(collect(rs, gpm(|g| g.pcie_rx_bytes)))),
-        (&GPU_NVLINK_TX_BYTES, sum(collect(rs, gpm(|g| g.nvlink_tx_bytes)))),
-        (&GPU_NVLINK_RX_BYTES, sum(collect(rs, gpm(|g| g.nvlink_rx_bytes)))),
-    ];
-    figures.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
-}
-
 #[async_trait::async_trait(?Send)]
 impl Collector for GpuCollector {
     fn name(&self) -> &'static str {
@@ -480,38 +416,5 @@ impl Collector for GpuCollector {
         tracing::debug!(job, samples = out.samples.len() - before, "final GPU sample");
         // The count is of job cgroups read, the node collector's.
         Some(Answer::Sampled(0))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_allocation_is_found_within_a_budget_of_environment_bytes() {
-        let proc = tempfile::tempdir().unwrap();
-        let env = |pid: u32, text: &[u8]| {
-            std::fs::create_dir_all(proc.path().join(pid.to_string())).unwrap();
-            std::fs::write(proc.path().join(format!("{pid}/environ")), text).unwrap();
-        };
-        env(10, b"HOME=/root\0");
-        env(11, b"SLURM_JOB_GPUS=1\0CUDA_VISIBLE_DEVICES=MIG-a\0");
-        let mut huge = b"PAD=".to_vec();
-        huge.extend(std::iter::repeat_n(b'x', 2 * procs::ENVIRON_MAX));
-        for pid in 20..30 {
-            env(pid, &huge);
-        }
-        env(30, b"SLURM_JOB_GPUS=3\0");
-        let node = NodeConfig { proc_root: proc.path().to_owned(), ..NodeConfig::default() };
-        let (source, _) = fake::FakeSource::new(Vec::new());
-        let c = GpuCollector::new(Box::new(source), GpuConfig::default(), node, "n1".into());
-        let a = c.find_allocation(&[9, 10, 11, 30]).expect("from pid 11");
-        assert_eq!(a.indices, BTreeSet::from([1]));
-        assert_eq!(a.uuids, BTreeSet::from(["MIG-a".to_owned()]));
-        assert_eq!(c.find_allocation(&[30]).map(|a| a.indices), Some(BTreeSet::from([3])));
-        // Ten processes with 1 MiB environments spend the budget before pid 30 is read.
-        let pids: Vec<u32> = (20..=30).collect();
-        assert_eq!(c.find_allocation(&pids), None);
-        assert_eq!(c.find_allocation(&[10]), None);
     }
 }
