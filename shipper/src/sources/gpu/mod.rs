@@ -18,12 +18,12 @@ mod figures;
 pub mod nvml;
 pub mod source;
 
-use super::node::discover::{self, JobRef, Layout, Version};
+use super::node::discover::{self, JobRef, Layout};
 use super::node::owner::{self, Owners};
 use super::node::procs;
 use super::node::table::{JobTable, SharedJobs};
 use super::{Collector, Errors};
-use crate::config::{CgroupVersion, GpuConfig, NodeConfig};
+use crate::config::{GpuConfig, NodeConfig};
 use crate::hook::Answer;
 use crate::sample::{Batch, Dims};
 use allocation::Allocation;
@@ -119,22 +119,6 @@ impl GpuCollector {
         if self.logged.first(&key) {
             tracing::warn!(detail = key, "{msg}");
         }
-    }
-
-    fn layout(&self) -> Option<Layout> {
-        let version = match self.node.cgroup_version {
-            CgroupVersion::V1 => Some(Version::V1),
-            CgroupVersion::V2 => Some(Version::V2),
-            CgroupVersion::Auto => Layout::detect_version(&self.node.cgroup_root),
-        }?;
-        Some(Layout {
-            root: self.node.cgroup_root.clone(),
-            version,
-            v1_prefix: self.node.v1_slurm_dir.clone(),
-            v2_parent: self.node.v2_parent.clone(),
-            v2_scope: self.node.v2_scope.clone(),
-            job_prefix: self.node.job_dir_prefix.clone(),
-        })
     }
 
     /// One cycle; public so tests and benchmarks can drive it.
@@ -273,7 +257,7 @@ impl GpuCollector {
                 })
                 .collect();
         }
-        let Some(layout) = self.layout() else { return Vec::new() };
+        let Some(layout) = Layout::from_config(&self.node) else { return Vec::new() };
         self.own.refresh(&layout);
         let keys: Vec<_> = self.own.jobs().map(|j| (j.r.node.clone(), j.r.id.clone())).collect();
         let mut buf = String::new();

@@ -4,14 +4,15 @@
 //! Each cycle: [`discover`] lists the job cgroups (with [`dir`], one getdents64 a directory;
 //! a job's subtree is listed again only where it changed), [`cgroup`] reads each job's files once,
 //! [`procs`] reads its processes (every `process_every`th cycle of a job, and on its first and
-//! final sample), [`owner`] names its user and account, and this module turns counters into
-//! per-second rates against the previous reading (a job seen once has no rate yet) and emits
-//! the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
+//! final sample), [`owner`] names its user and account, [`figures`] turns the reading into
+//! levels and per-second rates against the previous one (a job seen once has no rate yet), and
+//! this module emits the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
 
 pub mod cgroup;
 pub mod config;
 pub mod dir;
 pub mod discover;
+mod figures;
 mod from_procs;
 pub mod owner;
 pub mod procs;
@@ -19,22 +20,21 @@ mod rates;
 mod read;
 pub mod table;
 
-use rates::{delta, io_delta, per_core, proc_io_delta, remember, top_executables};
+use rates::remember;
 pub use read::{read_bytes, read_end, read_into};
 
 pub use slurm_cw_formats::cgroup as kv;
 
 use super::slurm_jobs::{self, SlurmJobs};
 use super::{Collector, Errors};
-use crate::config::{CgroupVersion, NodeConfig};
+use crate::config::NodeConfig;
 use crate::hook::Answer;
 use crate::sample::{Batch, Dims, JobInfo};
 use cgroup::CgroupStats;
-use discover::{JobRef, Layout, Version};
+use discover::{JobRef, Layout};
 use kv::Io;
 use owner::Owners;
 use procs::{Proc, THREAD_STATES};
-use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STATE, USER};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_sink::log_once::LogOnce;
@@ -139,19 +139,7 @@ impl NodeCollector {
     /// The layout, detected on first use (and again while the root shows none).
     fn layout(&mut self) -> Option<Layout> {
         if self.layout.is_none() {
-            let version = match self.cfg.cgroup_version {
-                CgroupVersion::V1 => Some(Version::V1),
-                CgroupVersion::V2 => Some(Version::V2),
-                CgroupVersion::Auto => Layout::detect_version(&self.cfg.cgroup_root),
-            };
-            self.layout = version.map(|version| Layout {
-                root: self.cfg.cgroup_root.clone(),
-                version,
-                v1_prefix: self.cfg.v1_slurm_dir.clone(),
-                v2_parent: self.cfg.v2_parent.clone(),
-                v2_scope: self.cfg.v2_scope.clone(),
-                job_prefix: self.cfg.job_dir_prefix.clone(),
-            });
+            self.layout = Layout::from_config(&self.cfg);
             if let Some(l) = &self.layout {
                 tracing::info!(root = %l.root.display(), version = ?l.version, "job cgroups");
             }
@@ -320,117 +308,28 @@ impl NodeCollector {
         });
         // Every sample names its node: the job records are per node; whether metrics are
         // (node.per_node_dimensions) is decided in transforms::shape.
-        let sets = [Dims::new()
+        let dims = Dims::new()
             .with(JOB_ID, job.id.as_str())
             .with(USER, user)
             .with(ACCOUNT, account)
-            .with(NODE_NAME, node)];
-        let cg = &r.cg;
-        let mut values: Vec<(&'static Metric, f64)> = Vec::new();
-        let levels = [
-            (&MEMORY_USAGE, cg.memory_usage),
-            (&MEMORY_MAX, cg.memory_max),
-            (&MEMORY_LIMIT, cg.memory_limit),
-            (&MEMORY_CACHE, cg.memory_cache),
-            (&MEMORY_RSS, cg.memory_rss),
-            (&MEMORY_RSS_HUGE, cg.memory_rss_huge),
-            (&MEMORY_MAPPED_FILE, cg.memory_mapped_file),
-            (&MEMORY_ACTIVE_FILE, cg.memory_active_file),
-            (&MEMORY_INACTIVE_FILE, cg.memory_inactive_file),
-            (&MEMORY_UNEVICTABLE, cg.memory_unevictable),
-            (&MEMORY_SWAP, cg.memory_swap),
-            (&OOM_KILLS, cg.oom_kills),
-        ];
-        values.extend(levels.into_iter().filter_map(|(m, v)| Some((m, v? as f64))));
-        let listed = r.procs.as_ref().map(|p| p.list.as_slice());
-        if let Some(rss) = from_procs::memory(cg, listed) {
-            values.extend([(&MEMORY_USAGE, rss), (&MEMORY_RSS, rss)]);
+            .with(NODE_NAME, node);
+        let f = figures::of(r, prev, self.ticks_per_second, self.cfg.top_executables);
+        for (m, v) in &f.values {
+            out.push(m, dims.clone(), *v);
         }
-        if let Some(secs) = from_procs::cpu_seconds(cg, listed, self.ticks_per_second) {
-            values.push((&CPU_TIME, secs));
+        if let Some(d) = f.per_core {
+            out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), d);
         }
-        let allocated = cg.cpus.as_ref().map(|c| c.len()).filter(|n| *n > 0);
-        if let Some(n) = allocated {
-            values.push((&CPUS_ALLOCATED, n as f64));
-        }
-        if let Some(ns) = cg.cpu_ns {
-            values.push((&CPU_TIME, ns as f64 / 1e9));
-        }
-        if let Some(p) = &r.procs {
-            values.push((&PROCESS_COUNT, p.count as f64));
-            if !p.list.is_empty() {
-                values.push((&OPEN_FILES, p.list.iter().filter_map(|p| p.open_files).sum::<u64>() as f64));
-            }
-        }
-        let mut distribution = None;
-        let mut by_exe: Vec<(String, f64)> = Vec::new();
-        if let Some(prev) = prev {
-            let secs = r.at.duration_since(prev.at).as_secs_f64();
-            if secs > 0.0 {
-                let ns = secs * 1e9;
-                if let Some(d) = delta(cg.cpu_ns, prev.cpu_ns) {
-                    let cores = d as f64 / ns;
-                    values.push((&CPU_USAGE, cores));
-                    if let Some(n) = allocated {
-                        values.push((&CPU_UTILIZATION, cores / n as f64 * 100.0));
-                    }
-                }
-                if let Some(d) = delta(cg.throttled_ns, prev.throttled_ns) {
-                    values.push((&CPU_THROTTLED_TIME, d as f64 / ns));
-                }
-                distribution = per_core(cg, prev, ns);
-            }
-            // Process figures are rates over the time since the processes were last read.
-            let proc_secs = r.at.duration_since(prev.procs_at).as_secs_f64();
-            let ticks = proc_secs * self.ticks_per_second;
-            if let Some(cores) = from_procs::cores(cg, listed, &prev.procs, ticks) {
-                values.push((&CPU_USAGE, cores));
-                if let Some(n) = allocated {
-                    values.push((&CPU_UTILIZATION, cores / n as f64 * 100.0));
-                }
-            }
-            let io = match (cg.io, prev.io) {
-                (Some(now), Some(before)) => io_delta(&now, &before).map(|io| (io, secs)),
-                _ if r.procs.is_some() => proc_io_delta(procs, &prev.procs).map(|io| (io, proc_secs)),
-                _ => None,
-            };
-            if let Some((io, secs)) = io.filter(|(_, secs)| *secs > 0.0) {
-                values.push((&READ_BYTES, io.read_bytes as f64 / secs));
-                values.push((&WRITE_BYTES, io.write_bytes as f64 / secs));
-                values.push((&READ_OPS, io.read_ops as f64 / secs));
-                values.push((&WRITE_OPS, io.write_ops as f64 / secs));
-            }
-            if r.procs.is_some() && proc_secs > 0.0 {
-                by_exe = top_executables(
-                    procs,
-                    &prev.procs,
-                    proc_secs * self.ticks_per_second,
-                    self.cfg.top_executables,
-                );
-            }
-        }
-        let mut threads = procs::ThreadCounts::default();
-        for p in procs {
-            for (t, n) in threads.iter_mut().zip(p.threads) {
-                *t += n;
-            }
-        }
-        for dims in &sets {
-            for (m, v) in &values {
-                out.push(m, dims.clone(), *v);
-            }
-            if let Some(d) = &distribution {
-                out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), d.clone());
-            }
+        if let Some(threads) = f.threads {
             for (i, state) in THREAD_STATES.iter().enumerate() {
                 // Running and sleeping always (continuous series); the rest only when present.
-                if r.procs.is_some() && (threads[i] > 0 || i < 2) {
+                if threads[i] > 0 || i < 2 {
                     out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, *state), threads[i] as f64);
                 }
             }
-            for (exe, cores) in &by_exe {
-                out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *cores);
-            }
+        }
+        for (exe, cores) in &f.by_exe {
+            out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *cores);
         }
     }
 }
