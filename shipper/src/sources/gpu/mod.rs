@@ -274,7 +274,7 @@ impl GpuCollector {
         out
     }
 
-    /// Reads Slurm's GPU numbers in the order gres.conf gives (see [`allocation::names`]).
+    /// Reads Slurm's GPU numbers in the order gres.conf gives (see `allocation::names`).
     pub fn with_gres_conf(mut self, gres: GresConf) -> Self {
         self.gres = gres;
         self

@@ -4,7 +4,7 @@
 //! Each cycle: [`discover`] lists the job cgroups (with [`dir`], one getdents64 a directory;
 //! a job's subtree is listed again only where it changed), [`cgroup`] reads each job's files once,
 //! [`procs`] reads its processes (every `process_every`th cycle of a job, and on its first and
-//! final sample), [`owner`] names its user and account, [`figures`] turns the reading into
+//! final sample), [`owner`] names its user and account, `figures` turns the reading into
 //! levels and per-second rates against the previous one (a job seen once has no rate yet), and
 //! this module emits the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
 
