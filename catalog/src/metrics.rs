@@ -323,7 +323,7 @@ catalog! {
         MEMORY_OVER_REQUESTED_JOBS = "MemoryOverRequestedJobs", Count, Total, [Node], POPULATION_DETAIL,
             "Jobs whose peak memory stayed under a threshold share of their memory limit for the whole window (node.findings).";
         JOB_RECORDS = "JobRecords", Count, Total, [Node], &[&[]],
-            "Job records (samples, summaries, findings) written to the job log group.";
+            "Records written to the job log group: job samples, summaries and findings, and node samples (node_sample).";
     }
     NodeHardware {
         FABRIC_RX_BYTES = "FabricRxBytes", BytesPerSecond, Total, [Node], HOST,
