@@ -8,7 +8,7 @@
 //! for some nodes only (`NodeName=<hostlist>`), and a node's own `AutoDetect=` overrides the
 //! global one.
 
-use super::job::hostlist_contains;
+use super::job::{hostlist_contains, split_outside_brackets};
 
 /// How slurmd orders one node's GPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,23 +111,6 @@ fn device_numbers(value: &str) -> Vec<u32> {
         }
     }
     out
-}
-
-fn split_outside_brackets(s: &str) -> Vec<&str> {
-    let (mut depth, mut start, mut parts) = (0i32, 0, Vec::new());
-    for (i, c) in s.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&s[start..]);
-    parts
 }
 
 #[cfg(test)]

@@ -129,22 +129,7 @@ fn numbers(list: &str) -> Vec<u32> {
 
 /// Whether `node` is in a Slurm hostlist (`c4`, `c[1-3,7]`, `gpu-[01-02],c1`).
 pub fn hostlist_contains(list: &str, node: &str) -> bool {
-    let mut depth = 0;
-    let mut start = 0;
-    let mut parts = Vec::new();
-    for (i, ch) in list.char_indices() {
-        match ch {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&list[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&list[start..]);
-    parts.into_iter().any(|p| match p.split_once('[') {
+    split_outside_brackets(list).into_iter().any(|p| match p.split_once('[') {
         None => p == node,
         Some((prefix, ranges)) => {
             let ranges = ranges.trim_end_matches(']');
@@ -164,6 +149,25 @@ pub fn hostlist_contains(list: &str, node: &str) -> bool {
             })
         }
     })
+}
+
+/// The items of a comma-separated Slurm list whose items may hold bracketed ranges
+/// (`c[1-3,7],gpu1`, `/dev/nvidia[0,2],/dev/nvidia7`).
+pub(super) fn split_outside_brackets(s: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut parts) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
 }
 
 impl JobDetail {
