@@ -46,6 +46,20 @@ pub fn slurm() -> Option<PathBuf> {
     }
 }
 
+/// A real cgroup hierarchy this test may make directories in (v2's root, or v1's memory
+/// controller), or None (outside CI) when there is none or this is not root.
+pub fn cgroupfs() -> Option<PathBuf> {
+    let root = Path::new("/sys/fs/cgroup");
+    let hierarchy =
+        if root.join("cgroup.controllers").is_file() { root.to_owned() } else { root.join("memory") };
+    let probe = hierarchy.join(format!("slurm-cw-probe-{}", std::process::id()));
+    if std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok() {
+        return Some(hierarchy);
+    }
+    missing("a writable cgroup hierarchy", "run as root on a host with cgroup v2 or v1's memory controller");
+    None
+}
+
 /// The bench's nodes (`BENCH_SLURM_NODES`): c1..c4 on the 22.05 bench, n1..n4 on 24.11. Both
 /// benches have partition `batch` = the first three and `debug` = the last two; the last one
 /// has two GPUs.
