@@ -282,7 +282,13 @@ fn gres_row(config: &Config) -> Row {
     let from = path.map_or_else(|| "no gres.conf".to_owned(), |p| p.display().to_string());
     let how = match gres.gpu_order(&config.node_name()) {
         GpuOrder::Detected => "autodetected: Slurm's GPU numbers follow NVML's order".to_owned(),
-        GpuOrder::Files(f) => format!("File= lines: Slurm's GPU numbers are /dev/nvidia{f:?} in turn"),
+        GpuOrder::Files(f) => {
+            let files: Vec<String> = f
+                .iter()
+                .map(|n| n.map_or_else(|| "(MIG)".to_owned(), |n| format!("/dev/nvidia{n}")))
+                .collect();
+            format!("File= lines: Slurm's GPU numbers are {} in turn", files.join(", "))
+        }
         GpuOrder::Unknown => "nothing for this node: Slurm's GPU numbers taken for device numbers".to_owned(),
     };
     row("gres.conf", Status::Ok, format!("{how} ({from})"))

@@ -193,7 +193,7 @@ mod tests {
         config.slurm.conf = Some(dir.path().join("slurm.conf"));
         let (path, gres) = config.gres_conf();
         assert_eq!(path, Some(dir.path().join("gres.conf")));
-        assert_eq!(gres.gpu_order("gpu-st-p5-2"), GpuOrder::Files((0..8).collect()));
+        assert_eq!(gres.gpu_order("gpu-st-p5-2"), GpuOrder::Files((0..8).map(Some).collect()));
         std::fs::remove_file(dir.path().join("gres.conf")).unwrap();
         assert_eq!(config.gres_conf(), (None, Default::default()));
     }

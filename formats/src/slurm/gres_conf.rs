@@ -16,8 +16,9 @@ pub enum GpuOrder {
     /// Autodetected: NVML's enumeration (PCI bus) order.
     Detected,
     /// The device files gres.conf names, by their number (`/dev/nvidia3` is 3, the device's
-    /// minor number), in the order named.
-    Files(Vec<u32>),
+    /// minor number), in the order named; None for a GPU given as several files
+    /// (`MultipleFiles=`, a MIG instance), which holds its place but names no one device.
+    Files(Vec<Option<u32>>),
     /// gres.conf names no GPU files for the node and detects nothing.
     Unknown,
 }
@@ -27,8 +28,8 @@ pub enum GpuOrder {
 struct Line {
     nodes: Option<String>,
     autodetect: Option<bool>,
-    /// `Name=gpu` lines' device numbers.
-    gpu_files: Vec<u32>,
+    /// `Name=gpu` lines' device numbers (see [`GpuOrder::Files`]).
+    gpu_files: Vec<Option<u32>>,
 }
 
 /// The GPU lines of a gres.conf.
@@ -44,7 +45,7 @@ impl GresConf {
         for raw in text.lines() {
             let words = raw.split('#').next().unwrap_or("");
             let mut line = Line { nodes: None, autodetect: None, gpu_files: Vec::new() };
-            let (mut name, mut files) = (None, None);
+            let (mut name, mut files, mut multiple) = (None, None, false);
             for word in words.split_whitespace() {
                 let Some((k, v)) = word.split_once('=') else { continue };
                 match k.to_ascii_lowercase().as_str() {
@@ -53,14 +54,17 @@ impl GresConf {
                         line.autodetect = Some(!matches!(v.to_ascii_lowercase().as_str(), "off" | "none"))
                     }
                     "name" => name = Some(v.to_ascii_lowercase()),
-                    "file" | "multiplefiles" => files = Some(v.to_owned()),
+                    "file" => files = Some(v.to_owned()),
+                    "multiplefiles" => multiple = true,
                     _ => {}
                 }
             }
-            if name.as_deref() == Some("gpu")
-                && let Some(f) = files
-            {
-                line.gpu_files = device_numbers(&f);
+            if name.as_deref() == Some("gpu") {
+                if multiple {
+                    line.gpu_files.push(None);
+                } else if let Some(f) = files {
+                    line.gpu_files = device_numbers(&f).into_iter().map(Some).collect();
+                }
             }
             if line.autodetect.is_some() || !line.gpu_files.is_empty() {
                 lines.push(line);
@@ -77,7 +81,7 @@ impl GresConf {
         if own.or(global) == Some(true) {
             return GpuOrder::Detected;
         }
-        let files: Vec<u32> =
+        let files: Vec<Option<u32>> =
             self.lines.iter().filter(mine).flat_map(|l| l.gpu_files.iter().copied()).collect();
         if files.is_empty() { GpuOrder::Unknown } else { GpuOrder::Files(files) }
     }
@@ -117,13 +121,17 @@ fn device_numbers(value: &str) -> Vec<u32> {
 mod tests {
     use super::*;
 
+    fn files(numbers: &[u32]) -> GpuOrder {
+        GpuOrder::Files(numbers.iter().copied().map(Some).collect())
+    }
+
     #[test]
     fn files_in_the_order_named() {
         let c = GresConf::parse(
             "# Configure four GPUs\nName=gpu Type=a100 File=/dev/nvidia[2-3]\nName=gpu Type=a100 File=/dev/nvidia0\n\
              Name=gpu File=/dev/nvidia1 # last\nName=bandwidth Type=lustre Count=4G\n",
         );
-        assert_eq!(c.gpu_order("n1"), GpuOrder::Files(vec![2, 3, 0, 1]));
+        assert_eq!(c.gpu_order("n1"), files(&[2, 3, 0, 1]));
         assert_eq!(device_numbers("/dev/nvidia[0,2-3],/dev/nvidia7"), vec![0, 2, 3, 7]);
         assert_eq!(device_numbers("/dev/nvidia[9-1]"), Vec::<u32>::new());
     }
@@ -135,13 +143,19 @@ mod tests {
                     NodeName=big1 AutoDetect=nvml\n\
                     NodeName=big1 Name=gpu File=/dev/nvidia[0-3]\n";
         let c = GresConf::parse(text);
-        assert_eq!(c.gpu_order("gpu-02"), GpuOrder::Files((0..8).collect()));
+        assert_eq!(c.gpu_order("gpu-02"), files(&[0, 1, 2, 3, 4, 5, 6, 7]));
         assert_eq!(c.gpu_order("big1"), GpuOrder::Detected, "its own line overrides the global one");
         assert_eq!(c.gpu_order("cpu1"), GpuOrder::Unknown);
         let c =
             GresConf::parse("AutoDetect=nvml\nNodeName=old AutoDetect=off Name=gpu File=/dev/nvidia[1,0]\n");
         assert_eq!(c.gpu_order("n7"), GpuOrder::Detected);
-        assert_eq!(c.gpu_order("old"), GpuOrder::Files(vec![1, 0]));
+        assert_eq!(c.gpu_order("old"), files(&[1, 0]));
+        // A MIG instance given by hand holds its place in the list.
+        let c = GresConf::parse(
+            "Name=gpu File=/dev/nvidia0\nName=gpu Type=1g.10gb MultipleFiles=/dev/nvidia1,/dev/nvidia-caps/nvidia-cap21\n\
+             Name=gpu File=/dev/nvidia2\n",
+        );
+        assert_eq!(c.gpu_order("n1"), GpuOrder::Files(vec![Some(0), None, Some(2)]));
         assert_eq!(GresConf::parse("").gpu_order("n1"), GpuOrder::Unknown);
         assert_eq!(GresConf::parse("autodetect=NVIDIA\n").gpu_order("n1"), GpuOrder::Detected);
     }

@@ -80,9 +80,10 @@ pub(super) fn from_environment(proc_root: &Path, pids: &[u32]) -> Option<Allocat
 pub(super) fn names(order: &GpuOrder, n: u32, nvml: u32, minor: Option<u32>) -> bool {
     match order {
         GpuOrder::Detected => n == nvml,
-        GpuOrder::Files(files) => match (files.get(n as usize), minor) {
-            (Some(file), Some(m)) => *file == m,
-            (Some(file), None) => *file == nvml,
+        GpuOrder::Files(files) => match (files.get(n as usize).copied().flatten(), minor) {
+            (Some(file), Some(m)) => file == m,
+            (Some(file), None) => file == nvml,
+            // Past the files named, or a MIG instance's place: no whole GPU.
             (None, _) => false,
         },
         GpuOrder::Unknown => n == minor.unwrap_or(nvml),
@@ -125,13 +126,16 @@ mod tests {
         assert_eq!(held(&GpuOrder::Detected, 0), vec![0]);
         assert_eq!(held(&GpuOrder::Detected, 3), vec![3]);
         // File=/dev/nvidia[0-3]: Slurm's 0 is /dev/nvidia0, NVML's 3.
-        let files = GpuOrder::Files(vec![0, 1, 2, 3]);
+        let files = GpuOrder::Files(vec![Some(0), Some(1), Some(2), Some(3)]);
         assert_eq!(held(&files, 0), vec![3]);
         assert_eq!(held(&files, 3), vec![0]);
         // Files named out of order: Slurm's 0 is the first named, /dev/nvidia2, NVML's 1.
-        let named = GpuOrder::Files(vec![2, 0, 3, 1]);
+        let named = GpuOrder::Files(vec![Some(2), Some(0), Some(3), Some(1)]);
         assert_eq!(held(&named, 0), vec![1]);
         assert!(held(&named, 4).is_empty(), "past the files gres.conf names");
+        let with_mig = GpuOrder::Files(vec![Some(0), None, Some(1)]);
+        assert!(held(&with_mig, 1).is_empty(), "a MIG instance's place names no whole GPU");
+        assert_eq!(held(&with_mig, 2), vec![2]);
         // Nothing in gres.conf: the minor number.
         assert_eq!(held(&GpuOrder::Unknown, 0), vec![3]);
         // No minor number from NVML: the NVML index stands in for it.
