@@ -1,6 +1,8 @@
 //! Cost of one node collection cycle over synthetic cgroup v2 trees of 1, 64 and 512 jobs with
 //! 8 processes each (a fake /proc beside them), against a floor measured in the same run: reading
-//! exactly the same files and directories, the same way, without parsing anything.
+//! the same files and listing every directory each cycle with the standard library, without
+//! parsing anything. The collector lists fewer (see the syscall table), so it can cost less than
+//! the floor.
 //!
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle`
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --syscalls` (needs strace)
@@ -31,6 +33,8 @@
 //! default, 2), prints the mean CPU time (user + system) per cycle for the collector and for the
 //! floor, their ratio, the CPU share of one core at a 30 s interval, and the process's resident
 //! memory. Targets: under 2x the floor, under 20 MB RSS, under 0.1% of one core with 64 jobs.
+//! On a 2-core VM after the change above: 0.63-0.86x the floor, 0.029% of a core with 64 jobs
+//! (0.045% reading processes every cycle), 11.9 MB with 512 jobs.
 
 use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::Batch;
