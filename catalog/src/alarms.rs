@@ -164,8 +164,8 @@ pub fn default_rules() -> Vec<Rule> {
     vec![
         simple(
             "nodes-down",
-            "Nodes have been down for 5 minutes.",
-            watch(&NODE_COUNT, &[(dims::STATE, "down")], "Maximum"),
+            "Nodes have been down for 5 minutes, outside maintenance and not powered-down cloud nodes.",
+            watch(&NODES_DOWN_UNPLANNED, &[], "Maximum"),
             5,
             ">",
             0.0,

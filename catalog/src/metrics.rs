@@ -64,6 +64,8 @@ catalog! {
         NODE_FLAG_COUNT = "NodeFlagCount", Count, Gauge, [Head],
             &[&[FLAG], &[PARTITION, FLAG]],
             "Nodes carrying each state flag (blocked, cloud, completing, drain, dynamic, dynamic_future, dynamic_norm, external, fail, invalid_reg, maintenance, not_responding, perfctrs, planned, power_down, power_up, powered_down, powering_down, powering_up, reboot_issued, reboot_requested, reserved, resume, other for a flag this version does not know); a node may carry several. Shipped only while some node carries the flag.";
+        NODES_DOWN_UNPLANNED = "NodesDownUnplanned", Count, Gauge, [Head], &[&[]],
+            "Nodes down that no one planned: base state down, outside a maintenance reservation (sinfo `down$`) and not a powered-down cloud node (`down~`, a failed launch ParallelCluster's clustermgtd resets). What the nodes-down alarm watches, so planned maintenance pages no one; NodeCount counts them all.";
     }
     Capacity {
         CPUS_TOTAL = "CpusTotal", Count, Gauge, [Head], CLUSTER_AND_PARTITION,

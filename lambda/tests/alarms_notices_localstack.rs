@@ -41,7 +41,7 @@ async fn rules_become_alarms_idempotently_and_reach_alarm() {
         .iter()
         .find(|a| a.alarm_name() == Some(&format!("{prefix}nodes-down")))
         .unwrap();
-    assert_eq!(down.metric_name(), Some(NODE_COUNT.name));
+    assert_eq!(down.metric_name(), Some(NODES_DOWN_UNPLANNED.name));
     assert_eq!(down.namespace(), Some(ns.as_str()));
     assert_eq!(down.threshold(), Some(0.0));
     assert_eq!(down.evaluation_periods(), Some(5));
@@ -54,10 +54,7 @@ async fn rules_become_alarms_idempotently_and_reach_alarm() {
         .map(|d| (d.name().unwrap().to_owned(), d.value().unwrap().to_owned()))
         .collect();
     dims.sort();
-    assert_eq!(
-        dims,
-        vec![("ClusterName".to_owned(), cluster.clone()), ("State".to_owned(), "down".to_owned())]
-    );
+    assert_eq!(dims, vec![("ClusterName".to_owned(), cluster.clone())]);
     let ctld = described
         .metric_alarms()
         .iter()
@@ -83,7 +80,7 @@ async fn rules_become_alarms_idempotently_and_reach_alarm() {
 
     // Breaching data: two nodes down for the last minutes; LocalStack evaluates alarms itself.
     let points: Vec<(i64, f64)> = (0..4).map(|k| (minute_ago(k), 2.0)).collect();
-    put(&url, &ns, series(&cluster, &NODE_COUNT, &[("State", "down")], &points)).await;
+    put(&url, &ns, series(&cluster, &NODES_DOWN_UNPLANNED, &[], &points)).await;
     let name = format!("{prefix}nodes-down");
     let start = Instant::now();
     let state = loop {
@@ -93,7 +90,7 @@ async fn rules_become_alarms_idempotently_and_reach_alarm() {
             break state;
         }
         // Keep the data current while LocalStack's evaluator comes round.
-        put(&url, &ns, series(&cluster, &NODE_COUNT, &[("State", "down")], &[(minute_ago(0), 2.0)])).await;
+        put(&url, &ns, series(&cluster, &NODES_DOWN_UNPLANNED, &[], &[(minute_ago(0), 2.0)])).await;
         tokio::time::sleep(Duration::from_secs(5)).await;
     };
     eprintln!("nodes-down reached {state:?} after {:?}", start.elapsed());

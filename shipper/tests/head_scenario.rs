@@ -35,6 +35,7 @@ impl Truth {
 fn slurm_truth() -> Truth {
     let mut t = Truth { values: BTreeMap::new() };
     let mut seen = HashSet::new();
+    t.add("", &NODES_DOWN_UNPLANNED, "", "", 0.0);
     for line in cmd("sinfo", &["-h", "-N", "-o", "%N|%P|%T|%C"]).lines() {
         let f: Vec<&str> = line.split('|').collect();
         let (node, part, state) = (
@@ -42,6 +43,10 @@ fn slurm_truth() -> Truth {
             f[1].trim_end_matches('*'),
             f[2].trim_end_matches(['*', '~', '#', '%', '!', '$', '@', '^', '-']),
         );
+        // Down outside maintenance (`$`) and not powered down (`~`): what the alarm watches.
+        if state == "down" && !f[2].contains(['$', '~']) && !seen.contains(node) {
+            t.add("", &NODES_DOWN_UNPLANNED, "", "", 1.0);
+        }
         let cpus: Vec<f64> = f[3].split('/').map(|x| x.parse().unwrap()).collect();
         let mut scopes = vec![part];
         if seen.insert(node.to_owned()) {
@@ -200,6 +205,7 @@ async fn every_head_metric_equals_what_slurm_says() {
         before.values.get(&(part.to_owned(), m.name, dim, val.to_owned())).copied().unwrap_or(0.0)
     };
     assert_eq!(v("", &NODE_COUNT, "State", "down"), 1.0);
+    assert_eq!(v("", &NODES_DOWN_UNPLANNED, "", ""), 1.0);
     assert_eq!(v("", &NODE_COUNT, "State", "drained"), 1.0);
     assert!(v("", &JOB_COUNT, "State", "pending") >= 6.0, "resources, dependency, four array tasks");
     assert!(v("debug", &PENDING_JOB_COUNT, "Reason", "Resources") >= 1.0);
@@ -278,8 +284,22 @@ fn cluster_value(
     metric: &Metric,
     pick: fn(&slurm_cw_shipper::datum::Stats) -> f64,
 ) -> Option<f64> {
+    datum_value(line, metric, &[], pick)
+}
+
+/// The datum of `metric` with ClusterName and exactly `dims` on a stdout line: its value, or
+/// `pick` of its statistics.
+fn datum_value(
+    line: &str,
+    metric: &Metric,
+    dims: &[(&str, &str)],
+    pick: fn(&slurm_cw_shipper::datum::Stats) -> f64,
+) -> Option<f64> {
     let (_, d) = slurm_cw_shipper::datum::Datum::from_json_line(line).ok()?;
-    if d.metric != metric.name || d.dimensions.len() != 1 {
+    if d.metric != metric.name
+        || d.dimensions.len() != dims.len() + 1
+        || !dims.iter().all(|(k, v)| d.dimension(k) == Some(v))
+    {
         return None;
     }
     match d.value {
@@ -349,6 +369,57 @@ fn jobs_submitted_between_reads_equal_the_sum_of_their_increases() {
         cmd("scancel", &[j]);
     }
     assert_eq!(total, 3.0, "JobsSubmittedRate summed over the run: the jobs submitted");
+}
+
+/// Takes the maintenance reservation away and the node back up, however the test ends.
+struct Maintenance {
+    node: String,
+}
+
+impl Drop for Maintenance {
+    fn drop(&mut self) {
+        let _ = try_cmd("scontrol", &["delete", "reservationname=cw-test-maint"]);
+        let _ = try_cmd("scontrol", &["update", &format!("nodename={}", self.node), "state=resume"]);
+    }
+}
+
+#[test]
+fn a_node_down_in_a_maintenance_reservation_pages_no_one() {
+    let Some(_conf) = slurm() else { return };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let node = nodes()[0].clone();
+    let _undo = Maintenance { node: node.clone() };
+    // (NodesDownUnplanned, NodeCount down) from one head cycle printed to stdout.
+    let once = || {
+        let out = shipper().args(["--once", "--role", "head", "--sink", "stdout"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let unplanned = text.lines().find_map(|l| cluster_value(l, &NODES_DOWN_UNPLANNED, |s| s.max));
+        let down = text.lines().find_map(|l| datum_value(l, &NODE_COUNT, &[("State", "down")], |s| s.max));
+        (unplanned, down)
+    };
+    cmd("scontrol", &["update", &format!("nodename={node}"), "state=down", "reason=cw-test-maint"]);
+    wait_until("the node down", Duration::from_secs(30), || {
+        cmd("sinfo", &["-h", "-n", &node, "-o", "%T"]).trim().starts_with("down")
+    });
+    assert_eq!(once(), (Some(1.0), Some(1.0)), "down, unplanned: the alarm's figure");
+    cmd(
+        "scontrol",
+        &[
+            "create",
+            "reservation",
+            "reservationname=cw-test-maint",
+            "starttime=now",
+            "duration=10",
+            &format!("nodes={node}"),
+            "users=root",
+            "flags=maint,ignore_jobs",
+        ],
+    );
+    wait_until("sinfo shows down$", Duration::from_secs(30), || {
+        cmd("sinfo", &["-h", "-n", &node, "-o", "%T"]).trim().starts_with("down$")
+    });
+    assert_eq!(once(), (Some(0.0), Some(1.0)), "down in maintenance: still down, but planned");
 }
 
 /// Whether a SlurmctldUp datum line says slurmctld was down at least once in its window.

@@ -19,6 +19,8 @@ struct Summary {
     cpus: [u64; 4],
     memory_mb: [u64; 2],
     gpus: [u64; 2],
+    /// Down, not in maintenance and not a powered-down cloud node.
+    down_unplanned: u64,
 }
 
 /// Sums saturate: absurd figures in damaged output must not wrap around.
@@ -33,6 +35,10 @@ impl Summary {
         *self.states.entry(r.state.primary).or_default() += 1;
         for f in &r.state.flags {
             *self.flags.entry(*f).or_default() += 1;
+        }
+        let planned = r.state.flags.iter().any(|f| matches!(*f, "maintenance" | "powered_down"));
+        if r.state.primary == "down" && !planned {
+            self.down_unplanned += 1;
         }
         add_all(&mut self.cpus, [r.cpus_total, r.cpus_alloc, r.cpus_idle, r.cpus_other]);
         add_all(&mut self.memory_mb, [r.memory_mb, r.memory_alloc_mb]);
@@ -77,6 +83,7 @@ pub fn emit(rows: &[NodeRow], per_partition: bool, out: &mut Batch) {
         }
     }
     cluster.emit(&Dims::new(), out);
+    out.push(&NODES_DOWN_UNPLANNED, Dims::new(), cluster.down_unplanned as f64);
     for (p, s) in partitions {
         s.emit(&Dims::new().with(PARTITION, p), out);
     }
@@ -85,6 +92,23 @@ pub fn emit(rows: &[NodeRow], per_partition: bool, out: &mut Batch) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_unplanned_down_nodes_are_what_the_alarm_watches() {
+        // Down; down in a maintenance reservation; a cloud node down and powered down (a failed
+        // launch); in error.
+        let out = "c1|batch*|down|0/0/2/2|2000|0|(null)|(null)|\n\
+                   c1|debug|down|0/0/2/2|2000|0|(null)|(null)|\n\
+                   c2|batch*|down$|0/0/2/2|2000|0|(null)|(null)|\n\
+                   q-dy-c5-1|batch*|down~|0/0/2/2|2000|0|(null)|(null)|\n\
+                   c3|batch*|error|0/0/2/2|2000|0|(null)|(null)|\n";
+        let (rows, _) = parse_text(out);
+        let mut b = Batch::new(std::time::SystemTime::UNIX_EPOCH);
+        emit(&rows, true, &mut b);
+        assert_eq!(b.value(&NODE_COUNT, &[("State", "down")]), Some(3.0));
+        assert_eq!(b.value(&NODES_DOWN_UNPLANNED, &[]), Some(1.0), "c1, once");
+        assert!(b.of(&NODES_DOWN_UNPLANNED).all(|s| s.dims.get("Partition").is_none()));
+    }
 
     #[test]
     fn emits_each_node_once_per_cluster_and_once_per_partition() {
@@ -107,6 +131,7 @@ mod tests {
         assert_eq!(b.value(&CPUS_OTHER, &[]), Some(2.0));
         assert_eq!(b.value(&MEMORY_ALLOCATED, &[]), Some(1000.0 * MB));
         assert_eq!(b.value(&GPUS_TOTAL, &[]), Some(2.0));
+        assert_eq!(b.value(&NODES_DOWN_UNPLANNED, &[]), Some(0.0), "drained comes first");
         for s in &b.samples {
             let names: Vec<&str> = s.dims.names().chain(["ClusterName"]).collect();
             assert!(s.metric.accepts_dimensions(names), "{} {:?}", s.metric.name, s.dims);
