@@ -100,6 +100,31 @@ EOT
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# start_with_config SINFO SBIN: writes the configuration and starts the bench's daemons from
+# SBIN; a running slurmctld is kept when the configuration is unchanged, restarted (clean, -c:
+# no jobs or node states from an earlier run) when it changed. Then waits for the nodes.
+start_with_config() {
+    local sinfo=$1 sbin=$2 before=""
+    [ -f "$conf" ] && before=$(cat "$conf")
+    write_config
+    if alive "$bench/run/slurmctld.pid" && "$sinfo" -h >/dev/null 2>&1; then
+        if [ "$before" = "$(cat "$conf.new")" ]; then
+            log "already running"
+            rm -f "$conf.new"
+        else
+            log "configuration changed: restarting"
+            stop_daemons
+            mv "$conf.new" "$conf"
+            "$sbin/slurmctld" -c
+        fi
+    else
+        mv "$conf.new" "$conf"
+        "$sbin/slurmctld" -c
+    fi
+    start_slurmds "$sbin/slurmd"
+    wait_ready "$sinfo"
+}
+
 # start_slurmds SLURMD: one slurmd per node that does not run yet.
 start_slurmds() {
     local n

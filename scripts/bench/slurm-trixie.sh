@@ -198,25 +198,7 @@ start() {
     mount_all
     start_munge
     write_wrappers
-    local before=""
-    [ -f "$conf" ] && before=$(cat "$conf")
-    write_config
-    if alive "$bench/run/slurmctld.pid" && sinfo_in -h >/dev/null 2>&1; then
-        if [ "$before" = "$(cat "$conf.new")" ]; then
-            log "already running"
-            rm -f "$conf.new"
-        else
-            log "configuration changed: restarting"
-            stop_daemons
-            mv "$conf.new" "$conf"
-            "$bench/sbin/slurmctld" -c
-        fi
-    else
-        mv "$conf.new" "$conf"
-        "$bench/sbin/slurmctld" -c
-    fi
-    start_slurmds "$bench/sbin/slurmd"
-    wait_ready sinfo_in
+    start_with_config sinfo_in "$bench/sbin"
 }
 
 stop() {

@@ -93,26 +93,7 @@ start() {
     install_if_missing
     start_munge
     export SLURM_CONF=$conf
-    local before=""
-    [ -f "$conf" ] && before=$(cat "$conf")
-    write_config
-    if alive "$bench/run/slurmctld.pid" && sinfo -h >/dev/null 2>&1; then
-        if [ "$before" = "$(cat "$conf.new")" ]; then
-            log "already running"
-            rm -f "$conf.new"
-        else
-            log "configuration changed: restarting"
-            stop
-            mv "$conf.new" "$conf"
-            /usr/sbin/slurmctld -c
-        fi
-    else
-        mv "$conf.new" "$conf"
-        # -c: a clean start, no jobs or node states from an earlier run.
-        /usr/sbin/slurmctld -c
-    fi
-    start_slurmds /usr/sbin/slurmd
-    wait_ready sinfo
+    start_with_config sinfo /usr/sbin
 }
 
 stop() {
