@@ -197,7 +197,7 @@ fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
 
 /// Every pid in the cgroup subtree at `dir` (cgroup.procs of it and all its descendants).
 pub fn pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
-    walk_pids(dir, buf, out, |_| true);
+    walk_pids(dir, &mut Subtree::default(), buf, out, |_| true);
 }
 
 /// A job's cgroup subtree as last listed: each directory's link count and subdirectories.
@@ -210,8 +210,30 @@ pub struct Subtree(HashMap<PathBuf, (u64, Vec<PathBuf>)>);
 /// [`pids`], listing only the directories of `tree` whose subdirectories changed, and keeping
 /// the subtree as found in `tree`.
 pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut Vec<u32>) {
+    walk_pids(dir, tree, buf, out, |_| true);
+}
+
+/// The job's task processes: [`pids`] less cgroup v2's `step_*/slurm/`, where Slurm's step
+/// daemon (root) lives beside the step's `user/` tree.
+pub fn task_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
+    walk_pids(dir, &mut Subtree::default(), buf, out, |name| name != STEP_DAEMON_DIR);
+}
+
+/// cgroup v2: the directory of a step that holds slurmstepd.
+const STEP_DAEMON_DIR: &str = "slurm";
+
+/// The pids of the subtree at `dir`, into the directories `enter` accepts by name; `tree` is
+/// the subtree as last listed, and as found on return.
+fn walk_pids(
+    dir: &Path,
+    tree: &mut Subtree,
+    buf: &mut String,
+    out: &mut Vec<u32>,
+    enter: impl Fn(&str) -> bool,
+) {
     use std::os::unix::fs::MetadataExt;
     let list = |d: &Path| subdirs(d).into_iter().map(|(_, p)| p).collect::<Vec<_>>();
+    let entered = |p: &PathBuf| p.file_name().and_then(|n| n.to_str()).is_some_and(&enter);
     let mut found = Subtree::default();
     let mut relisted = HashSet::new();
     // (directory, its parent when it came from the parent's earlier listing)
@@ -223,7 +245,7 @@ pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut V
                 && relisted.insert(parent.clone())
             {
                 let now = list(&parent);
-                for c in &now {
+                for c in now.iter().filter(|c| entered(c)) {
                     if !found.0.contains_key(c) && !stack.iter().any(|(s, _)| s == c) {
                         stack.push((c.clone(), None));
                     }
@@ -242,32 +264,10 @@ pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut V
             Some((n, c)) if n == links => (c, true),
             _ => (list(&d), false),
         };
-        stack.extend(children.iter().map(|c| (c.clone(), known.then(|| d.clone()))));
+        stack.extend(children.iter().filter(|c| entered(c)).map(|c| (c.clone(), known.then(|| d.clone()))));
         found.0.insert(d, (links, children));
     }
     *tree = found;
-    out.sort_unstable();
-    out.dedup();
-}
-
-/// The job's task processes: [`pids`] less cgroup v2's `step_*/slurm/`, where Slurm's step
-/// daemon (root) lives beside the step's `user/` tree.
-pub fn task_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
-    walk_pids(dir, buf, out, |name| name != STEP_DAEMON_DIR);
-}
-
-/// cgroup v2: the directory of a step that holds slurmstepd.
-const STEP_DAEMON_DIR: &str = "slurm";
-
-fn walk_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>, enter: impl Fn(&str) -> bool) {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        buf.clear();
-        if super::read_into(&d.join("cgroup.procs"), buf) {
-            out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
-        }
-        stack.extend(subdirs(&d).into_iter().filter(|(name, _)| enter(name)).map(|(_, p)| p));
-    }
     out.sort_unstable();
     out.dedup();
 }

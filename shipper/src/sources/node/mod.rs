@@ -232,10 +232,10 @@ impl NodeCollector {
         let mut entry = table.get_mut(key);
         let procs = (with_procs || from_procs::needed(&cg)).then(|| {
             let mut pids = Vec::new();
-            match (job.process_dir(), entry.as_deref_mut()) {
-                (Some(dir), Some(j)) => discover::pids_within(dir, &mut j.tree, &mut self.buf, &mut pids),
-                (Some(dir), None) => discover::pids(dir, &mut self.buf, &mut pids),
-                (None, _) => {}
+            if let Some(dir) = job.process_dir() {
+                let mut spare = discover::Subtree::default();
+                let tree = entry.as_deref_mut().map_or(&mut spare, |j| &mut j.tree);
+                discover::pids_within(dir, tree, &mut self.buf, &mut pids);
             }
             let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
             let none = procs::KnownThreads::new();

@@ -71,9 +71,14 @@ pub(super) fn top_executables(
 pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
     let (procs_at, cycles_since_procs, procs, threads) = match (r.procs, before) {
         (Some(p), _) => {
-            let threads =
-                p.list.iter().filter(|p| !p.tids.is_empty()).map(|p| (p.key, p.tids.clone())).collect();
-            (r.at, 0, p.list.into_iter().map(|p| (p.key, (p.cpu_ticks, p.io))).collect(), threads)
+            let (mut procs, mut threads) = (HashMap::new(), HashMap::new());
+            for p in p.list {
+                procs.insert(p.key, (p.cpu_ticks, p.io));
+                if !p.tids.is_empty() {
+                    threads.insert(p.key, p.tids);
+                }
+            }
+            (r.at, 0, procs, threads)
         }
         (None, Some(b)) => (b.procs_at, b.cycles_since_procs + 1, b.procs, b.threads),
         (None, None) => (r.at, 0, HashMap::new(), HashMap::new()),
