@@ -323,6 +323,12 @@ fn without_a_minor_number_the_enumeration_index_is_matched_and_counted() {
     assert_eq!(b.collector.minor_fallbacks, 1);
     b.collect();
     assert_eq!(b.collector.minor_fallbacks, 2, "one per GPU and cycle");
+    // Autodetected: Slurm's numbers are NVML's, no minor number is missed.
+    let gpus = vec![FakeGpu::gpu(0, 10.0).with_minor(None), FakeGpu::gpu(1, 20.0).with_minor(Some(7))];
+    let mut b = bench_with_gres_conf(gpus, GpuConfig::default(), "AutoDetect=nvml\n");
+    let (out, _) = b.collect();
+    assert_eq!(job(&out, &GPU_UTILIZATION), Some(15.0), "NVML's GPUs 0 and 1");
+    assert_eq!(b.collector.minor_fallbacks, 0);
 }
 
 #[test]

@@ -177,8 +177,10 @@ impl GpuCollector {
             let alive: HashSet<&str> = jobs.iter().map(|j| j.r.id.as_str()).collect();
             self.allocations.retain(|j, _| alive.contains(j.as_str()));
         }
+        // Autodetected, Slurm numbers GPUs as NVML does: no minor number is needed.
+        let by_minor = self.gres.gpu_order(&self.node_name) != GpuOrder::Detected;
         for (id, r) in &ok {
-            if id.mig.is_none() && r.minor.is_none() {
+            if by_minor && id.mig.is_none() && r.minor.is_none() {
                 self.minor_fallbacks += 1;
                 if self.logged.first(&format!("minor {}", id.label())) {
                     tracing::warn!(
