@@ -98,7 +98,8 @@ EOT
     } > "$bench/etc/cgroup.conf"
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A pid file may go between the test and the read (a daemon stopping): then not alive.
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
 
 # start_with_config SINFO SBIN: writes the configuration and starts the bench's daemons from
 # SBIN; a running slurmctld is kept when the configuration is unchanged, restarted (clean, -c:
