@@ -78,6 +78,7 @@ async fn own_alarm(clients: &Clients, name: &str) {
         .unwrap();
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn syncing_one_cluster_never_touches_another_whose_name_it_begins() {
     let Some(url) = localstack() else { return };

@@ -21,6 +21,7 @@ fn with_rules(ns: &str, cluster: &str, topic: &str, rules: &[Rule], extra: &str)
     .unwrap()
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn rules_become_alarms_idempotently_and_reach_alarm() {
     let Some(url) = localstack() else { return };
@@ -97,6 +98,7 @@ async fn rules_become_alarms_idempotently_and_reach_alarm() {
     assert_eq!(state, Some(StateValue::Alarm));
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     let Some(url) = localstack() else { return };

@@ -8,6 +8,7 @@ use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, USER};
 use slurm_cw_catalog::metrics::CPU_UTILIZATION;
 use slurm_cw_lambda::cw::{Cw, MAX_QUERIES, Series, at_epoch};
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn fetch_reads_more_series_than_one_call_takes_each_in_its_place() {
     let Some(url) = localstack() else { return };

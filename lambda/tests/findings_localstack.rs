@@ -41,6 +41,7 @@ fn jobs_in(notices: &[String]) -> Vec<String> {
     out
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn findings_are_notified_once_across_runs_late_ones_within_the_allowance_too() {
     let Some(url) = localstack() else { return };
@@ -133,6 +134,7 @@ async fn findings_are_notified_once_across_runs_late_ones_within_the_allowance_t
     assert_eq!(remembered, set(&["A", "B", "C", "D"]));
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn a_failed_stage_leaves_the_others_running_and_the_next_run_notifies() {
     let Some(url) = localstack() else { return };

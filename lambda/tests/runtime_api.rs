@@ -11,6 +11,7 @@ use slurm_cw_catalog::metrics::{CLUSTER_CPU_EFFICIENCY, JOB_CORES_ALLOCATED, JOB
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[test]
 fn bootstrap_answers_a_scheduled_event_through_the_runtime_api() {
     let Some(url) = localstack() else { return };
@@ -58,6 +59,7 @@ fn bootstrap_answers_a_scheduled_event_through_the_runtime_api() {
     assert_eq!(efficiency.get(&minute), Some(&25.0), "the binary published the cluster figures");
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[test]
 fn a_failed_stage_fails_the_invocation_after_the_others_ran() {
     let Some(url) = localstack() else { return };

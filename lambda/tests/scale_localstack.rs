@@ -97,6 +97,7 @@ async fn cluster_with(url: &str, finished: usize) -> (Summary, Counts) {
     (s, c)
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn a_run_reads_as_much_with_300_finished_jobs_as_with_30() {
     let Some(url) = localstack() else { return };

@@ -42,6 +42,7 @@ fn no_spool(sink: CloudWatchSink, stats: &StatsHandle) -> (Intake<Datum>, Delive
     )
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_dropped() {
     let Some(url) = localstack() else { return };
@@ -79,6 +80,7 @@ async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_drop
     }
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn with_validation_the_bad_datum_never_reaches_cloudwatch() {
     let Some(url) = localstack() else { return };
@@ -93,6 +95,7 @@ async fn with_validation_the_bad_datum_never_reaches_cloudwatch() {
     assert_eq!(s.dropped.get(&DropReason::NonFinite), Some(&1));
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
     let dir = tempfile::tempdir().unwrap();
@@ -146,6 +149,7 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
 /// A spooled flush for a namespace the role may not write (AccessDenied after a namespace
 /// change) must not hold newer flushes back for 14 days: after a few refusals the newer ones
 /// go, and the refused one is set aside, counted, and kept on disk.
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
     let Some(url) = localstack() else { return };
@@ -198,6 +202,7 @@ async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
 
 /// Refused for good but nothing newer goes through either (credentials, say): nothing is set
 /// aside, everything waits.
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn when_everything_is_refused_nothing_is_set_aside() {
     let Some(url) = localstack() else { return };

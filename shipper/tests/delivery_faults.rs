@@ -120,6 +120,7 @@ fn upstream(url: &str) -> SocketAddr {
     url.trim_start_matches("http://").parse().expect("LocalStack address")
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off() {
     let Some(url) = localstack() else { return };
@@ -159,6 +160,7 @@ async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off() {
     assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "every flushed sample once");
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
     let Some(_) = localstack() else { return };
@@ -233,6 +235,7 @@ impl<F: FnOnce()> Drop for Defer<F> {
     }
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_batch_in_flight() {
     let Some(url) = localstack() else { return };
@@ -273,6 +276,7 @@ async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_bat
     );
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_loses_nothing() {
     let Some(url) = localstack() else { return };
@@ -308,6 +312,7 @@ async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_
     assert!(got >= (first + second) as f64, "nothing flushed is lost: {got} < {first} + {second}");
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why() {
     let Some(url) = localstack() else { return };

@@ -34,6 +34,7 @@ pub fn cluster_name() -> String {
         .expect("ClusterName in scontrol show config")
 }
 
+#[ignore = "needs LocalStack and the Slurm bench: scripts/test.sh runs it"]
 #[tokio::test]
 async fn once_head_ships_node_counts_equal_to_sinfo() {
     let (Some(url), Some(_)) = (localstack(), slurm()) else {

@@ -143,6 +143,7 @@ fn partition_dims<'a>(
 
 // The lock serialises tests across threads; holding it over awaits is the point.
 #[allow(clippy::await_holding_lock)]
+#[ignore = "needs LocalStack and the Slurm bench: scripts/test.sh runs it"]
 #[tokio::test]
 async fn every_head_metric_equals_what_slurm_says() {
     let (Some(url), Some(_)) = (localstack(), slurm()) else {
@@ -330,6 +331,7 @@ fn head_daemon() -> Running {
         .unwrap()
 }
 
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn jobs_submitted_between_reads_equal_the_sum_of_their_increases() {
     let Some(_conf) = slurm() else { return };
@@ -383,6 +385,7 @@ impl Drop for Maintenance {
     }
 }
 
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn a_node_down_in_a_maintenance_reservation_pages_no_one() {
     let Some(_conf) = slurm() else { return };
@@ -427,6 +430,7 @@ fn up_value(line: &str) -> Option<f64> {
     cluster_value(line, &SLURMCTLD_UP, |s| s.min)
 }
 
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn slurmctld_stopped_ships_up_0_within_a_cycle_and_the_daemon_carries_on() {
     let Some(conf) = slurm() else { return };

@@ -17,6 +17,7 @@ fn bump(path: &Path, by: u64) {
     std::fs::write(path, format!("{}\n", now + by)).unwrap();
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread")]
 async fn fabric_and_power_metrics_and_the_node_sample_record_arrive() {
     let Some(url) = localstack() else { return };

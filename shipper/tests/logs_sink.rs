@@ -35,6 +35,7 @@ fn record(job: &str, age: Duration) -> Record {
     }
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn records_wait_in_their_spool_through_an_outage_and_arrive_once() {
     let Some(url) = localstack() else { return };
@@ -76,6 +77,7 @@ async fn records_wait_in_their_spool_through_an_outage_and_arrive_once() {
     assert_eq!(got[0]["MemoryRss"], 314572800);
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn check_names_a_missing_job_log_group() {
     let Some(url) = localstack() else { return };

@@ -34,6 +34,7 @@ fn vm_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+#[ignore = "needs the Slurm bench started with --profile pcluster: scripts/test.sh runs it"]
 #[test]
 fn memory_and_cpu_of_a_job_without_memory_and_cpuacct_cgroups() {
     let Some(conf) = slurm() else { return };

@@ -14,6 +14,7 @@ use std::time::Duration;
 const MIB: f64 = 1024.0 * 1024.0;
 
 #[allow(clippy::await_holding_lock)]
+#[ignore = "needs LocalStack and the Slurm bench: scripts/test.sh runs it"]
 #[tokio::test]
 async fn per_job_figures_equal_what_the_jobs_did() {
     let (Some(url), Some(conf)) = (localstack(), slurm()) else {
@@ -223,6 +224,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     report("chemistry JobCpuEfficiency max (%)", efficiency, burn_truth * 85.0, 101.0);
 }
 
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() {
     let Some(conf) = slurm() else { return };
@@ -285,6 +287,7 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
     assert!(!stdout.contains(&format!(r#""JobId":"{job}"}}"#)), "no per-job datum by default");
 }
 
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn accounts_and_partitions_come_from_slurm_not_from_what_a_job_exports() {
     let Some(conf) = slurm() else { return };

@@ -46,6 +46,7 @@ fn now_rfc3339() -> String {
 }
 
 #[allow(clippy::await_holding_lock)]
+#[ignore = "needs LocalStack and the Slurm bench: scripts/test.sh runs it"]
 #[tokio::test]
 async fn a_real_job_report_equals_what_the_jobs_did() {
     let (Some(url), Some(conf)) = (localstack(), slurm()) else {
@@ -250,6 +251,7 @@ async fn put(logs: &aws_sdk_cloudwatchlogs::Client, group: &str, stream: &str, r
         .expect("PutLogEvents");
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn a_two_node_job_adds_up_and_json_reads_back_field_by_field() {
     let Some(url) = localstack() else {
@@ -316,6 +318,7 @@ async fn a_two_node_job_adds_up_and_json_reads_back_field_by_field() {
     );
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
 async fn no_records_missing_group_and_bad_arguments() {
     let Some(url) = localstack() else {

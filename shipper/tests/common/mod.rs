@@ -1,8 +1,9 @@
 //! The real test bench, as integration tests see it: LocalStack and Slurm started by
 //! `scripts/bench/*.sh`, found through the variables those scripts print.
 //!
-//! Outside CI a test whose bench is missing prints why and passes without running; with
-//! CI=true it fails.
+//! A test that needs a bench is marked `#[ignore = "needs <bench>: scripts/test.sh runs it"]`,
+//! so a plain `cargo test` reports it ignored; scripts/test.sh runs it with `--include-ignored`.
+//! Run so without its bench, it prints why and passes outside CI; with CI=true it fails.
 #![allow(dead_code)]
 
 pub mod proxy;
