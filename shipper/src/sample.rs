@@ -91,6 +91,8 @@ impl Sample {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInfo {
     pub id: String,
+    /// Slurm 26.05's SLUID, where the job's cgroup is named by it.
+    pub sluid: Option<String>,
     /// The node it runs on (this host, or one of several slurmd on it).
     pub node: String,
     pub user: String,

@@ -23,14 +23,25 @@ pub struct JobDetail {
     /// `Unknown`/`None`. See [`parse_local_time`].
     pub start_time: Option<String>,
     pub end_time: Option<String>,
+    /// StartTime and EndTime in seconds since the epoch, where Slurm gives them so (JSON).
+    pub start_unix: Option<i64>,
+    pub end_unix: Option<i64>,
     /// (node hostlist expression, GPU indices there), in the order Slurm prints them.
     pub gpus: Vec<(String, BTreeSet<u32>)>,
+    /// Slurm 26.05's unique job id (`SLUID=`), which names the job's cgroup v2 directory.
+    pub sluid: Option<String>,
+    /// (ArrayJobId, ArrayTaskId) of an array task.
+    pub array: Option<(u64, u64)>,
+    /// (HetJobId, HetJobOffset) of a heterogeneous job's component.
+    pub het: Option<(u64, u64)>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum JobError {
     #[error("no JobId= in scontrol's answer")]
     NoJobId,
+    #[error("scontrol's answer is not the JSON it should be")]
+    Unreadable,
 }
 
 /// Parses the one-line form. Unknown and malformed words are skipped.
@@ -51,6 +62,7 @@ pub fn parse(text: &str) -> Result<JobDetail, JobError> {
             }
             "JobState" => d.state = set(value),
             "NodeList" => d.node_list = set(value),
+            "SLUID" => d.sluid = set(value),
             "StartTime" => d.start_time = time_word(value),
             "EndTime" => d.end_time = time_word(value),
             "Nodes" => nodes = Some(value.to_owned()),
@@ -92,7 +104,7 @@ pub fn parse_local_time(v: &str) -> Option<i64> {
 }
 
 /// `gpu:2(IDX:0-1)`, `gpu:a100:1(IDX:3),gpu:t4:2(IDX:0,2)`: the indices of every gpu GRES.
-fn gpu_indices(gres: &str) -> BTreeSet<u32> {
+pub(super) fn gpu_indices(gres: &str) -> BTreeSet<u32> {
     let mut out = BTreeSet::new();
     let mut rest = gres;
     while let Some(at) = rest.find("IDX:") {

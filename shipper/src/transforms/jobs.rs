@@ -392,6 +392,7 @@ mod tests {
     fn info(id: &str) -> JobInfo {
         JobInfo {
             id: id.into(),
+            sluid: None,
             node: "n1".into(),
             user: "alice".into(),
             account: "phys".into(),

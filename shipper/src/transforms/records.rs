@@ -35,6 +35,9 @@ pub fn head(info: &JobInfo, kind: &str, at: SystemTime, id: String) -> Map<Strin
     m.insert(r::USER.name.into(), json!(info.user));
     m.insert(r::ACCOUNT.name.into(), json!(info.account));
     m.insert(r::PARTITION.name.into(), json!(info.partition));
+    if let Some(sluid) = &info.sluid {
+        m.insert(r::SLUID.name.into(), json!(sluid));
+    }
     m
 }
 

@@ -260,7 +260,7 @@ impl GpuCollector {
                 .collect();
         }
         let Some(layout) = Layout::from_config(&self.node) else { return Vec::new() };
-        self.own.refresh(&layout);
+        self.own.refresh(&layout, &crate::sources::slurm_jobs::resolver(self.slurm.as_ref()));
         let keys: Vec<_> = self.own.jobs().map(|j| (j.r.node.clone(), j.r.id.clone())).collect();
         let mut buf = String::new();
         let mut out = Vec::new();
@@ -359,16 +359,17 @@ impl GpuCollector {
 }
 
 /// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup
-/// (`.../<node.job_dir_prefix><id>/...`).
+/// (`.../<node.job_dir_prefix><id>/...`, or `.../<SLUID>/...` on Slurm 26.05).
 fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
     let mut text = String::new();
     if !super::node::read_into(&node.proc_root.join(pid.to_string()).join("cgroup"), &mut text) {
         return None;
     }
     let prefix = node.job_dir_prefix.as_str();
-    let id =
-        text.split(['/', '\n']).find_map(|part| part.strip_prefix(prefix).filter(|id| !id.is_empty()))?;
-    jobs.iter().position(|j| j.r.id == id)
+    text.split(['/', '\n']).find_map(|part| match part.strip_prefix(prefix).filter(|id| !id.is_empty()) {
+        Some(id) => jobs.iter().position(|j| j.r.sluid.is_none() && j.r.id == id),
+        None => jobs.iter().position(|j| j.r.sluid.as_deref() == Some(part)),
+    })
 }
 
 #[async_trait::async_trait(?Send)]

@@ -30,8 +30,6 @@ pub enum CommandError {
     Refused { program: String, format: &'static str, stderr: String },
     #[error("cannot run {program}: {error}")]
     Spawn { program: String, error: String },
-    #[error("{program} printed output that is not UTF-8")]
-    NotUtf8 { program: String },
     #[error("{program} printed more than {limit} bytes; stopped and its output dropped")]
     TooLarge { program: String, limit: usize },
 }
@@ -155,7 +153,9 @@ impl SlurmCommands {
                 all_stderr: stderr,
             });
         }
-        let stdout = String::from_utf8(out).map_err(|_| CommandError::NotUtf8 { program: program.into() })?;
+        // Slurm prints users' free text (job names, directories) in whatever bytes they chose:
+        // one that is not UTF-8 is replaced, never the whole answer lost.
+        let stdout = String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         Ok(Output { stdout, stderr, elapsed: started.elapsed() })
     }
 

@@ -4,8 +4,11 @@
 //!   (memory, cpuacct, cpuset, freezer, pids, blkio, cpu); `slurm_<node>` with several slurmd on
 //!   one host.
 //! - cgroup v2: `<root>/system.slice/[<node>_]slurmstepd.scope/job_<id>/`.
+//! - Slurm 26.05 names a job's directory by its SLUID instead (`.../slurmstepd.scope/
+//!   s5F1M87GJ0R200/`) unless cgroup.conf sets `CgroupJobIdPaths=yes`: such a job is found
+//!   with its SLUID, and the job table gets its job id from Slurm.
 //!
-//! The prefixes are configurable: Slurm releases (26.05) change job identifiers in cgroup names.
+//! The prefixes are configurable.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -68,7 +71,10 @@ impl Layout {
 /// One job's cgroup directories on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRef {
+    /// The job id; the SLUID itself until Slurm named the job of a SLUID directory.
     pub id: String,
+    /// The SLUID a 26.05 job directory is named by.
+    pub sluid: Option<String>,
     /// From the v1 path (`uid_<uid>`); v2 paths carry none.
     pub uid: Option<u32>,
     /// The Slurm node name in the path (`slurm_<node>`, `<node>_slurmstepd.scope`), if any.
@@ -126,8 +132,13 @@ fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-fn job_id<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
-    name.strip_prefix(prefix).filter(|id| !id.is_empty())
+/// (job id, SLUID) of a job directory's name: `job_<id>`, or a SLUID (whose id is not known
+/// yet: the SLUID stands in).
+fn parse_job_dir(name: &str, prefix: &str) -> Option<(String, Option<String>)> {
+    if let Some(id) = name.strip_prefix(prefix).filter(|id| !id.is_empty()) {
+        return Some((id.to_owned(), None));
+    }
+    crate::sources::slurm_jobs::is_sluid(name).then(|| (name.to_owned(), Some(name.to_owned())))
 }
 
 fn jobs_v1(layout: &Layout) -> Vec<JobRef> {
@@ -151,11 +162,12 @@ pub fn jobs_in(layout: &Layout, controllers: &[&'static str]) -> Vec<JobRef> {
                     continue;
                 };
                 for (job_name, job_dir) in subdirs(&uid_dir) {
-                    let Some(id) = job_id(&job_name, &layout.job_prefix) else {
+                    let Some((id, sluid)) = parse_job_dir(&job_name, &layout.job_prefix) else {
                         continue;
                     };
-                    let entry = found.entry((node.clone(), id.to_owned())).or_insert_with(|| JobRef {
-                        id: id.to_owned(),
+                    let entry = found.entry((node.clone(), id.clone())).or_insert_with(|| JobRef {
+                        id,
+                        sluid,
                         uid: Some(uid),
                         node: node.clone(),
                         dirs: JobDirs::V1(BTreeMap::new()),
@@ -181,13 +193,8 @@ fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
             continue;
         };
         for (job_name, job_dir) in subdirs(&scope_dir) {
-            if let Some(id) = job_id(&job_name, &layout.job_prefix) {
-                out.push(JobRef {
-                    id: id.to_owned(),
-                    uid: None,
-                    node: node.clone(),
-                    dirs: JobDirs::V2(job_dir),
-                });
+            if let Some((id, sluid)) = parse_job_dir(&job_name, &layout.job_prefix) {
+                out.push(JobRef { id, sluid, uid: None, node: node.clone(), dirs: JobDirs::V2(job_dir) });
             }
         }
     }
@@ -343,11 +350,22 @@ mod tests {
         mk(r, "system.slice/n5_slurmstepd.scope/job_42");
         mk(r, "system.slice/slurmstepd.scope/system");
         mk(r, "system.slice/sshd.service");
+        // Slurm 26.05: named by SLUID (as seen on 26.05.5), beside look-alikes that are not.
+        mk(r, "system.slice/n5_slurmstepd.scope/s5F1M87GJ0R200/step_batch/user/task_0");
+        mk(r, "system.slice/n5_slurmstepd.scope/s5f1m87gj0r200");
+        mk(r, "system.slice/n5_slurmstepd.scope/sshort");
         assert_eq!(Layout::detect_version(r), Some(Version::V2));
         let jobs = jobs(&layout(r, Version::V2));
-        let ids: Vec<(&str, Option<&str>)> =
-            jobs.iter().map(|j| (j.id.as_str(), j.node.as_deref())).collect();
-        assert_eq!(ids, vec![("41", None), ("42", Some("n5"))]);
+        let ids: Vec<(&str, Option<&str>, Option<&str>)> =
+            jobs.iter().map(|j| (j.id.as_str(), j.node.as_deref(), j.sluid.as_deref())).collect();
+        assert_eq!(
+            ids,
+            vec![
+                ("41", None, None),
+                ("42", Some("n5"), None),
+                ("s5F1M87GJ0R200", Some("n5"), Some("s5F1M87GJ0R200"))
+            ]
+        );
         assert_eq!(jobs[0].uid, None);
     }
 

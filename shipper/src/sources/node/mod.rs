@@ -165,9 +165,28 @@ impl NodeCollector {
             self.log_once(&root, "no cgroup v1 or v2 hierarchy at the cgroup root; job metrics are off");
             return None;
         };
+        let slurm = self.slurm.clone();
+        let job_id = slurm_jobs::resolver(slurm.as_ref());
         let mut table = self.table.borrow_mut();
-        table.refresh(&layout);
-        Some(table.jobs().map(|j| j.r.clone()).collect())
+        table.refresh(&layout, &job_id);
+        // Slurm is asked about new jobs (and SLUIDs) before they are read, a bounded wait.
+        if let Some(slurm) = &slurm {
+            let mut keys: Vec<String> = table.jobs().map(|j| j.r.id.clone()).collect();
+            keys.extend(table.unresolved().map(str::to_owned));
+            SlurmJobs::refresh(slurm, &keys);
+            table.resolve(&layout, &job_id);
+        }
+        let waiting = table.unresolved().count();
+        let jobs = table.jobs().map(|j| j.r.clone()).collect();
+        drop(table);
+        if waiting > 0 {
+            errors.add("cgroup", waiting as u64);
+            self.log_once(
+                "sluid",
+                "job cgroups are named by SLUID (Slurm 26.05) and Slurm has not given their job ids yet: those jobs wait, counted in CollectorErrors (Collector=cgroup); cgroup.conf CgroupJobIdPaths=yes names them by job id",
+            );
+        }
+        Some(jobs)
     }
 
     /// Reads the listed jobs, or only job `only`; returns how many were read.
@@ -272,7 +291,10 @@ impl NodeCollector {
             let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| owner::UNKNOWN.to_owned());
             Some((or_unknown(&d.account), or_unknown(&d.partition)))
         });
-        let slurm_asked = self.slurm.is_some();
+        // Slurm asked and not answered (yet, or unreadably): unknown, never the environment.
+        let slurm_asked = self.slurm.as_ref().is_some_and(|s| s.borrow().available());
+        let unknown = || (owner::UNKNOWN.to_owned(), owner::UNKNOWN.to_owned());
+        let from_slurm = from_slurm.or_else(|| slurm_asked.then(unknown));
         // slurmstepd may sit in the job's cgroup too; any job process carries the account.
         let (account, partition) = from_slurm.unwrap_or_else(|| {
             let claimed = self.owners.account(&job.id, || {
@@ -290,7 +312,7 @@ impl NodeCollector {
                 })
             });
             // The job's user wrote these: marked where Slurm should have said.
-            if slurm_asked {
+            if self.slurm.is_some() {
                 (slurm_jobs::unverified(&claimed.0), slurm_jobs::unverified(&claimed.1))
             } else {
                 claimed
@@ -301,6 +323,9 @@ impl NodeCollector {
         }
         out.jobs.push(JobInfo {
             id: job.id.clone(),
+            sluid: job.sluid.clone().or_else(|| {
+                self.slurm.as_ref().and_then(|s| s.borrow().get(&job.id).and_then(|d| d.sluid.clone()))
+            }),
             node: node.to_owned(),
             user: user.clone(),
             account: account.clone(),
@@ -338,11 +363,13 @@ impl NodeCollector {
     /// Whom job `id` runs as, from the job table; a job the table does not know yet (started
     /// since the last cycle) is looked for first.
     fn owner(&mut self, id: &str) -> Option<u32> {
-        let layout = self.layout()?;
-        let mut table = self.table.borrow_mut();
-        if table.find(id).is_none() {
-            table.refresh(&layout);
+        self.layout()?;
+        let known = self.table.borrow().find(id).is_some();
+        if !known {
+            // Finds jobs started since the last cycle; a SLUID is named by Slurm once a job.
+            self.list_jobs(&mut Errors::new());
         }
+        let mut table = self.table.borrow_mut();
         let key = table.find(id).map(|j| (j.r.node.clone(), j.r.id.clone()))?;
         table.uid(&key, &self.cfg.proc_root, &mut self.buf)
     }
@@ -355,12 +382,7 @@ impl Collector for NodeCollector {
     }
 
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
-        // One listing serves both: Slurm is asked about new jobs before they are read.
         if let Some(jobs) = self.list_jobs(errors) {
-            if let Some(slurm) = self.slurm.clone() {
-                let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-                SlurmJobs::refresh(&slurm, &ids).await;
-            }
             self.read_jobs(jobs, None, out);
         }
         self.final_at.retain(|_, t| t.elapsed().as_secs() < 60);

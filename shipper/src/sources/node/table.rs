@@ -58,6 +58,9 @@ impl Job {
 #[derive(Debug, Default)]
 pub struct JobTable {
     jobs: BTreeMap<Key, Job>,
+    /// Jobs found by a SLUID (Slurm 26.05) whose job id Slurm has not given yet: not read
+    /// until it has, since records and the hook go by job id.
+    unresolved: Vec<JobRef>,
     /// v1: the controller whose tree was listed last.
     primary: Option<&'static str>,
 }
@@ -67,14 +70,46 @@ pub type SharedJobs = Rc<RefCell<JobTable>>;
 
 impl JobTable {
     /// Finds the jobs there are now: new ones are added, gone ones dropped, known ones keep
-    /// what is known of them.
-    pub fn refresh(&mut self, layout: &Layout) {
+    /// what is known of them. `job_id` gives the job id of a SLUID, where Slurm said it.
+    pub fn refresh(&mut self, layout: &Layout, job_id: &dyn Fn(&str) -> Option<String>) {
         let found = match layout.version {
             Version::V2 => discover::jobs(layout),
             Version::V1 => self.list_v1(layout),
         };
-        let mut jobs = BTreeMap::new();
-        for r in found {
+        self.unresolved.clear();
+        self.place(layout, found, job_id, true);
+    }
+
+    /// Places the jobs whose SLUID Slurm has named since the last [`JobTable::refresh`].
+    pub fn resolve(&mut self, layout: &Layout, job_id: &dyn Fn(&str) -> Option<String>) {
+        let waiting = std::mem::take(&mut self.unresolved);
+        self.place(layout, waiting, job_id, false);
+    }
+
+    /// The SLUIDs of the jobs waiting for their job id.
+    pub fn unresolved(&self) -> impl Iterator<Item = &str> {
+        self.unresolved.iter().filter_map(|r| r.sluid.as_deref())
+    }
+
+    /// Puts `found` in the table (replacing it when `all`), keeping what is known of each.
+    fn place(
+        &mut self,
+        layout: &Layout,
+        found: Vec<JobRef>,
+        job_id: &dyn Fn(&str) -> Option<String>,
+        all: bool,
+    ) {
+        let mut jobs = if all { BTreeMap::new() } else { std::mem::take(&mut self.jobs) };
+        for mut r in found {
+            if let Some(sluid) = &r.sluid {
+                match job_id(sluid) {
+                    Some(id) => r.id = id,
+                    None => {
+                        self.unresolved.push(r);
+                        continue;
+                    }
+                }
+            }
             let key = (r.node.clone(), r.id.clone());
             let mut job = match self.jobs.remove(&key) {
                 Some(mut j) => {
@@ -157,8 +192,8 @@ fn probe_v1(layout: &Layout, job: &mut JobRef) {
         Some(n) => format!("{}_{n}", layout.v1_prefix),
         None => layout.v1_prefix.clone(),
     };
-    let rel =
-        Path::new(&slurm_dir).join(format!("uid_{uid}")).join(format!("{}{}", layout.job_prefix, job.id));
+    let name = job.sluid.clone().unwrap_or_else(|| format!("{}{}", layout.job_prefix, job.id));
+    let rel = Path::new(&slurm_dir).join(format!("uid_{uid}")).join(name);
     for c in V1_CONTROLLERS {
         if dirs.contains_key(c) {
             continue;
