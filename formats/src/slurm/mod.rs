@@ -3,6 +3,7 @@
 pub mod gres;
 pub mod gres_conf;
 pub mod job;
+pub mod job_json;
 pub mod job_state;
 pub mod reason;
 pub mod sdiag;
