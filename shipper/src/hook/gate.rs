@@ -1,5 +1,10 @@
 //! Who may connect to the hook socket, and how often: connection caps and token buckets per
 //! uid and in all (see the limits in [`super`]).
+//!
+//! Fair by uid: the uids seen in the last [`ACTIVE_FOR`] share the connections and the main
+//! loop's budget equally. Each holds at most its share of the connections, and spends its own
+//! share bucket (the budget's rate and burst over the active uids) before the common one, so
+//! however many uids flood, each other uid keeps its share and an honest user gets through.
 
 use super::Limits;
 use std::collections::HashMap;
@@ -44,11 +49,16 @@ pub(super) enum Refused {
     Busy,
 }
 
-/// One uid's open connections and budget.
+/// One uid's open connections and budgets.
 #[derive(Debug)]
 struct Peer {
     open: usize,
+    /// Connections a second.
     bucket: Bucket,
+    /// Its share of the requests to the main loop.
+    share: Bucket,
+    /// Its last connection attempt, refused ones included.
+    seen: Instant,
 }
 
 /// Connection counts and budgets, shared by the accept loop and the connections.
@@ -65,6 +75,8 @@ pub(super) struct Gate {
 
 /// Peers kept before idle ones (no connection, full budget) are forgotten.
 const PEERS_KEPT: usize = 256;
+/// A uid that tried to connect this recently counts in the shares.
+pub(super) const ACTIVE_FOR: Duration = Duration::from_secs(2);
 /// At most one log line about refused connections per this long.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -86,12 +98,24 @@ impl Gate {
         if self.peers.len() >= PEERS_KEPT {
             self.peers.retain(|_, p| {
                 p.bucket.refill(l.uid_rate, l.uid_burst, now);
-                p.open > 0 || p.bucket.tokens < l.uid_burst
+                p.open > 0 || p.bucket.tokens < l.uid_burst || active(p, now)
             });
         }
-        let peer =
-            self.peers.entry(uid).or_insert_with(|| Peer { open: 0, bucket: Bucket::full(l.uid_burst, now) });
-        let verdict = if self.open >= l.connections || peer.open >= l.per_uid {
+        self.peers
+            .entry(uid)
+            .or_insert_with(|| Peer {
+                open: 0,
+                bucket: Bucket::full(l.uid_burst, now),
+                share: Bucket::full(l.burst, now),
+                seen: now,
+            })
+            .seen = now;
+        // Each active uid may hold its share of the connections: a uid refused for want of one
+        // is active now, so the others' shares shrink and its place comes free as they close.
+        let share = (l.connections / self.active(now)).max(1);
+        let open = self.open;
+        let Some(peer) = self.peers.get_mut(&uid) else { return Err(Refused::TooMany) };
+        let verdict = if open >= l.connections || peer.open >= l.per_uid.min(share) {
             Err(Refused::TooMany)
         } else if !peer.bucket.take(l.uid_rate, l.uid_burst, now) {
             Err(Refused::Busy)
@@ -106,6 +130,11 @@ impl Gate {
         verdict
     }
 
+    /// Uids seen within [`ACTIVE_FOR`] (at least 1).
+    fn active(&self, now: Instant) -> usize {
+        self.peers.values().filter(|p| active(p, now)).count().max(1)
+    }
+
     pub(super) fn close(&mut self, uid: u32) {
         self.open = self.open.saturating_sub(1);
         if let Some(p) = self.peers.get_mut(&uid) {
@@ -113,9 +142,23 @@ impl Gate {
         }
     }
 
-    /// A request may go to the main loop (the budget of all uids together).
-    pub(super) fn forward(&mut self, now: Instant) -> bool {
-        self.forward.take(self.limits.rate, self.limits.burst, now)
+    /// A request of `uid` may go to the main loop: it spends a token of the uid's share of the
+    /// budget, then one of the budget of all uids together. A uid's share is the budget's rate
+    /// and burst over the active uids; a token of the share is given back when the common
+    /// budget has none, so that others' use never costs a uid its share.
+    pub(super) fn forward(&mut self, uid: u32, now: Instant) -> bool {
+        let l = self.limits;
+        let n = self.active(now) as f64;
+        let (rate, burst) = (l.rate / n, (l.burst / n).max(1.0));
+        let Some(peer) = self.peers.get_mut(&uid) else { return false };
+        if !peer.share.take(rate, burst, now) {
+            return false;
+        }
+        if self.forward.take(l.rate, l.burst, now) {
+            return true;
+        }
+        peer.share.tokens += 1.0;
+        false
     }
 
     /// Logs the first refusal, then at most once a minute with the count since.
@@ -132,6 +175,10 @@ impl Gate {
             self.logged_at = Some(now);
         }
     }
+}
+
+fn active(p: &Peer, now: Instant) -> bool {
+    now.saturating_duration_since(p.seen) < ACTIVE_FOR
 }
 
 pub(super) fn lock(gate: &Mutex<Gate>) -> MutexGuard<'_, Gate> {
@@ -192,6 +239,71 @@ mod tests {
         assert_eq!(g.admit(6, t), Ok(()), "another uid has its own");
         assert_eq!(g.admit(5, t + Duration::from_secs(1)), Ok(()), "refilled");
         assert_eq!(g.refused, 0, "the refusal was logged, and the count restarted");
+    }
+
+    /// Connections as the server takes them: admitted, forwarded or not, closed.
+    fn try_forward(g: &mut Gate, uid: u32, now: Instant) -> bool {
+        if g.admit(uid, now).is_err() {
+            return false;
+        }
+        let sent = g.forward(uid, now);
+        g.close(uid);
+        sent
+    }
+
+    #[test]
+    fn flooding_uids_leave_each_other_uid_its_share_of_the_main_loop() {
+        let t0 = Instant::now();
+        let l = Limits::default();
+        let mut g = Gate::new(l, t0);
+        let abusers = [2001, 2002, 2003, 2004];
+        let mut sent = std::collections::BTreeMap::<u32, usize>::new();
+        // Every abuser asks each millisecond for 10 s; the honest user from 5 s, every 100 ms.
+        let mut honest_first = None;
+        for ms in 0..10_000u64 {
+            let now = t0 + Duration::from_millis(ms);
+            for uid in abusers {
+                *sent.entry(uid).or_default() += usize::from(try_forward(&mut g, uid, now));
+            }
+            if ms >= 5_000 && ms % 100 == 0 && try_forward(&mut g, 1000, now) {
+                *sent.entry(1000).or_default() += 1;
+                honest_first.get_or_insert(ms);
+            }
+        }
+        let total: usize = sent.values().sum();
+        assert!(total as f64 <= l.burst + l.rate * 10.0, "{sent:?}");
+        // Served within its first half second, then about its fifth of 20 a second.
+        assert!(honest_first.is_some_and(|ms| ms < 5_500), "{honest_first:?}");
+        assert!(sent[&1000] >= 15, "{sent:?}");
+        for uid in abusers {
+            assert!(sent[&uid] >= 40, "each abuser keeps its share too: {sent:?}");
+        }
+    }
+
+    #[test]
+    fn a_uid_holds_its_share_of_the_connections_once_others_want_theirs() {
+        let t = Instant::now();
+        let limits = Limits { connections: 16, per_uid: 8, ..roomy() };
+        let mut g = Gate::new(limits, t);
+        for uid in [1, 2] {
+            for _ in 0..8 {
+                assert_eq!(g.admit(uid, t), Ok(()));
+            }
+        }
+        assert_eq!(g.admit(3, t), Err(Refused::TooMany), "all 16 held");
+        // Uid 3 is active now: 16 / 3 = 5 each. The others get none back until under it.
+        for _ in 0..3 {
+            g.close(1);
+            assert_eq!(g.admit(1, t), Err(Refused::TooMany));
+        }
+        assert_eq!(g.admit(3, t), Ok(()), "a place came free for uid 3");
+        // Two seconds on, uid 3 is gone: the shares grow back.
+        let later = t + ACTIVE_FOR + Duration::from_millis(1);
+        g.close(3);
+        for _ in 0..3 {
+            assert_eq!(g.admit(1, later), Ok(()));
+        }
+        assert_eq!(g.admit(1, later), Err(Refused::TooMany), "8 per uid");
     }
 
     #[test]

@@ -16,11 +16,18 @@
 //!   connection spends a token, whatever it asks and whether it is denied; without one the
 //!   answer is `busy` at once;
 //! - the request line: 1 s to arrive, 128 bytes at most;
-//! - at most 20 requests a second, 40 at once, in all uids together, reach the main loop
-//!   (each costs a job discovery there), and only while its queue has room; otherwise `busy`;
+//! - at most 20 requests a second, 40 at once, in all uids together, reach the main loop,
+//!   and only while its queue has room; otherwise `busy`. The uids active in the last 2 s share
+//!   that budget, and the connections, equally (see [`gate`]): flooding from several uids
+//!   leaves every other uid its share, so a job's own user gets through;
 //! - 3 s for the main loop's answer and 1 s to write it;
 //! - after a failed accept (out of file descriptors, say) a pause of 100 ms, doubling to 1 s,
 //!   and one log line per run of failures.
+//!
+//! What a request costs the main loop is bounded too: a job id the job table does not know is
+//! looked for by listing the job cgroups again at most once per [`LOOKUP_EVERY`] (in between
+//! the answer is `busy`, and the client asks again), and a running job asked for again gets a
+//! sample, not another summary (the summary rule is in `transforms::jobs`).
 //!
 //! The client retries `busy` and `too-many` with a short jittered pause until its 3 s are up:
 //! many tasks of one user ending together are served a few at a time instead of refused.
@@ -40,6 +47,10 @@ use tokio::sync::{mpsc, oneshot};
 
 /// How long the hook waits for the daemon; a job's end must not wait longer on us.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How often a job id the job table does not know may make the node collector list the job
+/// cgroups again. A job that started since the last listing is found by the client's next try.
+pub const LOOKUP_EVERY: Duration = Duration::from_millis(500);
 
 /// The longest request line read: a job id is at most 64 bytes.
 pub const MAX_REQUEST: u64 = 128;
@@ -102,7 +113,8 @@ pub enum Answer {
     Denied,
     /// Asked again within a second.
     TooSoon,
-    /// Collection is stuck on a read: the sample would come after the caller gave up.
+    /// Ask again: collection is stuck on a read (the sample would come after the caller gave
+    /// up), or the job is unknown and the job table was listed too recently to look again.
     Busy,
 }
 
@@ -223,7 +235,7 @@ async fn handle(
     if !valid_job_id(job) {
         return reply(&mut write, BAD_REQUEST, limits.write_timeout).await;
     }
-    if !lock(&slot.gate).forward(Instant::now()) {
+    if !lock(&slot.gate).forward(slot.uid, Instant::now()) {
         return reply(&mut write, BUSY, limits.write_timeout).await;
     }
     let (reply_tx, answer) = oneshot::channel();

@@ -71,7 +71,8 @@ struct Job {
     write_bytes: f64,
     oom_kills: f64,
     findings: JobFindings,
-    /// The last_seen of the latest summary written (a later sample means a newer summary).
+    /// The last_seen of the summary a final sample wrote (a later sample means a newer summary
+    /// when the cgroup goes).
     summarized: Option<SystemTime>,
 }
 
@@ -205,10 +206,15 @@ impl Jobs {
                 }
             }
         } else {
-            // A final sample (TaskEpilog): the summary now, while the job's figures are fresh.
+            // A final sample (TaskEpilog): the summary now, while the job's figures are fresh,
+            // but once. The hook cannot tell a job's last task from the others, and its user
+            // may ask again and again: later final samples of a job that still runs are
+            // samples, and the summary at its cgroup's end covers them (at most two a job).
             for info in &batch.jobs {
                 let key = (info.node.clone(), info.id.clone());
-                if let Some(job) = self.jobs.get_mut(&key) {
+                if let Some(job) = self.jobs.get_mut(&key)
+                    && job.summarized.is_none()
+                {
                     job.summarized = Some(job.last_seen);
                     let record = summary(job, endings::TASK_EPILOG);
                     let t = job.last_seen;
@@ -468,5 +474,28 @@ mod tests {
         assert_eq!(summaries.len(), 1, "the cgroup's end adds nothing new");
         assert_eq!(summaries[0]["EndedBy"], "task_epilog");
         assert_eq!(summaries[0]["CpuEfficiency"], 100.0);
+    }
+
+    #[test]
+    fn a_job_asked_for_again_while_it_runs_gets_samples_and_one_more_summary_at_its_end() {
+        let mut jobs = Jobs::new(Thresholds::default());
+        jobs.observe(&collection(0, &[("9", 2.0, 1e6)]));
+        for at in 1..=50 {
+            let mut again = collection(at, &[("9", 2.0, 2e6)]);
+            again.all_jobs = false;
+            jobs.observe(&again);
+        }
+        let recs: Vec<Value> = jobs.flush(t(51)).iter().map(parse).collect();
+        let summaries: Vec<&Value> = recs.iter().filter(|v| v["Type"] == "job_summary").collect();
+        assert_eq!(summaries.len(), 1, "{recs:?}");
+        assert_eq!(summaries[0]["LastSeen"], format_timestamp(t(1)));
+        let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
+        assert_eq!(sample["Samples"], 51, "every final sample is a sample");
+        jobs.observe(&collection(60, &[]));
+        let recs: Vec<Value> = jobs.flush(t(61)).iter().map(parse).collect();
+        let last = recs.iter().find(|v| v["Type"] == "job_summary").expect("the end's summary");
+        assert_eq!(last["EndedBy"], "cgroup_gone");
+        assert_eq!(last["LastSeen"], format_timestamp(t(50)), "covers the later samples");
+        assert_eq!(last["MemoryPeakBytes"], 2e6);
     }
 }

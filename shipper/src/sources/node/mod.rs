@@ -91,6 +91,8 @@ pub struct NodeCollector {
     logged: LogOnce,
     /// When each job's last final sample was taken (at most one a second).
     final_at: HashMap<String, Instant>,
+    /// When a hook request for a job the table did not know last listed the jobs.
+    looked_up_at: Option<Instant>,
     /// /proc is a real procfs: fd counts come from the fd directory's size.
     fd_by_size: bool,
     /// What Slurm says of each job (account, partition); None in tests and benches, where the
@@ -113,6 +115,7 @@ impl NodeCollector {
             bytes: Vec::with_capacity(4096),
             logged: LogOnce::default(),
             final_at: HashMap::new(),
+            looked_up_at: None,
             fd_by_size,
             slurm: None,
         }
@@ -360,18 +363,25 @@ impl NodeCollector {
 }
 
 impl NodeCollector {
-    /// Whom job `id` runs as, from the job table; a job the table does not know yet (started
-    /// since the last cycle) is looked for first.
-    fn owner(&mut self, id: &str) -> Option<u32> {
-        self.layout()?;
+    /// Whom job `id` runs as, from the job table. A job the table does not know yet (started
+    /// since the last cycle) is looked for by listing the jobs again, at most once per
+    /// [`crate::hook::LOOKUP_EVERY`] so that unknown ids cost little: `Err(Busy)` in between.
+    fn owner(&mut self, id: &str) -> Result<Option<u32>, Answer> {
+        if self.layout().is_none() {
+            return Ok(None);
+        }
         let known = self.table.borrow().find(id).is_some();
         if !known {
+            if self.looked_up_at.is_some_and(|t| t.elapsed() < crate::hook::LOOKUP_EVERY) {
+                return Err(Answer::Busy);
+            }
+            self.looked_up_at = Some(Instant::now());
             // Finds jobs started since the last cycle; a SLUID is named by Slurm once a job.
             self.list_jobs(&mut Errors::new());
         }
         let mut table = self.table.borrow_mut();
-        let key = table.find(id).map(|j| (j.r.node.clone(), j.r.id.clone()))?;
-        table.uid(&key, &self.cfg.proc_root, &mut self.buf)
+        let Some(key) = table.find(id).map(|j| (j.r.node.clone(), j.r.id.clone())) else { return Ok(None) };
+        Ok(table.uid(&key, &self.cfg.proc_root, &mut self.buf))
     }
 }
 
@@ -394,7 +404,10 @@ impl Collector for NodeCollector {
         }
         if uid != 0 {
             self.layout()?;
-            let owner = self.owner(job);
+            let owner = match self.owner(job) {
+                Ok(owner) => owner,
+                Err(again) => return Some(again),
+            };
             if owner != Some(uid) {
                 return Some(Answer::Denied);
             }
