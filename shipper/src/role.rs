@@ -14,6 +14,7 @@ pub fn detect(config: &Config) -> Result<(Role, String), String> {
             proc_root: &config.node.proc_root,
             slurm_conf: conf.as_deref(),
             hostname: &host,
+            trusted_owner: 0,
         },
     )
 }
@@ -50,9 +51,16 @@ pub struct Probe<'a> {
     pub proc_root: &'a Path,
     pub slurm_conf: Option<&'a Path>,
     pub hostname: &'a str,
+    /// Who must own the files trusted here (cfnconfig, a daemon's executable): root, or the
+    /// test's own user in tests.
+    pub trusted_owner: u32,
 }
 
 /// The role and why it was chosen, or why none could be.
+///
+/// Only what a job's user cannot fake counts: root's ParallelCluster file, slurm.conf naming
+/// this host, and Slurm daemons run by root or `SlurmUser` from a root-owned program. A process
+/// name alone does not: anyone can run a program named `slurmctld`.
 pub fn resolve(setting: RoleSetting, probe: &Probe) -> Result<(Role, String), String> {
     match setting {
         RoleSetting::Node => return Ok((Role::Node, "configured".into())),
@@ -60,54 +68,139 @@ pub fn resolve(setting: RoleSetting, probe: &Probe) -> Result<(Role, String), St
         RoleSetting::All => return Ok((Role::All, "configured".into())),
         RoleSetting::Auto => {}
     }
-    if let Ok(text) = std::fs::read_to_string(probe.cfnconfig) {
-        for line in text.lines() {
-            if let Some(v) = line.trim().strip_prefix("cfn_node_type=") {
-                match v.trim().trim_matches('"') {
-                    "HeadNode" | "MasterServer" => {
-                        return Ok((
-                            Role::Head,
-                            format!("ParallelCluster head node ({})", probe.cfnconfig.display()),
-                        ));
-                    }
-                    "ComputeFleet" => {
-                        return Ok((
-                            Role::Node,
-                            format!("ParallelCluster compute node ({})", probe.cfnconfig.display()),
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-        }
+    if let Some(found) = parallelcluster_role(probe) {
+        return Ok(found);
     }
-    let ctld = process_running(probe.proc_root, "slurmctld");
-    let slurmd = process_running(probe.proc_root, "slurmd");
-    match (ctld, slurmd) {
-        (true, true) => return Ok((Role::All, "slurmctld and slurmd run here".into())),
-        (true, false) => return Ok((Role::Head, "slurmctld runs here".into())),
-        (false, true) => return Ok((Role::Node, "slurmd runs here".into())),
-        (false, false) => {}
+    let entries = probe.slurm_conf.and_then(|c| crate::slurm_conf::entries(c).ok()).unwrap_or_default();
+    let users = daemon_users(&entries);
+    let ctld = daemon_running(probe, "slurmctld", &users);
+    let slurmd = daemon_running(probe, "slurmd", &users);
+    let named = crate::slurm_conf::controller_hosts(&entries).iter().any(|h| h == probe.hostname);
+    let mut why = Vec::new();
+    if ctld {
+        why.push("slurmctld runs here".to_owned());
     }
-    if let Some(conf) = probe.slurm_conf
-        && let Ok(entries) = crate::slurm_conf::entries(conf)
-        && crate::slurm_conf::controller_hosts(&entries).iter().any(|h| h == probe.hostname)
-    {
-        return Ok((Role::Head, format!("{} names this host as SlurmctldHost", conf.display())));
+    if named && let Some(conf) = probe.slurm_conf {
+        why.push(format!("{} names this host as SlurmctldHost", conf.display()));
     }
-    Err("cannot tell this host's role: no ParallelCluster node type, no slurmctld or slurmd \
-         running, and slurm.conf does not name it SlurmctldHost; pass --role node|head|all"
-        .into())
+    if slurmd {
+        why.push("slurmd runs here".to_owned());
+    }
+    let role = match (ctld || named, slurmd) {
+        (true, true) => Some(Role::All),
+        (true, false) => Some(Role::Head),
+        (false, true) => Some(Role::Node),
+        // A login node (AWS PCS: neither daemon runs there) is told here, once it has a role.
+        (false, false) => None,
+    };
+    role.map(|r| (r, why.join(", "))).ok_or_else(|| {
+        "cannot tell this host's role: no ParallelCluster node type, no slurmctld or slurmd \
+         running as root or SlurmUser, and slurm.conf does not name it SlurmctldHost; pass \
+         --role node|head|all"
+            .into()
+    })
 }
 
-/// True when a process whose command name is `name` runs (read from /proc/<pid>/comm).
-pub fn process_running(proc_root: &Path, name: &str) -> bool {
-    let Ok(dir) = std::fs::read_dir(proc_root) else {
+/// The node type in ParallelCluster's cfnconfig, when root owns the file and alone may write it.
+fn parallelcluster_role(probe: &Probe) -> Option<(Role, String)> {
+    let path = probe.cfnconfig;
+    let meta = std::fs::metadata(path).ok()?;
+    if !owned_by(&meta, probe.trusted_owner) {
+        tracing::warn!(path = %path.display(), "ignored: not owned by root or writable by others");
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    let value = text.lines().find_map(|l| l.trim().strip_prefix("cfn_node_type="))?;
+    match value.trim().trim_matches('"') {
+        "HeadNode" | "MasterServer" => {
+            Some((Role::Head, format!("ParallelCluster head node ({})", path.display())))
+        }
+        "ComputeFleet" => Some((Role::Node, format!("ParallelCluster compute node ({})", path.display()))),
+        _ => None,
+    }
+}
+
+/// True when `meta` belongs to `owner` and neither its group nor others may write it.
+fn owned_by(meta: &std::fs::Metadata, owner: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.uid() == owner && meta.mode() & 0o022 == 0
+}
+
+/// The users a Slurm daemon runs as: root, and slurm.conf's `SlurmUser` (root when unset).
+fn daemon_users(entries: &[(String, String)]) -> Vec<u32> {
+    let mut users = vec![0];
+    if let Some(name) = crate::slurm_conf::value(entries, "SlurmUser") {
+        match name.parse::<u32>().ok().or_else(|| uid_of(&name)) {
+            Some(uid) => users.push(uid),
+            None => tracing::warn!(user = %name, "slurm.conf's SlurmUser is no user on this host"),
+        }
+    }
+    users
+}
+
+/// The uid of user `name`, or None.
+fn uid_of(name: &str) -> Option<u32> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: passwd is plain data; all-zero is a valid value that getpwnam_r overwrites.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    loop {
+        // SAFETY: getpwnam_r writes into `pwd` and `buf`, which outlive the call; `cname` is
+        // NUL-terminated; `result` points at `pwd` or is null.
+        let rc = unsafe {
+            libc::getpwnam_r(cname.as_ptr(), &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result)
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 4, 0);
+            continue;
+        }
+        return (rc == 0 && !result.is_null()).then_some(pwd.pw_uid);
+    }
+}
+
+/// True when a Slurm daemon `name` runs: a process of that name whose real uid is one of
+/// `users` and whose program is a file owned by root (`probe.trusted_owner`).
+pub fn daemon_running(probe: &Probe, name: &str, users: &[u32]) -> bool {
+    let Ok(dir) = std::fs::read_dir(probe.proc_root) else {
         return false;
     };
     dir.flatten()
         .filter(|e| e.file_name().to_str().is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit())))
-        .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == name))
+        .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == name))
+        .any(|e| match untrusted_because(&e.path(), users, probe.trusted_owner) {
+            None => true,
+            Some(why) => {
+                tracing::warn!(pid = %e.file_name().to_string_lossy(), "a process named {name} is not taken for Slurm's: {why}");
+                false
+            }
+        })
+}
+
+/// Why the process at `dir` is not Slurm's daemon, or None when it is.
+fn untrusted_because(dir: &Path, users: &[u32], owner: u32) -> Option<String> {
+    let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+    let real_uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u32>().ok());
+    match real_uid {
+        None => return Some("its uid cannot be read".into()),
+        Some(uid) if !users.contains(&uid) => {
+            return Some(format!("uid {uid} is neither root nor SlurmUser"));
+        }
+        Some(_) => {}
+    }
+    // The program (/proc/<pid>/exe, readable by root) must be a root-owned file. Its name may
+    // differ (Debian's is slurmd-wlm, linked as slurmd); a user runs nothing as root or SlurmUser.
+    let exe = dir.join("exe");
+    let target = std::fs::read_link(&exe).unwrap_or_default();
+    match std::fs::metadata(&exe) {
+        Ok(meta) if owned_by(&meta, owner) => None,
+        Ok(_) => Some(format!("{} is not a root-owned file", target.display())),
+        Err(e) => Some(format!("its program cannot be read ({e})")),
+    }
 }
 
 /// This host's name in the figures it ships.
@@ -129,39 +222,114 @@ pub fn short_hostname() -> String {
 mod tests {
     use super::*;
 
-    fn fake_proc(dir: &Path, procs: &[(u32, &str)]) {
-        for (pid, comm) in procs {
-            let p = dir.join(pid.to_string());
-            std::fs::create_dir_all(&p).unwrap();
-            std::fs::write(p.join("comm"), format!("{comm}\n")).unwrap();
+    /// A fake /proc entry: name, real uid, and a program file of `exe` (made in `bin`).
+    fn fake_process(root: &Path, pid: u32, comm: &str, uid: u32, exe: &str) {
+        let p = root.join("proc").join(pid.to_string());
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("comm"), format!("{comm}\n")).unwrap();
+        std::fs::write(p.join("status"), format!("Name:\t{comm}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"))
+            .unwrap();
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        write_644(&bin.join(exe), "");
+        std::os::unix::fs::symlink(bin.join(exe), p.join("exe")).unwrap();
+    }
+
+    /// Whatever the umask: files trusted only when group and others cannot write them.
+    fn write_644(path: &Path, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+
+    fn me() -> u32 {
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() }
+    }
+
+    struct Host {
+        root: tempfile::TempDir,
+    }
+
+    impl Host {
+        fn new(conf: &str) -> Host {
+            let root = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(root.path().join("proc")).unwrap();
+            std::fs::write(root.path().join("slurm.conf"), conf).unwrap();
+            Host { root }
+        }
+
+        fn role(&self, host: &str, owner: u32) -> Result<(Role, String), String> {
+            let (cfn, proc_root, conf) = (
+                self.root.path().join("cfnconfig"),
+                self.root.path().join("proc"),
+                self.root.path().join("slurm.conf"),
+            );
+            let probe = Probe {
+                cfnconfig: &cfn,
+                proc_root: &proc_root,
+                slurm_conf: Some(&conf),
+                hostname: host,
+                trusted_owner: owner,
+            };
+            resolve(RoleSetting::Auto, &probe)
         }
     }
 
     #[test]
     fn detection_order() {
-        let root = tempfile::tempdir().unwrap();
-        let proc_root = root.path().join("proc");
-        std::fs::create_dir_all(&proc_root).unwrap();
-        let cfn = root.path().join("cfnconfig");
-        let conf = root.path().join("slurm.conf");
-        std::fs::write(&conf, "SlurmctldHost=headhost(10.0.0.1)\n").unwrap();
-        let probe = |host: &'static str| Probe {
-            cfnconfig: &cfn,
-            proc_root: &proc_root,
-            slurm_conf: Some(&conf),
-            hostname: host,
-        };
+        let h = Host::new("SlurmctldHost=headhost(10.0.0.1)\n");
+        assert!(h.role("other", me()).unwrap_err().contains("--role"));
+        assert_eq!(h.role("headhost", me()).unwrap().0, Role::Head);
+        fake_process(h.root.path(), 10, "slurmd", 0, "slurmd");
+        assert_eq!(h.role("other", me()).unwrap().0, Role::Node);
+        assert_eq!(h.role("headhost", me()).unwrap().0, Role::All);
+        fake_process(h.root.path(), 11, "slurmctld", 0, "slurmctld");
+        assert_eq!(
+            h.role("other", me()).unwrap(),
+            (Role::All, "slurmctld runs here, slurmd runs here".into())
+        );
+        write_644(&h.root.path().join("cfnconfig"), "stack_name=x\ncfn_node_type=ComputeFleet\n");
+        assert_eq!(h.role("other", me()).unwrap().0, Role::Node);
+        write_644(&h.root.path().join("cfnconfig"), "cfn_node_type=HeadNode\n");
+        assert_eq!(h.role("other", me()).unwrap().0, Role::Head);
+    }
 
-        assert!(resolve(RoleSetting::Auto, &probe("other")).unwrap_err().contains("--role"));
-        assert_eq!(resolve(RoleSetting::Auto, &probe("headhost")).unwrap().0, Role::Head);
-        fake_proc(&proc_root, &[(10, "slurmd")]);
-        assert_eq!(resolve(RoleSetting::Auto, &probe("other")).unwrap().0, Role::Node);
-        fake_proc(&proc_root, &[(11, "slurmctld")]);
-        assert_eq!(resolve(RoleSetting::Auto, &probe("other")).unwrap().0, Role::All);
-        std::fs::write(&cfn, "stack_name=x\ncfn_node_type=ComputeFleet\n").unwrap();
-        assert_eq!(resolve(RoleSetting::Auto, &probe("other")).unwrap().0, Role::Node);
-        std::fs::write(&cfn, "cfn_node_type=HeadNode\n").unwrap();
-        assert_eq!(resolve(RoleSetting::Auto, &probe("other")).unwrap().0, Role::Head);
-        assert_eq!(resolve(RoleSetting::Node, &probe("other")).unwrap().0, Role::Node);
+    #[test]
+    fn a_users_process_named_slurmctld_on_a_slurmd_node_leaves_it_a_node() {
+        let h = Host::new("SlurmctldHost=headhost\nSlurmUser=64030\n");
+        fake_process(h.root.path(), 10, "slurmd", 0, "slurmd");
+        // `exec -a` does not change comm, but a program (or a link to one) named so does, and
+        // so does prctl(PR_SET_NAME).
+        fake_process(h.root.path(), 20, "slurmctld", 1000, "slurmctld");
+        fake_process(h.root.path(), 21, "slurmctld", 1000, "python3");
+        assert_eq!(h.role("c1", me()).unwrap(), (Role::Node, "slurmd runs here".into()));
+        // SlurmUser's own slurmctld, from a root-owned program, counts.
+        fake_process(h.root.path(), 22, "slurmctld", 64030, "slurmctld");
+        assert_eq!(h.role("c1", me()).unwrap().0, Role::All);
+    }
+
+    #[test]
+    fn files_root_does_not_own_are_not_believed() {
+        let h = Host::new("SlurmctldHost=headhost\n");
+        fake_process(h.root.path(), 11, "slurmctld", 0, "slurmctld");
+        write_644(&h.root.path().join("cfnconfig"), "cfn_node_type=HeadNode\n");
+        assert_eq!(h.role("c1", me()).unwrap().0, Role::Head);
+        // Owned by someone else than the trusted owner: neither the program nor cfnconfig counts.
+        assert!(h.role("c1", me().wrapping_add(1)).unwrap_err().contains("--role"));
+        // Writable by others: cfnconfig does not count, the daemon (its program is fine) does.
+        use std::os::unix::fs::PermissionsExt;
+        let cfn = h.root.path().join("cfnconfig");
+        std::fs::set_permissions(&cfn, std::fs::Permissions::from_mode(0o666)).unwrap();
+        std::fs::write(&cfn, "cfn_node_type=ComputeFleet\n").unwrap();
+        assert_eq!(h.role("c1", me()).unwrap(), (Role::Head, "slurmctld runs here".into()));
+    }
+
+    #[test]
+    fn slurm_user_by_name() {
+        assert_eq!(uid_of("root"), Some(0));
+        assert_eq!(uid_of("no-such-user-slurm-cw"), None);
+        let entries = vec![("SlurmUser".to_owned(), "root".to_owned())];
+        assert_eq!(daemon_users(&entries), vec![0, 0]);
     }
 }
