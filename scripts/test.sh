@@ -6,6 +6,7 @@
 #   scripts/test.sh -- ARGS    extra arguments for `cargo test` (a filter, say)
 #   FUZZ_SECONDS=N             seconds per fuzz target (default 10, 0 skips fuzzing)
 #   SLURM_24_11=0              skips the second run of the real-Slurm tests on Slurm 24.11
+#   SLURM_VM=0                 skips the cgroup v2 VM bench (scripts/bench/vm.sh; about 7 min)
 #
 # With CI=true a test whose bench is missing fails instead of skipping.
 set -euo pipefail
@@ -46,6 +47,9 @@ if [ "$(id -u)" -eq 0 ]; then
     command -v slurmctld >/dev/null || need_apt+=(slurm-wlm slurm-client munge)
     # The Slurm 24.11 bench's Debian 13 root.
     command -v debootstrap >/dev/null || need_apt+=(debootstrap)
+    # The cgroup v2 VM bench (scripts/bench/vm.sh).
+    command -v qemu-system-x86_64 >/dev/null || need_apt+=(qemu-system-x86)
+    command -v debugfs >/dev/null || need_apt+=(e2fsprogs)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
@@ -81,6 +85,37 @@ fi
 step "shellcheck"
 if command -v shellcheck >/dev/null; then
     shellcheck -x scripts/*.sh scripts/bench/*.sh scripts/load/*.sh .ci/run
+fi
+
+# cgroup v2 (what ParallelCluster 3.15+ images run; this host mounts v1 only): real Slurm 24.11
+# (Debian trixie) and 26.05 (Debian sid) booted in a VM, the node role run there; `cargo test`
+# below reads what they left (tests/vm_cgroup_v2.rs, through SLURM_CW_VM_OUT_*). Images are made
+# once (a few minutes each) and cached.
+step "cgroup v2: the node role on Slurm 24.11 and 26.05 in a VM (SLURM_VM=0 skips)"
+if [ "${SLURM_VM:-1}" = 0 ]; then
+    echo "skipped"
+elif [ "$(id -u)" -eq 0 ]; then
+    vm_t0=$SECONDS
+    cargo build -p slurm-cw-shipper --locked
+    for v in 24.11 26.05; do
+        t0=$SECONDS
+        if ! bash "$here/bench/vm.sh" build --version "$v"; then
+            echo "the Slurm $v VM image was not made" >&2
+            [ "${CI:-}" = true ] && exit 1
+            continue
+        fi
+        echo "Slurm $v VM image ready in $((SECONDS - t0)) s"
+        t0=$SECONDS
+        vm_out=${BENCH_HOME:-/tmp/slurm-cw-bench}/vm-$v
+        # The tests read what a failed run left too, and say what is wrong.
+        bash "$here/bench/vm.sh" test --version "$v" --out "$vm_out" \
+            || echo "the Slurm $v VM run failed; see $vm_out" >&2
+        export "SLURM_CW_VM_OUT_${v/./_}=$vm_out"
+        echo "Slurm $v VM run took $((SECONDS - t0)) s"
+    done
+    echo "the VM step took $((SECONDS - vm_t0)) s"
+else
+    echo "not root: the VM bench needs root; its tests will skip (or fail under CI)" >&2
 fi
 
 # Tests that need a bench are #[ignore]d, so a plain `cargo test` lists them as skipped; here the

@@ -98,6 +98,24 @@ EOT
     } > "$bench/etc/cgroup.conf"
 }
 
+# debian_mirror [OVERRIDE]: OVERRIDE when given, else the Debian mirror apt uses here (deb822
+# `URIs:` or one-line `deb` entries), else Debian's own.
+debian_mirror() {
+    if [ -n "${1:-}" ]; then echo "$1"; return; fi
+    local f uri
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        while read -r uri; do
+            uri=${uri%/}
+            case "$uri" in
+                */debian) echo "$uri"; return ;;
+            esac
+        done < <(sed -nE -e 's/^URIs:[[:space:]]*//p' \
+            -e 's/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' "$f" | tr ' ' '\n')
+    done
+    echo http://deb.debian.org/debian
+}
+
 # A pid file may go between the test and the read (a daemon stopping): then not alive.
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
 

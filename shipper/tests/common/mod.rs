@@ -47,6 +47,22 @@ pub fn slurm() -> Option<PathBuf> {
     }
 }
 
+/// What the cgroup v2 VM bench (scripts/bench/vm.sh) left for a Slurm release ("24.11":
+/// `SLURM_CW_VM_OUT_24_11`), or None (outside CI) when scripts/test.sh has not run it.
+pub fn vm_out(version: &str) -> Option<PathBuf> {
+    let var = format!("SLURM_CW_VM_OUT_{}", version.replace('.', "_"));
+    match std::env::var(&var) {
+        Ok(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => {
+            missing(
+                &format!("the cgroup v2 VM bench for Slurm {version} (${var})"),
+                "scripts/test.sh runs it: scripts/bench/vm.sh test, as root",
+            );
+            None
+        }
+    }
+}
+
 /// A real cgroup hierarchy this test may make directories in (v2's root, or v1's memory
 /// controller), or None (outside CI) when there is none or this is not root.
 pub fn cgroupfs() -> Option<PathBuf> {
