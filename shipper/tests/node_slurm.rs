@@ -323,3 +323,76 @@ fn accounts_and_partitions_come_from_slurm_not_from_what_a_job_exports() {
     assert_eq!(record["Partition"], "batch");
     assert!(!stdout.contains("victim") && !stdout.contains("gold"), "the forged values appear nowhere");
 }
+
+/// What a hostile job user writes in every free-text field Slurm keeps (working directory, job
+/// name, comment, output and error paths): keys the text form of `scontrol show job` also
+/// prints, spaces, a newline and bytes that are not UTF-8. None of it may reach the job's
+/// account, partition or user, in its records or in the population metrics.
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
+#[test]
+fn attribution_holds_against_user_text_in_every_free_field() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let Some(conf) = slurm() else { return };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let w = workload(&conf);
+    let node = nodes()[2].clone();
+    let evil = "x Account=victim Partition=gold UserId=nobody(65534) GRES=gpu:8(IDX:0-7) JobId=1";
+    let bytes = |s: &str| -> OsString {
+        let mut b = s.as_bytes().to_vec();
+        b.extend_from_slice(b" \xff\xfe\n Account=victim2");
+        OsString::from_vec(b)
+    };
+    // In the bench directory: the chroot benches (24.11, 26.05) see it at the same path.
+    let dir = bench_dir(&conf).join(format!("hostile-{}", std::process::id()));
+    let workdir = dir.join(bytes(evil));
+    std::fs::create_dir_all(&workdir).unwrap();
+    let arg = |k: &str, v: OsString| {
+        let mut a = OsString::from(format!("--{k}="));
+        a.push(v);
+        a
+    };
+    let out = std::process::Command::new(program("sbatch"))
+        .arg("--parsable")
+        .arg(arg("chdir", workdir.clone().into_os_string()))
+        .arg(arg("job-name", bytes(evil)))
+        .arg(arg("comment", OsString::from(evil)))
+        .arg(arg("output", dir.join(bytes("o Account=victim")).into_os_string()))
+        .arg(arg("error", dir.join(bytes("e Partition=gold")).into_os_string()))
+        .args(["-p", "debug", "-w", &node, "-A", "physics", "--wrap"])
+        .arg(format!("exec python3 {w} memory 50 60"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
+    let job = String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap_or("").to_owned();
+    let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
+    wait_until("the hostile job to run", Duration::from_secs(60), || job_state(&job) == "RUNNING");
+    let run = shipper()
+        .args(["--once", "--role", "node", "--sink", "stdout"])
+        .env("SLURM_CW_CLUSTER_NAME", "hostiletest")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let record: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| Record::from_json_line(l).ok())
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.message).ok())
+        .find(|v| v["JobId"] == job.as_str() && v["Type"] == "job_sample")
+        .unwrap_or_else(|| panic!("no record of job {job}: {stdout}"));
+    assert_eq!(
+        (&record["Account"], &record["Partition"], &record["User"]),
+        (&serde_json::json!("physics"), &serde_json::json!("debug"), &serde_json::json!("root")),
+        "{record}"
+    );
+    assert!(record.get("GpuCount").is_none_or(|g| g == 0), "no GPUs claimed: {record}");
+    for forged in ["victim", "gold", "nobody"] {
+        assert!(!stdout.contains(forged), "{forged} appears in what was shipped");
+    }
+    // The population metrics carry Slurm's account too.
+    let physics = stdout
+        .lines()
+        .any(|l| l.contains(r#""metric":"JobAllocations""#) && l.contains(r#""Account":"physics""#));
+    assert!(physics, "JobAllocations for physics: {stdout}");
+}

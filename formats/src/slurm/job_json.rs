@@ -16,13 +16,20 @@ use std::collections::BTreeSet;
 /// array job's id may answer with every task, so the record is picked by its id, never by
 /// its place.
 pub fn parse(bytes: &[u8], want: &str) -> Result<JobDetail, JobError> {
+    pick(parse_all(bytes)?, want)
+}
+
+/// Every record of the document.
+pub fn parse_all(bytes: &[u8]) -> Result<Vec<JobDetail>, JobError> {
     let text = String::from_utf8_lossy(bytes);
     let doc: Value = serde_json::from_str(&text).map_err(|_| JobError::Unreadable)?;
     let jobs = doc.get("jobs").and_then(Value::as_array).ok_or(JobError::Unreadable)?;
-    jobs.iter()
-        .map(detail)
-        .find(|d| d.job_id == want || d.sluid.as_deref() == Some(want))
-        .ok_or(JobError::NoJobId)
+    Ok(jobs.iter().map(detail).collect())
+}
+
+/// The record of `want` (job id or SLUID) among `jobs`.
+pub fn pick(jobs: impl IntoIterator<Item = JobDetail>, want: &str) -> Result<JobDetail, JobError> {
+    jobs.into_iter().find(|d| d.job_id == want || d.sluid.as_deref() == Some(want)).ok_or(JobError::NoJobId)
 }
 
 /// A JSON number (or `{set, number}` object) that is set, as u64.

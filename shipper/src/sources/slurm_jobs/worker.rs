@@ -1,11 +1,16 @@
 //! The thread that asks Slurm about jobs, so that a slow or unreachable slurmctld never holds
 //! up collection: keys in, answers out, [`IN_FLIGHT`] scontrol at once at most.
+//!
+//! `scontrol show job --json` came with Slurm 23.02. Before it (22.05) the structured answer is
+//! `squeue --json`, which there ignores `--jobs` and lists the whole queue: one call then
+//! answers every key waiting, each from the record whose JobId matches.
 
 use crate::sources::head::command::{CommandError, SlurmCommands};
 use slurm_cw_formats::slurm::job::JobDetail;
 use slurm_cw_formats::slurm::job_json;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// scontrol processes at once: enough for a node that starts many jobs together, few enough
@@ -73,28 +78,84 @@ impl Worker {
 async fn serve(cmds: SlurmCommands, asked: mpsc::Receiver<String>, answer: mpsc::Sender<Answer>) {
     let cmds = Arc::new(cmds);
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
-    let asked = Arc::new(std::sync::Mutex::new(asked));
+    let asked = Arc::new(Mutex::new(asked));
+    // Set once scontrol says it has no --json (Slurm 22.05).
+    let queue_only = Arc::new(AtomicBool::new(false));
     loop {
-        // The std receiver blocks: wait on it off the runtime's thread.
+        // The std receiver blocks: wait on it off the runtime's thread, then take what else
+        // is waiting.
         let rx = asked.clone();
-        let next = tokio::task::spawn_blocking(move || rx.lock().ok().and_then(|r| r.recv().ok())).await;
-        let Ok(Some(key)) = next else { return };
-        let Ok(permit) = slots.clone().acquire_owned().await else { return };
-        let (cmds, answer) = (cmds.clone(), answer.clone());
-        tokio::spawn(async move {
-            let result = lookup(&cmds, &key).await;
-            drop(permit);
-            let _ = answer.send((key, result));
-        });
+        let next = tokio::task::spawn_blocking(move || {
+            let r = rx.lock().ok()?;
+            let first = r.recv().ok()?;
+            Some(std::iter::once(first).chain(r.try_iter()).collect::<Vec<_>>())
+        })
+        .await;
+        let Ok(Some(keys)) = next else { return };
+        if queue_only.load(Ordering::Relaxed) {
+            for a in from_queue(&cmds, keys).await {
+                let _ = answer.send(a);
+            }
+            continue;
+        }
+        for key in keys {
+            let Ok(permit) = slots.clone().acquire_owned().await else { return };
+            let (cmds, answer, queue_only) = (cmds.clone(), answer.clone(), queue_only.clone());
+            tokio::spawn(async move {
+                let result = match lookup(&cmds, &key).await {
+                    Err(Failure::Command(CommandError::Failed { all_stderr, .. }))
+                        if all_stderr.contains("unrecognized option") =>
+                    {
+                        if !queue_only.swap(true, Ordering::Relaxed) {
+                            tracing::info!(
+                                "scontrol has no --json (Slurm before 23.02): jobs are looked up in squeue --json"
+                            );
+                        }
+                        from_queue(&cmds, vec![key.clone()])
+                            .await
+                            .pop()
+                            .map_or(Err(Failure::NotThisJob), |a| a.1)
+                    }
+                    other => other,
+                };
+                drop(permit);
+                let _ = answer.send((key, result));
+            });
+        }
     }
 }
 
 /// One job, by id or SLUID.
 async fn lookup(cmds: &SlurmCommands, key: &str) -> Result<JobDetail, Failure> {
     let out = cmds.run("scontrol", &["show", "job", "--json", key]).await.map_err(Failure::Command)?;
-    match job_json::parse(out.stdout.as_bytes(), key) {
-        Ok(d) => Ok(d),
-        Err(slurm_cw_formats::slurm::job::JobError::NoJobId) => Err(Failure::NotThisJob),
-        Err(_) => Err(Failure::Unreadable),
-    }
+    pick(out.stdout.as_bytes(), key)
+}
+
+/// Every key from one `squeue --json` of the whole queue.
+async fn from_queue(cmds: &SlurmCommands, keys: Vec<String>) -> Vec<Answer> {
+    let all = match cmds.run("squeue", &["--json", "--all"]).await {
+        Ok(out) => job_json::parse_all(out.stdout.as_bytes()).map_err(|_| Failure::Unreadable),
+        Err(e) => Err(Failure::Command(e)),
+    };
+    keys.into_iter()
+        .map(|k| {
+            let answer = match &all {
+                Ok(jobs) => failure(job_json::pick(jobs.iter().cloned(), &k)),
+                Err(Failure::Command(e)) => Err(Failure::Command(e.clone())),
+                Err(_) => Err(Failure::Unreadable),
+            };
+            (k, answer)
+        })
+        .collect()
+}
+
+fn pick(json: &[u8], key: &str) -> Result<JobDetail, Failure> {
+    failure(job_json::parse(json, key))
+}
+
+fn failure(r: Result<JobDetail, slurm_cw_formats::slurm::job::JobError>) -> Result<JobDetail, Failure> {
+    r.map_err(|e| match e {
+        slurm_cw_formats::slurm::job::JobError::NoJobId => Failure::NotThisJob,
+        _ => Failure::Unreadable,
+    })
 }
