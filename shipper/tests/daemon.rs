@@ -3,10 +3,13 @@
 
 mod common;
 
-use common::{Running, shipper};
+use common::{Running, shipper, wait_until};
 use slurm_cw_catalog::metrics::{SHIPPER_DATUMS_SENT, SHIPPER_MEMORY_RSS};
+use slurm_cw_shipper::app::SHUTDOWN_GRACE;
 use slurm_cw_shipper::datum::{Datum, DatumValue};
+use std::io::{BufRead, BufReader};
 use std::process::Stdio;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -26,15 +29,30 @@ fn a_closed_standard_output_stops_the_daemon_instead_of_piling_up() {
         .map(Running::new)
         .unwrap();
     drop(child.child().stdout.take());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.child().try_wait().unwrap() {
-            break s;
+    let mut status = None;
+    wait_until("the daemon to stop with nowhere to write", Duration::from_secs(60), || {
+        status = child.child().try_wait().unwrap();
+        status.is_some()
+    });
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "a closed pipe ends it quietly, as Unix tools do");
+}
+
+/// Collections the daemon logged (`collected`, at debug level) on `stderr`, sent one by one as
+/// they happen, then the whole of stderr once it closes.
+fn collections(stderr: std::process::ChildStderr) -> (mpsc::Receiver<()>, std::thread::JoinHandle<String>) {
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("slurm_cw_shipper::pipeline") && line.contains("collected") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
         }
-        assert!(started.elapsed() < Duration::from_secs(15), "still running with nowhere to write");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(status.code(), Some(0), "a closed pipe ends it quietly, as Unix tools do");
+        all
+    });
+    (rx, reader)
 }
 
 #[test]
@@ -48,16 +66,23 @@ fn sigterm_flushes_aggregated_samples_then_exits_0() {
         .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
         .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
         .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .env("RUST_LOG", "warn,slurm_cw_shipper::pipeline=debug")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map(Running::new)
         .unwrap();
-    std::thread::sleep(Duration::from_millis(3500));
+    // Four collections, however long this machine takes for them; none flushed (10 min).
+    let (seen, reader) = collections(child.child().stderr.take().unwrap());
+    for n in 1..=4 {
+        seen.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|e| panic!("collection {n}: {e}"));
+    }
     assert!(child.child().try_wait().unwrap().is_none(), "still running");
     let started = Instant::now();
     let out = child.stop();
-    assert!(started.elapsed() < Duration::from_secs(10), "stops promptly");
+    assert!(started.elapsed() < SHUTDOWN_GRACE + Duration::from_secs(10), "stops promptly");
+    let stderr = reader.join().unwrap();
+    let collected = stderr.lines().filter(|l| l.contains("collected")).count();
 
     let datums: Vec<Datum> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -65,9 +90,9 @@ fn sigterm_flushes_aggregated_samples_then_exits_0() {
         .collect();
     let rss = datums.iter().find(|d| d.metric == SHIPPER_MEMORY_RSS.name).expect("ShipperMemoryRss");
     match &rss.value {
-        // Collections at 0, 1, 2 and 3 s: four samples in one datum.
+        // One sample a collection, every one of them in the one datum SIGTERM flushed.
         DatumValue::Stats { stats } => {
-            assert!((4.0..=5.0).contains(&stats.count), "{stats:?}");
+            assert!(collected >= 4 && stats.count == collected as f64, "{collected} collections: {stats:?}");
             assert!(stats.min > 1e6 && stats.max < 500e6, "a plausible RSS: {stats:?}");
         }
         other => panic!("expected statistic values, got {other:?}"),
@@ -110,11 +135,7 @@ fn once_beside_the_daemon_leaves_its_spool_alone() {
             d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".spool")).count()
         })
     };
-    let started = Instant::now();
-    while spooled() < 2 {
-        assert!(started.elapsed() < Duration::from_secs(20), "the daemon spools what it cannot send");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("the daemon to spool what it cannot send", Duration::from_secs(60), || spooled() >= 2);
     let mut once = shipper();
     env(&mut once);
     let out = once.arg("--once").output().unwrap();
