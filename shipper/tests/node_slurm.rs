@@ -366,7 +366,12 @@ fn attribution_holds_against_user_text_in_every_free_field() {
     assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
     let job = String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap_or("").to_owned();
     let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
-    wait_until("the hostile job to run", Duration::from_secs(60), || job_state(&job) == "RUNNING");
+    // Its python in its cgroup: the job is there to read.
+    wait_until("the hostile job's python", Duration::from_secs(60), || {
+        job_pids(&job, &node)
+            .iter()
+            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "python3"))
+    });
     let run = shipper()
         .args(["--once", "--role", "node", "--sink", "stdout"])
         .env("SLURM_CW_CLUSTER_NAME", "hostiletest")
@@ -395,4 +400,74 @@ fn attribution_holds_against_user_text_in_every_free_field() {
         .lines()
         .any(|l| l.contains(r#""metric":"JobAllocations""#) && l.contains(r#""Account":"physics""#));
     assert!(physics, "JobAllocations for physics: {stdout}");
+}
+
+/// A job's user owns the cgroup directories below its steps (cgroup v1; delegated subtrees on
+/// v2): thousands of them, and a process moved into one named with bytes that are not UTF-8,
+/// must neither stall collection nor hide that process. The walk stops at its bound, the cut
+/// is counted, and the job's processes are found from /proc/<pid>/cgroup.
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
+#[test]
+fn a_cgroup_subtree_a_job_user_filled_is_bounded_and_hides_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(conf) = slurm() else { return };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let node = nodes()[1].clone();
+    let job = sbatch(&["-p", "batch", "-w", &node, "--wrap", "sleep 120"]);
+    let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
+    wait_until("the job's sleep", Duration::from_secs(60), || {
+        job_pids(&job, &node)
+            .iter()
+            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep"))
+    });
+    // The job's task directory in the cpuacct tree, where the collector finds processes.
+    let sleep = job_pids(&job, &node)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep"))
+        .unwrap();
+    let cgroup = std::fs::read_to_string(format!("/proc/{sleep}/cgroup")).unwrap();
+    let task = cgroup
+        .lines()
+        .map(|l| l.splitn(3, ':').collect::<Vec<_>>())
+        .find(|f| f.len() == 3 && f[1].split(',').any(|c| c == "cpuacct"))
+        .map(|f| std::path::Path::new("/sys/fs/cgroup/cpuacct").join(f[2].trim_start_matches('/')))
+        .expect("the job's cpuacct directory");
+    // What the user makes: 5,000 directories and one named with bytes that are not UTF-8,
+    // and a process of the job moved there.
+    for i in 0..5000 {
+        std::fs::create_dir(task.join(format!("u{i}"))).unwrap();
+    }
+    let odd = task.join(std::ffi::OsStr::from_bytes(b"h\xff\xfe Account=x"));
+    std::fs::create_dir(&odd).unwrap();
+    let mut hidden = std::process::Command::new("sleep").arg("120").spawn().unwrap();
+    std::fs::write(odd.join("cgroup.procs"), hidden.id().to_string()).unwrap();
+    let run = shipper()
+        .args(["--once", "--role", "node", "--sink", "stdout"])
+        .env("SLURM_CW_CLUSTER_NAME", "walktest")
+        .output()
+        .unwrap();
+    let _ = hidden.kill();
+    let _ = hidden.wait();
+    // Empty now: the directories go (the job's own go with it).
+    let _ = std::fs::remove_dir(&odd);
+    for i in 0..5000 {
+        let _ = std::fs::remove_dir(task.join(format!("u{i}")));
+    }
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let record: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| Record::from_json_line(l).ok())
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.message).ok())
+        .find(|v| v["JobId"] == job.as_str() && v["Type"] == "job_sample")
+        .unwrap_or_else(|| panic!("no record of job {job}: {stdout}"));
+    // The batch shell, its sleep, and the one moved into the odd directory.
+    let count = record[PROCESS_COUNT.name].as_f64().unwrap_or(0.0);
+    assert!(count >= 3.0, "the hidden process is counted: {record}");
+    let cut = stdout.lines().any(|l| {
+        l.contains(r#""metric":"CollectorErrors""#)
+            && l.contains(r#""Collector":"cgroup""#)
+            && !l.contains(r#""value":0.0"#)
+    });
+    assert!(cut, "the cut walk is counted: {stdout}");
 }

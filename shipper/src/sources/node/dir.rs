@@ -85,6 +85,12 @@ pub fn count(dir: &Path) -> io::Result<u64> {
 /// The names of the subdirectories of `dir`, as UTF-8 (others are not Slurm's); nothing when
 /// it cannot be read (a job that just ended, a controller Slurm does not use).
 pub fn subdirs(dir: &Path) -> Vec<String> {
+    subdir_names(dir).into_iter().filter_map(|n| n.into_string().ok()).collect()
+}
+
+/// The names of the subdirectories of `dir`, whatever their bytes (a job's user names the
+/// directories below its steps).
+pub fn subdir_names(dir: &Path) -> Vec<std::ffi::OsString> {
     let mut out = Vec::new();
     let _ = entries(dir, |name, kind| {
         let is_dir = match kind {
@@ -92,8 +98,8 @@ pub fn subdirs(dir: &Path) -> Vec<String> {
             Kind::Other => false,
             Kind::Unknown => std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_dir()),
         };
-        if is_dir && let Some(s) = name.to_str() {
-            out.push(s.to_owned());
+        if is_dir {
+            out.push(name.to_owned());
         }
     });
     out

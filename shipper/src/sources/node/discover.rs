@@ -11,6 +11,7 @@
 //! The prefixes are configurable.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 /// cgroup v1 controllers the collector reads, by the directory name under the root.
@@ -64,6 +65,18 @@ impl Layout {
             v2_parent: cfg.v2_parent.clone(),
             v2_scope: cfg.v2_scope.clone(),
             job_prefix: cfg.job_dir_prefix.clone(),
+        })
+    }
+}
+
+impl Layout {
+    /// `dir` from its hierarchy's root, as /proc/<pid>/cgroup names it (v1: below the
+    /// controller's directory).
+    pub fn relative(&self, dir: &Path) -> Option<PathBuf> {
+        let rel = dir.strip_prefix(&self.root).ok()?;
+        Some(match self.version {
+            Version::V2 => rel.to_path_buf(),
+            Version::V1 => rel.components().skip(1).collect(),
         })
     }
 }
@@ -202,9 +215,18 @@ fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
     out
 }
 
+/// Directories of one job's subtree a walk visits at most. A job's user owns its step and
+/// task directories (v1; delegated subtrees on v2) and may make 100,000 of them: past this
+/// the walk stops and the job's processes are found from /proc instead ([`pids_by_cgroup`]).
+/// Slurm's own tree is a few directories a step and one a task.
+pub const MAX_DIRS: usize = 4096;
+/// Levels below the job directory a walk goes at most (Slurm's own tree has three).
+pub const MAX_DEPTH: usize = 32;
+
 /// Every pid in the cgroup subtree at `dir` (cgroup.procs of it and all its descendants).
-pub fn pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
-    walk_pids(dir, &mut Subtree::default(), buf, out, |_| true);
+/// True when the subtree was larger than the bounds and the walk was cut.
+pub fn pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) -> bool {
+    walk_pids(dir, &mut Subtree::default(), buf, out, |_| true)
 }
 
 /// A job's cgroup subtree as last listed: each directory's link count and subdirectories.
@@ -216,14 +238,41 @@ pub struct Subtree(HashMap<PathBuf, (u64, Vec<PathBuf>)>);
 
 /// [`pids`], listing only the directories of `tree` whose subdirectories changed, and keeping
 /// the subtree as found in `tree`.
-pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut Vec<u32>) {
-    walk_pids(dir, tree, buf, out, |_| true);
+pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut Vec<u32>) -> bool {
+    walk_pids(dir, tree, buf, out, |_| true)
 }
 
 /// The job's task processes: [`pids`] less cgroup v2's `step_*/slurm/`, where Slurm's step
 /// daemon (root) lives beside the step's `user/` tree.
 pub fn task_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
     walk_pids(dir, &mut Subtree::default(), buf, out, |name| name != STEP_DAEMON_DIR);
+}
+
+/// The pids of every process whose cgroup (any line of /proc/<pid>/cgroup) is `rel` or below
+/// it: the way to a job's processes when its subtree is past the walk's bounds, bounded by
+/// the processes on the node rather than by what its user made.
+pub fn pids_by_cgroup(proc_root: &Path, rel: &Path, out: &mut Vec<u32>) {
+    use std::os::unix::ffi::OsStrExt;
+    let want = rel.as_os_str().as_bytes();
+    let mut text = Vec::new();
+    let _ = super::dir::entries(proc_root, |name, _| {
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { return };
+        text.clear();
+        if !super::read_bytes(&proc_root.join(name).join("cgroup"), &mut text) {
+            return;
+        }
+        // `hierarchy-ID:controllers:path`, the path from the hierarchy's root.
+        let inside = text.split(|&b| b == b'\n').any(|line| {
+            let path = line.splitn(3, |&b| b == b':').nth(2).unwrap_or_default();
+            let path = path.strip_prefix(b"/").unwrap_or(path);
+            path.strip_prefix(want).is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+        });
+        if inside {
+            out.push(pid);
+        }
+    });
+    out.sort_unstable();
+    out.dedup();
 }
 
 /// cgroup v2: the directory of a step that holds slurmstepd.
@@ -236,16 +285,24 @@ fn walk_pids(
     tree: &mut Subtree,
     buf: &mut String,
     out: &mut Vec<u32>,
-    enter: impl Fn(&str) -> bool,
-) {
+    enter: impl Fn(&OsStr) -> bool,
+) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let list = |d: &Path| subdirs(d).into_iter().map(|(_, p)| p).collect::<Vec<_>>();
-    let entered = |p: &PathBuf| p.file_name().and_then(|n| n.to_str()).is_some_and(&enter);
+    // Every name, UTF-8 or not: a directory a user named with other bytes still holds
+    // processes.
+    let list = |d: &Path| super::dir::subdir_names(d).into_iter().map(|n| d.join(n)).collect::<Vec<_>>();
+    let depth_of = |p: &Path| p.strip_prefix(dir).map_or(0, |r| r.components().count());
+    let entered = |p: &PathBuf| p.file_name().is_some_and(&enter) && depth_of(p) <= MAX_DEPTH;
+    let mut cut = false;
     let mut found = Subtree::default();
     let mut relisted = HashSet::new();
     // (directory, its parent when it came from the parent's earlier listing)
     let mut stack: Vec<(PathBuf, Option<PathBuf>)> = vec![(dir.to_path_buf(), None)];
     while let Some((d, known_in)) = stack.pop() {
+        if found.0.len() >= MAX_DIRS {
+            cut = true;
+            break;
+        }
         let Ok(links) = std::fs::metadata(&d).map(|m| m.nlink()) else {
             // Gone: a new sibling may have taken its link in the parent, so that is listed.
             if let Some(parent) = known_in
@@ -271,12 +328,14 @@ fn walk_pids(
             Some((n, c)) if n == links => (c, true),
             _ => (list(&d), false),
         };
+        cut |= children.iter().any(|c| depth_of(c) > MAX_DEPTH);
         stack.extend(children.iter().filter(|c| entered(c)).map(|c| (c.clone(), known.then(|| d.clone()))));
         found.0.insert(d, (links, children));
     }
     *tree = found;
     out.sort_unstable();
     out.dedup();
+    cut
 }
 
 /// Whom a job runs as: the real uid (`Uid:` in /proc/<pid>/status, which a setuid program
@@ -383,6 +442,60 @@ mod tests {
         let mut none = Vec::new();
         pids(&r.join("gone"), &mut String::new(), &mut none);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_subtree_a_user_filled_is_cut_and_its_processes_found_through_proc() {
+        use std::os::unix::ffi::OsStrExt;
+        let d = tempfile::tempdir().unwrap();
+        let (root, proc) = (d.path().join("cg"), d.path().join("proc"));
+        let job = root.join("memory/slurm/uid_1000/job_5");
+        let procs = |dir: &Path, pids: &str| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("cgroup.procs"), pids).unwrap();
+        };
+        procs(&job.join("step_0/task_0"), "10\n");
+        // The job's user: a directory named with bytes that are not UTF-8 holding a process,
+        // more directories than the bound, and a chain deeper than it with a process at the end.
+        let odd = job.join("step_0").join(OsStr::from_bytes(b"t\xff\xfe\n Account=x"));
+        procs(&odd, "11\n");
+        for i in 0..MAX_DIRS + 100 {
+            std::fs::create_dir_all(job.join(format!("step_0/task_0/u{i}"))).unwrap();
+        }
+        let mut deep = job.join("step_0/task_0/u0");
+        for i in 0..MAX_DEPTH + 2 {
+            deep = deep.join(format!("d{i}"));
+        }
+        procs(&deep, "12\n");
+        // /proc/<pid>/cgroup of the three, and of a process of another job.
+        let rel = |p: &Path| p.strip_prefix(root.join("memory")).unwrap().to_owned();
+        for (pid, dir) in [(10, job.join("step_0/task_0")), (11, odd.clone()), (12, deep.clone())] {
+            std::fs::create_dir_all(proc.join(pid.to_string())).unwrap();
+            let mut line = b"7:memory:/".to_vec();
+            line.extend_from_slice(rel(&dir).as_os_str().as_bytes());
+            line.push(b'\n');
+            std::fs::write(proc.join(pid.to_string()).join("cgroup"), line).unwrap();
+        }
+        std::fs::create_dir_all(proc.join("13")).unwrap();
+        std::fs::write(proc.join("13/cgroup"), "7:memory:/slurm/uid_1000/job_50/step_0\n").unwrap();
+
+        let mut tree = Subtree::default();
+        let mut out = Vec::new();
+        let cut = pids_within(&job, &mut tree, &mut String::new(), &mut out);
+        assert!(cut, "past the bounds");
+        assert!(tree.0.len() <= MAX_DIRS, "the walk kept {} directories", tree.0.len());
+        let layout = layout(&root, Version::V1);
+        let rel_job = layout.relative(&job).unwrap();
+        assert_eq!(rel_job, Path::new("slurm/uid_1000/job_5"));
+        pids_by_cgroup(&proc, &rel_job, &mut out);
+        assert_eq!(out, vec![10, 11, 12], "every process of the job, none of job_50's");
+
+        // Within the bounds, a directory whose name is not UTF-8 is walked like any other.
+        let small = d.path().join("small");
+        procs(&small.join(OsStr::from_bytes(b"\xff")), "21\n");
+        let mut out = Vec::new();
+        assert!(!pids(&small, &mut String::new(), &mut out));
+        assert_eq!(out, vec![21]);
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub struct NodeCollector {
     logged: LogOnce,
     /// When each job's last final sample was taken (at most one a second).
     final_at: HashMap<String, Instant>,
+    /// Jobs whose cgroup subtree was past the walk's bounds since the last collection.
+    walks_cut: u64,
     /// When a hook request for a job the table did not know last listed the jobs.
     looked_up_at: Option<Instant>,
     /// /proc is a real procfs: fd counts come from the fd directory's size.
@@ -115,6 +117,7 @@ impl NodeCollector {
             bytes: Vec::with_capacity(4096),
             logged: LogOnce::default(),
             final_at: HashMap::new(),
+            walks_cut: 0,
             looked_up_at: None,
             fd_by_size,
             slurm: None,
@@ -252,12 +255,17 @@ impl NodeCollector {
         let mut fixed = table.get_mut(key).map(|j| std::mem::take(&mut j.fixed)).unwrap_or_default();
         let cg = cgroup::read(job, &mut self.buf, &mut fixed);
         let mut entry = table.get_mut(key);
+        let mut cut = false;
         let procs = (with_procs || from_procs::needed(&cg)).then(|| {
             let mut pids = Vec::new();
             if let Some(dir) = job.process_dir() {
                 let mut spare = discover::Subtree::default();
                 let tree = entry.as_deref_mut().map_or(&mut spare, |j| &mut j.tree);
-                discover::pids_within(dir, tree, &mut self.buf, &mut pids);
+                cut = discover::pids_within(dir, tree, &mut self.buf, &mut pids);
+                // Past the walk's bounds: the processes whose /proc/<pid>/cgroup is inside.
+                if cut && let Some(rel) = self.layout.as_ref().and_then(|l| l.relative(dir)) {
+                    discover::pids_by_cgroup(&self.cfg.proc_root, &rel, &mut pids);
+                }
             }
             let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
             let none = procs::KnownThreads::new();
@@ -276,6 +284,18 @@ impl NodeCollector {
             if let Some(p) = &procs {
                 j.pids.clone_from(&p.pids);
             }
+        }
+        drop(table);
+        if cut {
+            self.walks_cut += 1;
+            self.log_once(
+                "walk-cut",
+                &format!(
+                    "a job's cgroup subtree has more than {} directories or {} levels (its user made them): its processes are found through /proc/<pid>/cgroup instead, counted in CollectorErrors (Collector=cgroup)",
+                    discover::MAX_DIRS,
+                    discover::MAX_DEPTH
+                ),
+            );
         }
         Reading { cg, procs, at: Instant::now() }
     }
@@ -394,6 +414,7 @@ impl Collector for NodeCollector {
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
         if let Some(jobs) = self.list_jobs(errors) {
             self.read_jobs(jobs, None, out);
+            errors.add("cgroup", std::mem::take(&mut self.walks_cut));
         }
         self.final_at.retain(|_, t| t.elapsed().as_secs() < 60);
     }
