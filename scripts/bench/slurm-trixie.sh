@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Slurm 24.11 (the release AWS ParallelCluster 3.14 ships), for real, beside the Debian 12
-# bench: Debian 13 (trixie) packages it, so a trixie root made once with debootstrap runs
-# munged, slurmctld and four slurmd in a chroot on this host's cgroup v1. Job cgroups appear
-# under the host's /sys/fs/cgroup (memory/slurm_n1/uid_0/job_<id>), where the node role reads
-# them. Called by `scripts/bench/slurm.sh ... --version 24.11`; idempotent.
+# A newer Slurm, for real, beside the Debian 12 bench: a Debian root made once with debootstrap
+# runs munged, slurmctld and four slurmd in a chroot on this host's cgroup v1. Job cgroups
+# appear under the host's /sys/fs/cgroup (memory/slurm_n1/uid_0/job_<id>), where the node role
+# reads them. Called by `scripts/bench/slurm.sh ... --version 24.11|26.05`; idempotent.
 #
-#   slurm-trixie.sh start    make the root if missing (about a minute), start, print variables
-#   slurm-trixie.sh env      print those variables again
-#   slurm-trixie.sh stop     stop everything this script started, unmount what it mounted
-#   slurm-trixie.sh status
+#   slurm-trixie.sh start [--version V]   make the root if missing (a minute or two), start, print variables
+#   slurm-trixie.sh env [--version V]     print those variables again
+#   slurm-trixie.sh stop [--version V]    stop everything this script started, unmount what it mounted
+#   slurm-trixie.sh status [--version V]
 #
-# Layout, as the 22.05 bench's but with its own names so that both can run at once: nodes
-# n1..n4 (cgroups slurm_n1.. never meet the other bench's slurm_c1..), job ids from 10000000,
-# cluster "bench2411", ports 26817 and 27001..27004; partition "batch" (default) = n1,n2,n3,
-# "debug" = n3,n4; n4 has two count-only GPUs.
+# Versions (each with its own root, names and ports, so that all benches can run at once):
+#   24.11 (default; the release AWS ParallelCluster 3.14 ships): Debian 13 (trixie), root
+#         /var/cache/slurm-cw-bench/trixie, nodes n1..n4, job ids from 10000000, cluster
+#         "bench2411", ports 26817 and 27001..27004.
+#   26.05: Debian sid (26.05.5), root /var/cache/slurm-cw-bench/sid, nodes m1..m4, job ids
+#         from 20000000, cluster "bench2605", ports 36817 and 37001..37004, and slurmctld's own
+#         OpenMetrics endpoint (MetricsType=metrics/openmetrics) on its port 36817.
+# Layout as the 22.05 bench's: partition "batch" (default) = nodes 1..3, "debug" = nodes 3,4;
+# node 4 has two count-only GPUs.
 #
 # The bench directory is bind-mounted into the root at its own path, so the configuration,
 # state, logs, pid files, the TaskEpilog, the shipper the tests put there and the hook socket
@@ -24,20 +28,52 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/bench/slurm-common.sh
 source "$here/slurm-common.sh"
-root=${SLURM_TRIXIE_ROOT:-/var/cache/slurm-cw-bench/trixie}
-bench=${SLURM_TRIXIE_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm-24.11}
+
+command=${1:-start}
+[ $# -gt 0 ] && shift
+want_version=24.11
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --version) want_version=${2:-}; shift 2 || { echo "--version needs a value" >&2; exit 2; } ;;
+        --version=*) want_version=${1#--version=}; shift ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+done
+# Per version: the Debian suite, names, ports and slurm.conf lines the common part lacks. The
+# 24.11 bench keeps its SLURM_TRIXIE_* overrides; 26.05 takes SLURM_SID_*.
+case "$want_version" in
+    24.11)
+        suite=trixie
+        root=${SLURM_TRIXIE_ROOT:-/var/cache/slurm-cw-bench/trixie}
+        bench=${SLURM_TRIXIE_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm-24.11}
+        nodes=(n1 n2 n3 n4)
+        ctld_port=${SLURM_TRIXIE_CTLD_PORT:-26817}
+        first_node_port=${SLURM_TRIXIE_NODE_PORT:-27001}
+        cluster=bench2411
+        # Job ids never equal the 22.05 bench's, whose job cgroups may sit beside these.
+        extra_conf=("FirstJobId=10000000")
+        mirror_override=${SLURM_TRIXIE_MIRROR:-}
+        ;;
+    26.05)
+        suite=sid
+        root=${SLURM_SID_ROOT:-/var/cache/slurm-cw-bench/sid}
+        bench=${SLURM_SID_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm-26.05}
+        nodes=(m1 m2 m3 m4)
+        ctld_port=${SLURM_SID_CTLD_PORT:-36817}
+        first_node_port=${SLURM_SID_NODE_PORT:-37001}
+        cluster=bench2605
+        extra_conf=("FirstJobId=20000000" "MetricsType=metrics/openmetrics")
+        mirror_override=${SLURM_SID_MIRROR:-}
+        ;;
+    *) echo "Slurm versions of this script: 24.11 (Debian trixie), 26.05 (Debian sid)" >&2; exit 2 ;;
+esac
 conf=$bench/etc/slurm.conf
-nodes=(n1 n2 n3 n4)
-ctld_port=${SLURM_TRIXIE_CTLD_PORT:-26817}
-first_node_port=${SLURM_TRIXIE_NODE_PORT:-27001}
-cluster=bench2411
 profile=default
 cgroup_automount=no
 # What the jobs of the tests need besides Slurm: python3 for scripts/bench/workload.py.
 packages=slurmctld,slurmd,slurm-client,munge,python3
-want_version=24.11
 
-log() { printf 'slurm-bench-24.11: %s\n' "$*" >&2; }
+log() { printf 'slurm-bench-%s: %s\n' "$want_version" "$*" >&2; }
 
 need_root() {
     if [ "$(id -u)" -ne 0 ]; then
@@ -48,7 +84,7 @@ need_root() {
 
 # The Debian mirror apt uses here (deb822 `URIs:` or one-line `deb` entries), else Debian's.
 mirror() {
-    if [ -n "${SLURM_TRIXIE_MIRROR:-}" ]; then echo "$SLURM_TRIXIE_MIRROR"; return; fi
+    if [ -n "$mirror_override" ]; then echo "$mirror_override"; return; fi
     local f uri
     for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
         [ -f "$f" ] || continue
@@ -95,10 +131,10 @@ make_root() {
     local m t0
     m=$(mirror)
     t0=$(date +%s)
-    log "making the trixie root in $root from $m (once; about a minute)"
+    log "making the $suite root in $root from $m (once; a minute or two)"
     mkdir -p "$(dirname "$root")"
     remove_tree "$root.new"
-    if ! debootstrap --variant=minbase --include="$packages" trixie "$root.new" "$m" \
+    if ! debootstrap --variant=minbase --include="$packages" "$suite" "$root.new" "$m" \
         > "$root.debootstrap.log" 2>&1; then
         log "debootstrap failed; see $root.debootstrap.log"
         remove_tree "$root.new"
@@ -109,7 +145,7 @@ make_root() {
     v=$(chroot "$root.new" /usr/sbin/slurmctld -V | awk '{print $2}')
     case "$v" in
         "$want_version".*) ;;
-        *) log "trixie's slurmctld is $v, not $want_version"; remove_tree "$root.new"; exit 1 ;;
+        *) log "$suite's slurmctld is $v, not $want_version"; remove_tree "$root.new"; exit 1 ;;
     esac
     echo "$v" > "$root.new/.slurm-cw-bench"
     remove_tree "$root"
@@ -163,20 +199,19 @@ write_wrappers() {
     local c
     mkdir -p "$bench/bin" "$bench/sbin"
     for c in sinfo squeue sdiag scontrol sbatch scancel srun salloc sacct sprio sshare; do
-        printf '#!/bin/sh\n# Slurm %s in the trixie root (scripts/bench/slurm-trixie.sh).\nSLURM_CONF=%s exec chroot %s /usr/bin/%s "$@"\n' \
-            "$want_version" "$conf" "$root" "$c" > "$bench/bin/$c"
+        printf '#!/bin/sh\n# Slurm %s in the %s root (scripts/bench/slurm-trixie.sh).\nSLURM_CONF=%s exec chroot %s /usr/bin/%s "$@"\n' \
+            "$want_version" "$suite" "$conf" "$root" "$c" > "$bench/bin/$c"
         chmod 755 "$bench/bin/$c"
     done
     for c in slurmctld slurmd; do
-        printf '#!/bin/sh\n# Slurm %s in the trixie root (scripts/bench/slurm-trixie.sh).\nSLURM_CONF=%s exec chroot %s /usr/sbin/%s "$@"\n' \
-            "$want_version" "$conf" "$root" "$c" > "$bench/sbin/$c"
+        printf '#!/bin/sh\n# Slurm %s in the %s root (scripts/bench/slurm-trixie.sh).\nSLURM_CONF=%s exec chroot %s /usr/sbin/%s "$@"\n' \
+            "$want_version" "$suite" "$conf" "$root" "$c" > "$bench/sbin/$c"
         chmod 755 "$bench/sbin/$c"
     done
 }
 
 write_config() {
-    # Job ids never equal the 22.05 bench's, whose job cgroups may sit beside these.
-    write_bench_config slurm-trixie.sh "FirstJobId=10000000"
+    write_bench_config slurm-trixie.sh "${extra_conf[@]}"
 }
 
 print_env() {
@@ -219,10 +254,10 @@ status() {
     sinfo_in -N -o '%N %P %t' || exit 1
 }
 
-case "${1:-start}" in
+case "$command" in
     start) start ;;
     stop) stop ;;
     env) print_env ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|env|status [--version 24.11|26.05]" >&2; exit 2 ;;
 esac

@@ -9,8 +9,9 @@
 #
 # With `--version 24.11` (after the command) the same commands run Slurm 24.11.5, the release
 # AWS ParallelCluster 3.14 ships, from a Debian 13 root in a chroot (scripts/bench/slurm-trixie.sh):
-# nodes n1..n4, other ports, its own munged; both benches can run at once. The default is
-# Debian 12's own Slurm 22.05.
+# nodes n1..n4, other ports, its own munged; both benches can run at once. With `--version 26.05`
+# Debian sid's Slurm 26.05.5 the same way (nodes m1..m4, slurmctld's OpenMetrics endpoint on).
+# The default is Debian 12's own Slurm 22.05.
 #
 # With `--profile pcluster` (22.05) the bench takes AWS ParallelCluster's default Slurm settings
 # where they differ from ours: no ConstrainRAMSpace (it is written only with memory-based
@@ -125,8 +126,8 @@ case "$profile" in
 esac
 case "$version" in
     22.05) ;;
-    24.11) exec bash "$here/slurm-trixie.sh" "$command" ;;
-    *) echo "Slurm versions of this bench: 22.05 (Debian 12), 24.11 (Debian 13 in a chroot)" >&2; exit 2 ;;
+    24.11 | 26.05) exec bash "$here/slurm-trixie.sh" "$command" --version "$version" ;;
+    *) echo "Slurm versions of this bench: 22.05 (Debian 12), 24.11 (Debian 13 in a chroot), 26.05 (Debian sid in a chroot)" >&2; exit 2 ;;
 esac
 
 case "$command" in
@@ -134,5 +135,5 @@ case "$command" in
     stop) stop ;;
     env) print_env ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|env|status [--version 22.05|24.11] [--profile default|pcluster]" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|env|status [--version 22.05|24.11|26.05] [--profile default|pcluster]" >&2; exit 2 ;;
 esac

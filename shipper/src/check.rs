@@ -118,6 +118,12 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
         };
         rows.push(r);
     }
+    if head {
+        rows.push(match crate::sources::head::openmetrics::describe(config, &cmds).await {
+            Ok(d) => row("head source", Status::Ok, d),
+            Err(d) => row("head source", Status::Warn, d),
+        });
+    }
     rows.push(cgroup_row(config, role.is_some_and(|r| r.runs_node())));
     let nvml = nvml_row(config);
     // Where the GPU collector runs, how it reads Slurm's GPU numbers.

@@ -124,7 +124,13 @@ impl Pipeline {
         let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
         if role.runs_head() {
             let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
-            collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone())));
+            let endpoint = crate::sources::head::openmetrics::Endpoint::new(
+                config.head.source,
+                crate::sources::head::openmetrics::resolve(config),
+                config.head.metrics_token_file.clone(),
+                config.slurm.command_timeout,
+            );
+            collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone()).with_endpoint(endpoint)));
         }
         if role.runs_node() {
             // Accounts, partitions and GPU allocations as Slurm says, not as a job's user wrote.

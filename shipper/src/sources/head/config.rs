@@ -27,6 +27,34 @@ pub struct HeadConfig {
     pub top_pending_reasons: usize,
     /// RPC message types shipped by name (by count); the rest are left out.
     pub top_rpc_types: usize,
+    /// Where node figures come from: slurmctld's OpenMetrics endpoint or sinfo.
+    pub source: HeadSource,
+    /// The endpoint's base URL (`http://host:port`); from slurm.conf when not set.
+    pub metrics_url: Option<String>,
+    /// A file holding a JWT for the endpoint (Slurm 26.05 `MetricsAuthUsers`).
+    pub metrics_token_file: Option<PathBuf>,
+}
+
+/// `head.source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HeadSource {
+    /// The endpoint where this Slurm (25.11+) has it on and it answers, else the commands.
+    Auto,
+    /// The endpoint; the commands only while it fails.
+    Openmetrics,
+    /// sinfo, squeue and sdiag only.
+    Commands,
+}
+
+impl HeadSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeadSource::Auto => "auto",
+            HeadSource::Openmetrics => "openmetrics",
+            HeadSource::Commands => "commands",
+        }
+    }
 }
 
 impl Default for SlurmConfig {
@@ -37,7 +65,14 @@ impl Default for SlurmConfig {
 
 impl Default for HeadConfig {
     fn default() -> Self {
-        HeadConfig { per_partition: true, top_pending_reasons: 10, top_rpc_types: 10 }
+        HeadConfig {
+            per_partition: true,
+            top_pending_reasons: 10,
+            top_rpc_types: 10,
+            source: HeadSource::Auto,
+            metrics_url: None,
+            metrics_token_file: None,
+        }
     }
 }
 

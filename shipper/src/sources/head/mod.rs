@@ -1,10 +1,14 @@
-//! The head-node collector: node states and capacity (sinfo), job states and demand (squeue),
-//! scheduler statistics (sdiag) and slurmctld health. One call of each command per cycle,
-//! each with a time limit; a part that fails leaves the others shipping.
+//! The head-node collector: node states and capacity (sinfo, or slurmctld's OpenMetrics
+//! endpoint: see [`openmetrics`]), job states and demand (squeue), scheduler statistics (sdiag)
+//! and slurmctld health. One call of each command per cycle, each with a time limit; a part
+//! that fails leaves the others shipping.
 
 pub mod command;
 pub mod config;
 pub mod fallback;
+pub mod openmetrics;
+pub mod openmetrics_http;
+pub mod openmetrics_map;
 pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;
@@ -55,6 +59,10 @@ pub struct HeadCollector {
     last_error: HashMap<&'static str, String>,
     logged_unknown: LogOnce,
     controller_up: Option<bool>,
+    /// slurmctld's metrics endpoint, where node figures come from in place of sinfo.
+    endpoint: Option<openmetrics::Endpoint>,
+    /// Which source gave the node figures last cycle: `openmetrics` or `commands`.
+    node_source: &'static str,
 }
 
 impl HeadCollector {
@@ -69,6 +77,54 @@ impl HeadCollector {
             last_error: HashMap::new(),
             logged_unknown: LogOnce::default(),
             controller_up: None,
+            endpoint: None,
+            node_source: "commands",
+        }
+    }
+
+    /// Reads node figures from slurmctld's metrics endpoint where `head.source` and this Slurm
+    /// allow (see [`openmetrics`]).
+    pub fn with_endpoint(mut self, endpoint: openmetrics::Endpoint) -> Self {
+        self.endpoint = Some(endpoint);
+        self
+    }
+
+    /// Which source gave the node figures last cycle: `openmetrics` or `commands`.
+    pub fn node_source(&self) -> &'static str {
+        self.node_source
+    }
+
+    /// Node figures from the endpoint; false (logged, counted) where it is not wanted or fails,
+    /// and sinfo is to run.
+    async fn collect_endpoint(&mut self, out: &mut Batch, errors: &mut Errors) -> bool {
+        let Some(ep) = self.endpoint.as_mut() else { return false };
+        if ep.wanted(self.version).is_err() {
+            return false;
+        }
+        errors.ran("openmetrics");
+        let gpus = ep.resolved().gpus_tracked;
+        match ep.fetch(&self.cmds).await {
+            Ok(f) => {
+                let bad = f.nodes.bad.len() + f.partitions.bad.len();
+                if bad > 0 {
+                    let why = format!("{bad} metrics lines unreadable; skipped");
+                    self.note_error("openmetrics", errors, why);
+                } else {
+                    self.note_ok("openmetrics");
+                }
+                let opts = openmetrics_map::Options { per_partition: self.cfg.per_partition, gpus };
+                let fixes = openmetrics_map::emit(&f.nodes, &f.partitions, &opts, out);
+                if let Some(first) = fixes.wrapped.first()
+                    && self.logged_unknown.first("openmetrics 16-bit wrap")
+                {
+                    tracing::info!(example = %first, "endpoint counts wrapped at 65,536; corrected");
+                }
+                true
+            }
+            Err(e) => {
+                self.note_error("openmetrics", errors, format!("{e}; node figures from sinfo"));
+                false
+            }
         }
     }
 
@@ -237,26 +293,37 @@ impl Collector for HeadCollector {
         // sdiag first and alone, so that the server thread and agent counts it reports are
         // not inflated by our own sinfo and squeue; those two then run together.
         let sdiag = run_part(&self.cmds, "sdiag", &mut self.sdiag_format).await;
-        let (sinfo, squeue) = tokio::join!(
-            run_part(&self.cmds, "sinfo", &mut self.sinfo_format),
-            run_part(&self.cmds, "squeue", &mut self.squeue_format),
-        );
+        let from_endpoint = self.collect_endpoint(out, errors).await;
+        self.node_source = if from_endpoint { "openmetrics" } else { "commands" };
+        let (sinfo, squeue) = if from_endpoint {
+            (None, run_part(&self.cmds, "squeue", &mut self.squeue_format).await)
+        } else {
+            let (a, b) = tokio::join!(
+                run_part(&self.cmds, "sinfo", &mut self.sinfo_format),
+                run_part(&self.cmds, "squeue", &mut self.squeue_format),
+            );
+            (Some(a), b)
+        };
 
-        let results = [&sinfo, &squeue, &sdiag];
+        let mut results = vec![&squeue, &sdiag];
+        results.extend(sinfo.as_ref());
         let timed_out = results.iter().find_map(|r| match r {
             Err(e @ CommandError::Timeout { .. }) => Some(e.clone()),
             _ => None,
         });
-        let any_ok = results.iter().any(|r| r.is_ok());
+        let any_ok = from_endpoint || results.iter().any(|r| r.is_ok());
         let up = any_ok && timed_out.is_none();
-        let why = timed_out.or_else(|| sinfo.as_ref().err().cloned());
+        let first_err = sinfo.as_ref().unwrap_or(&squeue).as_ref().err().cloned();
+        let why = timed_out.or(first_err);
         self.note_controller(up, why.as_ref());
         out.push(&SLURMCTLD_UP, Dims::new(), if up { 1.0 } else { 0.0 });
-        if let Some(o) = sdiag.as_ref().ok().or(sinfo.as_ref().ok()) {
+        if let Some(o) = sdiag.as_ref().ok().or(sinfo.as_ref().and_then(|r| r.as_ref().ok())) {
             out.push(&SLURMCTLD_RESPONSE_TIME, Dims::new(), o.elapsed.as_secs_f64() * 1000.0);
         }
 
-        self.handle_sinfo(&sinfo, out, errors);
+        if let Some(sinfo) = &sinfo {
+            self.handle_sinfo(sinfo, out, errors);
+        }
         self.handle_squeue(&squeue, out, errors);
         self.handle_sdiag(&sdiag, out, errors);
     }

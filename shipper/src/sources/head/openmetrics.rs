@@ -1,0 +1,250 @@
+//! slurmctld's own OpenMetrics endpoint (Slurm 25.11+, `MetricsType=metrics/openmetrics`) as
+//! the source of the head role's node figures, in place of sinfo: one HTTP GET of
+//! /metrics/nodes and one of /metrics/partitions, served from slurmctld's memory.
+//!
+//! What stays with the commands: squeue (the endpoint has no pending reasons and no pending
+//! demand, and one squeue gives every job figure, so /metrics/jobs is not read) and sdiag (no
+//! RPC statistics there; sdiag is one RPC and gives the scheduler figures as well).
+//!
+//! `head.source = auto` reads the endpoint where this Slurm is 25.11 or newer, slurm.conf does
+//! not say it is off and it answers; any failure falls back to sinfo for that cycle (logged
+//! when the error changes, counted under the part `openmetrics`).
+
+use super::command::SlurmCommands;
+use super::config::HeadSource;
+use super::openmetrics_http::{self as http, HttpError, Url};
+use crate::config::Config;
+use crate::slurm_conf;
+use slurm_cw_formats::slurm::openmetrics::{Exposition, parse};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the endpoint is and what slurm.conf says of it.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub url: Result<Url, String>,
+    /// Where the URL came from, for `--check` and the log.
+    pub from: String,
+    /// slurm.conf's MetricsType names openmetrics (None: no slurm.conf read).
+    pub metrics_on: Option<bool>,
+    /// Accounting tracks gres/gpu, so the endpoint's GPU counts are real.
+    pub gpus_tracked: bool,
+}
+
+/// The endpoint's address: `head.metrics_url`, else SlurmctldHost's address (`name(addr)`, else
+/// the name) of the first controller and the first port of SlurmctldPort, else 6817.
+pub fn resolve(config: &Config) -> Resolved {
+    let entries = config.slurm_conf_path().and_then(|p| slurm_conf::entries(&p).ok());
+    let metrics_on = entries.as_ref().map(|e| {
+        slurm_conf::value(e, "MetricsType").is_some_and(|v| v.to_ascii_lowercase().contains("openmetrics"))
+    });
+    let gpus_tracked = entries.as_ref().is_some_and(|e| {
+        slurm_conf::value(e, "AccountingStorageTRES")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("gres/gpu"))
+    });
+    if let Some(u) = &config.head.metrics_url {
+        return Resolved { url: Url::parse(u), from: "head.metrics_url".into(), metrics_on, gpus_tracked };
+    }
+    let Some(e) = entries else {
+        return Resolved {
+            url: Err("no slurm.conf to find slurmctld in; set head.metrics_url".into()),
+            from: "nowhere".into(),
+            metrics_on,
+            gpus_tracked,
+        };
+    };
+    Resolved { url: url_from_conf(&e), from: "slurm.conf".into(), metrics_on, gpus_tracked }
+}
+
+/// The URL slurm.conf's entries give.
+pub fn url_from_conf(e: &[(String, String)]) -> Result<Url, String> {
+    let host_line = e
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("SlurmctldHost") || k.eq_ignore_ascii_case("ControlMachine"))
+        .map(|(_, v)| v.as_str())
+        .ok_or("slurm.conf names no SlurmctldHost; set head.metrics_url")?;
+    // `name(addr)`: the address where there is one.
+    let host = match host_line.split_once('(') {
+        Some((_, addr)) => addr.trim_end_matches(')').trim(),
+        None => host_line.trim(),
+    };
+    let port = slurm_conf::value(e, "SlurmctldPort")
+        .map(|p| p.split(['-', ',']).next().unwrap_or("").trim().to_owned())
+        .unwrap_or_else(|| "6817".into());
+    let host =
+        if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
+    Url::parse(&format!("http://{host}:{port}"))
+}
+
+/// The bodies of one fetch.
+pub struct Fetched {
+    pub nodes: Exposition,
+    pub partitions: Exposition,
+}
+
+pub struct Endpoint {
+    mode: HeadSource,
+    resolved: Resolved,
+    token_file: Option<PathBuf>,
+    token: Option<String>,
+    timeout: Duration,
+    max: usize,
+}
+
+impl Endpoint {
+    pub fn new(mode: HeadSource, resolved: Resolved, token_file: Option<PathBuf>, timeout: Duration) -> Self {
+        Endpoint { mode, resolved, token_file, token: None, timeout, max: http::BODY_MAX }
+    }
+
+    /// Another bound on each body (tests).
+    pub fn with_max(mut self, max: usize) -> Self {
+        self.max = max;
+        self
+    }
+
+    pub fn mode(&self) -> HeadSource {
+        self.mode
+    }
+
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
+    }
+
+    /// Whether to try the endpoint this cycle, and if not why (for `--check`).
+    pub fn wanted(&self, version: Option<super::Version>) -> Result<(), String> {
+        match self.mode {
+            HeadSource::Commands => Err("head.source = commands".into()),
+            HeadSource::Openmetrics => Ok(()),
+            HeadSource::Auto => {
+                let new_enough = super::Version { major: 25, minor: 11 };
+                match version {
+                    None => Err("Slurm's version not known yet".into()),
+                    Some(v) if v < new_enough => {
+                        Err(format!("Slurm {}.{:02} has no endpoint (25.11+)", v.major, v.minor))
+                    }
+                    _ if self.resolved.metrics_on == Some(false) => {
+                        Err("slurm.conf does not set MetricsType=metrics/openmetrics".into())
+                    }
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// GETs /metrics/nodes and /metrics/partitions; on 401 or 403 fetches a token (the file,
+    /// else `scontrol token`) and tries once more.
+    pub async fn fetch(&mut self, cmds: &SlurmCommands) -> Result<Fetched, String> {
+        let url = self.resolved.url.clone()?;
+        match self.get_both(&url).await {
+            Err(HttpError::Status(_, 401 | 403)) => {
+                self.token = Some(self.new_token(cmds).await?);
+                self.get_both(&url).await.map_err(|e| e.to_string())
+            }
+            other => other.map_err(|e| e.to_string()),
+        }
+        .and_then(|(n, p)| {
+            let nodes = parse(&n);
+            let partitions = parse(&p);
+            if nodes.series("slurm_node_cpus").next().is_none() && nodes.value("slurm_nodes").is_none() {
+                return Err(format!("{url}/metrics/nodes is not slurmctld's node metrics (no slurm_nodes)"));
+            }
+            Ok(Fetched { nodes, partitions })
+        })
+    }
+
+    async fn get_both(&self, url: &Url) -> Result<(String, String), HttpError> {
+        let token = self.token.as_deref();
+        let (n, p) = tokio::join!(
+            http::get(url, "/metrics/nodes", token, self.timeout, self.max),
+            http::get(url, "/metrics/partitions", token, self.timeout, self.max),
+        );
+        Ok((n?, p?))
+    }
+
+    async fn new_token(&self, cmds: &SlurmCommands) -> Result<String, String> {
+        if let Some(f) = &self.token_file {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("head.metrics_token_file {}: {e}", f.display()))?;
+            let t = text.trim();
+            if t.is_empty() || t.contains(char::is_whitespace) {
+                return Err(format!("head.metrics_token_file {}: not one token", f.display()));
+            }
+            return Ok(t.to_owned());
+        }
+        let out = cmds
+            .run("scontrol", &["token"])
+            .await
+            .map_err(|e| format!("the endpoint wants a token, and `scontrol token` failed: {e}"))?;
+        token_of(&out.stdout).ok_or_else(|| "`scontrol token` printed no SLURM_JWT=".into())
+    }
+}
+
+/// `--check`'s line: which source gives node figures, and why. Err where `head.source =
+/// openmetrics` and the endpoint fails (the commands stand in, but that is not what was asked).
+pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, String> {
+    let mut ep = Endpoint::new(
+        config.head.source,
+        resolve(config),
+        config.head.metrics_token_file.clone(),
+        config.slurm.command_timeout,
+    );
+    let version = match cmds.run("sinfo", &["--version"]).await {
+        Ok(o) => super::Version::parse(&o.stdout),
+        Err(_) => None,
+    };
+    if let Err(why) = ep.wanted(version) {
+        return Ok(format!("commands (sinfo): {why}"));
+    }
+    let from = ep.resolved().from.clone();
+    match ep.fetch(cmds).await {
+        Ok(f) => Ok(format!(
+            "openmetrics: {} (from {from}) answers, {} node series{}",
+            ep.resolved().url.as_ref().map(|u| u.to_string()).unwrap_or_default(),
+            f.nodes.samples.len(),
+            if ep.resolved().gpus_tracked {
+                ""
+            } else {
+                "; GPU figures left out (accounting does not track gres/gpu)"
+            }
+        )),
+        Err(e) if ep.mode() == HeadSource::Openmetrics => Err(format!("commands (sinfo) stand in: {e}")),
+        Err(e) => Ok(format!("commands (sinfo): the endpoint fails: {e}")),
+    }
+}
+
+/// The JWT in `scontrol token`'s `SLURM_JWT=...`.
+pub fn token_of(stdout: &str) -> Option<String> {
+    stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("SLURM_JWT="))
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace))
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(text: &str) -> Vec<(String, String)> {
+        text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    }
+
+    #[test]
+    fn url_from_slurm_conf() {
+        // ParallelCluster: a port range, the first port is slurmctld's.
+        let u =
+            url_from_conf(&entries("SlurmctldHost=ip-10-0-0-5(10.0.0.5)\nSlurmctldPort=6820-6829")).unwrap();
+        assert_eq!(u.to_string(), "http://10.0.0.5:6820");
+        let u = url_from_conf(&entries("SlurmctldHost=head\nSlurmctldHost=backup")).unwrap();
+        assert_eq!(u.to_string(), "http://head:6817");
+        assert!(url_from_conf(&entries("ClusterName=x")).is_err());
+    }
+
+    #[test]
+    fn tokens_of_scontrol() {
+        assert_eq!(token_of("SLURM_JWT=eyJhbGc.eyJ.sig\n").as_deref(), Some("eyJhbGc.eyJ.sig"));
+        assert_eq!(token_of("warning: x\n"), None);
+        assert_eq!(token_of("SLURM_JWT=\n"), None);
+    }
+}
