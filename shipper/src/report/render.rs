@@ -32,7 +32,40 @@ fn duration(s: f64) -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
+/// `s` with its control characters escaped (`\u{1b}`): records and Slurm carry text a job's
+/// user partly wrote, and an escape sequence in it must not move the cursor, retitle the
+/// terminal or hide lines of the report.
+pub fn printable(s: &str) -> String {
+    s.chars().fold(String::with_capacity(s.len()), |mut out, c| {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+        out
+    })
+}
+
+/// The report with every text field [`printable`].
+fn printable_report(rep: &Report) -> Report {
+    let p = |v: &Option<String>| v.as_deref().map(printable);
+    let mut r = rep.clone();
+    r.job_id = printable(&rep.job_id);
+    r.log_group = printable(&rep.log_group);
+    (r.cluster, r.user, r.account) = (p(&rep.cluster), p(&rep.user), p(&rep.account));
+    (r.partition, r.nodes, r.state) = (p(&rep.partition), p(&rep.nodes), p(&rep.state));
+    for n in &mut r.per_node {
+        (n.node, n.source) = (printable(&n.node), printable(&n.source));
+    }
+    for g in &mut r.gpus {
+        (g.node, g.gpu) = (printable(&g.node), printable(&g.gpu));
+    }
+    r.advice = rep.advice.iter().map(|a| printable(a)).collect();
+    r
+}
+
 pub fn text(rep: &Report, colour: bool) -> String {
+    let rep = &printable_report(rep);
     let mut o = String::new();
     let _ = writeln!(o, "Job {}  ({}, log group {})", rep.job_id, or_unknown(&rep.cluster), rep.log_group);
     let _ = writeln!(
@@ -118,5 +151,39 @@ mod tests {
         assert!(bar(150.0, false).starts_with(&format!("[{}]", "#".repeat(WIDTH))));
         assert!(bar(10.0, true).contains("\x1b[31m"));
         assert_eq!(duration(3725.0), "01:02:05");
+    }
+
+    #[test]
+    fn control_characters_from_records_never_reach_the_terminal() {
+        let evil = "c1\x1b]0;pwned\x07\x1b[2J\r\nroot";
+        let rep = Report {
+            job_id: "7".into(),
+            user: Some(evil.into()),
+            nodes: Some(evil.into()),
+            per_node: vec![super::super::model::NodeRow {
+                node: evil.into(),
+                source: "summary".into(),
+                samples: 1.0,
+                elapsed_seconds: 1.0,
+                cpu_seconds: 1.0,
+                cores_allocated: 1.0,
+                cpu_efficiency_percent: None,
+                memory_peak_bytes: None,
+                memory_requested_bytes: None,
+                gpus: None,
+                gpu_idle_percent: None,
+            }],
+            advice: vec![evil.into()],
+            ..Report::default()
+        };
+        for colour in [false, true] {
+            let out = text(&rep, colour);
+            let stray: Vec<char> =
+                out.chars().filter(|c| c.is_control() && *c != '\n' && *c != '\x1b').collect();
+            assert!(stray.is_empty(), "{stray:?}");
+            // Only the bars' own colour codes, never the record's.
+            assert!(!out.contains("\x1b]") && !out.contains("\x1b[2J"), "{out:?}");
+            assert!(out.contains("c1\\u{1b}]0;pwned"), "{out}");
+        }
     }
 }
