@@ -1,9 +1,13 @@
 //! One invocation, in stages that each run and report on their own: cluster figures (GPU-hours
-//! idle, CPU efficiency, backlog events), publishing the derived datums, job findings, alarm
-//! upkeep. A stage that fails is logged and named in the summary;
-//! the others still run (alarm upkeep too), and only then does the invocation fail, so that
-//! Lambda counts it (and its dead-letter queue sees it). The metrics come from CloudWatch; the
-//! one piece of state, how far findings were notified, is a cursor in the job log group.
+//! idle, CPU efficiency, backlog events, and publishing the derived datums), job findings,
+//! alarm upkeep. Each stage has its own time budget ([`Budgets`]), together under the
+//! function's default 60 s timeout: a stage past its budget is stopped and counts as failed,
+//! so one slow stage never leaves the next without time. The findings stage stops itself
+//! between pages and keeps its place in its cursor, so a backlog larger than one run drains
+//! over the next ones. A stage that fails is logged and named in the summary; the others still
+//! run (alarm upkeep too), and only then does the invocation fail, so that Lambda counts it
+//! (and its dead-letter queue sees it). The metrics come from CloudWatch; the one piece of
+//! state, how far findings were notified, is a cursor in the job log group.
 
 use crate::alarms::{self, SyncReport, Target};
 use crate::cluster;
@@ -24,6 +28,41 @@ use std::time::{Duration, SystemTime};
 /// minutes later; one more for ingestion.
 pub const DELAY_MINUTES: i64 = 4;
 
+/// Each stage's time. Their sum (55 s) stays under the function's default timeout (60 s).
+#[derive(Debug, Clone, Copy)]
+pub struct Budgets {
+    /// Cluster figures and publishing them.
+    pub cluster: Duration,
+    /// Findings: no FilterLogEvents page is started after this...
+    pub findings: Duration,
+    /// ...and the stage is stopped after this (a page or a notice that hangs).
+    pub findings_limit: Duration,
+    /// Events a FilterLogEvents page holds.
+    pub findings_page_limit: i32,
+    pub alarms: Duration,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            cluster: Duration::from_secs(20),
+            findings: Duration::from_secs(15),
+            findings_limit: Duration::from_secs(20),
+            findings_page_limit: findings::PAGE_LIMIT,
+            alarms: Duration::from_secs(15),
+        }
+    }
+}
+
+/// `stage` within `budget`: an error, naming the budget, when it is not done in time.
+async fn within<T>(budget: Duration, stage: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    // Boxed: the invocation's future stays shallow enough for the compiler's layout limit.
+    match tokio::time::timeout(budget, Box::pin(stage)).await {
+        Ok(r) => r,
+        Err(_) => anyhow::bail!("not done within its budget of {budget:?}; stopped"),
+    }
+}
+
 /// The AWS clients the function uses.
 pub struct Clients {
     pub cloudwatch: aws_sdk_cloudwatch::Client,
@@ -33,14 +72,17 @@ pub struct Clients {
 }
 
 impl Clients {
-    pub async fn from_env() -> Clients {
+    /// The clients from the Lambda's environment; fails when there is no CA certificate to
+    /// reach AWS with (the SDK would panic).
+    pub async fn from_env() -> Result<Clients, slurm_cw_sink::aws::NoCaCertificates> {
+        slurm_cw_sink::aws::ca_certificates()?;
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-        Clients {
+        Ok(Clients {
             cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
             logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
             sns: aws_sdk_sns::Client::new(&sdk),
             eventbridge: aws_sdk_eventbridge::Client::new(&sdk),
-        }
+        })
     }
 }
 
@@ -64,6 +106,10 @@ pub struct Summary {
     pub findings_already_notified: usize,
     /// The event-time window of the job records read for findings, [from, to), RFC 3339.
     pub findings_window: Option<(String, String)>,
+    /// Findings ingested before this (RFC 3339) were handled by earlier runs.
+    pub findings_ingested_since: Option<String>,
+    /// The findings scan ran out of its budget; the next run goes on with it.
+    pub findings_scan_continues: bool,
     pub filter_log_events_pages: u32,
     pub backlog_events: usize,
     pub alarms: SyncReport,
@@ -110,6 +156,12 @@ pub async fn handle(cfg: &Config, clients: &Clients, now: SystemTime) -> Result<
 
 /// One invocation, every stage, whatever fails: the summary names the failed stages.
 pub async fn run(cfg: &Config, clients: &Clients, now: SystemTime) -> Summary {
+    // Boxed: the runtime's future stays within the compiler's layout depth.
+    Box::pin(run_within(cfg, clients, now, Budgets::default())).await
+}
+
+/// [`run`] with other budgets (tests).
+pub async fn run_within(cfg: &Config, clients: &Clients, now: SystemTime, budgets: Budgets) -> Summary {
     let at = minute_for(now);
     let mut cw = Cw::new(clients.cloudwatch.clone(), cfg.namespace.clone(), cfg.cluster_name.clone());
     let mut summary = Summary {
@@ -118,22 +170,44 @@ pub async fn run(cfg: &Config, clients: &Clients, now: SystemTime) -> Summary {
     };
 
     let mut datums = Vec::new();
-    let cluster_figures = cluster_stage(cfg, clients, &mut cw, at, &mut datums).await;
-    if let Some(events) = summary.record("cluster", cluster_figures) {
-        summary.backlog_events = events;
+    let cluster_figures = within(budgets.cluster, async {
+        let events = cluster_stage(cfg, clients, &mut cw, at, &mut datums).await;
+        let published = publish(cfg, clients, std::mem::take(&mut datums), &mut summary).await;
+        Ok((events, published))
+    })
+    .await;
+    match cluster_figures {
+        Ok((events, published)) => {
+            if let Some(events) = summary.record("cluster", events) {
+                summary.backlog_events = events;
+            }
+            summary.record("publish", published);
+        }
+        Err(e) => {
+            summary.record::<()>("cluster", Err(e));
+        }
     }
-    let published = publish(cfg, clients, datums, &mut summary).await;
-    summary.record("publish", published);
 
     let group = cfg.job_log_group();
     let target =
         findings::Target { group: &group, cluster: &cfg.cluster_name, topic: cfg.sns_topic_arn.as_deref() };
     let mut progress = findings::Progress::default();
-    let found = findings::run(&clients.logs, &clients.sns, &target, at, &mut progress).await;
+    let now_ms = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let budget = findings::Budget {
+        until: tokio::time::Instant::now() + budgets.findings,
+        page_limit: budgets.findings_page_limit,
+    };
+    let found = within(
+        budgets.findings_limit,
+        findings::run(&clients.logs, &clients.sns, &target, now_ms, budget, &mut progress),
+    )
+    .await;
     summary.record("findings", found);
     summary.findings = progress.notified;
     summary.findings_already_notified = progress.already_notified;
     summary.findings_window = progress.window;
+    summary.findings_ingested_since = progress.ingested_since;
+    summary.findings_scan_continues = progress.scan_continues;
     summary.filter_log_events_pages = progress.filter_log_events_pages;
 
     let prefix = cfg.alarm_prefix();
@@ -143,9 +217,10 @@ pub async fn run(cfg: &Config, clients: &Clients, now: SystemTime) -> Summary {
         prefix: &prefix,
         topic: cfg.sns_topic_arn.as_deref(),
     };
-    if let Some(report) =
-        summary.record("alarms", alarms::sync(&clients.cloudwatch, &cfg.rules, &target).await)
-    {
+    if let Some(report) = summary.record(
+        "alarms",
+        within(budgets.alarms, alarms::sync(&clients.cloudwatch, &cfg.rules, &target)).await,
+    ) {
         summary.alarms = report;
     }
     summary.get_metric_data_calls = cw.calls;

@@ -116,6 +116,7 @@ mod tests {
             record_id: format!("r{job}"),
             time: "2027-01-15T08:00:00Z".into(),
             event_ms: 0,
+            ingested_ms: 0,
         }
     }
 

@@ -1,7 +1,11 @@
 //! Job findings against LocalStack: a node's `job_finding` records (PutLogEvents, as a shipper
-//! writes them) reach the SNS topic once each across consecutive runs, each in the run whose
-//! window holds its event time, a late one within the allowance included; a failed stage (no log group, a topic that refuses) leaves alarm upkeep
-//! and the rates running, and the next good run notifies what was missed.
+//! writes them) reach the SNS topic once each across consecutive runs, read by ingestion time:
+//! records put after the cursor moved, with event times 20 minutes and hours old (a node's spool
+//! after an outage), are notified once, a record a day and more late is not, a second delivery
+//! is skipped. A failed stage (no log group, a topic that refuses) leaves alarm upkeep and the
+//! rates running, and the next good run notifies what was missed. A backlog larger than one
+//! run's budget drains over runs while alarm upkeep runs in each, and a findings stage past its
+//! time limit is stopped without taking alarm upkeep with it.
 
 mod common;
 
@@ -10,9 +14,9 @@ use slurm_cw_catalog::alarms::default_rules;
 use slurm_cw_catalog::metrics::{CLUSTER_CPU_EFFICIENCY, JOB_CORES_ALLOCATED, JOB_CORES_USED};
 use slurm_cw_lambda::config::Config;
 use slurm_cw_lambda::findings::{CURSOR_STREAM, Cursor};
-use slurm_cw_lambda::handler::{Summary, handle, run};
+use slurm_cw_lambda::handler::{Budgets, Summary, handle, run, run_within};
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 fn cfg(ns: &str, cluster: &str, topic: &str, extra: &str) -> Config {
     Config::from_json(&format!(
@@ -41,46 +45,56 @@ fn jobs_in(notices: &[String]) -> Vec<String> {
     out
 }
 
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// The cursor the last run wrote.
+async fn cursor(clients: &slurm_cw_lambda::handler::Clients, group: &str) -> Cursor {
+    let ev = clients
+        .logs
+        .get_log_events()
+        .log_group_name(group)
+        .log_stream_name(CURSOR_STREAM)
+        .start_from_head(false)
+        .limit(1)
+        .send()
+        .await
+        .unwrap();
+    serde_json::from_str(ev.events()[0].message().unwrap()).unwrap()
+}
+
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
-async fn findings_are_notified_once_across_runs_late_ones_within_the_allowance_too() {
+async fn findings_are_notified_once_by_ingestion_late_ones_from_a_spool_too() {
     let Some(url) = localstack() else { return };
     let (ns, cluster) = (unique("FindingsTest"), unique("c"));
     let clients = clients(&url).await;
     let group = job_group(&clients, &cluster).await;
     let (topic, sqs, q) = subscribed_topic(&url, &clients, "findings").await;
     let cfg = cfg(&ns, &cluster, &topic, "");
-    let at = minute_ago(20);
-    let ms = |secs: i64| secs * 1000;
+    const MIN: i64 = 60_000;
+    const HOUR: i64 = 60 * MIN;
 
-    // Before the first run, which has no cursor and reads the minute before `at`: findings A
-    // (delivered twice: same RecordId) and B from two nodes, a sample (not a finding), and a
-    // finding from long before (outside every window the runs read).
+    // Before the first run, which has no cursor and takes what was ingested in the overlap:
+    // findings A (delivered twice: same RecordId) and B from two nodes, a sample (not a
+    // finding), and a finding more than a day old (beyond the lateness bound).
+    let t0 = now_ms();
     put_records(
         &clients.logs,
         &group,
         "n1",
         &[
-            finding("A", "101", "n1", "idle_gpu", ms(at - 30)),
-            finding("A", "101", "n1", "idle_gpu", ms(at - 29)),
-            sample("s1", "101", "n1", ms(at - 25)),
-            finding("OLD", "100", "n1", "idle_gpu", ms(at - 15 * 60)),
+            finding("OLD", "100", "n1", "idle_gpu", t0 - 25 * HOUR),
+            finding("A", "101", "n1", "idle_gpu", t0 - 30_000),
+            finding("A", "101", "n1", "idle_gpu", t0 - 29_000),
+            sample("s1", "101", "n1", t0 - 25_000),
         ],
     )
     .await;
-    // D, already there, lies after the first window: the second run's.
-    put_records(
-        &clients.logs,
-        &group,
-        "n2",
-        &[
-            finding("B", "102", "n2", "low_cpu_efficiency", ms(at - 45)),
-            finding("D", "104", "n2", "idle_gpu", ms(at + 20)),
-        ],
-    )
-    .await;
-
-    let s1 = handle(&cfg, &clients, invocation_for(at)).await.expect("first run");
+    put_records(&clients.logs, &group, "n2", &[finding("B", "102", "n2", "low_cpu_efficiency", t0 - 45_000)])
+        .await;
+    let s1 = handle(&cfg, &clients, SystemTime::now()).await.expect("first run");
     assert_eq!(ids(&s1), set(&["A", "B"]));
     assert_eq!(s1.findings_already_notified, 1, "A's second delivery");
     assert!(s1.filter_log_events_pages >= 1);
@@ -92,46 +106,115 @@ async fn findings_are_notified_once_across_runs_late_ones_within_the_allowance_t
         "{}",
         n1[0]
     );
+    let c1 = cursor(&clients, &group).await;
+    assert!(c1.up_to_ms >= t0 && c1.scan.is_none(), "{c1:?}");
 
-    // Between the runs: C arrives late (before the cursor, within the allowance), E later
-    // than the allowance allows.
+    // After the cursor moved: node n3 comes back from an outage and its spool delivers records
+    // 20 minutes and 3 hours old, and one 26 hours old; D is new.
+    let t1 = now_ms();
     put_records(
         &clients.logs,
         &group,
         "n3",
         &[
-            finding("E", "105", "n3", "idle_gpu", ms(at - 11 * 60)),
-            finding("C", "103", "n3", "memory_over_requested", ms(at - 120)),
+            finding("E", "105", "n3", "idle_gpu", t1 - 26 * HOUR),
+            finding("H", "106", "n3", "idle_gpu", t1 - 3 * HOUR),
+            finding("C", "103", "n3", "memory_over_requested", t1 - 20 * MIN),
         ],
     )
     .await;
-    let s2 = handle(&cfg, &clients, invocation_for(at + 60)).await.expect("second run");
-    assert_eq!(ids(&s2), set(&["C", "D"]), "A and B once only; E too late");
-    assert_eq!(s2.findings_already_notified, 3, "A twice and B, read again within the allowance");
+    put_records(&clients.logs, &group, "n2", &[finding("D", "104", "n2", "idle_gpu", t1)]).await;
+    let s2 = handle(&cfg, &clients, SystemTime::now()).await.expect("second run");
+    assert_eq!(ids(&s2), set(&["C", "D", "H"]), "A and B once only; E beyond the bound");
+    assert_eq!(s2.findings_already_notified, 3, "A twice and B, read again within the overlap");
     let n2 = notices(&sqs, &q, Duration::from_secs(20)).await;
-    assert_eq!(jobs_in(&n2), ["103", "104"]);
+    assert_eq!(jobs_in(&n2), ["103", "104", "106"]);
 
-    // Nothing new: no notice.
-    let s3 = handle(&cfg, &clients, invocation_for(at + 120)).await.expect("third run");
+    // The spool sends C once more (its acknowledgement was lost): skipped. Nothing else new.
+    put_records(
+        &clients.logs,
+        &group,
+        "n3",
+        &[finding("C", "103", "n3", "memory_over_requested", t1 - 20 * MIN)],
+    )
+    .await;
+    let s3 = handle(&cfg, &clients, SystemTime::now()).await.expect("third run");
     assert!(s3.findings.is_empty(), "{:?}", s3.findings);
+    assert!(s3.findings_already_notified >= 1, "C again");
     assert!(notices(&sqs, &q, Duration::from_secs(3)).await.is_empty());
 
-    // The cursor: newest event of the `_lambda` stream, at the end of the last window, holding
-    // the ids of the allowance.
-    let ev = clients
-        .logs
-        .get_log_events()
-        .log_group_name(&group)
-        .log_stream_name(CURSOR_STREAM)
-        .start_from_head(false)
-        .limit(1)
-        .send()
-        .await
-        .unwrap();
-    let cursor: Cursor = serde_json::from_str(ev.events()[0].message().unwrap()).unwrap();
-    assert_eq!(cursor.up_to_ms, ms(at + 120));
-    let remembered: BTreeSet<String> = cursor.notified.iter().map(|(_, id)| id.clone()).collect();
-    assert_eq!(remembered, set(&["A", "B", "C", "D"]));
+    // The cursor: on the ingestion time of the newest finding read, remembering every id.
+    let c3 = cursor(&clients, &group).await;
+    assert!(c3.up_to_ms >= t1 && c3.up_to_ms <= now_ms(), "{c3:?}");
+    let remembered: BTreeSet<String> = c3.notified.iter().map(|(_, id)| id.clone()).collect();
+    assert_eq!(remembered, set(&["A", "B", "C", "D", "H"]));
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn a_backlog_over_the_budget_drains_over_runs_and_alarm_upkeep_runs_in_each() {
+    let Some(url) = localstack() else { return };
+    let (ns, cluster) = (unique("BacklogTest"), unique("c"));
+    let clients = clients(&url).await;
+    let group = job_group(&clients, &cluster).await;
+    let (topic, sqs, q) = subscribed_topic(&url, &clients, "backlog").await;
+    let rules = serde_json::to_string(&default_rules()).unwrap();
+    let cfg = cfg(&ns, &cluster, &topic, &format!(r#", "rules": {rules}"#));
+    let first = handle(&cfg, &clients, SystemTime::now()).await.expect("a first run sets the cursor");
+    assert_eq!(first.alarms.created_or_updated.len(), default_rules().len());
+
+    // A node's spool delivers 35 findings of hours ago; each run may read one page of 10.
+    let t = now_ms();
+    let backlog: Vec<(i64, String)> = (0..35)
+        .map(|i| {
+            finding(
+                &format!("late{i}"),
+                &format!("{}", 300 + i),
+                "n9",
+                "idle_gpu",
+                t - 5 * 3_600_000 + i * 1000,
+            )
+        })
+        .collect();
+    put_records(&clients.logs, &group, "n9", &backlog).await;
+    let budgets = Budgets { findings: Duration::ZERO, findings_page_limit: 10, ..Budgets::default() };
+    let mut notified = Vec::new();
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        assert!(runs <= 10, "the backlog drains: {} notified in {runs} runs", notified.len());
+        let s = run_within(&cfg, &clients, SystemTime::now(), budgets).await;
+        assert!(s.failed_stages.is_empty(), "{:?}", s.failed_stages);
+        assert_eq!(
+            s.alarms.created_or_updated.len() + s.alarms.unchanged,
+            default_rules().len(),
+            "upkeep ran"
+        );
+        assert!(s.findings.len() <= 10, "one page a run: {}", s.findings.len());
+        notified.extend(s.findings.iter().map(|f| f.record_id.clone()));
+        if !s.findings_scan_continues {
+            break;
+        }
+    }
+    assert!(runs >= 4, "more than one run's budget: {runs} runs");
+    notified.sort();
+    let mut want: Vec<String> = (0..35).map(|i| format!("late{i}")).collect();
+    want.sort();
+    assert_eq!(notified, want, "each once");
+    let jobs = jobs_in(&notices(&sqs, &q, Duration::from_secs(20)).await);
+    let mut once = jobs.clone();
+    once.dedup();
+    assert_eq!((jobs.len(), once.len()), (35, 35), "each job in one notice: {jobs:?}");
+
+    // A findings stage past its time limit is stopped; alarm upkeep still runs.
+    put_records(&clients.logs, &group, "n9", &[finding("slow", "400", "n9", "idle_gpu", now_ms())]).await;
+    let stopped = Budgets { findings_limit: Duration::ZERO, ..Budgets::default() };
+    let s = run_within(&cfg, &clients, SystemTime::now(), stopped).await;
+    assert_eq!(s.failed_stages.iter().map(|f| f.stage.as_str()).collect::<Vec<_>>(), ["findings"]);
+    assert!(s.failed_stages[0].error.contains("budget"), "{}", s.failed_stages[0].error);
+    assert_eq!(s.alarms.created_or_updated.len() + s.alarms.unchanged, default_rules().len(), "upkeep ran");
+    let s = handle(&cfg, &clients, SystemTime::now()).await.expect("in time again");
+    assert_eq!(ids(&s), set(&["slow"]));
 }
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]

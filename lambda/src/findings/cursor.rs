@@ -1,0 +1,237 @@
+//! The findings stage's state: one small JSON event, the newest of the job log group's
+//! [`CURSOR_STREAM`] stream (read back with GetLogEvents, newest first, limit 1).
+
+use super::{INGESTION_OVERLAP_MINUTES, LATENESS_HOURS};
+use anyhow::{Context, Result};
+use aws_sdk_cloudwatchlogs::Client;
+use aws_sdk_cloudwatchlogs::types::InputLogEvent;
+use serde::{Deserialize, Serialize};
+use std::time::SystemTime;
+
+/// The log stream, in the job log group, that holds the function's cursor. No node is named so:
+/// Slurm node names do not start with '_'.
+pub const CURSOR_STREAM: &str = "_lambda";
+/// The cursor record's `Type`.
+pub const CURSOR_TYPE: &str = "lambda_cursor";
+/// The cursor remembers at most this many RecordIds and this many bytes of them, so that it
+/// stays one small log event.
+pub const MAX_REMEMBERED: usize = 2_000;
+const MAX_REMEMBERED_BYTES: usize = 100_000;
+/// GetLogEvents may answer with no events and a token to go on; this many pages at most.
+const MAX_CURSOR_PAGES: usize = 10;
+
+/// The function's progress through the findings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cursor {
+    #[serde(rename = "Type")]
+    pub kind: String,
+    /// Ingestion time (epoch ms) of the newest finding a finished scan read: every finding
+    /// ingested before it less the overlap has been handled. (Read from an older cursor's
+    /// `NotifiedUpTo`, an event time, which is no later than the ingestion of what it covered.)
+    #[serde(rename = "IngestedUpTo", alias = "NotifiedUpTo")]
+    pub up_to_ms: i64,
+    /// (ingestion ms, RecordId) of findings notified, newest first, bounded: the second
+    /// delivery of a record is skipped whenever it comes within [`LATENESS_HOURS`].
+    #[serde(rename = "Notified")]
+    pub notified: Vec<(i64, String)>,
+    /// A scan that ran out of its run's time, for the next run to go on with.
+    #[serde(rename = "Scan", default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<Scan>,
+}
+
+/// One pass of FilterLogEvents over the event-time window, possibly across runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scan {
+    /// The window's start (event time, epoch ms); it runs to the present.
+    #[serde(rename = "From")]
+    pub from_ms: i64,
+    /// Findings ingested before this (epoch ms) were handled by earlier scans.
+    #[serde(rename = "Since")]
+    pub since_ms: i64,
+    /// The newest ingestion time read so far.
+    #[serde(rename = "Newest")]
+    pub newest_ms: i64,
+    /// FilterLogEvents' token for the page to read next (valid 24 hours); None: the first.
+    #[serde(rename = "Token", default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+impl Cursor {
+    /// A start with no cursor: findings ingested in the overlap before `now_ms`.
+    pub fn fresh(now_ms: i64) -> Cursor {
+        Cursor { kind: CURSOR_TYPE.into(), up_to_ms: now_ms, notified: Vec::new(), scan: None }
+    }
+
+    /// The scan in progress, or a new one over the findings of [`LATENESS_HOURS`] before
+    /// `now_ms` ingested since the cursor less the overlap.
+    pub fn scan(&mut self, now_ms: i64) -> Scan {
+        self.scan.take().unwrap_or(Scan {
+            from_ms: now_ms - LATENESS_HOURS * 3_600_000,
+            since_ms: self.up_to_ms - INGESTION_OVERLAP_MINUTES * 60_000,
+            newest_ms: self.up_to_ms,
+            token: None,
+        })
+    }
+}
+
+/// The RecordIds to keep: every one ingested since `need_from` (the next scan reads those
+/// again), then the newest of the rest within [`LATENESS_HOURS`] of `now_ms`, bounded.
+pub fn remember(mut notified: Vec<(i64, String)>, need_from: i64, now_ms: i64) -> Vec<(i64, String)> {
+    let oldest = now_ms - LATENESS_HOURS * 3_600_000;
+    notified.retain(|(t, _)| *t >= oldest);
+    notified.sort_by(|a, b| b.cmp(a));
+    let mut ids = std::collections::HashSet::new();
+    notified.retain(|(_, id)| ids.insert(id.clone()));
+    let (mut bytes, mut kept) = (0, 0);
+    for (t, id) in &notified {
+        bytes += id.len() + 20;
+        if kept == MAX_REMEMBERED || bytes > MAX_REMEMBERED_BYTES {
+            if *t >= need_from {
+                tracing::warn!(
+                    dropped = notified.len() - kept,
+                    "more findings in the ingestion overlap than the cursor remembers; those may be notified again"
+                );
+            }
+            break;
+        }
+        kept += 1;
+    }
+    notified.truncate(kept);
+    notified
+}
+
+/// The newest cursor and its event's time (ms); None when the stream is missing or empty.
+pub async fn read_cursor(logs: &Client, group: &str) -> Result<Option<(Cursor, i64)>> {
+    let mut token: Option<String> = None;
+    for _ in 0..MAX_CURSOR_PAGES {
+        let resp = match logs
+            .get_log_events()
+            .log_group_name(group)
+            .log_stream_name(CURSOR_STREAM)
+            .start_from_head(false)
+            .limit(1)
+            .set_next_token(token.clone())
+            .send()
+            .await
+        {
+            Ok(r) => r,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e).context(format!("GetLogEvents {group} {CURSOR_STREAM}")),
+        };
+        if let Some(ev) = resp.events().last() {
+            let msg = ev.message().unwrap_or_default();
+            return match serde_json::from_str::<Cursor>(msg) {
+                Ok(c) if c.kind == CURSOR_TYPE => Ok(Some((c, ev.timestamp().unwrap_or(0)))),
+                _ => {
+                    // Starting over costs at most the findings of the overlap, not a stuck function.
+                    tracing::warn!(
+                        message = msg,
+                        "the newest event in the cursor stream is not a cursor; starting afresh"
+                    );
+                    Ok(None)
+                }
+            };
+        }
+        let next = resp.next_backward_token().map(str::to_owned);
+        if next.is_none() || next == token {
+            return Ok(None);
+        }
+        token = next;
+    }
+    Ok(None)
+}
+
+/// Writes `cursor` as the newest event of the cursor stream, creating the stream if missing.
+/// `after_ms`: the previous cursor's event time, which this one must follow.
+pub async fn write_cursor(logs: &Client, group: &str, cursor: &Cursor, after_ms: i64) -> Result<()> {
+    let message = serde_json::to_string(cursor).context("cursor as JSON")?;
+    // Newest by event time is what the next run reads: never behind the previous cursor.
+    let now_ms = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let event = InputLogEvent::builder()
+        .timestamp(now_ms.max(after_ms + 1))
+        .message(message)
+        .build()
+        .context("cursor event")?;
+    for attempt in 0..2 {
+        match logs
+            .put_log_events()
+            .log_group_name(group)
+            .log_stream_name(CURSOR_STREAM)
+            .log_events(event.clone())
+            .send()
+            .await
+        {
+            Ok(resp) => {
+                if let Some(r) = resp.rejected_log_events_info() {
+                    anyhow::bail!("PutLogEvents {group} {CURSOR_STREAM}: the cursor was rejected: {r:?}");
+                }
+                return Ok(());
+            }
+            Err(e)
+                if attempt == 0
+                    && e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
+                match logs
+                    .create_log_stream()
+                    .log_group_name(group)
+                    .log_stream_name(CURSOR_STREAM)
+                    .send()
+                    .await
+                {
+                    Ok(_) => {}
+                    // Another run made it in between.
+                    Err(e)
+                        if e.as_service_error().is_some_and(|s| s.is_resource_already_exists_exception()) => {
+                    }
+                    Err(e) => return Err(e).context(format!("CreateLogStream {group} {CURSOR_STREAM}")),
+                }
+            }
+            Err(e) => return Err(e).context(format!("PutLogEvents {group} {CURSOR_STREAM}")),
+        }
+    }
+    anyhow::bail!("PutLogEvents {group} {CURSOR_STREAM}: the stream is still missing after creating it")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cursor_keeps_the_overlap_then_the_newest_within_the_lateness_bounded() {
+        let now = 100 * 3_600_000;
+        let need = now - 600_000;
+        let ids = vec![
+            (now - 25 * 3_600_000, "too old".to_owned()),
+            (now - 3_600_000, "older".to_owned()),
+            (now - 100, "recent".to_owned()),
+            (now - 100, "recent".to_owned()),
+        ];
+        let kept = remember(ids, need, now);
+        assert_eq!(kept, vec![(now - 100, "recent".to_owned()), (now - 3_600_000, "older".to_owned())]);
+        let many: Vec<(i64, String)> = (0..5_000).map(|i| (now - i, format!("r{i}"))).collect();
+        let kept = remember(many, need, now);
+        assert_eq!(kept.len(), MAX_REMEMBERED);
+        assert_eq!(kept[0].1, "r0", "the newest are kept");
+        let line = serde_json::to_string(&Cursor { notified: kept, ..Cursor::fresh(now) }).unwrap();
+        assert!(line.len() < 200_000, "one small log event");
+    }
+
+    #[test]
+    fn a_scan_goes_on_where_it_stopped_and_an_older_cursor_is_read() {
+        let now = 100 * 3_600_000;
+        let mut c = Cursor::fresh(now - 60_000);
+        let s = c.scan(now);
+        assert_eq!((s.from_ms, s.since_ms, s.newest_ms), (now - 24 * 3_600_000, now - 660_000, now - 60_000));
+        c.scan = Some(Scan { token: Some("t".into()), ..s.clone() });
+        let line = serde_json::to_string(&c).unwrap();
+        let mut back: Cursor = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.scan(now + 600_000).token.as_deref(), Some("t"), "the same scan, not a new one");
+        assert!(back.scan.is_none());
+        let old: Cursor =
+            serde_json::from_str(r#"{"Type":"lambda_cursor","NotifiedUpTo":5,"Notified":[[4,"A"]]}"#)
+                .unwrap();
+        assert_eq!((old.up_to_ms, old.scan), (5, None));
+    }
+}
