@@ -144,7 +144,7 @@ for n, line in enumerate(open(out), 1):
         records.append(d["record"])
         continue
     assert {"namespace", "metric", "dimensions", "unit", "timestamp"} <= d.keys(), (n, line)
-    assert d["namespace"] == "Slurm" and d["dimensions"]["ClusterName"] == "arm64-check", (n, line)
+    assert d["namespace"] == "Slurm/arm64-check" and d["dimensions"]["ClusterName"] == "arm64-check", (n, line)
     assert d["metric"] in names, f"line {n}: {d['metric']} is not in {catalog}"
     assert ("value" in d) + ("values" in d) + ("stats" in d) == 1, (n, line)
     datums.append(d)

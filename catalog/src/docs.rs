@@ -1,6 +1,6 @@
 //! `docs/metrics.md`, generated from the catalog.
 
-use crate::{ALL, DEFAULT_NAMESPACE, Group, Kind, Metric, dims};
+use crate::{ALL, Group, Kind, Metric, NAMESPACE_PREFIX, dims};
 use std::fmt::Write;
 
 /// The whole of `docs/metrics.md`.
@@ -13,7 +13,8 @@ pub fn metrics_markdown() -> String {
     );
     let _ = writeln!(
         out,
-        "Every metric lives in the CloudWatch namespace `{DEFAULT_NAMESPACE}` (configurable) and \
+        "Every metric lives in the cluster's own CloudWatch namespace, `{NAMESPACE_PREFIX}/<cluster \
+         name>` unless configured (IAM can confine a cluster's nodes to it), and \
          carries the dimension `{}`. Each line under *Dimensions* is one dimension set the metric \
          is published with; in CloudWatch each distinct combination of values is one billed \
          metric. *Counter* figures grow until Slurm resets them; they are read, not sent: \

@@ -13,8 +13,15 @@ pub mod records;
 
 pub use metrics::ALL;
 
-/// Namespace used when the configuration names none.
-pub const DEFAULT_NAMESPACE: &str = "Slurm";
+/// The start of the namespace used when the configuration names none: `Slurm/<cluster>`.
+pub const NAMESPACE_PREFIX: &str = "Slurm";
+
+/// The namespace a cluster's figures go to when the configuration names none. One per cluster
+/// because IAM can confine PutMetricData to a namespace (`cloudwatch:namespace`) but not to a
+/// dimension value: with a shared namespace, one cluster's nodes could write another's figures.
+pub fn default_namespace(cluster: &str) -> String {
+    format!("{NAMESPACE_PREFIX}/{cluster}")
+}
 
 /// Dimension names. Every metric carries [`dims::CLUSTER_NAME`].
 pub mod dims {

@@ -9,8 +9,12 @@ pub const ENV: &str = "SLURM_CW_LAMBDA_CONFIG";
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    #[serde(default = "default_namespace")]
+    /// The cluster's namespace: the `namespace` key, or `Slurm/<cluster_name>` (the shipper's
+    /// default too).
+    #[serde(skip)]
     pub namespace: String,
+    #[serde(default, rename = "namespace")]
+    namespace_key: Option<String>,
     pub cluster_name: String,
     /// Every alarm the function manages is named with this prefix (default
     /// `slurm-cw-<cluster_name>/`); alarms with it and this cluster's marker that no rule names
@@ -68,17 +72,13 @@ impl Default for Thresholds {
     }
 }
 
-fn default_namespace() -> String {
-    slurm_cw_catalog::DEFAULT_NAMESPACE.into()
-}
-
 fn default_bus() -> String {
     "default".into()
 }
 
 impl Config {
     pub fn from_json(text: &str) -> Result<Config, String> {
-        let c: Config = serde_json::from_str(text).map_err(|e| format!("{ENV}: {e}"))?;
+        let mut c: Config = serde_json::from_str(text).map_err(|e| format!("{ENV}: {e}"))?;
         if c.cluster_name.trim().is_empty() {
             return Err(format!("{ENV}: cluster_name is empty"));
         }
@@ -90,8 +90,15 @@ impl Config {
         if let Some(g) = &c.job_log_group {
             check_log_group(g).map_err(|e| format!("{ENV}: job_log_group: {e}"))?;
         }
-        slurm_cw_sink::validate::check_namespace(&c.namespace)
-            .map_err(|e| format!("{ENV}: namespace: {e}"))?;
+        c.namespace = match &c.namespace_key {
+            Some(ns) => ns.clone(),
+            None => slurm_cw_catalog::default_namespace(&c.cluster_name),
+        };
+        slurm_cw_sink::validate::check_namespace(&c.namespace).map_err(|e| {
+            let key =
+                if c.namespace_key.is_some() { "namespace" } else { "cluster_name (the default namespace)" };
+            format!("{ENV}: {key}: {e}")
+        })?;
         let t = &c.thresholds;
         if t.idle_gpu_minutes == 0
             || t.low_cpu_minutes == 0
@@ -140,7 +147,7 @@ mod tests {
     #[test]
     fn minimal_and_full() {
         let c = Config::from_json(r#"{"cluster_name": "prod"}"#).unwrap();
-        assert_eq!((c.namespace.as_str(), c.event_bus.as_str()), ("Slurm", "default"));
+        assert_eq!((c.namespace.as_str(), c.event_bus.as_str()), ("Slurm/prod", "default"));
         assert_eq!(c.alarm_prefix(), "slurm-cw-prod/");
         assert_eq!(c.job_log_group(), "/slurm-cw/prod/jobs");
         assert_eq!(c.thresholds.idle_gpu_minutes, 30);
@@ -150,6 +157,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.rules.len(), slurm_cw_catalog::alarms::default_rules().len());
+        assert_eq!(c.namespace, "X", "an explicit namespace wins");
         assert_eq!((c.thresholds.idle_gpu_minutes, c.thresholds.low_cpu_minutes), (10, 60));
         let c = Config::from_json(
             r#"{"cluster_name": "p", "alarm_prefix": "slurm-cw-p-", "job_log_group": "/x/y", "rollup_minutes": 5}"#,
@@ -174,6 +182,17 @@ mod tests {
         for bad in ["hpc/prod", "/", "hpc\\n"] {
             let e = Config::from_json(&format!(r#"{{"cluster_name": "{bad}"}}"#)).unwrap_err();
             assert!(e.contains("cluster_name"), "{bad}: {e}");
+        }
+        let e = Config::from_json(r#"{"cluster_name": "p", "namespace": ":X"}"#).unwrap_err();
+        assert!(e.contains("namespace"), "{e}");
+        // A cluster name that makes no valid namespace, unless one is given.
+        let long = "c".repeat(250);
+        for bad in [long.as_str(), "hpc*", "prod@eu"] {
+            let e = Config::from_json(&format!(r#"{{"cluster_name": "{bad}"}}"#)).unwrap_err();
+            assert!(e.contains("cluster_name (the default namespace)"), "{bad}: {e}");
+            let c =
+                Config::from_json(&format!(r#"{{"cluster_name": "{bad}", "namespace": "Hpc"}}"#)).unwrap();
+            assert_eq!(c.namespace, "Hpc");
         }
         let e = Config::from_json(r#"{"cluster_name": "p", "job_log_group": "a b"}"#).unwrap_err();
         assert!(e.contains("job_log_group"), "{e}");

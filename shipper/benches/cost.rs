@@ -762,8 +762,11 @@ async fn simulate(
         .tempdir_in(if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" })
         .expect("a temporary directory");
 
-    let mut config =
-        Config { namespace: namespace.clone(), cluster_name: Some(cluster.clone()), ..Config::default() };
+    let mut config = Config {
+        namespace: Some(namespace.clone()),
+        cluster_name: Some(cluster.clone()),
+        ..Config::default()
+    };
     config.node.job_metrics = mode;
     // For trying a trimmed configuration (docs/cost.md): metric names never shipped, and fewer
     // RPC types by name.
@@ -800,9 +803,11 @@ async fn simulate(
     let make = |node: &str, collectors: Vec<Box<dyn Collector>>, runs_node: bool| {
         let mut c = config.clone();
         c.spool.dir = work.path().join("spool").join(node);
-        let metric_sink =
-            MetricSink::CloudWatch(CloudWatchSink::from_client(cw.clone(), cloudwatch_settings(&c)));
-        let metrics = Route::open(&c, &c.namespace, c.spool.dir.clone(), metric_sink);
+        let metric_sink = MetricSink::CloudWatch(CloudWatchSink::from_client(
+            cw.clone(),
+            cloudwatch_settings(&c, &namespace),
+        ));
+        let metrics = Route::open(&c, &namespace, c.spool.dir.clone(), metric_sink);
         let records = (runs_node && c.node.job_metrics.records()).then(|| {
             let settings = route::logs_settings(&c, &group, node);
             let sink = RecordSink::Logs(LogsSink::from_client(logs_client.clone(), settings));
@@ -892,8 +897,8 @@ async fn simulate(
     }
 }
 
-fn cloudwatch_settings(c: &Config) -> Settings {
-    let mut s = route::cloudwatch_settings(c);
+fn cloudwatch_settings(c: &Config, namespace: &str) -> Settings {
+    let mut s = route::cloudwatch_settings(c, namespace);
     // LocalStack answers slowly under load; the daemon's 10 s would only add retries here.
     s.attempt_timeout = Duration::from_secs(60);
     s.backoff = Backoff {

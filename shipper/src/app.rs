@@ -20,18 +20,22 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
         Ok((name, _)) => name,
         Err(e) => return Exit::BadConfig(e.0),
     };
+    let namespace = match config.namespace_for(&cluster) {
+        Ok(ns) => ns,
+        Err(e) => return Exit::BadConfig(e.0),
+    };
     let (role, why) = match crate::role::detect(&config) {
         Ok(r) => r,
         Err(e) => return Exit::BadConfig(e),
     };
     let node = config.node_name();
-    tracing::info!(role = role.as_str(), why, cluster, node, "starting");
+    tracing::info!(role = role.as_str(), why, cluster, namespace, node, "starting");
     for note in &config.deprecated {
         tracing::warn!(note = %note, "configuration key renamed; the old name still works");
     }
     let group = config.logs.group_for(&cluster);
-    let metrics =
-        Route::open(&config, &config.namespace, config.spool.dir.clone(), build_sink(&config).await);
+    let sink = build_sink(&config, &namespace).await;
+    let metrics = Route::open(&config, &namespace, config.spool.dir.clone(), sink);
     let records = if role.runs_node() && config.node.job_metrics.records() {
         let sink = build_record_sink(&config, &group, &node).await;
         Some(Route::open(&config, &group, config.spool.dir.join("logs"), sink))

@@ -85,7 +85,11 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
     let mut rows = vec![row("configuration", Status::Ok, "valid")];
     match config.resolve_cluster_name() {
         Ok((name, from)) => {
-            rows.push(config_row("cluster name", Status::Ok, format!("{name} (from {from})")))
+            rows.push(config_row("cluster name", Status::Ok, format!("{name} (from {from})")));
+            rows.push(match config.namespace_for(&name) {
+                Ok(ns) => config_row("namespace", Status::Ok, ns),
+                Err(e) => config_row("namespace", Status::Fail, e.0),
+            });
         }
         Err(e) => rows.push(config_row("cluster name", Status::Fail, e.0)),
     }

@@ -67,7 +67,9 @@ impl DropReason {
     }
 }
 
-/// Checks a namespace: 1-255 characters, no control characters, not under `AWS/`.
+/// Checks a namespace against CloudWatch's rules: 1-255 of `A-Z a-z 0-9 . - _ / # :` and
+/// space, not starting with `:` (the API's pattern) nor `AWS/` (reserved). The same set as the
+/// Terraform module's, so the IAM condition it writes names exactly what the shipper sends.
 pub fn check_namespace(ns: &str) -> Result<(), String> {
     if ns.is_empty() || ns.len() > MAX_NAMESPACE {
         return Err(format!("must be 1 to {MAX_NAMESPACE} characters, not {}", ns.len()));
@@ -75,8 +77,13 @@ pub fn check_namespace(ns: &str) -> Result<(), String> {
     if ns.starts_with("AWS/") {
         return Err("namespaces starting with AWS/ are reserved for AWS".into());
     }
-    if ns.chars().any(char::is_control) {
-        return Err("contains a control character".into());
+    if let Some(c) = ns.chars().find(|&c| !(c.is_ascii_alphanumeric() || ".-_/#: ".contains(c))) {
+        return Err(format!(
+            "{ns:?} holds {c:?}: a namespace is made of letters, digits, spaces and . - _ / # :"
+        ));
+    }
+    if ns.starts_with(':') || ns.trim().is_empty() {
+        return Err(format!("{ns:?} must not start with ':' nor be only spaces"));
     }
     Ok(())
 }
@@ -401,6 +408,11 @@ mod tests {
         assert!(check_namespace("AWS/EC2").is_err());
         assert!(check_namespace("").is_err());
         assert!(check_namespace(&"n".repeat(256)).is_err());
+        assert!(check_namespace("Slurm/prod-1_a.b#c:d e").is_ok());
+        assert!(check_namespace(&format!("Slurm/{}", "n".repeat(249))).is_ok());
+        for bad in [":Slurm", "   ", "Slurm\n", "Slurm/é", "Slurm/${aws:username}", "Slurm/*"] {
+            assert!(check_namespace(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

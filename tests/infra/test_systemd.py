@@ -210,7 +210,8 @@ def example_keys() -> set[str]:
 def test_config_example_parses_as_is_and_uncommented():
     assert tomllib.loads(EXAMPLE.read_text()) is not None
     data = tomllib.loads(uncommented(EXAMPLE.read_text()))
-    assert data["namespace"] == "Slurm"
+    # The default for the cluster name shown: the cluster's own namespace.
+    assert data["namespace"] == f"Slurm/{data['cluster_name']}"
     assert data["node"]["hook_socket"] == "/run/slurm-cw-shipper/hook.sock"
     assert data["cloudwatch"]["max_retries"] == 6
 

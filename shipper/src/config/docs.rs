@@ -30,7 +30,7 @@ use Shown::{Unset, Value};
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("cluster_name", Unset("slurm.conf `ClusterName`"), "the `ClusterName` dimension of every metric"),
-    key("namespace", Value("\"Slurm\""), "CloudWatch namespace (not `AWS/...`)"),
+    key("namespace", Unset("`Slurm/<cluster>`"), "CloudWatch namespace: letters, digits, spaces and `. - _ / # :`, not `AWS/...`; one per cluster lets IAM keep each cluster's nodes to their own (see *Moving an existing cluster*)"),
     key("node_name", Unset("short host name"), "the `NodeName` dimension of this host's own figures"),
     key("role", Value("\"auto\""), "`auto`, `node`, `head` or `all`"),
     key("collect_interval", Value("\"30s\""), "how often collectors sample"),

@@ -66,9 +66,10 @@ pub struct Config {
     /// The `ClusterName` dimension; from slurm.conf's ClusterName when not set.
     #[serde(deserialize_with = "opt_string")]
     pub cluster_name: Option<String>,
-    /// CloudWatch namespace of every metric.
-    #[serde(deserialize_with = "string")]
-    pub namespace: String,
+    /// CloudWatch namespace of every metric; `Slurm/<cluster name>` when not set
+    /// ([`Config::namespace_for`]).
+    #[serde(deserialize_with = "opt_string")]
+    pub namespace: Option<String>,
     /// The `NodeName` dimension of this host's own figures; the short host name when not set.
     #[serde(deserialize_with = "opt_string")]
     pub node_name: Option<String>,
@@ -115,7 +116,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             cluster_name: None,
-            namespace: slurm_cw_catalog::DEFAULT_NAMESPACE.to_owned(),
+            namespace: None,
             node_name: None,
             role: RoleSetting::Auto,
             collect_interval: Duration::from_secs(30),
@@ -213,14 +214,15 @@ impl Config {
     pub fn check(&self) -> Result<(), ConfigError> {
         use crate::sinks::validate::MAX_DIMENSION_VALUE;
         let err = |key: &str, why: String| Err(ConfigError(format!("{key}: {why}")));
-        if let Err(why) = crate::sinks::validate::check_namespace(&self.namespace) {
-            return err("namespace", why);
-        }
         if let Some(c) = &self.cluster_name
             && (c.trim().is_empty() || c.len() > MAX_DIMENSION_VALUE || c.chars().any(char::is_control))
         {
             // It ships as the ClusterName dimension.
             return err("cluster_name", format!("must be 1 to {MAX_DIMENSION_VALUE} printable characters"));
+        }
+        if self.namespace.is_some() || self.cluster_name.is_some() {
+            // A cluster name read from slurm.conf is checked when it is read (namespace_for).
+            self.namespace_for(self.cluster_name.as_deref().unwrap_or_default())?;
         }
         for name in &self.exclude_metrics {
             if slurm_cw_catalog::by_name(name).is_none() {
@@ -248,6 +250,30 @@ impl Config {
             return err("log.level", format!("{:?} is not a log filter", self.log.level));
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The namespace metrics go to: `namespace`, or `Slurm/<cluster>` when it is not set. An
+    /// invalid one is an error naming the key it comes from.
+    pub fn namespace_for(&self, cluster: &str) -> Result<String, ConfigError> {
+        use crate::sinks::validate::check_namespace;
+        match &self.namespace {
+            Some(ns) => match check_namespace(ns) {
+                Ok(()) => Ok(ns.clone()),
+                Err(why) => Err(ConfigError(format!("namespace: {why}"))),
+            },
+            None => {
+                let ns = slurm_cw_catalog::default_namespace(cluster);
+                match check_namespace(&ns) {
+                    Ok(()) => Ok(ns),
+                    Err(why) => Err(ConfigError(format!(
+                        "cluster_name: {cluster:?} makes the default namespace invalid ({why}); \
+                         set namespace, or a cluster_name of letters, digits and - _ ."
+                    ))),
+                }
+            }
+        }
     }
 }
 
@@ -303,6 +329,8 @@ mod tests {
         assert!(c.cloudwatch.endpoint.take().is_some());
         assert_eq!(c.logs.group.take().as_deref(), Some("/slurm-cw/hpc/jobs"));
         assert_eq!(c.cluster_name.take().as_deref(), Some("my-cluster"));
+        // Shown as the default this cluster name gives.
+        assert_eq!(c.namespace.take(), Some(slurm_cw_catalog::default_namespace("my-cluster")));
         assert_eq!(c.node_name.take().as_deref(), Some("compute-dy-c6i-1"));
         assert_eq!(c.slurm.conf.take(), Some(PathBuf::from("/opt/slurm/etc/slurm.conf")));
         assert_eq!(c.slurm.bin_dir.take(), Some(PathBuf::from("/opt/slurm/bin")));
@@ -312,7 +340,8 @@ mod tests {
     #[test]
     fn defaults_need_no_file() {
         let c = Config::from_toml("", "t", env(&[])).unwrap();
-        assert_eq!(c.namespace, "Slurm");
+        assert_eq!(c.namespace, None);
+        assert_eq!(c.namespace_for("prod").unwrap(), "Slurm/prod", "one namespace per cluster");
         assert_eq!(c.collect_interval, Duration::from_secs(30));
         assert_eq!(c.flush_interval, Duration::from_secs(120));
         assert_eq!(c.sink, SinkKind::Cloudwatch);
@@ -401,6 +430,50 @@ mod tests {
         }
         let e = Config::from_toml("", "t", env(&[("SLURM_CW_COLLECT_INTERVAL", "fast")])).unwrap_err();
         assert!(e.0.contains("SLURM_CW_COLLECT_INTERVAL") && e.0.contains("fast"), "{e}");
+    }
+
+    #[test]
+    fn the_namespace_is_the_clusters_own_unless_set() {
+        let c = Config::from_toml("cluster_name = \"prod-a\"\n", "t", env(&[])).unwrap();
+        assert_eq!(c.namespace_for("prod-a").unwrap(), "Slurm/prod-a");
+        let c = Config::from_toml(
+            "cluster_name = \"prod-a\"\nnamespace = \"Slurm\"\n",
+            "t",
+            env(&[("SLURM_CW_NAMESPACE", "Hpc/Shared")]),
+        )
+        .unwrap();
+        assert_eq!(c.namespace_for("prod-a").unwrap(), "Hpc/Shared", "an explicit namespace wins");
+        let c = Config::from_toml("namespace = \"Slurm\"\n", "t", env(&[])).unwrap();
+        assert_eq!(c.namespace_for("prod-a").unwrap(), "Slurm", "the old shared one, kept on purpose");
+    }
+
+    #[test]
+    fn a_bad_namespace_or_a_cluster_name_that_makes_one_names_its_key() {
+        let long = "c".repeat(250);
+        let cases = [
+            ("namespace = \"AWS/EC2\"\n".to_owned(), "namespace"),
+            ("namespace = \":Slurm\"\n".to_owned(), "namespace"),
+            ("namespace = \"Slurm/é\"\n".to_owned(), "namespace"),
+            ("namespace = \"Slurm/${aws:username}\"\n".to_owned(), "namespace"),
+            ("namespace = \"\"\n".to_owned(), "namespace"),
+            // "Slurm/" + 250 characters is 256, one past CloudWatch's limit.
+            (format!("cluster_name = \"{long}\"\n"), "cluster_name"),
+            ("cluster_name = \"hpc*\"\n".to_owned(), "cluster_name"),
+            ("cluster_name = \"prod@eu\"\n".to_owned(), "cluster_name"),
+        ];
+        for (text, key) in &cases {
+            let e = Config::from_toml(text, "t", env(&[])).unwrap_err();
+            assert!(e.0.starts_with(&format!("{key}: ")), "{text:?} -> {e}");
+        }
+        // The same cluster names are fine with a namespace of their own.
+        let c =
+            Config::from_toml(&format!("cluster_name = \"{long}\"\nnamespace = \"Hpc\"\n"), "t", env(&[]))
+                .unwrap();
+        assert_eq!(c.namespace_for(&long).unwrap(), "Hpc");
+        // A cluster name read from slurm.conf is checked when the namespace is made from it.
+        let c = Config::from_toml("", "t", env(&[])).unwrap();
+        assert!(c.namespace_for("hpc*").unwrap_err().0.starts_with("cluster_name: "));
+        assert_eq!(c.namespace_for("from-conf").unwrap(), "Slurm/from-conf");
     }
 
     #[test]

@@ -72,11 +72,12 @@ pub fn open_spool<T: Item>(dir: &Path, max_bytes: u64, stats: &StatsHandle) -> O
     }
 }
 
-pub async fn build_sink(config: &Config) -> MetricSink {
+/// The metric sink; `namespace` is [`Config::namespace_for`]'s.
+pub async fn build_sink(config: &Config, namespace: &str) -> MetricSink {
     match config.sink {
-        SinkKind::Stdout => MetricSink::Stdout(StdoutSink::new(&config.namespace)),
+        SinkKind::Stdout => MetricSink::Stdout(StdoutSink::new(namespace)),
         SinkKind::Cloudwatch => {
-            MetricSink::CloudWatch(CloudWatchSink::new(cloudwatch_settings(config)).await)
+            MetricSink::CloudWatch(CloudWatchSink::new(cloudwatch_settings(config, namespace)).await)
         }
     }
 }
@@ -89,25 +90,29 @@ pub async fn build_record_sink(config: &Config, group: &str, node: &str) -> Reco
 }
 
 pub fn logs_settings(config: &Config, group: &str, node: &str) -> crate::sinks::logs::Settings {
-    let cw = cloudwatch_settings(config);
+    let cw = &config.cloudwatch;
     crate::sinks::logs::Settings {
         group: group.to_owned(),
         stream: config.logs.stream.clone().unwrap_or_else(|| node.to_owned()),
-        region: cw.region,
+        region: cw.region.clone(),
         endpoint: config.logs.endpoint.clone(),
-        backoff: cw.backoff,
+        backoff: backoff(cw),
         attempt_timeout: cw.attempt_timeout,
     }
 }
 
-pub fn cloudwatch_settings(config: &Config) -> Settings {
+pub fn cloudwatch_settings(config: &Config, namespace: &str) -> Settings {
     let cw = &config.cloudwatch;
     Settings {
-        namespace: config.namespace.clone(),
+        namespace: namespace.to_owned(),
         region: cw.region.clone(),
         endpoint: cw.endpoint.clone(),
-        backoff: Backoff { base: cw.retry_base_delay, cap: cw.retry_max_delay, max_retries: cw.max_retries },
+        backoff: backoff(cw),
         attempt_timeout: cw.attempt_timeout,
         storage_resolution: cw.storage_resolution,
     }
+}
+
+fn backoff(cw: &crate::config::CloudWatchConfig) -> Backoff {
+    Backoff { base: cw.retry_base_delay, cap: cw.retry_max_delay, max_retries: cw.max_retries }
 }
