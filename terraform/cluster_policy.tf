@@ -1,4 +1,5 @@
-# What the cluster's instances need to run slurm-cw-shipper: PutMetricData into the namespace,
+# What the cluster's instances need to run slurm-cw-shipper: PutMetricData into the cluster's
+# namespace (a node of another cluster, with that cluster's policy, cannot write this one's),
 # and writing their own streams of the job log group; nothing else. For ParallelCluster:
 # HeadNode/Iam/AdditionalIamPolicies and Scheduling/SlurmQueues[]/Iam/AdditionalIamPolicies,
 # `- Policy: <cluster_instance_policy_arn>`.
@@ -13,7 +14,7 @@ locals {
         Effect    = "Allow"
         Action    = "cloudwatch:PutMetricData"
         Resource  = "*"
-        Condition = { StringEquals = { "cloudwatch:namespace" = var.namespace } }
+        Condition = { StringEquals = { "cloudwatch:namespace" = local.namespace } }
       },
       {
         # Job records: each node creates its stream (named after the node) on first use and
@@ -38,7 +39,7 @@ locals {
 resource "aws_iam_policy" "cluster_instance" {
   name        = "slurm-cw-shipper-${var.cluster_name}"
   path        = var.iam_path
-  description = "slurm-cw-shipper on the instances of cluster ${var.cluster_name}: cloudwatch:PutMetricData in namespace ${var.namespace}, logs:CreateLogStream and logs:PutLogEvents in ${local.job_log_group}"
+  description = "slurm-cw-shipper on the instances of cluster ${var.cluster_name}: cloudwatch:PutMetricData in namespace ${local.namespace}, logs:CreateLogStream and logs:PutLogEvents in ${local.job_log_group}"
   policy      = jsonencode(local.cluster_instance_policy)
   tags        = var.tags
 }

@@ -4,7 +4,7 @@ resource "aws_cloudwatch_dashboard" "cluster" {
   dashboard_name = "slurm-cw-${var.cluster_name}"
   dashboard_body = templatefile("${path.module}/dashboards/cluster.json.tftpl", {
     cluster_name  = var.cluster_name
-    namespace     = var.namespace
+    namespace     = local.namespace
     region        = local.region
     job_log_group = aws_cloudwatch_log_group.jobs.name
   })

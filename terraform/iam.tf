@@ -16,7 +16,7 @@ locals {
       Effect    = "Allow"
       Action    = ["cloudwatch:PutMetricData"]
       Resource  = "*"
-      Condition = { StringEquals = { "cloudwatch:namespace" = var.namespace } }
+      Condition = { StringEquals = { "cloudwatch:namespace" = local.namespace } }
     },
     {
       # Only alarms named with the cluster's prefix ("slurm-cw-<cluster>/", which no other

@@ -32,6 +32,10 @@ locals {
   # The nodes' job records (jobs.tf); the shipper's default `logs.group` and the Lambda's default
   # job_log_group are the same name.
   job_log_group = "/slurm-cw/${var.cluster_name}/jobs"
+
+  # The cluster's own namespace unless one is given, as the shipper and the Lambda default to
+  # (catalog::default_namespace): IAM confines PutMetricData by namespace, not by ClusterName.
+  namespace = var.namespace != null ? var.namespace : "Slurm/${var.cluster_name}"
   # The stream in it where the Lambda keeps its findings cursor; its role may write no other.
   lambda_cursor_stream = "_lambda"
 
@@ -44,7 +48,7 @@ locals {
 
   # The Lambda's whole configuration, in its one environment variable.
   lambda_config = jsonencode({
-    namespace     = var.namespace
+    namespace     = local.namespace
     cluster_name  = var.cluster_name
     alarm_prefix  = local.alarm_prefix
     sns_topic_arn = aws_sns_topic.alarms.arn

@@ -59,6 +59,6 @@ output "kms_key_arn" {
 }
 
 output "namespace" {
-  description = "The CloudWatch namespace: set the shipper's `namespace` key to it."
-  value       = var.namespace
+  description = "The cluster's CloudWatch namespace (default Slurm/<cluster_name>, the shipper's default too): set the shipper's `namespace` key to it only when the variable namespace is set."
+  value       = local.namespace
 }

@@ -13,13 +13,14 @@ variable "cluster_name" {
 }
 
 variable "namespace" {
-  description = "CloudWatch namespace the shippers publish to and the Lambda reads from and writes to (the shipper's `namespace` key). The instance policy and the Lambda may put metric data in this namespace only."
+  description = "CloudWatch namespace the shippers publish to and the Lambda reads from and writes to (the shipper's `namespace` key). Default (null): \"Slurm/<cluster_name>\", the shipper's default too. The instance policy and the Lambda may put metric data in this namespace only, so one per cluster keeps each cluster's nodes out of the others' figures, alarms and autoscaling events; \"Slurm\" keeps the namespace older versions shared (see the README, \"Moving an existing cluster\")."
   type        = string
-  default     = "Slurm"
+  default     = null
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9.#:_/ -]{1,255}$", var.namespace)) && !startswith(var.namespace, "AWS/")
-    error_message = "namespace must be 1 to 255 characters of letters, digits, spaces and . # : _ / -, and must not start with \"AWS/\" (reserved for AWS services)."
+    # try(): with a null namespace the functions fail, and || does not stop at its left side.
+    condition     = var.namespace == null || try(can(regex("^[A-Za-z0-9.#:_/ -]{1,255}$", var.namespace)) && !startswith(var.namespace, "AWS/") && !startswith(var.namespace, ":"), false)
+    error_message = "namespace must be 1 to 255 characters of letters, digits, spaces and . # : _ / -, and must start neither with \"AWS/\" (reserved for AWS services) nor with \":\"."
   }
 }
 

@@ -25,7 +25,11 @@
 #   --role head|node       the node's role (the shipper's `role`); default: ParallelCluster's
 #                          node type in /etc/parallelcluster/cfnconfig (on a login node it does
 #                          nothing)
-#   --namespace NS         CloudWatch namespace (default Slurm; the terraform module's `namespace`)
+#   --namespace NS         CloudWatch namespace; must be the terraform module's `namespace`.
+#                          Default: none written, so the shipper uses the cluster's own,
+#                          Slurm/<cluster name>, as the module does. `--namespace Slurm` keeps
+#                          the namespace older versions shared (see the README, "Moving an
+#                          existing cluster")
 #   --cluster-name NAME    the ClusterName dimension (default: slurm.conf ClusterName, else the
 #                          ParallelCluster cluster name); must match the terraform module's
 #   --no-imds-restriction  compute nodes: leave instance metadata open to every user (see IMDS)
@@ -45,8 +49,8 @@
 #
 # It installs /opt/slurm-cw-shipper/task-epilog.sh first (a cluster-wide TaskEpilog= then finds
 # it even on a node where the rest fails; without the daemon it does nothing),
-# /usr/local/bin/slurm-cw-shipper, /etc/slurm-cw-shipper/config.toml (cluster_name, namespace,
-# role; keep site settings as SLURM_CW_* variables in /etc/slurm-cw-shipper/environment) and the
+# /usr/local/bin/slurm-cw-shipper, /etc/slurm-cw-shipper/config.toml (cluster_name, role,
+# namespace when given; keep site settings as SLURM_CW_* variables in /etc/slurm-cw-shipper/environment) and the
 # systemd unit, and enables and starts slurm-cw-shipper.
 #
 # It never fails a node's boot: ParallelCluster fails the boot when an OnNodeConfigured action
@@ -138,7 +142,7 @@ done
 
 parse_args() {
     binary_x86_64='' binary_aarch64='' sha256_x86_64='' sha256_aarch64='' role=''
-    namespace=Slurm cluster_name='' epilog_src='' unit_src='' slurm_conf=''
+    namespace='' cluster_name='' epilog_src='' unit_src='' slurm_conf=''
     imds_restriction=yes edit_slurm_conf=no
     local opt val
     while [ $# -gt 0 ]; do
@@ -191,8 +195,9 @@ parse_args() {
         *) usage_error "bad role '$role': head or node" ;;
     esac
     if [ -n "$cluster_name" ]; then check_cluster_name; fi
-    if ! [[ $namespace =~ ^[A-Za-z0-9.#:_/\ -]{1,255}$ ]] || [[ $namespace == AWS/* ]]; then
-        usage_error "bad namespace '$namespace': letters, digits, spaces and . # : _ / -, not AWS/..."
+    if [ -n "$namespace" ] && { ! [[ $namespace =~ ^[A-Za-z0-9.#:_/\ -]{1,255}$ ]] ||
+        [[ $namespace == AWS/* || $namespace == :* ]]; }; then
+        usage_error "bad namespace '$namespace': letters, digits, spaces and . # : _ / -, not AWS/... nor starting with :"
     fi
 }
 
@@ -433,7 +438,7 @@ EPILOG_EOF
     if [ -z "$cluster_name" ] && [ -r "$cfnconfig" ]; then cluster_name=$(cfn_value stack_name); fi
     [ -n "$cluster_name" ] || fail 1 "no cluster name: give --cluster-name, or set ClusterName in slurm.conf"
     check_cluster_name
-    log "role $role, cluster $cluster_name, namespace $namespace"
+    log "role $role, cluster $cluster_name, namespace ${namespace:-"the cluster's own (the shipper's default)"}"
 
     # The binary for this machine.
     local machine src want
@@ -483,13 +488,15 @@ EPILOG_EOF
         log "installed $BIN from $src (sha256 $want)"
     fi
 
+    # No namespace line unless given: the shipper then uses the cluster's own.
+    local namespace_line=''
+    if [ -n "$namespace" ]; then namespace_line="namespace = \"$namespace\""$'\n'; fi
     install_text "$CONF_DIR/config.toml" 0644 <<CONFIG_EOF
 # Written by on-node-configured.sh (ParallelCluster OnNodeConfigured), rewritten when it runs:
 # keep site settings as SLURM_CW_* variables in $CONF_DIR/environment. Every key is
 # described in infra/systemd/config.toml.example.
 cluster_name = "$cluster_name"
-namespace = "$namespace"
-role = "$role"
+${namespace_line}role = "$role"
 CONFIG_EOF
     if [ "$wrote" = yes ]; then changed=yes; log "wrote $CONF_DIR/config.toml"; fi
 

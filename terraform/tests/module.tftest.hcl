@@ -81,7 +81,7 @@ run "defaults" {
 
   assert {
     condition = jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG) == {
-      namespace     = "Slurm"
+      namespace     = "Slurm/test"
       cluster_name  = "test"
       alarm_prefix  = "slurm-cw-test/"
       sns_topic_arn = "arn:aws:sns:eu-west-1:123456789012:slurm-cw-test-alarms"
@@ -149,7 +149,7 @@ run "defaults" {
         Effect    = "Allow"
         Action    = "cloudwatch:PutMetricData"
         Resource  = "*"
-        Condition = { StringEquals = { "cloudwatch:namespace" = "Slurm" } }
+        Condition = { StringEquals = { "cloudwatch:namespace" = "Slurm/test" } }
       },
       {
         Sid      = "WriteJobRecords"
@@ -204,6 +204,17 @@ run "defaults" {
   assert {
     condition     = output.dashboard_name == "slurm-cw-test" && jsondecode(aws_cloudwatch_dashboard.cluster.dashboard_body) != null
     error_message = "The dashboard must be slurm-cw-<cluster_name> with a JSON body."
+  }
+
+  # The cluster's own namespace, everywhere: what the nodes and the Lambda may write, what the
+  # dashboard draws, what the output tells.
+  assert {
+    condition = (
+      output.namespace == "Slurm/test" &&
+      one([for s in jsondecode(aws_iam_role_policy.lambda.policy).Statement : s.Condition.StringEquals["cloudwatch:namespace"] if s.Sid == "WriteDerivedMetrics"]) == "Slurm/test" &&
+      strcontains(aws_cloudwatch_dashboard.cluster.dashboard_body, "\"Slurm/test\"")
+    )
+    error_message = "The default namespace must be Slurm/<cluster_name> in the output, the Lambda's policy and the dashboard."
   }
 
   assert {
@@ -283,8 +294,8 @@ run "cluster_hpc" {
     cluster_name = "hpc"
   }
   assert {
-    condition     = output.alarm_prefix == "slurm-cw-hpc/"
-    error_message = "alarm_prefix must be slurm-cw-<cluster_name>/."
+    condition     = output.alarm_prefix == "slurm-cw-hpc/" && output.namespace == "Slurm/hpc"
+    error_message = "alarm_prefix must be slurm-cw-<cluster_name>/ and the namespace Slurm/<cluster_name>."
   }
 }
 
@@ -297,9 +308,11 @@ run "cluster_hpc_prod" {
     condition = (
       output.alarm_prefix == "slurm-cw-hpc-prod/" &&
       !startswith("${output.alarm_prefix}NodesDown", run.cluster_hpc.alarm_prefix) &&
-      !startswith("${run.cluster_hpc.alarm_prefix}NodesDown", output.alarm_prefix)
+      !startswith("${run.cluster_hpc.alarm_prefix}NodesDown", output.alarm_prefix) &&
+      output.namespace == "Slurm/hpc-prod" &&
+      jsondecode(aws_iam_policy.cluster_instance.policy).Statement[0].Condition.StringEquals["cloudwatch:namespace"] != run.cluster_hpc.namespace
     )
-    error_message = "The alarm prefixes of clusters hpc and hpc-prod overlap."
+    error_message = "The alarm prefixes or the namespaces of clusters hpc and hpc-prod overlap."
   }
 }
 
@@ -309,6 +322,31 @@ run "rejects_aws_namespace" {
     namespace = "AWS/EC2"
   }
   expect_failures = [var.namespace]
+}
+
+run "rejects_namespace_starting_with_a_colon" {
+  command = plan
+  variables {
+    namespace = ":Slurm"
+  }
+  expect_failures = [var.namespace]
+}
+
+# A cluster that keeps the namespace older versions shared (README: "Moving an existing
+# cluster"): everything follows the variable.
+run "keeps_the_shared_namespace" {
+  command = apply
+  variables {
+    namespace = "Slurm"
+  }
+  assert {
+    condition = (
+      output.namespace == "Slurm" &&
+      jsondecode(aws_iam_policy.cluster_instance.policy).Statement[0].Condition.StringEquals["cloudwatch:namespace"] == "Slurm" &&
+      jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).namespace == "Slurm"
+    )
+    error_message = "namespace = \"Slurm\" must reach the output, the instance policy and the Lambda."
+  }
 }
 
 run "rejects_bad_cluster_name" {

@@ -236,7 +236,7 @@ def mode(path):
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def assert_installed(node: Node, cluster_name: str, role: str, namespace: str = "Slurm", binary: bytes = BINARY):
+def assert_installed(node: Node, cluster_name: str, role: str, namespace: str | None = None, binary: bytes = BINARY):
     assert node.path(BIN).read_bytes() == binary
     assert mode(node.path(BIN)) == 0o755
     # The built-in copies are the repository's files.
@@ -247,7 +247,9 @@ def assert_installed(node: Node, cluster_name: str, role: str, namespace: str = 
         "the unit built into on-node-configured.sh is out of date: run infra/parallelcluster/update-embedded.py"
     assert mode(node.path(UNIT)) == 0o644
     config = tomllib.loads(node.path(CONFIG).read_text())
-    assert config == {"cluster_name": cluster_name, "namespace": namespace, "role": role}
+    # No namespace unless given: the shipper then uses Slurm/<cluster_name>, as Terraform does.
+    want = {"cluster_name": cluster_name, "role": role} | ({"namespace": namespace} if namespace else {})
+    assert config == want
     assert mode(node.path(CONFIG)) == 0o644
     calls = node.calls()
     assert ["systemctl", "daemon-reload"] in calls
@@ -344,7 +346,7 @@ def test_new_binary_or_configuration_restarts(compute):
     assert ["systemctl", "daemon-reload"] not in compute.calls()  # the unit did not change
 
     compute.log.write_text("")
-    compute.run([a if a != "Slurm" else "Slurm/Other" for a in args])
+    compute.run([*args, "--namespace", "Slurm/Other"])
     assert tomllib.loads(compute.path(CONFIG).read_text())["namespace"] == "Slurm/Other"
     assert ["systemctl", "restart", "slurm-cw-shipper"] in compute.calls()
 
@@ -373,8 +375,9 @@ def test_cluster_name_from_slurm_conf_and_local_binary(tmp_path, node_type):
 
 def test_cluster_name_falls_back_to_the_parallelcluster_name(compute):
     (compute.root / SLURM_CONF).unlink()
+    # --namespace=Slurm: a cluster that keeps the namespace older versions shared.
     compute.run(["--binary", S3_BINARY, "--namespace=Slurm", "--role=node"])
-    assert_installed(compute, cluster_name="pc-stack", role="node")
+    assert_installed(compute, cluster_name="pc-stack", role="node", namespace="Slurm")
 
 
 # --- the role ----------------------------------------------------------------------------------
@@ -503,6 +506,8 @@ def test_systemd_failure_exits_0_and_logs(head):
         ["--binary"],
         ["--binary", "s3://b/k", "--bogus"],
         ["--binary", "s3://b/k", "--namespace", "AWS/EC2"],
+        ["--binary", "s3://b/k", "--namespace", ":Slurm"],
+        ["--binary", "s3://b/k", "--namespace", "Slurm/${aws:username}"],
         ["--binary", "s3://b/k", "--cluster-name", "bad name"],
         ["--binary", "https://example.com/slurm-cw-shipper"],
         ["--binary", "s3://b/k", "--sha256", "abc"],

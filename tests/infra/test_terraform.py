@@ -158,7 +158,7 @@ def test_variable_defaults():
     assert v["log_retention_days"]["default"] == 30
     assert v["schedule_expression"]["default"] == "rate(1 minute)"
     assert v["event_bus_name"]["default"] == "default"
-    assert v["namespace"]["default"] == "Slurm"
+    assert v["namespace"]["default"] is None  # the cluster's own: local.namespace
     assert v["alarm_rules"]["default"] is None
     assert v["lambda_reserved_concurrency"]["default"] is None
     assert v["job_log_retention_days"]["default"] == 30
@@ -195,7 +195,7 @@ def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_onl
     assert metrics["Effect"] == "Allow"
     assert as_list(metrics["Action"]) == ["cloudwatch:PutMetricData"]
     assert metrics["Resource"] == "*"
-    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "${var.namespace}"}}
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "${local.namespace}"}}
     records = statements["WriteJobRecords"]
     assert records["Effect"] == "Allow"
     assert sorted(as_list(records["Action"])) == ["logs:CreateLogStream", "logs:PutLogEvents"]
@@ -262,7 +262,7 @@ def test_lambda_role_statements():
     resources_ = {sid: s["Resource"] for sid, s in statements.items()}
     # "*" only where the action has no resource-level permissions.
     assert {sid for sid, r in resources_.items() if r == "*"} == {"ReadMetrics", "WriteDerivedMetrics", "Tracing"}
-    assert statements["WriteDerivedMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "${var.namespace}"}}
+    assert statements["WriteDerivedMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "${local.namespace}"}}
     assert resources_["ManageClusterAlarms"] == "${local.alarm_arn_prefix}*"
     assert resources_["PublishNotices"] == "${aws_sns_topic.alarms.arn}"
     assert resources_["UseTheTopicKey"] == "${aws_kms_key.this.arn}"
@@ -331,6 +331,101 @@ def test_alarm_resources_of_two_clusters_do_not_overlap():
         assert not iam_glob(pa, f"{arn}SlurmCW-{a}-lambda-failing")
 
 
+# --- One namespace per cluster -----------------------------------------------------------------
+# IAM confines cloudwatch:PutMetricData by namespace (cloudwatch:namespace), never by a
+# dimension: with one namespace shared by clusters, root on a node of one could write another's
+# figures, fire its alarms and send its autoscaling events.
+
+
+def cluster_namespace(cluster: str, namespace: str | None = None) -> str:
+    """local.namespace for these inputs, evaluated from its expression (a conditional on
+    var.namespace being null, else a template of var.cluster_name)."""
+    expr = module_locals()["namespace"]
+    m = re.fullmatch(r'\$\{var\.namespace != null \? var\.namespace : "(.+)"\}', expr)
+    assert m, f"local.namespace is no longer `var.namespace != null ? var.namespace : \"...\"`: {expr}"
+    if namespace is not None:
+        return namespace
+    return m.group(1).replace("${var.cluster_name}", cluster)
+
+
+def with_namespace(statements: list, namespace: str) -> list:
+    """The statements as IAM gets them once local.namespace is rendered."""
+    return json.loads(json.dumps(statements).replace("${local.namespace}", namespace))
+
+
+def put_metric_data_allowed(statements: list, namespace: str) -> bool:
+    """IAM's decision on cloudwatch:PutMetricData into `namespace` (Resource "*"): an explicit
+    Deny wins, else an Allow whose conditions all hold, else the implicit deny. Only the
+    operators the module uses are understood; another fails the test rather than guess."""
+
+    def applies(s: dict) -> bool:
+        actions = as_list(s.get("Action", []))
+        if not any(iam_glob(a, "cloudwatch:PutMetricData") for a in actions):
+            return False
+        assert "NotAction" not in s and "NotResource" not in s, s
+        if not any(iam_glob(r, "*") for r in as_list(s["Resource"])):
+            return False
+        for op, keys in s.get("Condition", {}).items():
+            assert op == "StringEquals", f"unexpected condition operator {op}: {s}"
+            for key, wanted in keys.items():
+                assert key == "cloudwatch:namespace", f"unexpected condition key {key}: {s}"
+                if namespace not in as_list(wanted):  # StringEquals: exact, case-sensitive
+                    return False
+        return True
+
+    matching = [s for s in statements if applies(s)]
+    if any(s["Effect"] == "Deny" for s in matching):
+        return False
+    return any(s["Effect"] == "Allow" for s in matching)
+
+
+def test_the_namespace_is_the_clusters_own_unless_set():
+    assert blocks("variable")["namespace"]["default"] is None
+    assert cluster_namespace("hpc-a") == "Slurm/hpc-a"
+    assert cluster_namespace("hpc-a", "Slurm") == "Slurm", "an explicit namespace wins"
+    # Everything that names the namespace takes the local, never the variable itself.
+    for path in MODULE_FILES:
+        if path.name != "variables.tf":
+            text = path.read_text()
+            assert "var.namespace" not in text or path.name == "main.tf", f"{path.name} uses var.namespace"
+    assert blocks("output")["namespace"]["value"] == "${local.namespace}"
+
+
+def test_every_cluster_name_makes_a_valid_namespace():
+    (validation,) = blocks("variable")["namespace"]["validation"]
+    m = re.search(r'regex\("([^"]+)", var\.namespace\)', validation["condition"])
+    assert m, validation["condition"]
+    namespace_regex = m.group(1).replace("\\\\", "\\")
+    # The longest and every character the cluster_name validation allows.
+    for name in ("c" * 40, "A-Z_a-z-0-9", "0"):
+        assert re.fullmatch(cluster_name_regex(), name), name
+        ns = cluster_namespace(name)
+        assert re.fullmatch(namespace_regex, ns) and not ns.startswith(("AWS/", ":")), ns
+
+
+@pytest.mark.parametrize("a,b", [("hpc-a", "hpc-b"), ("hpc", "hpc-prod"), ("hpc", "HPC"), ("a", "a_b")])
+def test_a_clusters_policies_cannot_put_into_another_clusters_namespace(a, b):
+    """Cluster A's instance policy (and its Lambda's role) allow PutMetricData into A's
+    namespace and no other: not B's, not the shared "Slurm", not one that merely starts with
+    A's."""
+    loc = module_locals()
+    for name, statements in (("instance policy", loc["cluster_instance_policy"]["Statement"]),
+                             ("Lambda role", loc["lambda_role_statements"])):
+        ns_a, ns_b = cluster_namespace(a), cluster_namespace(b)
+        policy_a = with_namespace(statements, ns_a)
+        assert put_metric_data_allowed(policy_a, ns_a), (name, ns_a)
+        for other in (ns_b, "Slurm", f"{ns_a}/x", f"{ns_a} ", ns_a.lower() if ns_a != ns_a.lower() else ns_a.upper(),
+                      "Slurm/*", f"{ns_a}*"):
+            assert not put_metric_data_allowed(policy_a, other), (name, a, other)
+        assert not put_metric_data_allowed(with_namespace(statements, ns_b), ns_a), (name, b, ns_a)
+
+
+def test_a_cluster_that_keeps_the_shared_namespace_gets_exactly_it():
+    statements = with_namespace(module_locals()["cluster_instance_policy"]["Statement"], cluster_namespace("hpc", "Slurm"))
+    assert put_metric_data_allowed(statements, "Slurm")
+    assert not put_metric_data_allowed(statements, "Slurm/hpc")
+
+
 def test_kms_key_policy():
     res = resources()
     key = res[("aws_kms_key", "this")]
@@ -373,7 +468,7 @@ def test_lambda_function():
 
     config = module_locals()["lambda_config"]
     for key, value in {
-        "namespace": "var.namespace",
+        "namespace": "local.namespace",
         "cluster_name": "var.cluster_name",
         "alarm_prefix": "local.alarm_prefix",
         "sns_topic_arn": "aws_sns_topic.alarms.arn",
@@ -447,7 +542,7 @@ def test_default_lambda_config_fits_the_environment():
     with <, > and & escaped) with the default rules and a long topic ARN."""
     rules = json.loads((TERRAFORM / "rules" / "default-rules.json").read_text())
     config = {
-        "namespace": "Slurm",
+        "namespace": "Slurm/" + "c" * 40,
         "cluster_name": "c" * 40,
         "alarm_prefix": "slurm-cw-" + "c" * 40 + "/",
         "sns_topic_arn": "arn:aws-us-gov:sns:us-gov-west-1:123456789012:slurm-cw-" + "c" * 40 + "-alarms",
@@ -481,7 +576,7 @@ def test_dashboard_uses_the_template():
     dash = resources()[("aws_cloudwatch_dashboard", "cluster")]
     body = dash["dashboard_body"]
     assert 'templatefile("${path.module}/dashboards/cluster.json.tftpl"' in body
-    for var in ("cluster_name = var.cluster_name", "namespace = var.namespace", "region = local.region",
+    for var in ("cluster_name = var.cluster_name", "namespace = local.namespace", "region = local.region",
                 "job_log_group = aws_cloudwatch_log_group.jobs.name"):
         assert var in re.sub(r"\s+", " ", body), body
 
@@ -492,7 +587,7 @@ def test_generated_files_exist_and_are_json():
     template = (TERRAFORM / "dashboards" / "cluster.json.tftpl").read_text()
     if "%{" not in template:  # plain interpolations only: render it here
         rendered = template
-        for k, v in {"cluster_name": "c", "namespace": "Slurm", "region": "us-east-1", "job_log_group": "/slurm-cw/c/jobs"}.items():
+        for k, v in {"cluster_name": "c", "namespace": "Slurm/c", "region": "us-east-1", "job_log_group": "/slurm-cw/c/jobs"}.items():
             rendered = rendered.replace("${" + k + "}", v)
         assert "${" not in rendered.replace("$${", ""), "the dashboard template uses an unknown variable"
         assert "widgets" in json.loads(rendered.replace("$${", "${"))

@@ -47,8 +47,9 @@ variable "alarm_emails" {
 module "slurm_cw" {
   source = "../.."
 
-  cluster_name    = "hpc-prod"
-  namespace       = "Slurm"
+  cluster_name = "hpc-prod"
+  # namespace: by default "Slurm/hpc-prod", the shippers' default too. namespace = "Slurm"
+  # keeps the one older versions shared (README: "Moving an existing cluster").
   lambda_zip_path = var.lambda_zip_path
   alarm_emails    = var.alarm_emails
 
