@@ -26,7 +26,10 @@ async fn main() -> Result<(), Error> {
             "rollup_minutes is ignored: findings are read every run and no run reads per-job series"
         );
     }
-    let clients = Clients::from_env().await;
+    let clients = Clients::from_env().await.map_err(|e| {
+        tracing::error!(error = %e, "cannot reach AWS");
+        e
+    })?;
     let (config, clients) = (&config, &clients);
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<EventBridgeEvent<serde_json::Value>>| async move {

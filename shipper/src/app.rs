@@ -34,10 +34,16 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
         tracing::warn!(note = %note, "configuration key renamed; the old name still works");
     }
     let group = config.logs.group_for(&cluster);
-    let sink = build_sink(&config, &namespace).await;
+    let sink = match build_sink(&config, &namespace).await {
+        Ok(s) => s,
+        Err(e) => return Exit::Failed(e.to_string()),
+    };
     let metrics = Route::open(&config, &namespace, config.spool.dir.clone(), sink);
     let records = if role.runs_node() && config.node.job_metrics.records() {
-        let sink = build_record_sink(&config, &group, &node).await;
+        let sink = match build_record_sink(&config, &group, &node).await {
+            Ok(s) => s,
+            Err(e) => return Exit::Failed(e.to_string()),
+        };
         Some(Route::open(&config, &group, config.spool.dir.join("logs"), sink))
     } else {
         None

@@ -158,7 +158,10 @@ async fn aws_rows(config: &Config) -> Vec<Row> {
     if config.sink == SinkKind::Stdout {
         return vec![row("aws", Status::Skip, "sink is stdout")];
     }
-    let sdk = crate::aws::sdk_config(config.cloudwatch.region.as_deref()).await;
+    let sdk = match crate::aws::sdk_config(config.cloudwatch.region.as_deref()).await {
+        Ok(sdk) => sdk,
+        Err(e) => return vec![row("ca certificates", Status::Fail, e.to_string())],
+    };
     let mut rows = Vec::new();
     let region = sdk.region().map(|r| r.to_string());
     match &region {
@@ -214,7 +217,10 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
     let group = config.logs.group_for(&cluster);
     let settings = crate::sinks::route::logs_settings(config, &group, &config.node_name());
     let stream = settings.stream.clone();
-    let mut sink = crate::sinks::logs::LogsSink::new(settings).await;
+    let mut sink = match crate::sinks::logs::LogsSink::new(settings).await {
+        Ok(sink) => sink,
+        Err(e) => return row(check, Status::Fail, e.to_string()),
+    };
     match tokio::time::timeout(Duration::from_secs(15), sink.probe()).await {
         Ok(Ok(())) => row(check, Status::Ok, format!("{group} (stream {stream})")),
         Ok(Err(e)) => row(check, Status::Fail, e),

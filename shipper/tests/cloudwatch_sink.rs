@@ -47,7 +47,7 @@ fn no_spool(sink: CloudWatchSink, stats: &StatsHandle) -> (Intake<Datum>, Delive
 async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_dropped() {
     let Some(url) = localstack() else { return };
     let ns = unique_namespace("split");
-    let sink = CloudWatchSink::new(settings(&url, &ns)).await;
+    let sink = CloudWatchSink::new(settings(&url, &ns)).await.unwrap();
     let stats = StatsHandle::default();
     // Without local validation, Values and Counts of different lengths reach CloudWatch, which
     // refuses the whole request (HTTP 400 InvalidParameterValue).
@@ -86,7 +86,8 @@ async fn with_validation_the_bad_datum_never_reaches_cloudwatch() {
     let Some(url) = localstack() else { return };
     let ns = unique_namespace("validated");
     let stats = StatsHandle::default();
-    let (mut intake, mut delivery) = no_spool(CloudWatchSink::new(settings(&url, &ns)).await, &stats);
+    let (mut intake, mut delivery) =
+        no_spool(CloudWatchSink::new(settings(&url, &ns)).await.unwrap(), &stats);
     let datums = vec![datum("Good", "a", 1.0), datum("Bad", "b", f64::INFINITY), datum("Good", "c", 3.0)];
     delivery.hold(intake.take(datums));
     assert_eq!(delivery.drain().await, Step::Empty);
@@ -104,7 +105,7 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
     let ns = unique_namespace("spooled");
     let stats = StatsHandle::default();
     let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone());
-    let down = CloudWatchSink::new(settings("http://127.0.0.1:9", &ns)).await;
+    let down = CloudWatchSink::new(settings("http://127.0.0.1:9", &ns)).await.unwrap();
     let mut delivery = Delivery::new(MetricSink::CloudWatch(down), Some(spool.clone()), 1000, stats.clone());
     delivery.hold(intake.take(vec![datum("Good", "a", 1.0)]));
     let step = delivery.drain().await;
@@ -116,7 +117,7 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
 
     // CloudWatch answers again (here: LocalStack): both flushes go, oldest first, and leave.
     let Some(url) = localstack() else { return };
-    let up = CloudWatchSink::new(settings(&url, &ns)).await;
+    let up = CloudWatchSink::new(settings(&url, &ns)).await.unwrap();
     let mut delivery = Delivery::new(MetricSink::CloudWatch(up), Some(spool.clone()), 1000, stats.clone());
     assert_eq!(delivery.drain().await, Step::Empty);
     assert_eq!(delivery.waiting(), (0, 0));
@@ -167,7 +168,7 @@ async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
     let mut intake = Intake::new(&allowed, Some(spool.clone()), stats.clone());
     intake.take(vec![datum("New", "b", 2.0)]);
     intake.take(vec![datum("New", "c", 3.0)]);
-    let sink = CloudWatchSink::new(settings(&proxy.url(), &allowed)).await;
+    let sink = CloudWatchSink::new(settings(&proxy.url(), &allowed)).await.unwrap();
     let mut delivery = Delivery::new(MetricSink::CloudWatch(sink), Some(spool.clone()), 1000, stats.clone());
     let mut steps = Vec::new();
     for _ in 0..10 {
@@ -218,7 +219,7 @@ async fn when_everything_is_refused_nothing_is_set_aside() {
     for job in ["a", "b", "c"] {
         intake.take(vec![datum("M", job, 1.0)]);
     }
-    let sink = CloudWatchSink::new(settings(&proxy.url(), &ns)).await;
+    let sink = CloudWatchSink::new(settings(&proxy.url(), &ns)).await.unwrap();
     let mut delivery = Delivery::new(MetricSink::CloudWatch(sink), Some(spool.clone()), 1000, stats.clone());
     for _ in 0..15 {
         assert!(matches!(delivery.send_oldest().await, Step::Failed(_)));

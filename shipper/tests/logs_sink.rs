@@ -46,7 +46,7 @@ async fn records_wait_in_their_spool_through_an_outage_and_arrive_once() {
     let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
     let stats = StatsHandle::default();
     let mut intake = Intake::new(&group, Some(spool.clone()), stats.clone());
-    let down = LogsSink::new(settings("http://127.0.0.1:9", &group)).await;
+    let down = LogsSink::new(settings("http://127.0.0.1:9", &group)).await.unwrap();
     let mut delivery = Delivery::new(RecordSink::Logs(down), Some(spool.clone()), 1000, stats.clone());
     delivery.hold(
         intake.take(vec![record("41", Duration::from_secs(120)), record("42", Duration::from_secs(110))]),
@@ -65,7 +65,7 @@ async fn records_wait_in_their_spool_through_an_outage_and_arrive_once() {
     assert_eq!(s.dropped.get(&DropReason::Timestamp), Some(&1));
     assert_eq!(s.sent, 0);
 
-    let up = LogsSink::new(settings(&url, &group)).await;
+    let up = LogsSink::new(settings(&url, &group)).await.unwrap();
     let mut delivery = Delivery::new(RecordSink::Logs(up), Some(spool.clone()), 1000, stats.clone());
     assert_eq!(delivery.drain().await, Step::Empty);
     assert_eq!(delivery.waiting(), (0, 0), "the spool is empty once delivered");

@@ -47,7 +47,13 @@ pub async fn run(config: &Config, req: &Request) -> u8 {
     let group = config.logs.group_for(cluster.as_deref().unwrap_or_default());
     let detail = slurm_detail(config, &req.job).await;
     let (start, end) = bounds(detail.as_ref());
-    let client = client(config).await;
+    let client = match client(config).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("slurm-cw-shipper report: {e}");
+            return 1;
+        }
+    };
     let records = match fetch::records(&client, &group, &req.job, start, end).await {
         Ok(r) => r,
         Err(FetchError::GroupMissing) => {
@@ -142,8 +148,10 @@ fn bounds(d: Option<&JobDetail>) -> (Option<i64>, Option<i64>) {
     (start, end)
 }
 
-async fn client(config: &Config) -> aws_sdk_cloudwatchlogs::Client {
-    let sdk = slurm_cw_sink::aws::sdk_config(config.cloudwatch.region.as_deref()).await;
+async fn client(
+    config: &Config,
+) -> Result<aws_sdk_cloudwatchlogs::Client, slurm_cw_sink::aws::NoCaCertificates> {
+    let sdk = slurm_cw_sink::aws::sdk_config(config.cloudwatch.region.as_deref()).await?;
     let mut conf = aws_sdk_cloudwatchlogs::config::Builder::from(&sdk);
     if let Some(url) = &config.logs.endpoint {
         conf = conf.endpoint_url(url);
@@ -155,7 +163,7 @@ async fn client(config: &Config) -> aws_sdk_cloudwatchlogs::Client {
                 .build(),
         )
         .build();
-    aws_sdk_cloudwatchlogs::Client::from_conf(conf)
+    Ok(aws_sdk_cloudwatchlogs::Client::from_conf(conf))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use crate::sinks::stdout::StdoutSink;
 use crate::sinks::validate::DropReason;
 use crate::sinks::{MetricSink, RecordSink};
 use slurm_cw_formats::spool::Item;
+use slurm_cw_sink::aws::NoCaCertificates;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -72,21 +73,26 @@ pub fn open_spool<T: Item>(dir: &Path, max_bytes: u64, stats: &StatsHandle) -> O
     }
 }
 
-/// The metric sink; `namespace` is [`Config::namespace_for`]'s.
-pub async fn build_sink(config: &Config, namespace: &str) -> MetricSink {
-    match config.sink {
+/// The metric sink; `namespace` is [`Config::namespace_for`]'s. Fails when there is no CA
+/// certificate to reach AWS with.
+pub async fn build_sink(config: &Config, namespace: &str) -> Result<MetricSink, NoCaCertificates> {
+    Ok(match config.sink {
         SinkKind::Stdout => MetricSink::Stdout(StdoutSink::new(namespace)),
         SinkKind::Cloudwatch => {
-            MetricSink::CloudWatch(CloudWatchSink::new(cloudwatch_settings(config, namespace)).await)
+            MetricSink::CloudWatch(CloudWatchSink::new(cloudwatch_settings(config, namespace)).await?)
         }
-    }
+    })
 }
 
-pub async fn build_record_sink(config: &Config, group: &str, node: &str) -> RecordSink {
-    match config.sink {
+pub async fn build_record_sink(
+    config: &Config,
+    group: &str,
+    node: &str,
+) -> Result<RecordSink, NoCaCertificates> {
+    Ok(match config.sink {
         SinkKind::Stdout => RecordSink::Stdout(StdoutSink::new(group)),
-        SinkKind::Cloudwatch => RecordSink::Logs(LogsSink::new(logs_settings(config, group, node)).await),
-    }
+        SinkKind::Cloudwatch => RecordSink::Logs(LogsSink::new(logs_settings(config, group, node)).await?),
+    })
 }
 
 pub fn logs_settings(config: &Config, group: &str, node: &str) -> crate::sinks::logs::Settings {

@@ -71,8 +71,8 @@ pub struct CloudWatchSink {
 
 impl CloudWatchSink {
     /// Builds the client from the default AWS configuration chain.
-    pub async fn new(settings: Settings) -> Self {
-        let sdk = crate::aws::sdk_config(settings.region.as_deref()).await;
+    pub async fn new(settings: Settings) -> Result<Self, crate::aws::NoCaCertificates> {
+        let sdk = crate::aws::sdk_config(settings.region.as_deref()).await?;
         let mut conf = aws_sdk_cloudwatch::config::Builder::from(&sdk);
         if let Some(url) = &settings.endpoint {
             conf = conf.endpoint_url(url);
@@ -86,7 +86,7 @@ impl CloudWatchSink {
                     .build(),
             )
             .build();
-        CloudWatchSink { client: Client::from_conf(conf), settings, rng: StdRng::from_os_rng() }
+        Ok(CloudWatchSink { client: Client::from_conf(conf), settings, rng: StdRng::from_os_rng() })
     }
 
     /// Uses a client built elsewhere (the Lambda's, with its own configuration), with the SDK's

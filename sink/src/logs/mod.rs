@@ -64,8 +64,8 @@ pub fn check(r: &Record, now: SystemTime) -> Result<(), Unsendable> {
 impl LogsSink {
     /// Builds the client from the default AWS configuration chain (`AWS_ENDPOINT_URL_CLOUDWATCH_LOGS`
     /// and `AWS_ENDPOINT_URL` redirect it, as in every AWS SDK).
-    pub async fn new(settings: Settings) -> Self {
-        let sdk = crate::aws::sdk_config(settings.region.as_deref()).await;
+    pub async fn new(settings: Settings) -> Result<Self, crate::aws::NoCaCertificates> {
+        let sdk = crate::aws::sdk_config(settings.region.as_deref()).await?;
         let mut conf = aws_sdk_cloudwatchlogs::config::Builder::from(&sdk);
         if let Some(url) = &settings.endpoint {
             conf = conf.endpoint_url(url);
@@ -79,7 +79,7 @@ impl LogsSink {
                     .build(),
             )
             .build();
-        Self::from_client(Client::from_conf(conf), settings)
+        Ok(Self::from_client(Client::from_conf(conf), settings))
     }
 
     pub fn from_client(client: Client, settings: Settings) -> Self {
