@@ -7,6 +7,7 @@
 #   check.txt, check.rc          `slurm-cw-shipper --check` and its exit status
 #   daemon.jsonl     the daemon's stdout around a `sleep 2` job (its summary: the TaskEpilog's)
 #   captures/        Slurm's own view of the job (scontrol, squeue, the cgroup tree)
+# and OUT/epilog.log: each TaskEpilog's uid and cgroup, and its job's processes then.
 #
 #   guest.sh IN OUT   (IN has this script, workload.py, task-epilog.sh, slurm-cw-shipper,
 #                      version, and optionally scenarios: names, one a line)
@@ -50,7 +51,10 @@ cat > /etc/slurm/task-epilog-bench.sh <<EOF
     echo "job=\$SLURM_JOB_ID uid=\$(id -u) cgroup=\$(cat /proc/self/cgroup)"
     job_cg=/sys/fs/cgroup\$(sed -n 's/^0:://p' /proc/self/cgroup | sed 's#/step_.*##')
     for f in \$(find "\$job_cg" -name cgroup.procs); do
-        for p in \$(cat "\$f"); do echo "  \$f \$p \$(cat /proc/\$p/comm) uid=\$(stat -c %u /proc/\$p)"; done
+        for p in \$(cat "\$f"); do
+            # A process gone since the listing (this note's own commands) is left out.
+            c=\$(cat /proc/\$p/comm 2>/dev/null) && echo "  \$f \$p \$c uid=\$(stat -c %u /proc/\$p)"
+        done
     done
 } >> $out/epilog.log 2>&1
 exec /etc/slurm/task-epilog.sh
