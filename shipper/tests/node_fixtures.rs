@@ -14,7 +14,7 @@ use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::node::NodeCollector;
 use slurm_cw_shipper::transforms::shape::{JobMetrics, Shape};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -39,6 +39,23 @@ fn collector(cgroup_root: &Path, proc_root: &Path) -> NodeCollector {
 
 fn collect(c: &mut NodeCollector) -> (Batch, Errors) {
     collect_shaped(c, false)
+}
+
+/// A collection and the instants just before and after it.
+fn timed_collect(c: &mut NodeCollector) -> (Instant, (Batch, Errors), Instant) {
+    let before = Instant::now();
+    let out = collect(c);
+    (before, out, Instant::now())
+}
+
+/// Asserts a rate of `delta` over the collector's interval between two collections: however
+/// slow this machine, that interval lies between the end of the first and the start of the
+/// last (`first.2` to `last.0`) and the start of the first and the end of the last.
+fn rate(got: Option<f64>, delta: f64, first: (Instant, Instant), last: (Instant, Instant), what: &str) {
+    let got = got.unwrap_or_else(|| panic!("{what} missing"));
+    let (shortest, longest) = ((last.0 - first.1).as_secs_f64(), (last.1 - first.0).as_secs_f64());
+    let (low, high) = (delta / longest * (1.0 - 1e-9), delta / shortest * (1.0 + 1e-9));
+    assert!(got >= low && got <= high, "{what}: {got} outside {low}..{high}");
 }
 
 /// One collection, shaped as per-job metrics would be shipped (`node.job_metrics = "metrics"`,
@@ -139,8 +156,8 @@ fn cgroup_v2_job_values_equal_the_files() {
 fn cgroup_v2_rates_from_consecutive_samples() {
     let (_tmp, cg, proc) = v2_job_tree();
     let mut c = collector(&cg, &proc);
-    collect(&mut c);
-    let started = std::time::Instant::now();
+    let (t0, _, t1) = timed_collect(&mut c);
+    // Time for the figures below to be rates of (the bounds narrow as it grows).
     std::thread::sleep(Duration::from_millis(500));
     let job = cg.join(V2_JOB);
     // +1 CPU-second, +0.1 s throttled, +1 MiB read, +2 MiB written, +100 and +200 ops.
@@ -155,23 +172,19 @@ fn cgroup_v2_rates_from_consecutive_samples() {
     // solver 4242 used 50 more ticks (0.5 s at 100 Hz).
     let stat = std::fs::read_to_string(proc.join("4242/stat")).unwrap();
     set(&proc.join("4242/stat"), &stat.replace(" 5000 200 ", " 5050 200 "));
-    let (b, _) = collect(&mut c);
-    let secs = started.elapsed().as_secs_f64();
-    let near = |got: Option<f64>, want: f64, what: &str| {
-        let got = got.unwrap_or_else(|| panic!("{what} missing"));
-        assert!((got - want).abs() <= want * 0.15, "{what}: {got} vs {want}");
-    };
-    near(job_value(&b, &CPU_USAGE, "1001", &[]), 1.0 / secs, "CpuUsage");
-    near(job_value(&b, &CPU_UTILIZATION, "1001", &[]), 100.0 / secs / 4.0, "CpuUtilization");
-    near(job_value(&b, &CPU_THROTTLED_TIME, "1001", &[]), 0.1 / secs, "CpuThrottledTime");
-    near(job_value(&b, &READ_BYTES, "1001", &[]), 1048576.0 / secs, "ReadBytes");
-    near(job_value(&b, &WRITE_BYTES, "1001", &[]), 2097152.0 / secs, "WriteBytes");
-    near(job_value(&b, &READ_OPS, "1001", &[]), 100.0 / secs, "ReadOps");
-    near(job_value(&b, &WRITE_OPS, "1001", &[]), 200.0 / secs, "WriteOps");
+    let (t2, (b, _), t3) = timed_collect(&mut c);
+    let near = |got: Option<f64>, delta: f64, what: &str| rate(got, delta, (t0, t1), (t2, t3), what);
+    near(job_value(&b, &CPU_USAGE, "1001", &[]), 1.0, "CpuUsage");
+    near(job_value(&b, &CPU_UTILIZATION, "1001", &[]), 100.0 / 4.0, "CpuUtilization");
+    near(job_value(&b, &CPU_THROTTLED_TIME, "1001", &[]), 0.1, "CpuThrottledTime");
+    near(job_value(&b, &READ_BYTES, "1001", &[]), 1048576.0, "ReadBytes");
+    near(job_value(&b, &WRITE_BYTES, "1001", &[]), 2097152.0, "WriteBytes");
+    near(job_value(&b, &READ_OPS, "1001", &[]), 100.0, "ReadOps");
+    near(job_value(&b, &WRITE_OPS, "1001", &[]), 200.0, "WriteOps");
     let ticks = procfs::ticks_per_second() as f64;
     near(
         job_value(&b, &PROCESS_CPU_USAGE, "1001", &[("Executable", "solver")]),
-        50.0 / ticks / secs,
+        50.0 / ticks,
         "ProcessCpuUsage solver",
     );
     assert!(b.of(&CPU_CORE_UTILIZATION).next().is_none(), "cgroup v2 has no per-CPU usage: not invented");
@@ -183,8 +196,7 @@ fn processes_are_read_every_other_cycle_by_default_and_rates_span_the_readings()
     assert_eq!(NodeConfig::default().process_every, 2);
     let mut c = collector_every(&cg, &proc, 2);
     // A new job is read whole at once: its owner and processes are known from its first cycle.
-    let (b, _) = collect(&mut c);
-    let started = std::time::Instant::now();
+    let (t0, (b, _), t1) = timed_collect(&mut c);
     assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0));
     let owner = |b: &Batch| {
         let s = b.of(&MEMORY_USAGE).next().unwrap();
@@ -205,13 +217,11 @@ fn processes_are_read_every_other_cycle_by_default_and_rates_span_the_readings()
     set(&proc.join("4242/stat"), &stat.replace(" 5000 200 ", " 5060 200 "));
     std::thread::sleep(Duration::from_millis(300));
     // Third: processes again; the solver's 60 ticks are spread over both intervals.
-    let (b, _) = collect(&mut c);
-    let secs = started.elapsed().as_secs_f64();
+    let (t2, (b, _), t3) = timed_collect(&mut c);
     assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0));
     assert_eq!(job_value(&b, &THREAD_COUNT, "1001", &[("ThreadState", "running")]), Some(3.0));
-    let got = job_value(&b, &PROCESS_CPU_USAGE, "1001", &[("Executable", "solver")]).unwrap();
-    let want = 60.0 / procfs::ticks_per_second() as f64 / secs;
-    assert!((got - want).abs() <= want * 0.15, "ProcessCpuUsage {got} vs {want}");
+    let got = job_value(&b, &PROCESS_CPU_USAGE, "1001", &[("Executable", "solver")]);
+    rate(got, 60.0 / procfs::ticks_per_second() as f64, (t0, t1), (t2, t3), "ProcessCpuUsage");
     assert_eq!(owner(&b), first_owner);
     // A job's final sample (from the epilog hook) always reads its processes.
     let mut b = Batch::new(SystemTime::now());
@@ -260,7 +270,7 @@ fn cgroup_v1_job_captured_from_real_slurm() {
     let empty_proc = tmp.path().join("proc");
     std::fs::create_dir(&empty_proc).unwrap();
     let mut c = collector(&cg, &empty_proc);
-    let (b, _) = collect(&mut c);
+    let (t0, (b, _), t1) = timed_collect(&mut c);
     let read = |rel: &str| -> f64 { std::fs::read_to_string(cg.join(rel)).unwrap().trim().parse().unwrap() };
     assert_eq!(
         job_value(&b, &MEMORY_USAGE, "85", &[]),
@@ -284,7 +294,6 @@ fn cgroup_v1_job_captured_from_real_slurm() {
 
     // Two CPU-seconds more, split 1.5 / 0.5 over the two CPUs.
     std::thread::sleep(Duration::from_millis(500));
-    let started = std::time::Instant::now();
     let acct = cg.join(format!("cpuacct/{V1_JOB}"));
     let usage = read(&format!("cpuacct/{V1_JOB}/cpuacct.usage")) as u64;
     let percpu: Vec<u64> = std::fs::read_to_string(acct.join("cpuacct.usage_percpu"))
@@ -297,10 +306,8 @@ fn cgroup_v1_job_captured_from_real_slurm() {
         &acct.join("cpuacct.usage_percpu"),
         &format!("{} {} \n", percpu[0] + 1_500_000_000, percpu[1] + 500_000_000),
     );
-    let (b, _) = collect(&mut c);
-    let secs = 0.5 + started.elapsed().as_secs_f64();
-    let cores = job_value(&b, &CPU_USAGE, "85", &[]).unwrap();
-    assert!((cores - 2.0 / secs).abs() < 0.5, "{cores} cores");
+    let (t2, (b, _), t3) = timed_collect(&mut c);
+    rate(job_value(&b, &CPU_USAGE, "85", &[]), 2.0, (t0, t1), (t2, t3), "CpuUsage");
     let dist: Vec<f64> = match &b.of(&CPU_CORE_UTILIZATION).next().unwrap().value {
         Observed::Distribution(v) => v.clone(),
         other => panic!("{other:?}"),
@@ -337,7 +344,7 @@ fn without_memory_and_cpuacct_cgroups_the_processes_are_measured() {
     copy_tree(&fixtures().join("proc/slurm-job-1001/4242"), &proc.join("24202"));
     copy_tree(&fixtures().join("proc/slurm-job-1001/4243"), &proc.join("24203"));
     let mut c = collector(&cg, &proc);
-    let (b, e) = collect(&mut c);
+    let (t0, (b, e), t1) = timed_collect(&mut c);
     assert_eq!(e.total(), 0);
     let rss = 2.0 * 2048.0 * procfs::page_size() as f64;
     assert_eq!(job_value(&b, &MEMORY_USAGE, "85", &[]), Some(rss));
@@ -347,17 +354,14 @@ fn without_memory_and_cpuacct_cgroups_the_processes_are_measured() {
     assert!(job_value(&b, &MEMORY_MAX, "85", &[]).is_none(), "no peak without the cgroup: not invented");
 
     // 50 more ticks for one process, 100 for the other.
-    let started = std::time::Instant::now();
     std::thread::sleep(Duration::from_millis(500));
     for (pid, from, to) in [("24202", " 5000 200 ", " 5050 200 "), ("24203", " 3000 100 ", " 3100 100 ")] {
         let stat = std::fs::read_to_string(proc.join(pid).join("stat")).unwrap();
         set(&proc.join(pid).join("stat"), &stat.replace(from, to));
     }
-    let (b, _) = collect(&mut c);
-    let secs = started.elapsed().as_secs_f64();
+    let (t2, (b, _), t3) = timed_collect(&mut c);
     let cores = job_value(&b, &CPU_USAGE, "85", &[]).expect("CpuUsage from the processes");
-    let want = 150.0 / ticks / secs;
-    assert!((cores - want).abs() <= want * 0.15, "{cores} cores vs {want}");
+    rate(Some(cores), 150.0 / ticks, (t0, t1), (t2, t3), "CpuUsage");
     let utilisation = job_value(&b, &CPU_UTILIZATION, "85", &[]).unwrap();
     assert!((utilisation - cores / 2.0 * 100.0).abs() < 1e-9, "over the cpuset's 2 CPUs");
 }
