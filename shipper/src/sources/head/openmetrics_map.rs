@@ -190,9 +190,10 @@ pub fn emit(nodes: &Exposition, partitions: &Exposition, opts: &Options, out: &m
         cluster.counts.0.insert(key.to_owned(), v);
     }
 
-    let states = node_states(&cluster.counts);
+    let (states, planned) = node_states_and_planned(&cluster.counts);
     emit_set(&cluster, &states, per_node_cpus, opts, &Dims::new(), out);
-    out.push(&NODES_DOWN_UNPLANNED, Dims::new(), states.get("down").copied().unwrap_or(0) as f64);
+    let down = states.get("down").copied().unwrap_or(0);
+    out.push(&NODES_DOWN_UNPLANNED, Dims::new(), (down - planned) as f64);
     if opts.per_partition {
         for (p, set) in &parts {
             let states = node_states(&set.counts);
@@ -224,11 +225,18 @@ fn fix_bases(counts: &mut Counts, nodes: u64, set: &str, fixes: &mut Corrections
 
 /// Each node's one state, rebuilt from the counts (see the module's comment).
 fn node_states(c: &Counts) -> BTreeMap<&'static str, u64> {
+    node_states_and_planned(c).0
+}
+
+/// [`node_states`], and how many of the down nodes are planned: in maintenance or powered
+/// down (the power flags that no state of their own took are taken to be on down nodes).
+fn node_states_and_planned(c: &Counts) -> (BTreeMap<&'static str, u64>, u64) {
     let mut base: BTreeMap<&str, u64> = BASES.iter().map(|b| (*b, c.get(b))).collect();
     let mut states: BTreeMap<&'static str, u64> = BTreeMap::new();
     // Busy nodes' states come out of allocated and mixed; the others' out of the base states
     // such nodes usually have, first to last.
-    const IDLE_FIRST: &[&str] = &["idle", "down", "unknown", "future"];
+    // A node down is that whatever its power flags (as in NodeState).
+    const IDLE_FIRST: &[&str] = &["idle", "unknown", "future"];
     let overrides: &[(&'static str, u64, &[&str])] = &[
         ("inval", c.get("invalid_reg"), &["unknown", "down", "idle", "future"]),
         ("drained", c.get("drained"), &["idle", "down", "unknown", "future"]),
@@ -239,12 +247,21 @@ fn node_states(c: &Counts) -> BTreeMap<&'static str, u64> {
         ("powering_up", c.get("powering_up"), IDLE_FIRST),
         ("completing", c.get("completing").saturating_sub(c.get("draining")), &["alloc", "mixed", "idle"]),
         ("maint", c.get("maint"), &["idle"]),
-        ("reserved", c.get("resv"), &["idle"]),
+        // A maintenance reservation sets the reserved flag too.
+        ("reserved", c.get("resv").saturating_sub(c.get("maint")), &["idle"]),
         ("planned", c.get("planned"), &["idle"]),
         ("blocked", c.get("blocked"), &["idle"]),
     ];
+    let mut planned = 0;
     for (state, want, from) in overrides {
         let mut left = *want;
+        // Maintenance on a down node leaves it down, but planned (`down$`): down nodes are
+        // taken to be the ones in maintenance first, so that no alarm pages for a planned one.
+        if *state == "maint" {
+            let on_down = left.min(base.get("down").copied().unwrap_or(0));
+            planned += on_down;
+            left -= on_down;
+        }
         for b in *from {
             let e = base.entry(b).or_default();
             let take = left.min(*e);
@@ -263,7 +280,10 @@ fn node_states(c: &Counts) -> BTreeMap<&'static str, u64> {
     ] {
         *states.entry(name).or_default() += base.get(b).copied().unwrap_or(0);
     }
-    states
+    let taken = |st: &str| states.get(st).copied().unwrap_or(0);
+    let powered_down_on_down = c.get("powered_down").saturating_sub(taken("powered_down"));
+    let planned = (planned + powered_down_on_down).min(taken("down"));
+    (states, planned)
 }
 
 fn emit_set(

@@ -95,3 +95,21 @@ fn absurd_values_never_panic() {
     emit(&nodes, &parts, &Options { per_partition: true, gpus: true }, &mut b);
     assert!(b.samples.iter().all(|s| s.scalar().is_some_and(|v| v.is_finite() && v >= 0.0)));
 }
+
+#[test]
+fn a_down_node_in_a_maintenance_reservation_is_planned() {
+    // Real 26.05.5 counts with m2 down in a maint reservation (sinfo: `down$`, the rest idle).
+    let nodes = parse(
+        "slurm_node_cpus{node=\"m1\"} 2\nslurm_node_cpus{node=\"m2\"} 2\nslurm_node_cpus{node=\"m3\"} 2\n\
+         slurm_node_cpus{node=\"m4\"} 2\nslurm_nodes 4\nslurm_nodes_down 1\nslurm_nodes_idle 3\n\
+         slurm_nodes_maint 1\nslurm_nodes_resv 1\n",
+    );
+    let mut b = Batch::new(std::time::SystemTime::UNIX_EPOCH);
+    emit(&nodes, &parse(""), &Options { per_partition: false, gpus: false }, &mut b);
+    assert_eq!(b.value(&NODE_COUNT, &[("State", "idle")]), Some(3.0));
+    assert_eq!(b.value(&NODE_COUNT, &[("State", "down")]), Some(1.0));
+    assert_eq!(b.value(&NODE_COUNT, &[("State", "maint")]), None);
+    assert_eq!(b.value(&NODE_COUNT, &[("State", "reserved")]), None);
+    assert_eq!(b.value(&NODES_DOWN_UNPLANNED, &[]), Some(0.0));
+    assert_eq!(b.value(&NODE_FLAG_COUNT, &[("Flag", "maintenance")]), Some(1.0));
+}
