@@ -14,9 +14,14 @@ use std::time::{Duration, SystemTime};
 /// `--once` as a compute node running one job (the golden test's cgroup v2 and /proc
 /// fixtures), no Slurm commands (`empty_bin`), no GPU, no job records.
 fn node_once(empty_bin: &Path) -> Command {
+    node("--once", empty_bin)
+}
+
+/// The shipper as that node, in `mode` (`--once`, `--check`).
+fn node(mode: &str, empty_bin: &Path) -> Command {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut c = shipper();
-    c.args(["--once", "--role", "node"])
+    c.args([mode, "--role", "node"])
         .env("SLURM_CW_NODE__CGROUP_ROOT", fixtures.join("cgroup/v2-kernel-docs"))
         .env("SLURM_CW_NODE__PROC_ROOT", fixtures.join("proc/slurm-job-1001"))
         .env("SLURM_CW_SLURM__BIN_DIR", empty_bin)
@@ -143,4 +148,29 @@ fn a_cluster_name_that_makes_no_valid_namespace_exits_2_and_names_the_key() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(printed_namespaces(&out), ["Hpc"]);
+}
+
+#[test]
+fn check_shows_the_namespace_and_fails_a_cluster_name_that_makes_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = |out: &Output| {
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = stdout.lines().find(|l| l.starts_with("namespace ")).map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no namespace row:\n{stdout}{}", stderr(out)))
+    };
+    let check = || {
+        let mut c = node("--check", dir.path());
+        c.args(["--sink", "stdout"]);
+        c
+    };
+    let out = check().env("SLURM_CW_CLUSTER_NAME", "hpc-a").output().unwrap();
+    let line = row(&out);
+    assert!(line.contains(" ok ") && line.ends_with("Slurm/hpc-a"), "{line}");
+    // A cluster name from slurm.conf is only known here: its row fails, as configuration.
+    let conf = dir.path().join("slurm.conf");
+    std::fs::write(&conf, "ClusterName=hpc*\n").unwrap();
+    let out = check().env("SLURM_CW_SLURM__CONF", &conf).output().unwrap();
+    let line = row(&out);
+    assert!(line.contains(" FAIL ") && line.contains("cluster_name"), "{line}");
+    assert_eq!(out.status.code(), Some(2), "a configuration that cannot work: {}", stderr(&out));
 }
