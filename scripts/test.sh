@@ -6,6 +6,7 @@
 #   scripts/test.sh -- ARGS    extra arguments for `cargo test` (a filter, say)
 #   FUZZ_SECONDS=N             seconds per fuzz target (default 10, 0 skips fuzzing)
 #   SLURM_24_11=0              skips the second run of the real-Slurm tests on Slurm 24.11
+#   SLURM_26_05=0              skips the head tests on Slurm 26.05 (slurmctld's OpenMetrics endpoint)
 #   SLURM_VM=0                 skips the cgroup v2 VM bench (scripts/bench/vm.sh; about 7 min)
 #
 # With CI=true a test whose bench is missing fails instead of skipping.
@@ -45,7 +46,7 @@ command -v curl >/dev/null || need_apt+=(curl)
 command -v shellcheck >/dev/null || need_apt+=(shellcheck)
 if [ "$(id -u)" -eq 0 ]; then
     command -v slurmctld >/dev/null || need_apt+=(slurm-wlm slurm-client munge)
-    # The Slurm 24.11 bench's Debian 13 root.
+    # The Slurm 24.11 and 26.05 benches' Debian roots.
     command -v debootstrap >/dev/null || need_apt+=(debootstrap)
     # The cgroup v2 VM bench (scripts/bench/vm.sh).
     command -v qemu-system-x86_64 >/dev/null || need_apt+=(qemu-system-x86)
@@ -151,6 +152,34 @@ elif [ "$(id -u)" -eq 0 ]; then
     fi
 else
     echo "not root: the Slurm 24.11 bench needs root; skipped" >&2
+    [ "${CI:-}" = true ] && exit 1
+fi
+
+# The head role on Slurm 26.05 (Debian sid's, in a chroot like 24.11's; made once, about a
+# minute, and cached): slurmctld's own OpenMetrics endpoint as the node source, checked against
+# sinfo and squeue, and the existing head tests with it (auto takes the endpoint there).
+step "Slurm 26.05: the head role with slurmctld's OpenMetrics endpoint (SLURM_26_05=0 skips)"
+if [ "${SLURM_26_05:-1}" = 0 ]; then
+    echo "skipped"
+elif [ "$(id -u)" -eq 0 ]; then
+    if ! bash "$here/bench/slurm.sh" status --version 26.05 >/dev/null 2>&1; then started+=(slurm@26.05); fi
+    t0=$SECONDS
+    if env_out=$(bash "$here/bench/slurm.sh" start --version 26.05); then
+        echo "Slurm 26.05 bench up in $((SECONDS - t0)) s"
+        if [ ${#extra[@]} -gt 0 ]; then
+            slurm_tests=("${extra[@]}")
+        else
+            slurm_tests=(--test head_openmetrics --test head_once --test head_scenario --test report)
+        fi
+        t0=$SECONDS
+        (eval "$env_out" && cargo test --workspace --locked "${slurm_tests[@]}" "${ignored[@]}")
+        echo "Slurm 26.05 tests took $((SECONDS - t0)) s"
+    else
+        echo "Slurm 26.05 did not start" >&2
+        [ "${CI:-}" = true ] && exit 1
+    fi
+else
+    echo "not root: the Slurm 26.05 bench needs root; skipped" >&2
     [ "${CI:-}" = true ] && exit 1
 fi
 
