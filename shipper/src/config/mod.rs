@@ -7,6 +7,7 @@
 
 mod de;
 pub mod docs;
+mod namespace;
 
 pub use crate::sinks::config::{CloudWatchConfig, DeliveryConfig, LogsConfig, SpoolConfig};
 pub use crate::sources::gpu::config::GpuConfig;
@@ -253,30 +254,6 @@ impl Config {
     }
 }
 
-impl Config {
-    /// The namespace metrics go to: `namespace`, or `Slurm/<cluster>` when it is not set. An
-    /// invalid one is an error naming the key it comes from.
-    pub fn namespace_for(&self, cluster: &str) -> Result<String, ConfigError> {
-        use crate::sinks::validate::check_namespace;
-        match &self.namespace {
-            Some(ns) => match check_namespace(ns) {
-                Ok(()) => Ok(ns.clone()),
-                Err(why) => Err(ConfigError(format!("namespace: {why}"))),
-            },
-            None => {
-                let ns = slurm_cw_catalog::default_namespace(cluster);
-                match check_namespace(&ns) {
-                    Ok(()) => Ok(ns),
-                    Err(why) => Err(ConfigError(format!(
-                        "cluster_name: {cluster:?} makes the default namespace invalid ({why}); \
-                         set namespace, or a cluster_name of letters, digits and - _ ."
-                    ))),
-                }
-            }
-        }
-    }
-}
-
 /// An environment value as TOML: booleans, numbers and arrays keep their type, anything else is
 /// a string (so `30s` and `my-cluster` need no quotes).
 fn env_value(raw: &str) -> toml::Value {
@@ -430,50 +407,6 @@ mod tests {
         }
         let e = Config::from_toml("", "t", env(&[("SLURM_CW_COLLECT_INTERVAL", "fast")])).unwrap_err();
         assert!(e.0.contains("SLURM_CW_COLLECT_INTERVAL") && e.0.contains("fast"), "{e}");
-    }
-
-    #[test]
-    fn the_namespace_is_the_clusters_own_unless_set() {
-        let c = Config::from_toml("cluster_name = \"prod-a\"\n", "t", env(&[])).unwrap();
-        assert_eq!(c.namespace_for("prod-a").unwrap(), "Slurm/prod-a");
-        let c = Config::from_toml(
-            "cluster_name = \"prod-a\"\nnamespace = \"Slurm\"\n",
-            "t",
-            env(&[("SLURM_CW_NAMESPACE", "Hpc/Shared")]),
-        )
-        .unwrap();
-        assert_eq!(c.namespace_for("prod-a").unwrap(), "Hpc/Shared", "an explicit namespace wins");
-        let c = Config::from_toml("namespace = \"Slurm\"\n", "t", env(&[])).unwrap();
-        assert_eq!(c.namespace_for("prod-a").unwrap(), "Slurm", "the old shared one, kept on purpose");
-    }
-
-    #[test]
-    fn a_bad_namespace_or_a_cluster_name_that_makes_one_names_its_key() {
-        let long = "c".repeat(250);
-        let cases = [
-            ("namespace = \"AWS/EC2\"\n".to_owned(), "namespace"),
-            ("namespace = \":Slurm\"\n".to_owned(), "namespace"),
-            ("namespace = \"Slurm/é\"\n".to_owned(), "namespace"),
-            ("namespace = \"Slurm/${aws:username}\"\n".to_owned(), "namespace"),
-            ("namespace = \"\"\n".to_owned(), "namespace"),
-            // "Slurm/" + 250 characters is 256, one past CloudWatch's limit.
-            (format!("cluster_name = \"{long}\"\n"), "cluster_name"),
-            ("cluster_name = \"hpc*\"\n".to_owned(), "cluster_name"),
-            ("cluster_name = \"prod@eu\"\n".to_owned(), "cluster_name"),
-        ];
-        for (text, key) in &cases {
-            let e = Config::from_toml(text, "t", env(&[])).unwrap_err();
-            assert!(e.0.starts_with(&format!("{key}: ")), "{text:?} -> {e}");
-        }
-        // The same cluster names are fine with a namespace of their own.
-        let c =
-            Config::from_toml(&format!("cluster_name = \"{long}\"\nnamespace = \"Hpc\"\n"), "t", env(&[]))
-                .unwrap();
-        assert_eq!(c.namespace_for(&long).unwrap(), "Hpc");
-        // A cluster name read from slurm.conf is checked when the namespace is made from it.
-        let c = Config::from_toml("", "t", env(&[])).unwrap();
-        assert!(c.namespace_for("hpc*").unwrap_err().0.starts_with("cluster_name: "));
-        assert_eq!(c.namespace_for("from-conf").unwrap(), "Slurm/from-conf");
     }
 
     #[test]
