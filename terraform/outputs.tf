@@ -9,7 +9,7 @@ output "job_log_group_name" {
 }
 
 output "job_report_reader_policy_arn" {
-  description = "ARN of a read-only IAM policy for the job records (logs:FilterLogEvents on the job log group only), for login nodes: ParallelCluster's LoginNodes/Pools[]/Iam/AdditionalIamPolicies."
+  description = "ARN of a read-only IAM policy for every user's job records (logs:FilterLogEvents on the job log group only), for administrators' own roles: it refuses instance-role credentials, which every user of an instance shares."
   value       = aws_iam_policy.job_report_reader.arn
 }
 

@@ -345,3 +345,104 @@ async fn no_records_missing_group_and_bad_arguments() {
         assert_eq!(code, Some(2), "{bad:?}: {err}");
     }
 }
+
+/// `report ARGS` run as `uid` (a copy of the binary it can reach, its own HOME), with `env`.
+fn report_as(
+    uid: u32,
+    url: &str,
+    group: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("slurm-cw-shipper");
+    std::fs::copy(env!("CARGO_BIN_EXE_slurm-cw-shipper"), &bin).unwrap();
+    let out = std::process::Command::new(&bin)
+        .arg("report")
+        .args(args)
+        .envs(shipper_env(url, "SlurmTest/report"))
+        .envs(env.iter().copied())
+        .env("HOME", dir.path())
+        .env("SLURM_CW_LOGS__GROUP", group)
+        .env("SLURM_CW_CLUSTER_NAME", "reporttest")
+        .uid(uid)
+        .gid(uid)
+        .output()
+        .expect("run the shipper as another user");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A user of the passwd database with an ordinary uid: (uid, name).
+fn some_user() -> Option<(u32, String)> {
+    let out = std::process::Command::new("getent").arg("passwd").output().ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        let uid: u32 = f.get(2)?.parse().ok()?;
+        (1000..65534).contains(&uid).then(|| (uid, f[0].to_owned()))
+    })
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn a_user_reads_their_own_jobs_only_unless_configured() {
+    let Some(url) = localstack() else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root (to run report as other users)");
+        return;
+    }
+    // A user the host knows (the job's user is named), and one it does not (named by uid).
+    let named = some_user();
+    let logs = logs(&url).await;
+    let group = job_log_group(&logs, "report-access").await;
+    let mut alices = summary("99999990", "c1", 100.0, 1.0, 100.0, GIB, 2.0 * GIB);
+    put(&logs, &group, "c1", &alices).await;
+    let mut own = alices.clone();
+    own[r::JOB_ID.name] = json!("99999991");
+    own[r::USER.name] = json!("4242");
+    put(&logs, &group, "c2", &own).await;
+    if let Some((_, name)) = &named {
+        alices[r::JOB_ID.name] = json!("99999992");
+        alices[r::USER.name] = json!(name);
+        put(&logs, &group, "c3", &alices).await;
+    }
+    // Records are searchable a little after they are put: root sees them all first.
+    for job in ["99999990", "99999991"] {
+        wait_until(&format!("job {job}'s record"), Duration::from_secs(20), || {
+            report(&url, &group, &[job, "--json"]).0 == Some(0)
+        });
+    }
+
+    // Another user's job: refused, saying whose and how to open it; no report printed.
+    let (code, out, err) = report_as(4242, &url, &group, &["99999990"], &[]);
+    assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+    assert!(err.contains("alice's") && err.contains("logs.report_all_users"), "{err}");
+    // The caller's own (the records name it by uid): shown.
+    let (code, out, err) = report_as(4242, &url, &group, &["99999991", "--json"], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let rep: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(rep["user"], json!("4242"));
+    // Configured to show everyone's.
+    let all = [("SLURM_CW_LOGS__REPORT_ALL_USERS", "true")];
+    let (code, out, err) = report_as(4242, &url, &group, &["99999990", "--json"], &all);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["user"], json!("alice"));
+    // A named user's own job, by name.
+    if let Some((uid, name)) = named {
+        wait_until("the named user's record", Duration::from_secs(20), || {
+            report(&url, &group, &["99999992", "--json"]).0 == Some(0)
+        });
+        let (code, out, err) = report_as(uid, &url, &group, &["99999992", "--json"], &[]);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["user"], json!(name));
+    }
+}

@@ -173,8 +173,14 @@ run "defaults" {
       Effect   = "Allow"
       Action   = "logs:FilterLogEvents"
       Resource = ["arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs", "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:*"]
+      }, {
+      Sid       = "NotFromSharedInstances"
+      Effect    = "Deny"
+      Action    = "logs:FilterLogEvents"
+      Resource  = ["arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs", "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:*"]
+      Condition = { Null = { "ec2:SourceInstanceARN" = "false" } }
     }]
-    error_message = "The job report reader policy must allow logs:FilterLogEvents on the job log group only: ${aws_iam_policy.job_report_reader.policy}"
+    error_message = "The job report reader policy must allow logs:FilterLogEvents on the job log group only, and never to instance-role credentials: ${aws_iam_policy.job_report_reader.policy}"
   }
 
   assert {

@@ -215,12 +215,18 @@ def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_onl
     ]
 
 
-def test_job_report_reader_policy_reads_the_job_log_group_only():
-    (statement,) = module_locals()["job_report_reader_policy"]["Statement"]
-    assert statement["Effect"] == "Allow"
-    assert as_list(statement["Action"]) == ["logs:FilterLogEvents"]
+def test_job_report_reader_policy_reads_the_job_log_group_only_and_never_from_an_instance():
+    allow, deny = module_locals()["job_report_reader_policy"]["Statement"]
+    group = ["${aws_cloudwatch_log_group.jobs.arn}", "${aws_cloudwatch_log_group.jobs.arn}:*"]
+    assert allow["Effect"] == "Allow"
+    assert as_list(allow["Action"]) == ["logs:FilterLogEvents"]
     # FilterLogEvents is authorized on the group, which IAM matches as "<group ARN>:log-stream:".
-    assert statement["Resource"] == ["${aws_cloudwatch_log_group.jobs.arn}", "${aws_cloudwatch_log_group.jobs.arn}:*"]
+    assert allow["Resource"] == group
+    # Every user of an instance can use its role's credentials, which carry ec2:SourceInstanceARN:
+    # the records of all users are for a person's own (administrator) credentials only.
+    assert deny["Effect"] == "Deny"
+    assert as_list(deny["Action"]) == ["logs:FilterLogEvents"] and deny["Resource"] == group
+    assert deny["Condition"] == {"Null": {"ec2:SourceInstanceARN": "false"}}
     policy = resources()[("aws_iam_policy", "job_report_reader")]
     assert policy["policy"] == "${jsonencode(local.job_report_reader_policy)}"
     assert policy["path"] == "${var.iam_path}"

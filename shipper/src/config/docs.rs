@@ -63,6 +63,7 @@ pub const KEYS: &[Key] = &[
     key("logs.group", Unset("`/slurm-cw/<cluster>/jobs`"), "the CloudWatch Logs group of the job records (the Terraform module creates it, with a retention)"),
     key("logs.stream", Unset("the node name"), "this node's log stream in it"),
     key("logs.endpoint", Unset("the SDK's"), "endpoint URL (`AWS_ENDPOINT_URL_CLOUDWATCH_LOGS` and `AWS_ENDPOINT_URL` work too); region, retries and timeouts are `cloudwatch.*`'s"),
+    key("logs.report_all_users", Value("false"), "`report` shows a caller other than root other users' jobs too; off, it shows only the caller's own (the records carry users, accounts and the names of the programs they run; see *Job reports*)"),
     key("node.cgroup_root", Value("\"/sys/fs/cgroup\""), "root of the cgroup file systems"),
     key("node.cgroup_version", Value("\"auto\""), "`auto`, `v1` or `v2`"),
     key("node.v1_slurm_dir", Value("\"slurm\""), "v1: Slurm's directory under each controller (`slurm` or `slurm_<node>`)"),

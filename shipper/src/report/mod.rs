@@ -1,8 +1,10 @@
 //! `slurm-cw-shipper report <jobid>`: a job's records read back from its log group and
 //! summed up for its user: CPU efficiency, memory peak against the request, GPUs, advice.
-//! Exit status: 0 a report was printed, 1 no records or the group cannot be read, 2 bad
-//! arguments or configuration.
+//! A caller other than root sees only its own jobs unless configured ([`access`]).
+//! Exit status: 0 a report was printed, 1 no records, the group cannot be read or the job is
+//! another user's, 2 bad arguments or configuration.
 
+pub mod access;
 pub mod fetch;
 pub mod model;
 pub mod render;
@@ -111,6 +113,13 @@ pub async fn run(config: &Config, req: &Request) -> u8 {
         if matches!(d.state.as_deref(), Some("RUNNING") | Some("SUSPENDED") | Some("COMPLETING")) {
             rep.incomplete = true;
         }
+    }
+    // Slurm's word on the job's user first, else the records'.
+    if let Err(why) =
+        access::check(&access::Caller::current(), rep.user.as_deref(), config.logs.report_all_users)
+    {
+        eprintln!("slurm-cw-shipper report: job {}: {why}", req.job);
+        return 1;
     }
     if rep.nodes.is_none() {
         let nodes: Vec<&str> = rep.per_node.iter().map(|n| n.node.as_str()).collect();

@@ -162,6 +162,8 @@ pub struct LogsConfig {
     /// Endpoint URL; AWS_ENDPOINT_URL_CLOUDWATCH_LOGS and AWS_ENDPOINT_URL also work.
     #[serde(deserialize_with = "opt_string")]
     pub endpoint: Option<String>,
+    /// `report` shows a non-root caller other users' jobs too (see report::access).
+    pub report_all_users: bool,
 }
 
 impl LogsConfig {

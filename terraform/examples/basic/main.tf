@@ -4,8 +4,8 @@
 #   terraform init && terraform apply -var lambda_zip_path=../../../dist/slurm-cw-lambda.zip
 #
 # Then put the cluster_instance_policy_arn output under Iam/AdditionalIamPolicies of the head
-# node and of each queue, and job_report_reader_policy_arn under those of the login nodes
-# (infra/parallelcluster/cluster-config.example.yaml).
+# node and of each queue (infra/parallelcluster/cluster-config.example.yaml), and attach
+# job_report_reader_policy_arn to administrators' own roles only (never an instance role).
 
 terraform {
   required_version = ">= 1.5"

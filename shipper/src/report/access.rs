@@ -1,0 +1,88 @@
+//! Whose jobs `report` shows. The job records carry each job's user, account and partition,
+//! the names of the programs it ran (`ProcessCpuUsage` by `Executable`) and what it used. IAM
+//! cannot tell one user of an instance from another (they share its role), so reading the log
+//! group is for administrators (the Terraform module's reader policy); on a host where it is
+//! granted anyway, `report` shows a caller other than root only the caller's own jobs, unless
+//! `logs.report_all_users` is set. This is a courtesy, not a boundary: whoever holds the
+//! credentials can call FilterLogEvents directly.
+
+/// Who runs `report`: uid, and user name where the passwd database has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub name: Option<String>,
+}
+
+impl Caller {
+    /// The real uid of this process and its name.
+    pub fn current() -> Caller {
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        Caller { uid, name: user_name(uid) }
+    }
+
+    /// Whether `user` (a job's user, as Slurm or the records name it) is this caller.
+    fn is(&self, user: &str) -> bool {
+        self.name.as_deref() == Some(user) || user == self.uid.to_string()
+    }
+}
+
+/// Ok when `caller` may see a job of `owner` (None: no record or Slurm names its user); else
+/// why not, in words.
+pub fn check(caller: &Caller, owner: Option<&str>, all_users: bool) -> Result<(), String> {
+    if caller.uid == 0 || all_users {
+        return Ok(());
+    }
+    match owner {
+        Some(o) if caller.is(o) => Ok(()),
+        Some(o) => Err(format!(
+            "the job is {o}'s; report shows a user only their own jobs (root sees all; \
+             logs.report_all_users = true shows everyone's)"
+        )),
+        None => Err("neither Slurm nor the records name the job's user, so it cannot be shown as yours \
+                     (root sees all; logs.report_all_users = true shows everyone's)"
+            .to_owned()),
+    }
+}
+
+/// The passwd name of `uid`, if any.
+fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: getpwuid_r writes into `pwd` and `buf` (of the length given) only; `result` is
+    // null or points at `pwd`, whose strings point into `buf`, both alive while read here.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result);
+        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(pwd.pw_name).to_str().ok().map(str::to_owned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_sees_their_own_jobs_root_and_the_setting_all() {
+        let alice = Caller { uid: 1000, name: Some("alice".into()) };
+        assert_eq!(check(&alice, Some("alice"), false), Ok(()));
+        assert_eq!(check(&alice, Some("1000"), false), Ok(()), "a user the node could not name");
+        let refused = check(&alice, Some("bob"), false).unwrap_err();
+        assert!(refused.contains("bob's") && refused.contains("report_all_users"), "{refused}");
+        assert!(check(&alice, None, false).is_err(), "no owner: not shown as hers");
+        assert_eq!(check(&alice, Some("bob"), true), Ok(()));
+        let root = Caller { uid: 0, name: Some("root".into()) };
+        assert_eq!(check(&root, Some("bob"), false), Ok(()));
+        assert_eq!(check(&root, None, false), Ok(()));
+    }
+
+    #[test]
+    fn the_caller_is_named_from_the_passwd_database() {
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        let me = Caller::current();
+        assert_eq!(me.uid, unsafe { libc::getuid() });
+    }
+}
