@@ -7,7 +7,8 @@
 #   check.txt, check.rc          `slurm-cw-shipper --check` and its exit status
 #   daemon.jsonl     the daemon's stdout around a `sleep 2` job (its summary: the TaskEpilog's)
 #   captures/        Slurm's own view of the job (scontrol, squeue, the cgroup tree)
-# and OUT/epilog.log: each TaskEpilog's uid and cgroup, and its job's processes then.
+# and OUT/epilog.log: each TaskEpilog's uid and cgroup, its job's processes then, and the
+# daemon's answer to its final-sample request when it is not `ok`.
 #
 #   guest.sh IN OUT   (IN has this script, workload.py, task-epilog.sh, slurm-cw-shipper,
 #                      version, and optionally scenarios: names, one a line)
@@ -57,9 +58,15 @@ cat > /etc/slurm/task-epilog-bench.sh <<EOF
         done
     done
 } >> $out/epilog.log 2>&1
+export SLURM_CW_SHIPPER_BIN=/usr/local/bin/slurm-cw-shipper-noted
 exec /etc/slurm/task-epilog.sh
 EOF
-chmod 755 /etc/slurm/task-epilog-bench.sh
+# The hook client as that TaskEpilog runs it, with the daemon's answer (printed when not ok).
+cat > /usr/local/bin/slurm-cw-shipper-noted <<EOF
+#!/bin/sh
+exec /usr/local/bin/slurm-cw-shipper "\$@" 2>> $out/epilog.log
+EOF
+chmod 755 /etc/slurm/task-epilog-bench.sh /usr/local/bin/slurm-cw-shipper-noted
 mkdir -p /var/log/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd
 chown slurm:slurm /var/log/slurm /var/lib/slurm/slurmctld
 host=$(hostname)
