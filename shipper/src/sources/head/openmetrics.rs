@@ -198,7 +198,7 @@ pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, S
     let from = ep.resolved().from.clone();
     match ep.fetch(cmds).await {
         Ok(f) => Ok(format!(
-            "openmetrics: {} (from {from}) answers, {} node series{}",
+            "openmetrics: {} (from {from}) answers, {} samples in /metrics/nodes{}",
             ep.resolved().url.as_ref().map(|u| u.to_string()).unwrap_or_default(),
             f.nodes.samples.len(),
             if ep.resolved().gpus_tracked {

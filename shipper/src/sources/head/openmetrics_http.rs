@@ -237,4 +237,42 @@ mod tests {
             complete(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true).unwrap().is_err()
         );
     }
+
+    /// A server on 127.0.0.1 that reads the request, then writes `answer` (or nothing).
+    async fn server(answer: Option<Vec<u8>>) -> Url {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                match &answer {
+                    Some(a) => {
+                        let _ = s.write_all(a).await;
+                    }
+                    None => tokio::time::sleep(Duration::from_secs(30)).await,
+                }
+            }
+        });
+        Url { host: "127.0.0.1".into(), port, prefix: String::new() }
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_bound_or_a_silent_server_is_an_error() {
+        let mut big = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n".to_vec();
+        big.extend(std::iter::repeat_n(b'x', 1_000_000));
+        let u = server(Some(big)).await;
+        let e = get(&u, "/metrics/nodes", None, Duration::from_secs(10), 1000).await;
+        assert!(matches!(e, Err(HttpError::TooLarge(_, 1000))), "{e:?}");
+        let u = server(None).await;
+        let e = get(&u, "/metrics/nodes", None, Duration::from_millis(300), 1000).await;
+        assert!(matches!(e, Err(HttpError::Timeout(..))), "{e:?}");
+        let u = server(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nx 1\ny 2".to_vec())).await;
+        assert_eq!(get(&u, "/m", Some("t"), Duration::from_secs(5), 1000).await.unwrap(), "x 1\ny ");
+        let u = server(Some(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n".to_vec())).await;
+        assert!(matches!(
+            get(&u, "/m", None, Duration::from_secs(5), 1000).await,
+            Err(HttpError::Status(_, 403))
+        ));
+    }
 }
