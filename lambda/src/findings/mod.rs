@@ -209,7 +209,18 @@ pub async fn run(
     p.ingested_since = Some(rfc3339_ms(scan.since_ms));
     let mut seen: HashSet<String> = cursor.notified.iter().map(|(_, id)| id.clone()).collect();
     loop {
-        let (page, next) = read_page(logs, t.group, &scan, budget.page_limit, p).await?;
+        let (page, next) = match read_page(logs, t.group, &scan, budget.page_limit, p).await {
+            Ok(r) => r,
+            // A token FilterLogEvents no longer takes (they last a day): the scan from its
+            // start again, once; what it notified is remembered.
+            Err(e) if scan.token.is_some() => {
+                tracing::warn!(error = %format!("{e:#}"), "a findings scan cannot go on; starting it again");
+                scan.token = None;
+                scan.from_ms = now_ms - LATENESS_HOURS * 3_600_000;
+                read_page(logs, t.group, &scan, budget.page_limit, p).await?
+            }
+            Err(e) => return Err(e),
+        };
         let mut fresh = Vec::new();
         for f in page {
             if f.ingested_ms < scan.since_ms {
