@@ -154,7 +154,7 @@ fn rpcs() -> BTreeMap<String, u64> {
 /// The RPCs one `--once --role head` costs: the sdiag before it counts itself once it is
 /// served, so it is taken off; the daemons' own messages (registrations, job completions) are
 /// left out.
-fn rpcs_of_once(conf: &Path, source: &str) -> (u64, BTreeMap<String, u64>) {
+fn rpcs_of_once(conf: &Path, source: &str, top_rpc_types: &str) -> (u64, BTreeMap<String, u64>) {
     let before = rpcs();
     let out = shipper()
         .args(["--once", "--role", "head"])
@@ -162,6 +162,7 @@ fn rpcs_of_once(conf: &Path, source: &str) -> (u64, BTreeMap<String, u64>) {
         .env("SLURM_CW_CLUSTER_NAME", "bench")
         .env("SLURM_CW_SLURM__CONF", conf)
         .env("SLURM_CW_HEAD__SOURCE", source)
+        .env("SLURM_CW_HEAD__TOP_RPC_TYPES", top_rpc_types)
         .output()
         .unwrap();
     assert!(out.status.success(), "shipper failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -185,14 +186,32 @@ fn rpcs_of_once(conf: &Path, source: &str) -> (u64, BTreeMap<String, u64>) {
 fn endpoint_costs_slurmctld_fewer_rpcs() {
     let Some(conf) = endpoint_bench() else { return };
     let _turn = BENCH.lock().unwrap_or_else(|e| e.into_inner());
-    let (commands, c_types) = rpcs_of_once(&conf, "commands");
-    let (endpoint, e_types) = rpcs_of_once(&conf, "openmetrics");
+    let (commands, c_types) = rpcs_of_once(&conf, "commands", "10");
+    let (endpoint, e_types) = rpcs_of_once(&conf, "openmetrics", "10");
+    // No RPC statistics wanted: no sdiag either, the scheduler's figures from the endpoint.
+    let (no_sdiag, n_types) = rpcs_of_once(&conf, "openmetrics", "0");
     eprintln!(
-        "RPCs per head collection: commands {commands} {c_types:?}; openmetrics {endpoint} {e_types:?}"
+        "RPCs per head collection: commands {commands} {c_types:?}; openmetrics {endpoint} {e_types:?}; \
+         openmetrics without RPC statistics {no_sdiag} {n_types:?}"
     );
     assert!(c_types.contains_key("REQUEST_NODE_INFO"), "{c_types:?}");
     assert!(!e_types.contains_key("REQUEST_NODE_INFO"), "sinfo ran: {e_types:?}");
-    assert!(endpoint < commands, "commands {commands}, openmetrics {endpoint}");
+    assert!(!n_types.contains_key("REQUEST_STATS_INFO"), "sdiag ran: {n_types:?}");
+    assert!(no_sdiag < endpoint && endpoint < commands, "{commands} > {endpoint} > {no_sdiag}");
+    // What the daemon ships then: the scheduler's figures from the endpoint.
+    let mut c = config(&conf, HeadSource::Openmetrics);
+    c.head.top_rpc_types = 0;
+    let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
+    let ep = Endpoint::new(HeadSource::Openmetrics, resolve(&c), None, Duration::from_secs(10));
+    let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
+    let mut b = Batch::new(std::time::SystemTime::now());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(head.collect(&mut b, &mut Errors::new()));
+    let sdiag: serde_json::Value = serde_json::from_str(&cmd("sdiag", &["--json"])).unwrap();
+    let submitted = sdiag["statistics"]["jobs_submitted"].as_f64().unwrap();
+    assert_eq!(b.value(&JOBS_SUBMITTED, &[]), Some(submitted), "no job submitted in between");
+    assert!(b.value(&MAIN_SCHED_TOTAL_CYCLES, &[]).is_some());
+    assert!(b.of(&RPC_COUNT).next().is_none());
 }
 
 /// A one-shot HTTP server on 127.0.0.1 that answers every request with `answer`.

@@ -9,6 +9,7 @@ pub mod fallback;
 pub mod openmetrics;
 pub mod openmetrics_http;
 pub mod openmetrics_map;
+pub mod openmetrics_sched;
 pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;
@@ -94,16 +95,17 @@ impl HeadCollector {
         self.node_source
     }
 
-    /// Node figures from the endpoint; false (logged, counted) where it is not wanted or fails,
-    /// and sinfo is to run.
-    async fn collect_endpoint(&mut self, out: &mut Batch, errors: &mut Errors) -> bool {
-        let Some(ep) = self.endpoint.as_mut() else { return false };
+    /// Node figures from the endpoint, and with no RPC statistics wanted (`top_rpc_types = 0`)
+    /// the scheduler's too: (nodes shipped, scheduler shipped). False (logged, counted) where it
+    /// is not wanted or fails, and sinfo (and sdiag) are to run.
+    async fn collect_endpoint(&mut self, out: &mut Batch, errors: &mut Errors) -> (bool, bool) {
+        let Some(ep) = self.endpoint.as_mut() else { return (false, false) };
         if ep.wanted(self.version).is_err() {
-            return false;
+            return (false, false);
         }
         errors.ran("openmetrics");
         let gpus = ep.resolved().gpus_tracked;
-        match ep.fetch(&self.cmds).await {
+        match ep.fetch(&self.cmds, self.cfg.top_rpc_types == 0).await {
             Ok(f) => {
                 let bad = f.nodes.bad.len() + f.partitions.bad.len();
                 if bad > 0 {
@@ -119,11 +121,12 @@ impl HeadCollector {
                 {
                     tracing::info!(example = %first, "endpoint counts wrapped at 65,536; corrected");
                 }
-                true
+                let sched = f.scheduler.as_ref().is_some_and(|e| openmetrics_sched::emit(e, out) > 0);
+                (true, sched)
             }
             Err(e) => {
                 self.note_error("openmetrics", errors, format!("{e}; node figures from sinfo"));
-                false
+                (false, false)
             }
         }
     }
@@ -290,10 +293,13 @@ impl Collector for HeadCollector {
             errors.ran(part);
         }
         self.detect_version().await;
-        // sdiag first and alone, so that the server thread and agent counts it reports are
-        // not inflated by our own sinfo and squeue; those two then run together.
-        let sdiag = run_part(&self.cmds, "sdiag", &mut self.sdiag_format).await;
-        let from_endpoint = self.collect_endpoint(out, errors).await;
+        let (from_endpoint, sched_from_endpoint) = self.collect_endpoint(out, errors).await;
+        // sdiag before sinfo and squeue, so that the server thread and agent counts it reports
+        // are not inflated by them; those two then run together.
+        let sdiag = match sched_from_endpoint {
+            true => None,
+            false => Some(run_part(&self.cmds, "sdiag", &mut self.sdiag_format).await),
+        };
         self.node_source = if from_endpoint { "openmetrics" } else { "commands" };
         let (sinfo, squeue) = if from_endpoint {
             (None, run_part(&self.cmds, "squeue", &mut self.squeue_format).await)
@@ -305,8 +311,9 @@ impl Collector for HeadCollector {
             (Some(a), b)
         };
 
-        let mut results = vec![&squeue, &sdiag];
+        let mut results = vec![&squeue];
         results.extend(sinfo.as_ref());
+        results.extend(sdiag.as_ref());
         let timed_out = results.iter().find_map(|r| match r {
             Err(e @ CommandError::Timeout { .. }) => Some(e.clone()),
             _ => None,
@@ -317,7 +324,8 @@ impl Collector for HeadCollector {
         let why = timed_out.or(first_err);
         self.note_controller(up, why.as_ref());
         out.push(&SLURMCTLD_UP, Dims::new(), if up { 1.0 } else { 0.0 });
-        if let Some(o) = sdiag.as_ref().ok().or(sinfo.as_ref().and_then(|r| r.as_ref().ok())) {
+        let first_ok = [&sdiag, &sinfo].into_iter().find_map(|r| r.as_ref().and_then(|r| r.as_ref().ok()));
+        if let Some(o) = first_ok.or(squeue.as_ref().ok()) {
             out.push(&SLURMCTLD_RESPONSE_TIME, Dims::new(), o.elapsed.as_secs_f64() * 1000.0);
         }
 
@@ -325,7 +333,9 @@ impl Collector for HeadCollector {
             self.handle_sinfo(sinfo, out, errors);
         }
         self.handle_squeue(&squeue, out, errors);
-        self.handle_sdiag(&sdiag, out, errors);
+        if let Some(sdiag) = &sdiag {
+            self.handle_sdiag(sdiag, out, errors);
+        }
     }
 }
 

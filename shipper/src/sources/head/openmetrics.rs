@@ -3,8 +3,10 @@
 //! /metrics/nodes and one of /metrics/partitions, served from slurmctld's memory.
 //!
 //! What stays with the commands: squeue (the endpoint has no pending reasons and no pending
-//! demand, and one squeue gives every job figure, so /metrics/jobs is not read) and sdiag (no
-//! RPC statistics there; sdiag is one RPC and gives the scheduler figures as well).
+//! demand, and one squeue gives every job figure, so /metrics/jobs is not read; its jobs'
+//! allocations, 0 on 25.11.0-25.11.4, are never used) and sdiag for the RPC statistics the
+//! endpoint lacks. With `head.top_rpc_types = 0` no RPC statistics are wanted: sdiag does not
+//! run and /metrics/scheduler gives the scheduler figures ([`super::openmetrics_sched`]).
 //!
 //! `head.source = auto` reads the endpoint where this Slurm is 25.11 or newer, slurm.conf does
 //! not say it is off and it answers; any failure falls back to sinfo for that cycle (logged
@@ -80,6 +82,8 @@ pub fn url_from_conf(e: &[(String, String)]) -> Result<Url, String> {
 pub struct Fetched {
     pub nodes: Exposition,
     pub partitions: Exposition,
+    /// /metrics/scheduler, where asked for.
+    pub scheduler: Option<Exposition>,
 }
 
 pub struct Endpoint {
@@ -131,34 +135,42 @@ impl Endpoint {
         }
     }
 
-    /// GETs /metrics/nodes and /metrics/partitions; on 401 or 403 fetches a token (the file,
-    /// else `scontrol token`) and tries once more.
-    pub async fn fetch(&mut self, cmds: &SlurmCommands) -> Result<Fetched, String> {
+    /// GETs /metrics/nodes and /metrics/partitions (and /metrics/scheduler with `scheduler`);
+    /// on 401 or 403 fetches a token (the file, else `scontrol token`) and tries once more.
+    pub async fn fetch(&mut self, cmds: &SlurmCommands, scheduler: bool) -> Result<Fetched, String> {
         let url = self.resolved.url.clone()?;
-        match self.get_both(&url).await {
+        match self.get_all(&url, scheduler).await {
             Err(HttpError::Status(_, 401 | 403)) => {
                 self.token = Some(self.new_token(cmds).await?);
-                self.get_both(&url).await.map_err(|e| e.to_string())
+                self.get_all(&url, scheduler).await.map_err(|e| e.to_string())
             }
             other => other.map_err(|e| e.to_string()),
         }
-        .and_then(|(n, p)| {
+        .and_then(|(n, p, s)| {
             let nodes = parse(&n);
             let partitions = parse(&p);
             if nodes.series("slurm_node_cpus").next().is_none() && nodes.value("slurm_nodes").is_none() {
                 return Err(format!("{url}/metrics/nodes is not slurmctld's node metrics (no slurm_nodes)"));
             }
-            Ok(Fetched { nodes, partitions })
+            Ok(Fetched { nodes, partitions, scheduler: s.map(|s| parse(&s)) })
         })
     }
 
-    async fn get_both(&self, url: &Url) -> Result<(String, String), HttpError> {
+    async fn get_all(
+        &self,
+        url: &Url,
+        scheduler: bool,
+    ) -> Result<(String, String, Option<String>), HttpError> {
         let token = self.token.as_deref();
-        let (n, p) = tokio::join!(
-            http::get(url, "/metrics/nodes", token, self.timeout, self.max),
-            http::get(url, "/metrics/partitions", token, self.timeout, self.max),
-        );
-        Ok((n?, p?))
+        let get = |path| http::get(url, path, token, self.timeout, self.max);
+        let sched = async {
+            match scheduler {
+                true => get("/metrics/scheduler").await.map(Some),
+                false => Ok(None),
+            }
+        };
+        let (n, p, s) = tokio::join!(get("/metrics/nodes"), get("/metrics/partitions"), sched);
+        Ok((n?, p?, s?))
     }
 
     async fn new_token(&self, cmds: &SlurmCommands) -> Result<String, String> {
@@ -196,7 +208,7 @@ pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, S
         return Ok(format!("commands (sinfo): {why}"));
     }
     let from = ep.resolved().from.clone();
-    match ep.fetch(cmds).await {
+    match ep.fetch(cmds, config.head.top_rpc_types == 0).await {
         Ok(f) => Ok(format!(
             "openmetrics: {} (from {from}) answers, {} samples in /metrics/nodes{}",
             ep.resolved().url.as_ref().map(|u| u.to_string()).unwrap_or_default(),

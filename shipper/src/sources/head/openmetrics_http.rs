@@ -102,7 +102,7 @@ async fn exchange(
         .await
         .map_err(|e| HttpError::Connect(target.to_owned(), e.to_string()))?;
     let mut raw = Vec::new();
-    let mut buf = [0u8; 64 * 1024];
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = stream
             .read(&mut buf)
