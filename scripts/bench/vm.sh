@@ -121,6 +121,10 @@ make_image() {
 
 build() {
     local want t0
+    mkdir -p "$dir"
+    # One build of an image at a time (two test runs starting together wait for one image).
+    exec 9> "$dir.lock"
+    flock 9
     want=$(image_recipe)
     if [ -f "$dir/root.img" ] && [ "$(cat "$dir/recipe.sha256" 2>/dev/null)" = "$want" ]; then
         log "image cached ($dir, Slurm $(cat "$dir/slurm-version"))"
@@ -128,7 +132,6 @@ build() {
     fi
     command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install debootstrap"
     t0=$SECONDS
-    mkdir -p "$dir"
     rm -f "$dir/recipe.sha256"
     make_image
     echo "$want" > "$dir/recipe.sha256"
