@@ -28,6 +28,8 @@ fn fixtures() -> PathBuf {
 struct Run {
     child: Running,
     log: Arc<Mutex<Vec<String>>>,
+    /// The log reader, done once the shipper's standard error closes.
+    reader: std::thread::JoinHandle<()>,
 }
 
 fn start(endpoint: &str, namespace: &str, cluster: &str, spool: &Path, root: &Path) -> Run {
@@ -56,12 +58,12 @@ fn start(endpoint: &str, namespace: &str, cluster: &str, spool: &Path, root: &Pa
         .unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let (stderr, l) = (child.child().stderr.take().unwrap(), log.clone());
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             l.lock().unwrap().push(line);
         }
     });
-    Run { child, log }
+    Run { child, log, reader }
 }
 
 impl Run {
@@ -76,12 +78,17 @@ impl Run {
 
     /// As [`Run::stop`], with the shipper's log.
     fn stop_with_log(self) -> (u64, Vec<String>) {
-        let Run { child, log } = self;
+        let Run { child, log, reader } = self;
         let out = child.stop();
         assert!(out.status.success());
-        std::thread::sleep(Duration::from_millis(200));
+        reader.join().unwrap();
         let lines = std::mem::take(&mut *log.lock().unwrap());
         (Run::count_flushed(&lines), lines)
+    }
+
+    /// The collections flushed so far.
+    fn flushed(&self) -> u64 {
+        Run::count_flushed(&self.log.lock().unwrap())
     }
 
     fn count_flushed(lines: &[String]) -> u64 {
@@ -138,12 +145,14 @@ async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off() {
         }),
     );
     let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
-    std::thread::sleep(Duration::from_secs(14));
+    let c = &proxy.counts;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    wait_until("every fault, and ten collections flushed through them", Duration::from_secs(180), || {
+        load(&c.throttled) >= 2 && load(&c.errors) >= 1 && load(&c.dropped) >= 1 && run.flushed() >= 10
+    });
     proxy.set_plan(Box::new(|_| Fault::Forward));
     wait_for_empty_spool(&spool, Duration::from_secs(60));
     let flushed = run.stop();
-    let c = &proxy.counts;
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
         "proxy saw {} requests: {} throttled, {} HTTP 500, {} dropped, {} forwarded; peak {:.1} requests/s over 1 s, {:.2}/s over 5 s",
         load(&c.requests),
@@ -193,10 +202,10 @@ async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
     // LocalStack is down while the shipper runs for several flush intervals...
     ls("stop");
     let run = start(&url, &ns, &cluster, &spool, root.path());
-    std::thread::sleep(Duration::from_secs(9));
+    wait_until("three flushes spooled, and the shipper saying why", Duration::from_secs(120), || {
+        spool_files(&spool) >= 3 && run.log_has("cannot deliver")
+    });
     let during = spool_files(&spool);
-    assert!(during >= 3, "flushes wait in the spool during the outage: {during}");
-    assert!(run.log_has("cannot deliver"), "the shipper says what is wrong");
     // ...then comes back: the backlog goes out, oldest first.
     let started = Instant::now();
     ls("start");
@@ -254,16 +263,17 @@ async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_bat
     let mut dead = run.child;
     dead.child().kill().unwrap();
     let _ = dead.child().wait();
-    std::thread::sleep(Duration::from_millis(200));
+    run.reader.join().unwrap();
     let first = Run::count_flushed(&run.log.lock().unwrap());
     let per_flush_max = 3;
     // The held request reaches LocalStack anyway, with nobody left to hear the answer.
-    std::thread::sleep(Duration::from_secs(5));
+    wait_until("the held request to reach LocalStack", Duration::from_secs(60), || held() == 0);
 
     // Restarted on the same spool: it sends what the dead one had not been told was delivered.
     proxy.set_plan(Box::new(|_| Fault::Forward));
     let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
-    std::thread::sleep(Duration::from_secs(3));
+    // Running (its SIGTERM handler in place) once it has flushed.
+    wait_until("the restarted shipper's first flush", Duration::from_secs(60), || run.flushed() >= 1);
     wait_for_empty_spool(&spool, Duration::from_secs(60));
     let second = run.stop();
     let got = samples(&url, &ns, &cluster).await;
@@ -286,10 +296,10 @@ async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_
     // Every request is held for longer than the attempt timeout: a flush is always in flight.
     let proxy = Proxy::start(upstream(&url), Box::new(|_| Fault::Hold(Duration::from_secs(30))));
     let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
-    wait_until("a request in flight", Duration::from_secs(30), || {
-        proxy.counts.held.load(std::sync::atomic::Ordering::Relaxed) > 0
+    let held = || proxy.counts.held.load(std::sync::atomic::Ordering::Relaxed);
+    wait_until("a request in flight and two flushes spooled", Duration::from_secs(60), || {
+        held() > 0 && spool_files(&spool) >= 2
     });
-    std::thread::sleep(Duration::from_secs(3));
     let asked = Instant::now();
     let first = run.stop();
     let took = asked.elapsed();
@@ -307,7 +317,7 @@ async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_
     let second = run.stop();
     // Held requests time out on the shipper's side but may still reach LocalStack later; wait
     // for the held ones to be released before counting.
-    std::thread::sleep(Duration::from_secs(1));
+    wait_until("the held requests to reach LocalStack", Duration::from_secs(120), || held() == 0);
     let got = samples(&url, &ns, &cluster).await;
     assert!(got >= (first + second) as f64, "nothing flushed is lost: {got} < {first} + {second}");
 }
@@ -337,13 +347,15 @@ async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why() {
     let filler = spool.join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 128 << 10]);
     let run = start(&url, &ns, &cluster, &spool, root.path());
-    std::thread::sleep(Duration::from_secs(7));
+    wait_until("the shipper to say what is wrong", Duration::from_secs(60), || {
+        run.log_has("No space left on device")
+    });
     assert!(run.child_alive(), "the daemon keeps running");
-    assert!(run.log_has("No space left on device"), "and says what is wrong: {:?}", run.log.lock().unwrap());
     // Room again: the spool takes data again.
     std::fs::remove_file(&filler).unwrap();
-    std::thread::sleep(Duration::from_secs(4));
-    assert!(run.log_has("the spool takes data again"));
+    wait_until("the spool to take data again", Duration::from_secs(60), || {
+        run.log_has("the spool takes data again")
+    });
     let flushed = run.stop();
     assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "held in memory meanwhile, all delivered");
 }

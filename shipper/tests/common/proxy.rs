@@ -35,7 +35,7 @@ pub struct Counts {
     pub errors: AtomicU64,
     pub dropped: AtomicU64,
     pub forwarded: AtomicU64,
-    /// Requests being held right now.
+    /// Requests being held right now (until upstream has answered them).
     pub held: AtomicU64,
     pub times: Mutex<Vec<Instant>>,
 }
@@ -163,12 +163,17 @@ fn serve(
                 return;
             }
             Fault::Forward | Fault::Hold(_) => {
-                if let Fault::Hold(d) = fault {
+                let hold = if let Fault::Hold(d) = fault { Some(d) } else { None };
+                if let Some(d) = hold {
                     counts.held.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(d);
+                }
+                let resp = forward(upstream, &req);
+                // Held until upstream answered, so that "none held" means it has them.
+                if hold.is_some() {
                     counts.held.fetch_sub(1, Ordering::Relaxed);
                 }
-                let Some(resp) = forward(upstream, &req) else { return };
+                let Some(resp) = resp else { return };
                 counts.forwarded.fetch_add(1, Ordering::Relaxed);
                 if w.write_all(&resp.to_bytes()).is_err() {
                     return;
