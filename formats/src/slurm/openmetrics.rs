@@ -145,7 +145,7 @@ fn unescape(s: &str, quotes: bool) -> Result<String, String> {
 }
 
 fn sample(line: &str) -> Result<Sample, String> {
-    let name_end = line.find(|c: char| c == '{' || c == ' ' || c == '\t').unwrap_or(line.len());
+    let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
     let name = &line[..name_end];
     if !valid_name(name) {
         return Err(format!("not a metric name: {:?}", name.chars().take(80).collect::<String>()));

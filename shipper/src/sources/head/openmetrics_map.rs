@@ -169,7 +169,7 @@ pub fn emit(nodes: &Exposition, partitions: &Exposition, opts: &Options, out: &m
         }
     }
     for (p, set) in parts.iter_mut() {
-        if let Some(c) = per_node_cpus.filter(|c| *c > 0 && set.cpus % c == 0) {
+        if let Some(c) = per_node_cpus.filter(|c| *c > 0 && set.cpus.is_multiple_of(*c)) {
             let witness = set.cpus / c;
             let fixed = unwrap16(set.nodes, witness);
             if fixed != set.nodes {
@@ -215,7 +215,7 @@ pub fn emit(nodes: &Exposition, partitions: &Exposition, opts: &Options, out: &m
 /// wrapped.
 fn fix_bases(counts: &mut Counts, nodes: u64, set: &str, fixes: &mut Corrections) {
     let total: u64 = BASES.iter().map(|b| counts.get(b)).sum();
-    if total < nodes && (nodes - total) % WRAP == 0 {
+    if total < nodes && (nodes - total).is_multiple_of(WRAP) {
         let Some(largest) = BASES.iter().max_by_key(|b| counts.get(b)) else { return };
         let v = counts.get(largest) + (nodes - total);
         fixes.wrapped.push(format!("{set}: nodes {largest} {} taken for {v}", counts.get(largest)));
