@@ -100,7 +100,7 @@ impl HeadCollector {
     /// is not wanted or fails, and sinfo (and sdiag) are to run.
     async fn collect_endpoint(&mut self, out: &mut Batch, errors: &mut Errors) -> (bool, bool) {
         let Some(ep) = self.endpoint.as_mut() else { return (false, false) };
-        if ep.wanted(self.version).is_err() {
+        if ep.wanted(self.version).is_err() || !ep.due() {
             return (false, false);
         }
         errors.ran("openmetrics");

@@ -93,11 +93,24 @@ pub struct Endpoint {
     token: Option<String>,
     timeout: Duration,
     max: usize,
+    /// `auto` after a failure: cycles left before the next try, and the next wait (doubling to
+    /// 32 cycles), so an endpoint that times out does not hold every cycle up.
+    skip: u32,
+    backoff: u32,
 }
 
 impl Endpoint {
     pub fn new(mode: HeadSource, resolved: Resolved, token_file: Option<PathBuf>, timeout: Duration) -> Self {
-        Endpoint { mode, resolved, token_file, token: None, timeout, max: http::BODY_MAX }
+        Endpoint {
+            mode,
+            resolved,
+            token_file,
+            token: None,
+            timeout,
+            max: http::BODY_MAX,
+            skip: 0,
+            backoff: 1,
+        }
     }
 
     /// Another bound on each body (tests).
@@ -135,9 +148,35 @@ impl Endpoint {
         }
     }
 
+    /// False while `auto` waits out a failure (the commands stand in meanwhile).
+    pub fn due(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    fn outcome<T>(&mut self, r: Result<T, String>) -> Result<T, String> {
+        match (&r, self.mode) {
+            (Ok(_), _) => self.backoff = 1,
+            (Err(_), HeadSource::Auto) => {
+                self.skip = self.backoff;
+                self.backoff = (self.backoff * 2).min(32);
+            }
+            (Err(_), _) => {}
+        }
+        r
+    }
+
     /// GETs /metrics/nodes and /metrics/partitions (and /metrics/scheduler with `scheduler`);
     /// on 401 or 403 fetches a token (the file, else `scontrol token`) and tries once more.
     pub async fn fetch(&mut self, cmds: &SlurmCommands, scheduler: bool) -> Result<Fetched, String> {
+        let r = self.try_fetch(cmds, scheduler).await;
+        self.outcome(r)
+    }
+
+    async fn try_fetch(&mut self, cmds: &SlurmCommands, scheduler: bool) -> Result<Fetched, String> {
         let url = self.resolved.url.clone()?;
         match self.get_all(&url, scheduler).await {
             Err(HttpError::Status(_, 401 | 403)) => {
@@ -251,6 +290,29 @@ mod tests {
         let u = url_from_conf(&entries("SlurmctldHost=head\nSlurmctldHost=backup")).unwrap();
         assert_eq!(u.to_string(), "http://head:6817");
         assert!(url_from_conf(&entries("ClusterName=x")).is_err());
+    }
+
+    #[test]
+    fn auto_waits_longer_after_each_failure_and_openmetrics_never() {
+        let resolved =
+            Resolved { url: Err("x".into()), from: String::new(), metrics_on: None, gpus_tracked: false };
+        let mut ep = Endpoint::new(HeadSource::Auto, resolved.clone(), None, Duration::from_secs(1));
+        let mut tried = Vec::new();
+        for _ in 0..10 {
+            let due = ep.due();
+            tried.push(due);
+            if due {
+                let _ = ep.outcome::<()>(Err("refused".into()));
+            }
+        }
+        let t = true;
+        let f = false;
+        assert_eq!(tried, [t, f, t, f, f, t, f, f, f, f]);
+        let _ = ep.outcome(Ok(()));
+        assert_eq!(ep.backoff, 1);
+        let mut ep = Endpoint::new(HeadSource::Openmetrics, resolved, None, Duration::from_secs(1));
+        let _ = ep.outcome::<()>(Err("refused".into()));
+        assert!(ep.due());
     }
 
     #[test]
