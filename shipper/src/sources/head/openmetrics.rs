@@ -188,8 +188,18 @@ impl Endpoint {
         .and_then(|(n, p, s)| {
             let nodes = parse(&n);
             let partitions = parse(&p);
-            if nodes.series("slurm_node_cpus").next().is_none() && nodes.value("slurm_nodes").is_none() {
-                return Err(format!("{url}/metrics/nodes is not slurmctld's node metrics (no slurm_nodes)"));
+            let listed = nodes.series("slurm_node_cpus").next().is_some();
+            match nodes.value("slurm_nodes") {
+                None if !listed => {
+                    return Err(format!(
+                        "{url}/metrics/nodes is not slurmctld's node metrics (no slurm_nodes)"
+                    ));
+                }
+                // The per-node series are what the figures are summed from.
+                Some(n) if n > 0.0 && !listed => {
+                    return Err(format!("{url}/metrics/nodes counts {n} nodes but lists none"));
+                }
+                _ => {}
             }
             Ok(Fetched { nodes, partitions, scheduler: s.map(|s| parse(&s)) })
         })

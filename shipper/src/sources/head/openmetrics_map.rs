@@ -6,7 +6,9 @@
 //! node's one state (as [`NodeState`] picks it) is rebuilt from the counts: each state that a
 //! flag gives a node (drained, fail, maint, powered_down...) is taken out of the base states
 //! its nodes most likely have. That is exact when no node carries two of those flags (the
-//! usual case, and the bench's); otherwise the split may differ from sinfo's. Likewise the
+//! usual case, and the bench's); otherwise the split may differ from sinfo's. The maintenance
+//! flags go to down nodes first: such a node stays down but planned (`down$`), so that no alarm
+//! pages for it (a maintenance reservation also sets the reserved flag). Likewise the
 //! CPUs of unusable nodes ("other") are their node count times the CPUs per node, exact where
 //! a set's nodes are alike (one instance type per queue, as ParallelCluster makes them).
 //!
