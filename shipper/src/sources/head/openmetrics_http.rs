@@ -233,6 +233,13 @@ mod tests {
         assert!(complete(b"HTTP/1.1 200 OK\r\n\r\nabc", false).is_none());
         assert_eq!(complete(b"HTTP/1.1 401 Unauthorized\r\n\r\nno", true).unwrap().unwrap().status, 401);
         assert!(complete(b"SSH-2.0\r\n\r\n", true).unwrap().is_err());
+        // Real 26.05.5 answer with MetricsAuthUsers set and no token.
+        let real = include_bytes!(
+            "../../../tests/fixtures/slurm/26.05-real/openmetrics-nodes-401-metricsauthusers.txt"
+        );
+        let a = complete(real, false).unwrap().unwrap();
+        assert_eq!(a.status, 401);
+        assert!(String::from_utf8_lossy(&a.body).contains("Invalid authentication credential"));
         assert!(
             complete(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true).unwrap().is_err()
         );
