@@ -61,6 +61,8 @@ fields! {
     USER = dims::USER, "The job's user, from the cgroup path or the job processes' real uid.";
     ACCOUNT = dims::ACCOUNT, "The job's Slurm account, or `unknown`.";
     PARTITION = dims::PARTITION, "The job's partition, or `unknown`.";
+    ARRAY_TASK = "ArrayTask", "An array task's name, `<array job>_<task>`, as Slurm gives it (`report 1000_5` finds the task by it). Absent for other jobs.";
+    HET_COMPONENT = "HetComponent", "A heterogeneous job component's name, `<het job>+<offset>`, as Slurm gives it. Absent for other jobs.";
     SLUID = "Sluid", "Slurm 26.05's unique job id (`SLURM_JOB_SLUID`), as Slurm gives it; the job's cgroup v2 directory is named by it unless cgroup.conf sets `CgroupJobIdPaths=yes`. Absent before 26.05.";
     SAMPLES = "Samples", "Collections the record covers.";
     FIRST_SEEN = "FirstSeen", "Summary: when this node first saw the job (RFC 3339).";

@@ -178,7 +178,7 @@ fn jobs_for(s: &Scenario, t0: u64, nodes: &[String]) -> Vec<Job> {
             idx: k,
             info: JobInfo {
                 id: (s.first_job + k).to_string(),
-                sluid: None,
+                names: Default::default(),
                 node: nodes[node].clone(),
                 user: format!("user{:03}", k as usize % users),
                 account: format!("proj-{:02}", k as usize % s.accounts),

@@ -349,7 +349,7 @@ mod tests {
         fn final_sample(&mut self, job: &str, _uid: u32, out: &mut Batch) -> Option<Answer> {
             out.jobs.push(JobInfo {
                 id: job.into(),
-                sluid: None,
+                names: Default::default(),
                 node: "n1".into(),
                 user: "u".into(),
                 account: "a".into(),

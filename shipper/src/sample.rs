@@ -91,13 +91,25 @@ impl Sample {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInfo {
     pub id: String,
-    /// Slurm 26.05's SLUID, where the job's cgroup is named by it.
-    pub sluid: Option<String>,
+    /// What else Slurm calls the job (its SLUID, array task or het component name).
+    pub names: SlurmNames,
     /// The node it runs on (this host, or one of several slurmd on it).
     pub node: String,
     pub user: String,
     pub account: String,
     pub partition: String,
+}
+
+/// A job's other names, as Slurm gives them; records carry them so that `report` and Logs
+/// Insights find a job by any of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmNames {
+    /// Slurm 26.05's SLUID.
+    pub sluid: Option<String>,
+    /// `<array job>_<task>`.
+    pub array_task: Option<String>,
+    /// `<het job>+<offset>`.
+    pub het_component: Option<String>,
 }
 
 /// How a figure of a `node_sample` record adds up over a flush.

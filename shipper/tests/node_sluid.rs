@@ -60,7 +60,7 @@ fn a_sluid_directory_ships_under_the_job_id_slurm_gives() {
     assert_eq!(e.total(), 0);
     assert_eq!(b.jobs.len(), 1);
     let job = &b.jobs[0];
-    assert_eq!((job.id.as_str(), job.sluid.as_deref()), ("1001", Some(SLUID)));
+    assert_eq!((job.id.as_str(), job.names.sluid.as_deref()), ("1001", Some(SLUID)));
     assert_eq!((job.account.as_str(), job.partition.as_str()), ("physics", "batch"));
     let memory: Vec<f64> = b
         .of(&MEMORY_USAGE)

@@ -446,3 +446,65 @@ async fn a_user_reads_their_own_jobs_only_unless_configured() {
         assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["user"], json!(name));
     }
 }
+
+/// An array task is found by the name users know (`<array job>_<task>`): while Slurm knows the
+/// task, through its own job id; its records carry the name too (`ArrayTask`).
+#[allow(clippy::await_holding_lock)]
+#[ignore = "needs LocalStack and the Slurm bench: scripts/test.sh runs it"]
+#[tokio::test]
+async fn an_array_task_is_reported_by_its_name() {
+    let (Some(url), Some(conf)) = (localstack(), slurm()) else {
+        return;
+    };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let node = nodes()[2].clone();
+    let logs = logs(&url).await;
+    let group = job_log_group(&logs, "report-array").await;
+    let shipper_child = shipper()
+        .args(["--role", "node"])
+        .envs(shipper_env(&url, &unique_namespace("report-array")))
+        .env("SLURM_CW_LOGS__GROUP", &group)
+        .env("SLURM_CW_CLUSTER_NAME", "reportarray")
+        .env("SLURM_CW_COLLECT_INTERVAL", "2s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "4s")
+        .env("SLURM_CW_CLOUDWATCH__FLUSH_JITTER", "false")
+        .env("SLURM_CW_NODE__HOOK_SOCKET", bench_dir(&conf).join("hook-report-array.sock"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Running::new)
+        .expect("start the shipper");
+    let array = sbatch(&["-p", "batch", "-w", &node, "-A", "physics", "--array=3-4", "--wrap", "sleep 60"]);
+    let _cleanup = SlurmCleanup { jobs: vec![array.clone()], nodes: Vec::new() };
+    let name = format!("{array}_4");
+    // The task's own job id, as Slurm gives it.
+    let mut raw = String::new();
+    wait_until("the array task to run", Duration::from_secs(60), || {
+        raw = cmd("squeue", &["-h", "-o", "%A %T", "-j", &name])
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .find(|w| w.get(1) == Some(&"RUNNING"))
+            .map(|w| w[0].to_owned())
+            .unwrap_or_default();
+        !raw.is_empty()
+    });
+    let mut got = Vec::new();
+    for _ in 0..120 {
+        got = records(&logs, &group, &[(r::JOB_ID.name, raw.as_str()), (r::TYPE.name, kinds::JOB_SAMPLE)])
+            .await;
+        if !got.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(!got.is_empty(), "no samples of task {name} (job {raw})");
+    assert_eq!(got[0][r::ARRAY_TASK.name], json!(name), "{:#}", got[0]);
+    // Stopped (its last flush delivered): both reports read the same records.
+    shipper_child.stop();
+    let by_name = json_report(&url, &group, &name);
+    let by_id = json_report(&url, &group, &raw);
+    assert_eq!(by_name["per_node"][0]["node"], json!(node), "{by_name:#}");
+    assert_eq!(by_name["records"], by_id["records"], "the same records either way");
+    assert_eq!(by_name["account"], json!("physics"));
+}

@@ -183,6 +183,14 @@ pub(super) fn split_outside_brackets(s: &str) -> Vec<&str> {
 }
 
 impl JobDetail {
+    /// The names Slurm also gives this job besides its id: `<array job>_<task>` for an array
+    /// task, `<het job>+<offset>` for a heterogeneous job's component.
+    pub fn names(&self) -> impl Iterator<Item = String> + '_ {
+        let array = self.array.map(|(j, t)| format!("{j}_{t}"));
+        let het = self.het.map(|(j, o)| format!("{j}+{o}"));
+        array.into_iter().chain(het)
+    }
+
     /// The GPU indices the job holds on `node`, when Slurm says.
     pub fn gpus_on(&self, node: &str) -> Option<&BTreeSet<u32>> {
         self.gpus.iter().find(|(list, _)| hostlist_contains(list, node)).map(|(_, g)| g)

@@ -27,9 +27,12 @@ pub fn parse_all(bytes: &[u8]) -> Result<Vec<JobDetail>, JobError> {
     Ok(jobs.iter().map(detail).collect())
 }
 
-/// The record of `want` (job id or SLUID) among `jobs`.
+/// The record of `want` among `jobs`: a job id, a SLUID, an array task (`<array job>_<task>`)
+/// or a heterogeneous job's component (`<het job>+<offset>`).
 pub fn pick(jobs: impl IntoIterator<Item = JobDetail>, want: &str) -> Result<JobDetail, JobError> {
-    jobs.into_iter().find(|d| d.job_id == want || d.sluid.as_deref() == Some(want)).ok_or(JobError::NoJobId)
+    jobs.into_iter()
+        .find(|d| d.job_id == want || d.sluid.as_deref() == Some(want) || d.names().any(|n| n == want))
+        .ok_or(JobError::NoJobId)
 }
 
 /// A JSON number (or `{set, number}` object) that is set, as u64.
@@ -145,6 +148,8 @@ mod tests {
         assert_eq!(by_sluid.job_id, "4101");
         let task = parse(&doc, "4107").unwrap();
         assert_eq!(task.array, Some((4106, 4)));
+        assert_eq!(parse(&doc, "4106_4").unwrap().job_id, "4107", "an array task by its name");
+        assert_eq!(parse(&doc, "4106_5"), Err(JobError::NoJobId));
         assert_eq!(parse(&doc, "999"), Err(JobError::NoJobId));
     }
 

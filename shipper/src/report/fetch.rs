@@ -14,16 +14,17 @@ pub enum FetchError {
 }
 
 /// The job's sample and summary records in `group`, in `[start, end]` (ms since the epoch)
-/// when given. The JobId is filtered by CloudWatch Logs, the type here: LocalStack 4.13 does
-/// not apply `&&` in a filter pattern.
+/// when given: those whose `field` (JobId, or ArrayTask for `<array job>_<task>`) is `job`.
+/// The field is filtered by CloudWatch Logs, the type here: LocalStack 4.13 does not apply
+/// `&&` in a filter pattern.
 pub async fn records(
     client: &Client,
     group: &str,
-    job: &str,
+    (field, job): (&str, &str),
     start: Option<i64>,
     end: Option<i64>,
 ) -> Result<Vec<Value>, FetchError> {
-    let pattern = format!("{{ $.{} = \"{job}\" }}", r::JOB_ID.name);
+    let pattern = format!("{{ $.{field} = \"{job}\" }}");
     let mut out = Vec::new();
     let mut token = None;
     // A bound on pages, so a broken paginator cannot loop for ever.
@@ -38,7 +39,7 @@ pub async fn records(
             .send()
             .await
             .map_err(|e| classify(code(&e), || source_chain(&e)))?;
-        out.extend(page.events().iter().filter_map(|e| wanted(e.message()?, job)));
+        out.extend(page.events().iter().filter_map(|e| wanted(e.message()?, field, job)));
         token = page.next_token().map(str::to_owned);
         if token.is_none() {
             break;
@@ -59,9 +60,9 @@ fn classify(code: Option<&str>, why: impl FnOnce() -> String) -> FetchError {
 }
 
 /// A sample or summary record of this job; anything else (other events, bad JSON) is skipped.
-fn wanted(message: &str, job: &str) -> Option<Value> {
+fn wanted(message: &str, field: &str, job: &str) -> Option<Value> {
     let v: Value = serde_json::from_str(message).ok()?;
-    let is_job = v.get(r::JOB_ID.name)?.as_str()? == job;
+    let is_job = v.get(field)?.as_str()? == job;
     let kind = v.get(r::TYPE.name)?.as_str()?;
     (is_job && (kind == kinds::JOB_SAMPLE || kind == kinds::JOB_SUMMARY)).then_some(v)
 }
@@ -72,11 +73,11 @@ mod tests {
 
     #[test]
     fn only_this_jobs_samples_and_summaries() {
-        assert!(wanted(r#"{"Type":"job_summary","JobId":"7"}"#, "7").is_some());
-        assert!(wanted(r#"{"Type":"job_sample","JobId":"7"}"#, "7").is_some());
-        assert!(wanted(r#"{"Type":"job_finding","JobId":"7"}"#, "7").is_none());
-        assert!(wanted(r#"{"Type":"job_sample","JobId":"77"}"#, "7").is_none());
-        assert!(wanted("not json", "7").is_none());
+        assert!(wanted(r#"{"Type":"job_summary","JobId":"7"}"#, "JobId", "7").is_some());
+        assert!(wanted(r#"{"Type":"job_sample","JobId":"7"}"#, "JobId", "7").is_some());
+        assert!(wanted(r#"{"Type":"job_finding","JobId":"7"}"#, "JobId", "7").is_none());
+        assert!(wanted(r#"{"Type":"job_sample","JobId":"77"}"#, "JobId", "7").is_none());
+        assert!(wanted("not json", "JobId", "7").is_none());
     }
 
     #[test]

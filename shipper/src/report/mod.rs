@@ -12,6 +12,7 @@ pub mod render;
 use crate::config::Config;
 use crate::sources::head::command::SlurmCommands;
 use fetch::FetchError;
+use slurm_cw_catalog::records as r;
 use slurm_cw_formats::slurm::job::{self as sjob, JobDetail};
 
 /// Slurm prints local times without a zone: bounds widened by the largest UTC offset.
@@ -49,6 +50,14 @@ pub async fn run(config: &Config, req: &Request) -> u8 {
     let group = config.logs.group_for(cluster.as_deref().unwrap_or_default());
     let detail = slurm_detail(config, &req.job).await;
     let (start, end) = bounds(detail.as_ref());
+    // Records go by the job id Slurm gave (an array task's or het component's own id); one
+    // Slurm no longer knows is found by the name it was asked by.
+    let key = match &detail {
+        Some(d) => (r::JOB_ID.name, d.job_id.as_str()),
+        None if req.job.contains('_') => (r::ARRAY_TASK.name, req.job.as_str()),
+        None if req.job.contains('+') => (r::HET_COMPONENT.name, req.job.as_str()),
+        None => (r::JOB_ID.name, req.job.as_str()),
+    };
     let client = match client(config).await {
         Ok(c) => c,
         Err(e) => {
@@ -56,7 +65,7 @@ pub async fn run(config: &Config, req: &Request) -> u8 {
             return 1;
         }
     };
-    let records = match fetch::records(&client, &group, &req.job, start, end).await {
+    let records = match fetch::records(&client, &group, key, start, end).await {
         Ok(r) => r,
         Err(FetchError::GroupMissing) => {
             eprintln!(
@@ -101,11 +110,15 @@ pub async fn run(config: &Config, req: &Request) -> u8 {
         rep.user = d.user_name.clone().or(rep.user);
         rep.account = d.account.clone().or(rep.account);
         rep.partition = d.partition.clone().or(rep.partition);
-        // Both local times: their difference needs no zone.
-        if let (Some(s), Some(e)) = (
-            d.start_time.as_deref().and_then(sjob::parse_local_time),
-            d.end_time.as_deref().and_then(sjob::parse_local_time),
-        ) && e >= s
+        // Both local times (or both epoch seconds): their difference needs no zone.
+        let times = d.start_unix.zip(d.end_unix).or_else(|| {
+            d.start_time
+                .as_deref()
+                .and_then(sjob::parse_local_time)
+                .zip(d.end_time.as_deref().and_then(sjob::parse_local_time))
+        });
+        if let Some((s, e)) = times
+            && e >= s
             && !matches!(d.state.as_deref(), Some("RUNNING") | Some("PENDING"))
         {
             rep.elapsed_seconds = Some((e - s) as f64);
@@ -141,19 +154,31 @@ pub async fn run(config: &Config, req: &Request) -> u8 {
     0
 }
 
-/// What Slurm says of the job, when it is reachable and still knows it.
+/// What Slurm says of the job, when it is reachable and still knows it: `scontrol show job
+/// --json` (Slurm 23.02+; an array task or het component by its name too), else the text
+/// form, whose user-written fields only widen or narrow the search window here.
 async fn slurm_detail(config: &Config, job: &str) -> Option<JobDetail> {
     let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+    if let Ok(out) = cmds.run("scontrol", &["show", "job", "--json", job]).await {
+        return slurm_cw_formats::slurm::job_json::parse(out.stdout.as_bytes(), job).ok();
+    }
     let out = cmds.run("scontrol", &["show", "job", "-d", "-o", job]).await.ok()?;
-    sjob::parse(&out.stdout).ok()
+    sjob::parse(&out.stdout).ok().filter(|d| d.job_id == job)
 }
 
-/// The search window in ms since the epoch: the job's span from Slurm, widened for the zone.
+/// The search window in ms since the epoch: the job's span from Slurm (epoch seconds from
+/// JSON; local times from the text form, widened for the zone).
 fn bounds(d: Option<&JobDetail>) -> (Option<i64>, Option<i64>) {
     let t = |v: &Option<String>| v.as_deref().and_then(sjob::parse_local_time);
     let Some(d) = d else { return (None, None) };
-    let start = t(&d.start_time).map(|s| (s - ZONE_SLACK_S - 60) * 1000);
-    let end = t(&d.end_time).map(|e| (e + ZONE_SLACK_S + AFTER_END_S) * 1000);
+    let start = d
+        .start_unix
+        .map(|s| (s - 60) * 1000)
+        .or_else(|| t(&d.start_time).map(|s| (s - ZONE_SLACK_S - 60) * 1000));
+    let end = d
+        .end_unix
+        .map(|e| (e + AFTER_END_S) * 1000)
+        .or_else(|| t(&d.end_time).map(|e| (e + ZONE_SLACK_S + AFTER_END_S) * 1000));
     (start, end)
 }
 

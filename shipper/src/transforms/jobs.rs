@@ -398,7 +398,7 @@ mod tests {
     fn info(id: &str) -> JobInfo {
         JobInfo {
             id: id.into(),
-            sluid: None,
+            names: Default::default(),
             node: "n1".into(),
             user: "alice".into(),
             account: "phys".into(),

@@ -121,7 +121,7 @@ mod tests {
         JobNow {
             info: JobInfo {
                 id: id.into(),
-                sluid: None,
+                names: Default::default(),
                 node: "n1".into(),
                 user: "u".into(),
                 account: account.into(),

@@ -35,8 +35,13 @@ pub fn head(info: &JobInfo, kind: &str, at: SystemTime, id: String) -> Map<Strin
     m.insert(r::USER.name.into(), json!(info.user));
     m.insert(r::ACCOUNT.name.into(), json!(info.account));
     m.insert(r::PARTITION.name.into(), json!(info.partition));
-    if let Some(sluid) = &info.sluid {
-        m.insert(r::SLUID.name.into(), json!(sluid));
+    let n = &info.names;
+    for (field, v) in
+        [(&r::SLUID, &n.sluid), (&r::ARRAY_TASK, &n.array_task), (&r::HET_COMPONENT, &n.het_component)]
+    {
+        if let Some(v) = v {
+            m.insert(field.name.into(), json!(v));
+        }
     }
     m
 }

@@ -341,10 +341,23 @@ fn walk_pids(
 /// Whom a job runs as: the real uid (`Uid:` in /proc/<pid>/status, which a setuid program
 /// does not change) of its first task process that is not Slurm's. Asking slurmstepd instead
 /// would make every cgroup v2 job root's, and deny its user's own final-sample request.
+/// A job whose tasks have all ended (cgroup v2, its TaskEpilog asking for the final sample)
+/// has only Slurm's processes left: the TaskEpilog, which slurmstepd starts as the job's user
+/// in `step_*/slurm/`, where no user can move a process, names it.
 pub fn task_owner(dir: &Path, proc_root: &Path, buf: &mut String) -> Option<u32> {
     let mut pids = Vec::new();
     task_pids(dir, buf, &mut pids);
-    pids.into_iter().find_map(|pid| {
+    if let Some(uid) = first_owner(&pids, proc_root, buf) {
+        return Some(uid);
+    }
+    pids.clear();
+    self::pids(dir, buf, &mut pids);
+    first_owner(&pids, proc_root, buf)
+}
+
+/// The real uid of the first of `pids` that is not slurmstepd.
+fn first_owner(pids: &[u32], proc_root: &Path, buf: &mut String) -> Option<u32> {
+    pids.iter().find_map(|pid| {
         buf.clear();
         let path = proc_root.join(pid.to_string()).join("status");
         if !super::read_into(&path, buf) {
@@ -426,6 +439,38 @@ mod tests {
             ]
         );
         assert_eq!(jobs[0].uid, None);
+    }
+
+    #[test]
+    fn an_ending_v2_job_is_owned_by_its_task_epilog_not_by_slurmstepd() {
+        let d = tempfile::tempdir().unwrap();
+        let (job, proc) = (d.path().join("job_7"), d.path().join("proc"));
+        let put = |rel: &str, pids: &str| {
+            mk(&job, rel);
+            std::fs::write(job.join(rel).join("cgroup.procs"), pids).unwrap();
+        };
+        let status = |pid: u32, name: &str, uid: u32| {
+            mk(&proc, &pid.to_string());
+            std::fs::write(
+                proc.join(format!("{pid}/status")),
+                format!("Name:\t{name}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"),
+            )
+            .unwrap();
+        };
+        status(100, "slurmstepd", 0);
+        status(101, "python3", 1000);
+        status(102, "task-epilog.sh", 1000);
+        // Running: its task names it.
+        put("step_batch/slurm", "100\n");
+        put("step_batch/user/task_0", "101\n");
+        assert_eq!(task_owner(&job, &proc, &mut String::new()), Some(1000));
+        // Ending, as seen on 26.05.5: the tasks are gone, the TaskEpilog runs beside slurmstepd.
+        put("step_batch/user/task_0", "");
+        put("step_batch/slurm", "100\n102\n");
+        assert_eq!(task_owner(&job, &proc, &mut String::new()), Some(1000));
+        // Only slurmstepd: nobody, never root.
+        put("step_batch/slurm", "100\n");
+        assert_eq!(task_owner(&job, &proc, &mut String::new()), None);
     }
 
     #[test]

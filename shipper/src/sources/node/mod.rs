@@ -29,7 +29,7 @@ use super::slurm_jobs::{self, SlurmJobs};
 use super::{Collector, Errors};
 use crate::config::NodeConfig;
 use crate::hook::Answer;
-use crate::sample::{Batch, Dims, JobInfo};
+use crate::sample::{Batch, Dims, JobInfo, SlurmNames};
 use cgroup::CgroupStats;
 use discover::{JobRef, Layout};
 use kv::Io;
@@ -346,9 +346,7 @@ impl NodeCollector {
         }
         out.jobs.push(JobInfo {
             id: job.id.clone(),
-            sluid: job.sluid.clone().or_else(|| {
-                self.slurm.as_ref().and_then(|s| s.borrow().get(&job.id).and_then(|d| d.sluid.clone()))
-            }),
+            names: self.names(job),
             node: node.to_owned(),
             user: user.clone(),
             account: account.clone(),
@@ -383,6 +381,17 @@ impl NodeCollector {
 }
 
 impl NodeCollector {
+    /// The job's other names, as Slurm gave them (its SLUID from its directory, else Slurm's).
+    fn names(&self, job: &JobRef) -> SlurmNames {
+        let slurm = self.slurm.as_ref().map(|s| s.borrow());
+        let d = slurm.as_ref().and_then(|s| s.get(&job.id));
+        SlurmNames {
+            sluid: job.sluid.clone().or_else(|| d.and_then(|d| d.sluid.clone())),
+            array_task: d.and_then(|d| d.array.map(|(j, t)| format!("{j}_{t}"))),
+            het_component: d.and_then(|d| d.het.map(|(j, o)| format!("{j}+{o}"))),
+        }
+    }
+
     /// Whom job `id` runs as, from the job table. A job the table does not know yet (started
     /// since the last cycle) is looked for by listing the jobs again, at most once per
     /// [`crate::hook::LOOKUP_EVERY`] so that unknown ids cost little: `Err(Busy)` in between.
@@ -399,9 +408,11 @@ impl NodeCollector {
             // Finds jobs started since the last cycle; a SLUID is named by Slurm once a job.
             self.list_jobs(&mut Errors::new());
         }
+        // Slurm's word where no process names the user.
+        let slurm_uid = self.slurm.as_ref().and_then(|s| s.borrow().get(id).and_then(|d| d.user_id));
         let mut table = self.table.borrow_mut();
         let Some(key) = table.find(id).map(|j| (j.r.node.clone(), j.r.id.clone())) else { return Ok(None) };
-        Ok(table.uid(&key, &self.cfg.proc_root, &mut self.buf))
+        Ok(table.uid(&key, &self.cfg.proc_root, &mut self.buf).or(slurm_uid))
     }
 }
 
