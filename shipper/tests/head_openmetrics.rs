@@ -127,7 +127,18 @@ fn endpoint_gives_the_samples_sinfo_gives() {
     for (k, v) in &c {
         assert_eq!(Some(v), e.get(k), "{k}");
     }
-    assert_eq!(rt.block_on(collect(&conf, HeadSource::Auto)).1, "openmetrics", "auto takes the endpoint");
+    // The bench has GPUs (GresTypes=gpu) that accounting does not track: auto keeps sinfo,
+    // which counts them.
+    assert_eq!(rt.block_on(collect(&conf, HeadSource::Auto)).1, "commands", "auto keeps sinfo");
+    // Where GPUs are tracked (or there are none), auto takes the endpoint.
+    let c = config(&conf, HeadSource::Auto);
+    let mut resolved = resolve(&c);
+    resolved.gpus_configured = false;
+    let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
+    let ep = Endpoint::new(HeadSource::Auto, resolved, None, Duration::from_secs(10));
+    let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
+    rt.block_on(head.collect(&mut Batch::new(std::time::SystemTime::now()), &mut Errors::new()));
+    assert_eq!(head.node_source(), "openmetrics", "auto takes the endpoint");
     // The scene is in them.
     assert_eq!(endpoint.value(&NODE_COUNT, &[("State", "drained")]), Some(1.0));
     assert_eq!(endpoint.value(&NODE_COUNT, &[("State", "down")]), Some(1.0));
@@ -240,7 +251,7 @@ fn a_failing_endpoint_falls_back_to_sinfo_counted() {
         format!("http://{}", l.local_addr().unwrap())
     };
     let cases = [
-        (HeadSource::Auto, closed),
+        (HeadSource::Openmetrics, closed),
         (HeadSource::Openmetrics, fake_endpoint("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")),
         (HeadSource::Openmetrics, fake_endpoint("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world")),
         (HeadSource::Openmetrics, fake_endpoint("not http at all\r\n\r\n")),

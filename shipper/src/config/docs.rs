@@ -55,7 +55,7 @@ pub const KEYS: &[Key] = &[
     key("head.per_partition", Value("true"), "node, capacity and job figures per partition as well as per cluster"),
     key("head.top_pending_reasons", Value("10"), "pending reasons shipped by name; the rest as `Other`"),
     key("head.top_rpc_types", Value("10"), "RPC message types shipped by name (by count): two metrics each"),
-    key("head.source", Value("\"auto\""), "node figures from slurmctld's OpenMetrics endpoint (Slurm 25.11+, `MetricsType=metrics/openmetrics`) or sinfo: `auto` (the endpoint where it is on and answers, else sinfo), `openmetrics`, `commands`; squeue runs either way, sdiag too unless `head.top_rpc_types = 0` (then the scheduler figures come from the endpoint)"),
+    key("head.source", Value("\"auto\""), "node figures from slurmctld's OpenMetrics endpoint (Slurm 25.11+, `MetricsType=metrics/openmetrics`) or sinfo: `auto` (the endpoint where it is on, answers and counts the GPUs: with GresTypes=gpu, AccountingStorageTRES must track gres/gpu; else sinfo), `openmetrics`, `commands`; squeue runs either way, sdiag too unless `head.top_rpc_types = 0` (then the scheduler figures come from the endpoint)"),
     key("head.metrics_url", Unset("from slurm.conf"), "the endpoint, `http://host:port`; default: SlurmctldHost's address and the first SlurmctldPort (else 6817)"),
     key("head.metrics_token_file", Unset("none"), "a file holding a JWT for the endpoint (26.05 `MetricsAuthUsers`); without it, `scontrol token` when the endpoint answers 401 or 403"),
     key("exclude_metrics", Value("[]"), "metric names never shipped, to trim cost (names from docs/metrics.md)"),

@@ -31,6 +31,8 @@ pub struct Resolved {
     pub metrics_on: Option<bool>,
     /// Accounting tracks gres/gpu, so the endpoint's GPU counts are real.
     pub gpus_tracked: bool,
+    /// slurm.conf's GresTypes names gpu: the cluster may have GPUs the endpoint does not count.
+    pub gpus_configured: bool,
 }
 
 /// The endpoint's address: `head.metrics_url`, else SlurmctldHost's address (`name(addr)`, else
@@ -44,8 +46,17 @@ pub fn resolve(config: &Config) -> Resolved {
         slurm_conf::value(e, "AccountingStorageTRES")
             .is_some_and(|v| v.to_ascii_lowercase().contains("gres/gpu"))
     });
+    let gpus_configured = entries.as_ref().is_some_and(|e| {
+        slurm_conf::value(e, "GresTypes").is_some_and(|v| v.to_ascii_lowercase().contains("gpu"))
+    });
     if let Some(u) = &config.head.metrics_url {
-        return Resolved { url: Url::parse(u), from: "head.metrics_url".into(), metrics_on, gpus_tracked };
+        return Resolved {
+            url: Url::parse(u),
+            from: "head.metrics_url".into(),
+            metrics_on,
+            gpus_tracked,
+            gpus_configured,
+        };
     }
     let Some(e) = entries else {
         return Resolved {
@@ -53,9 +64,10 @@ pub fn resolve(config: &Config) -> Resolved {
             from: "nowhere".into(),
             metrics_on,
             gpus_tracked,
+            gpus_configured,
         };
     };
-    Resolved { url: url_from_conf(&e), from: "slurm.conf".into(), metrics_on, gpus_tracked }
+    Resolved { url: url_from_conf(&e), from: "slurm.conf".into(), metrics_on, gpus_tracked, gpus_configured }
 }
 
 /// The URL slurm.conf's entries give.
@@ -142,6 +154,12 @@ impl Endpoint {
                     _ if self.resolved.metrics_on == Some(false) => {
                         Err("slurm.conf does not set MetricsType=metrics/openmetrics".into())
                     }
+                    // The endpoint would report 0 GPUs (see openmetrics_map): sinfo counts them.
+                    _ if self.resolved.gpus_configured && !self.resolved.gpus_tracked => Err(
+                        "GresTypes has gpu but AccountingStorageTRES does not track gres/gpu: the endpoint would \
+                         count no GPU (head.source = openmetrics takes it anyway, without GPU figures)"
+                            .into(),
+                    ),
                     _ => Ok(()),
                 }
             }
@@ -304,8 +322,13 @@ mod tests {
 
     #[test]
     fn auto_waits_longer_after_each_failure_and_openmetrics_never() {
-        let resolved =
-            Resolved { url: Err("x".into()), from: String::new(), metrics_on: None, gpus_tracked: false };
+        let resolved = Resolved {
+            url: Err("x".into()),
+            from: String::new(),
+            metrics_on: None,
+            gpus_tracked: false,
+            gpus_configured: false,
+        };
         let mut ep = Endpoint::new(HeadSource::Auto, resolved.clone(), None, Duration::from_secs(1));
         let mut tried = Vec::new();
         for _ in 0..10 {
