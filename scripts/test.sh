@@ -157,7 +157,8 @@ fi
 
 # The head role on Slurm 26.05 (Debian sid's, in a chroot like 24.11's; made once, about a
 # minute, and cached): slurmctld's own OpenMetrics endpoint as the node source, checked against
-# sinfo and squeue, and the existing head tests with it (auto takes the endpoint there).
+# sinfo and squeue (head_openmetrics), and the existing head tests on 26.05 (with sinfo: auto
+# keeps it there, as the bench's GPUs are not tracked by accounting).
 step "Slurm 26.05: the head role with slurmctld's OpenMetrics endpoint (SLURM_26_05=0 skips)"
 if [ "${SLURM_26_05:-1}" = 0 ]; then
     echo "skipped"
