@@ -80,8 +80,21 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     wait_until("python in every job Slurm lists the processes of", Duration::from_secs(60), || {
         runs_python(&burn, c2) && runs_python(&threads, c3) && runs_python(&files, c3)
     });
-    // Let the workloads settle (memory touched, threads and files open).
-    std::thread::sleep(Duration::from_secs(3));
+    // The workloads settled: memory touched, threads started, files open.
+    let rss_kib = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse::<u64>().ok())
+        })
+    };
+    wait_until("the memory job to hold 300 MiB, 50 threads and 200 files", Duration::from_secs(90), || {
+        job_pids(&mem, c1).iter().filter_map(rss_kib).any(|kib| kib >= 300 * 1024)
+            && job_pids(&threads, c3).iter().map(|p| proc_status(*p, "Threads")).sum::<u64>() >= 52
+            && job_pids(&files, c3)
+                .iter()
+                .map(|p| std::fs::read_dir(format!("/proc/{p}/fd")).map_or(0, |d| d.count()))
+                .sum::<usize>()
+                >= 200
+    });
 
     // The truth, from Slurm's own list of each job's processes and their /proc entries.
     let burn_pids = job_pids(&burn, c2);
@@ -113,10 +126,15 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         .unwrap();
     let (cpu0, t0) = (cpu_at(&burn_pids), std::time::Instant::now());
     // The writer starts 9 s after its job, writes for 6 s and ends 5 s later; its cgroup then
-    // goes and its summary carries the total.
-    std::thread::sleep(Duration::from_secs(16));
-    wait_until("the write job to end", Duration::from_secs(60), || job_state(&write) == "COMPLETED");
-    std::thread::sleep(Duration::from_secs(3));
+    // goes and its summary carries the total: the test goes on once that summary is delivered.
+    wait_until("the write job to end", Duration::from_secs(90), || job_state(&write) == "COMPLETED");
+    let summary_of_write = [("JobId", write.as_str()), ("Type", "job_summary")];
+    for _ in 0..240 {
+        if !records(&logs, &group, &summary_of_write).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let burn_truth = (cpu_at(&burn_pids) - cpu0) / t0.elapsed().as_secs_f64();
     child.stop();
     let _ = std::fs::remove_file(&out_file);
@@ -248,8 +266,8 @@ fn a_job_shorter_than_the_interval_gets_its_final_values_from_the_task_epilog() 
         .map(Running::new)
         .unwrap();
     wait_until("the hook socket", Duration::from_secs(20), || socket.exists());
-    std::thread::sleep(Duration::from_secs(1));
-    // The one regular collection has happened; this job lives ~3 s, between two collections.
+    // Collections are an hour apart: this job lives ~3 s, and whether or not the daemon's first
+    // collection sees it, its summary comes from its TaskEpilog.
     let w = workload(&conf);
     let job = sbatch(&[
         "-p",
@@ -410,7 +428,9 @@ fn attribution_holds_against_user_text_in_every_free_field() {
 #[test]
 fn a_cgroup_subtree_a_job_user_filled_is_bounded_and_hides_nothing() {
     use std::os::unix::ffi::OsStrExt;
-    let Some(conf) = slurm() else { return };
+    if slurm().is_none() {
+        return;
+    }
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let node = nodes()[1].clone();
     let job = sbatch(&["-p", "batch", "-w", &node, "--wrap", "sleep 120"]);
