@@ -90,7 +90,7 @@ fi
 
 # cgroup v2 (what ParallelCluster 3.15+ images run; this host mounts v1 only): real Slurm 24.11
 # (Debian trixie) and 26.05 (Debian sid) booted in a VM, the node role run there; `cargo test`
-# below reads what they left (tests/vm_cgroup_v2.rs, through SLURM_CW_VM_OUT_*). Images are made
+# below reads what they left (tests/vm_cgroup_v2.rs, through BENCH_VM_OUT_*). Images are made
 # once (a few minutes each) and cached.
 step "cgroup v2: the node role on Slurm 24.11 and 26.05 in a VM (SLURM_VM=0 skips)"
 if [ "${SLURM_VM:-1}" = 0 ]; then
@@ -111,7 +111,7 @@ elif [ "$(id -u)" -eq 0 ]; then
         # The tests read what a failed run left too, and say what is wrong.
         bash "$here/bench/vm.sh" test --version "$v" --out "$vm_out" \
             || echo "the Slurm $v VM run failed; see $vm_out" >&2
-        export "SLURM_CW_VM_OUT_${v/./_}=$vm_out"
+        export "BENCH_VM_OUT_${v/./_}=$vm_out"
         echo "Slurm $v VM run took $((SECONDS - t0)) s"
     done
     echo "the VM step took $((SECONDS - vm_t0)) s"

@@ -48,9 +48,9 @@ pub fn slurm() -> Option<PathBuf> {
 }
 
 /// What the cgroup v2 VM bench (scripts/bench/vm.sh) left for a Slurm release ("24.11":
-/// `SLURM_CW_VM_OUT_24_11`), or None (outside CI) when scripts/test.sh has not run it.
+/// `BENCH_VM_OUT_24_11`), or None (outside CI) when scripts/test.sh has not run it.
 pub fn vm_out(version: &str) -> Option<PathBuf> {
-    let var = format!("SLURM_CW_VM_OUT_{}", version.replace('.', "_"));
+    let var = format!("BENCH_VM_OUT_{}", version.replace('.', "_"));
     match std::env::var(&var) {
         Ok(p) if !p.is_empty() => Some(PathBuf::from(p)),
         _ => {
