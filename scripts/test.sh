@@ -174,6 +174,12 @@ elif [ "$(id -u)" -eq 0 ]; then
         fi
         t0=$SECONDS
         (eval "$env_out" && cargo test --workspace --locked "${slurm_tests[@]}" "${ignored[@]}")
+        if [ ${#extra[@]} -eq 0 ]; then
+            # The node role's attribution from `scontrol show job --json` and its bounded cgroup
+            # walks, on 26.05's job lookups too (its jobs' cgroups are this host's v1 ones).
+            (eval "$env_out" && cargo test --workspace --locked --test node_slurm "${ignored[@]}" \
+                attribution accounts_and a_cgroup_subtree)
+        fi
         echo "Slurm 26.05 tests took $((SECONDS - t0)) s"
     else
         echo "Slurm 26.05 did not start" >&2
