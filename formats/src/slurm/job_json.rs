@@ -154,6 +154,20 @@ mod tests {
     }
 
     #[test]
+    fn real_slurm_26_05_answers_by_id_and_by_sluid() {
+        // Captured on Debian's 26.05.5: `scontrol show job --json` in the chroot bench, and
+        // `squeue --json` in the cgroup v2 VM, where the job's directory is named by its SLUID.
+        let d = parse(&fixture("26.05-real/scontrol-show-job-26.05.json"), "20000004").unwrap();
+        assert_eq!((d.partition.as_deref(), d.user_name.as_deref()), (Some("debug"), Some("root")));
+        assert_eq!(d.sluid.as_deref(), Some("s0HDM87JGV7900"));
+        let vm = fixture("26.05-real/vm-cgroup-v2/squeue.json");
+        let by_sluid = parse(&vm, "sA5SM87JS4MX00").unwrap();
+        assert_eq!((by_sluid.job_id.as_str(), by_sluid.user_name.as_deref()), ("1", Some("alice")));
+        let tree = String::from_utf8(fixture("26.05-real/vm-cgroup-v2/cgroup-tree-sluid.txt")).unwrap();
+        assert!(tree.lines().any(|l| l.ends_with("slurmstepd.scope/sA5SM87JS4MX00")), "{tree}");
+    }
+
+    #[test]
     fn user_text_stays_in_its_own_fields() {
         // What a hostile user writes into every free-text field, bytes that are not UTF-8
         // included: none of it reaches account, partition, user or GPUs.
