@@ -81,3 +81,39 @@ fn a_sluid_slurm_has_not_named_waits_and_is_counted() {
     assert_eq!(e.iter().find(|(k, _)| *k == "cgroup"), Some(("cgroup", 1)));
     assert!(b.samples.iter().all(|s| s.dims.get("JobId").is_none()));
 }
+
+/// An unreachable slurmctld (here a `scontrol` that hangs past its 20 s timeout) must not stall
+/// collection: the lookups run on their own thread, and a collection waits a bounded time for
+/// new jobs' answers, then ships them as `unknown` (never from their environment). Before,
+/// 16 lookups of 20 s ran one after another on the collection thread.
+#[test]
+fn a_hanging_scontrol_does_not_stall_collection() {
+    use std::os::unix::fs::PermissionsExt;
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let tmp = tempfile::tempdir().unwrap();
+    let (cg, proc, bin) = (tmp.path().join("cg"), tmp.path().join("proc"), tmp.path().join("bin"));
+    copy_tree(&fixtures.join("cgroup/v2-kernel-docs"), &cg);
+    copy_tree(&fixtures.join("proc/slurm-job-1001"), &proc);
+    let scope = cg.join("system.slice/slurmstepd.scope");
+    // 16 jobs: the old per-collection bound of lookups.
+    for id in 1002..1017 {
+        copy_tree(&scope.join("job_1001"), &scope.join(format!("job_{id}")));
+    }
+    std::fs::create_dir_all(&bin).unwrap();
+    let scontrol = bin.join("scontrol");
+    std::fs::write(&scontrol, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = NodeConfig { cgroup_root: cg.clone(), proc_root: proc.clone(), ..NodeConfig::default() };
+    let slurm = SlurmJobs::new(SlurmCommands::new(Some(bin), Duration::from_secs(20)));
+    let mut c = NodeCollector::new(cfg, "n1".into()).with_slurm(slurm);
+    for round in 0..2 {
+        let started = std::time::Instant::now();
+        let (b, _) = collect(&mut c);
+        let took = started.elapsed();
+        assert_eq!(b.jobs.len(), 16, "round {round}");
+        assert!(b.jobs.iter().all(|j| j.account == "unknown" && j.partition == "unknown"), "{:?}", b.jobs);
+        // Far under one lookup's 20 s timeout, let alone 16 of them; the second round asks
+        // nothing again and waits for nothing.
+        assert!(took < Duration::from_secs(10), "round {round} took {took:?}");
+    }
+}
