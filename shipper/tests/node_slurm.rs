@@ -13,6 +13,27 @@ use std::time::Duration;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// One `--once` of the node role, printed (`--sink stdout`).
+fn once_node(cluster: &str) -> String {
+    let run = shipper()
+        .args(["--once", "--role", "node", "--sink", "stdout"])
+        .env("SLURM_CW_CLUSTER_NAME", cluster)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+/// The job_sample record of `job` in what the stdout sink printed.
+fn sample_of(stdout: &str, job: &str) -> serde_json::Value {
+    stdout
+        .lines()
+        .filter_map(|l| Record::from_json_line(l).ok())
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.message).ok())
+        .find(|v| v["JobId"] == job && v["Type"] == "job_sample")
+        .unwrap_or_else(|| panic!("no record of job {job}: {stdout}"))
+}
+
 #[allow(clippy::await_holding_lock)]
 #[ignore = "needs LocalStack and the Slurm bench: scripts/test.sh runs it"]
 #[tokio::test]
@@ -324,19 +345,8 @@ fn accounts_and_partitions_come_from_slurm_not_from_what_a_job_exports() {
                 .is_ok_and(|e| e.contains("SLURM_JOB_ACCOUNT=victim"))
         })
     });
-    let out = shipper()
-        .args(["--once", "--role", "node", "--sink", "stdout"])
-        .env("SLURM_CW_CLUSTER_NAME", "forgetest")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let record: serde_json::Value = stdout
-        .lines()
-        .filter_map(|l| Record::from_json_line(l).ok())
-        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.message).ok())
-        .find(|v| v["JobId"] == job.as_str() && v["Type"] == "job_sample")
-        .unwrap_or_else(|| panic!("no record of job {job}: {stdout}"));
+    let stdout = once_node("forgetest");
+    let record = sample_of(&stdout, &job);
     assert_eq!(record["Account"], "physics", "Slurm's account, not the exported one");
     assert_eq!(record["Partition"], "batch");
     assert!(!stdout.contains("victim") && !stdout.contains("gold"), "the forged values appear nowhere");
@@ -390,20 +400,9 @@ fn attribution_holds_against_user_text_in_every_free_field() {
             .iter()
             .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "python3"))
     });
-    let run = shipper()
-        .args(["--once", "--role", "node", "--sink", "stdout"])
-        .env("SLURM_CW_CLUSTER_NAME", "hostiletest")
-        .output()
-        .unwrap();
+    let stdout = once_node("hostiletest");
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let record: serde_json::Value = stdout
-        .lines()
-        .filter_map(|l| Record::from_json_line(l).ok())
-        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.message).ok())
-        .find(|v| v["JobId"] == job.as_str() && v["Type"] == "job_sample")
-        .unwrap_or_else(|| panic!("no record of job {job}: {stdout}"));
+    let record = sample_of(&stdout, &job);
     assert_eq!(
         (&record["Account"], &record["Partition"], &record["User"]),
         (&serde_json::json!("physics"), &serde_json::json!("debug"), &serde_json::json!("root")),
@@ -454,33 +453,26 @@ fn a_cgroup_subtree_a_job_user_filled_is_bounded_and_hides_nothing() {
         .expect("the job's cpuacct directory");
     // What the user makes: 5,000 directories and one named with bytes that are not UTF-8,
     // and a process of the job moved there.
-    for i in 0..5000 {
-        std::fs::create_dir(task.join(format!("u{i}"))).unwrap();
+    /// What the user made, taken away however the test ends: the process first, so that the
+    /// directories are empty.
+    struct Made(Vec<std::path::PathBuf>, std::process::Child);
+    impl Drop for Made {
+        fn drop(&mut self) {
+            let _ = self.1.kill();
+            let _ = self.1.wait();
+            self.0.iter().for_each(|d| drop(std::fs::remove_dir(d)));
+        }
     }
     let odd = task.join(std::ffi::OsStr::from_bytes(b"h\xff\xfe Account=x"));
-    std::fs::create_dir(&odd).unwrap();
-    let mut hidden = std::process::Command::new("sleep").arg("120").spawn().unwrap();
-    std::fs::write(odd.join("cgroup.procs"), hidden.id().to_string()).unwrap();
-    let run = shipper()
-        .args(["--once", "--role", "node", "--sink", "stdout"])
-        .env("SLURM_CW_CLUSTER_NAME", "walktest")
-        .output()
-        .unwrap();
-    let _ = hidden.kill();
-    let _ = hidden.wait();
-    // Empty now: the directories go (the job's own go with it).
-    let _ = std::fs::remove_dir(&odd);
-    for i in 0..5000 {
-        let _ = std::fs::remove_dir(task.join(format!("u{i}")));
-    }
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let record: serde_json::Value = stdout
-        .lines()
-        .filter_map(|l| Record::from_json_line(l).ok())
-        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.message).ok())
-        .find(|v| v["JobId"] == job.as_str() && v["Type"] == "job_sample")
-        .unwrap_or_else(|| panic!("no record of job {job}: {stdout}"));
+    let mut dirs: Vec<_> = (0..5000).map(|i| task.join(format!("u{i}"))).collect();
+    dirs.push(odd.clone());
+    let hidden = std::process::Command::new("sleep").arg("120").spawn().unwrap();
+    let made = Made(dirs, hidden);
+    made.0.iter().for_each(|d| std::fs::create_dir(d).unwrap());
+    std::fs::write(odd.join("cgroup.procs"), made.1.id().to_string()).unwrap();
+    let stdout = once_node("walktest");
+    drop(made);
+    let record = sample_of(&stdout, &job);
     // The batch shell, its sleep, and the one moved into the odd directory.
     let count = record[PROCESS_COUNT.name].as_f64().unwrap_or(0.0);
     assert!(count >= 3.0, "the hidden process is counted: {record}");
