@@ -127,68 +127,59 @@ for a in "${extra[@]}"; do [ "$a" = -- ] && ignored=(--include-ignored); done
 step "cargo test"
 cargo test --workspace --locked "${extra[@]}" "${ignored[@]}"
 
-# The tests that talk to the real Slurm, again on Slurm 24.11 (AWS ParallelCluster 3.14's
-# release): Debian 13's packages in a chroot beside the 22.05 bench, made once (about a minute)
-# and cached. --workspace, as above, so that nothing is built again.
-step "Slurm 24.11: the real-Slurm tests again (SLURM_24_11=0 skips)"
-if [ "${SLURM_24_11:-1}" = 0 ]; then
-    echo "skipped"
-elif [ "$(id -u)" -eq 0 ]; then
-    if ! bash "$here/bench/slurm.sh" status --version 24.11 >/dev/null 2>&1; then started+=(slurm@24.11); fi
-    t0=$SECONDS
-    if env_out=$(bash "$here/bench/slurm.sh" start --version 24.11); then
-        echo "Slurm 24.11 bench up in $((SECONDS - t0)) s"
-        if [ ${#extra[@]} -gt 0 ]; then
-            slurm_tests=("${extra[@]}")
-        else
-            slurm_tests=(--test node_slurm --test head_once --test head_scenario --test report)
-        fi
+# slurm_bench_tests VERSION SKIP_VARIABLE TEST...: starts the chroot bench of Slurm VERSION
+# (slurm.sh --version; stopped at the end when this script started it) and runs the `cargo test
+# --test` targets TEST... there (the -- arguments instead, when given), unless SKIP_VARIABLE=0.
+# --workspace, as above, so that nothing is built again. With CI=true a bench that cannot be
+# had fails.
+slurm_bench_tests() {
+    local v=$1 skip=$2 t0 env_out t
+    shift 2
+    local slurm_tests=()
+    if [ "${!skip:-1}" = 0 ]; then
+        echo "skipped"
+    elif [ "$(id -u)" -eq 0 ]; then
+        if ! bash "$here/bench/slurm.sh" status --version "$v" >/dev/null 2>&1; then started+=("slurm@$v"); fi
         t0=$SECONDS
-        (eval "$env_out" && cargo test --workspace --locked "${slurm_tests[@]}" "${ignored[@]}")
-        echo "Slurm 24.11 tests took $((SECONDS - t0)) s"
+        if env_out=$(bash "$here/bench/slurm.sh" start --version "$v"); then
+            echo "Slurm $v bench up in $((SECONDS - t0)) s"
+            if [ ${#extra[@]} -gt 0 ]; then
+                slurm_tests=("${extra[@]}")
+            else
+                for t in "$@"; do slurm_tests+=(--test "$t"); done
+            fi
+            t0=$SECONDS
+            (eval "$env_out" && cargo test --workspace --locked "${slurm_tests[@]}" "${ignored[@]}")
+            if [ "$v" = 26.05 ] && [ ${#extra[@]} -eq 0 ]; then
+                # The node role's attribution from `scontrol show job --json` and its bounded
+                # cgroup walks, on 26.05's job lookups too (its jobs' cgroups are this host's v1
+                # ones).
+                (eval "$env_out" && cargo test --workspace --locked --test node_slurm "${ignored[@]}" \
+                    attribution accounts_and a_cgroup_subtree)
+            fi
+            echo "Slurm $v tests took $((SECONDS - t0)) s"
+        else
+            echo "Slurm $v did not start" >&2
+            [ "${CI:-}" = true ] && exit 1
+        fi
     else
-        echo "Slurm 24.11 did not start" >&2
+        echo "not root: the Slurm $v bench needs root; skipped" >&2
         [ "${CI:-}" = true ] && exit 1
     fi
-else
-    echo "not root: the Slurm 24.11 bench needs root; skipped" >&2
-    [ "${CI:-}" = true ] && exit 1
-fi
+}
+
+# The tests that talk to the real Slurm, again on Slurm 24.11 (AWS ParallelCluster 3.14's
+# release): Debian 13's packages in a chroot beside the 22.05 bench, made once (about a minute)
+# and cached.
+step "Slurm 24.11: the real-Slurm tests again (SLURM_24_11=0 skips)"
+slurm_bench_tests 24.11 SLURM_24_11 node_slurm head_once head_scenario report
 
 # The head role on Slurm 26.05 (Debian sid's, in a chroot like 24.11's; made once, about a
 # minute, and cached): slurmctld's own OpenMetrics endpoint as the node source, checked against
 # sinfo and squeue (head_openmetrics), and the existing head tests on 26.05 (with sinfo: auto
 # keeps it there, as the bench's GPUs are not tracked by accounting).
 step "Slurm 26.05: the head role with slurmctld's OpenMetrics endpoint (SLURM_26_05=0 skips)"
-if [ "${SLURM_26_05:-1}" = 0 ]; then
-    echo "skipped"
-elif [ "$(id -u)" -eq 0 ]; then
-    if ! bash "$here/bench/slurm.sh" status --version 26.05 >/dev/null 2>&1; then started+=(slurm@26.05); fi
-    t0=$SECONDS
-    if env_out=$(bash "$here/bench/slurm.sh" start --version 26.05); then
-        echo "Slurm 26.05 bench up in $((SECONDS - t0)) s"
-        if [ ${#extra[@]} -gt 0 ]; then
-            slurm_tests=("${extra[@]}")
-        else
-            slurm_tests=(--test head_openmetrics --test head_once --test head_scenario --test report)
-        fi
-        t0=$SECONDS
-        (eval "$env_out" && cargo test --workspace --locked "${slurm_tests[@]}" "${ignored[@]}")
-        if [ ${#extra[@]} -eq 0 ]; then
-            # The node role's attribution from `scontrol show job --json` and its bounded cgroup
-            # walks, on 26.05's job lookups too (its jobs' cgroups are this host's v1 ones).
-            (eval "$env_out" && cargo test --workspace --locked --test node_slurm "${ignored[@]}" \
-                attribution accounts_and a_cgroup_subtree)
-        fi
-        echo "Slurm 26.05 tests took $((SECONDS - t0)) s"
-    else
-        echo "Slurm 26.05 did not start" >&2
-        [ "${CI:-}" = true ] && exit 1
-    fi
-else
-    echo "not root: the Slurm 26.05 bench needs root; skipped" >&2
-    [ "${CI:-}" = true ] && exit 1
-fi
+slurm_bench_tests 26.05 SLURM_26_05 head_openmetrics head_once head_scenario report
 
 # AWS ParallelCluster's default Slurm settings (no ConstrainRAMSpace, no JobAcctGatherType): jobs
 # have no memory or cpuacct cgroup; the node role measures them from their processes. The
