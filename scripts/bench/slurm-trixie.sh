@@ -81,24 +81,6 @@ need_root() {
     fi
 }
 
-
-# The Debian mirror apt uses here (deb822 `URIs:` or one-line `deb` entries), else Debian's.
-mirror() {
-    if [ -n "$mirror_override" ]; then echo "$mirror_override"; return; fi
-    local f uri
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        while read -r uri; do
-            uri=${uri%/}
-            case "$uri" in
-                */debian) echo "$uri"; return ;;
-            esac
-        done < <(sed -nE -e 's/^URIs:[[:space:]]*//p' \
-            -e 's/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' "$f" | tr ' ' '\n')
-    done
-    echo http://deb.debian.org/debian
-}
-
 # Mount points at or under $1, deepest first.
 mounts_under() {
     awk -v p="$1" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/mounts | sort -r
@@ -129,7 +111,7 @@ make_root() {
         }
     fi
     local m t0
-    m=$(mirror)
+    m=$(debian_mirror "$mirror_override")
     t0=$(date +%s)
     log "making the $suite root in $root from $m (once; a minute or two)"
     mkdir -p "$(dirname "$root")"
