@@ -98,6 +98,9 @@ EOT
     } > "$bench/etc/cgroup.conf"
 }
 
+# The Debian roots' helpers (slurm-trixie.sh's chroots, vm.sh's image); remove_tree logs with
+# the caller's log.
+#
 # debian_mirror [OVERRIDE]: OVERRIDE when given, else the Debian mirror apt uses here (deb822
 # `URIs:` or one-line `deb` entries), else Debian's own.
 debian_mirror() {
@@ -114,6 +117,29 @@ debian_mirror() {
             -e 's/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' "$f" | tr ' ' '\n')
     done
     echo http://deb.debian.org/debian
+}
+
+# Mount points at or under $1, deepest first.
+mounts_under() {
+    awk -v p="$1" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/mounts | sort -r
+}
+
+# Lazily unmounts whatever is mounted at or under $1 (debootstrap mounts /proc and /sys in its
+# target; a failed run can leave them).
+unmount_under() {
+    local m
+    for m in $(mounts_under "$1"); do umount -l "$m" || true; done
+}
+
+# remove_tree DIR: removes a directory that may hold leftover mounts: unmounts first and never
+# deletes through a mount (then logs and exits 1). No DIR: nothing to do.
+remove_tree() {
+    [ -e "$1" ] || return 0
+    unmount_under "$1"
+    if [ -n "$(mounts_under "$1")" ]; then
+        log "$1 still has mounts; not removing it"; exit 1
+    fi
+    rm -rf --one-file-system "$1"
 }
 
 # A pid file may go between the test and the read (a daemon stopping): then not alive.

@@ -81,26 +81,6 @@ need_root() {
     fi
 }
 
-# Mount points at or under $1, deepest first.
-mounts_under() {
-    awk -v p="$1" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/mounts | sort -r
-}
-
-# Removes a directory that may hold leftover mounts (debootstrap mounts /proc and /sys in its
-# target; a failed run can leave them): unmounts first and never deletes through a mount.
-unmount_under() {
-    local m
-    for m in $(mounts_under "$1"); do umount -l "$m" || true; done
-}
-
-remove_tree() {
-    unmount_under "$1"
-    if [ -n "$(mounts_under "$1")" ]; then
-        log "$1 still has mounts; not removing it"; exit 1
-    fi
-    rm -rf --one-file-system "$1"
-}
-
 make_root() {
     if [ -f "$root/.slurm-cw-bench" ]; then return; fi
     if ! command -v debootstrap >/dev/null; then

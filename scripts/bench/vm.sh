@@ -31,23 +31,6 @@ packages=systemd-sysv,udev,dbus,kmod,iproute2,procps,ca-certificates,initramfs-t
 log() { printf 'vm-bench %s: %s\n' "${version:-?}" "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-# Mount points at or under $1, deepest first.
-mounts_under() {
-    awk -v p="$1" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/mounts | sort -r
-}
-
-unmount_under() {
-    local m
-    for m in $(mounts_under "$1"); do umount -l "$m" || true; done
-}
-
-remove_tree() {
-    [ -e "$1" ] || return 0
-    unmount_under "$1"
-    [ -z "$(mounts_under "$1")" ] || die "$1 still has mounts; not removing it"
-    rm -rf --one-file-system "$1"
-}
-
 # The kernel in the root: modules for a virtio disk only, so the initrd is small and boots
 # fast under TCG. initramfs-tools is in the root already (sid's kernel will not install
 # without an initramfs generator, and debootstrap does not pick one).
