@@ -264,7 +264,8 @@ fn idle_connections_and_a_request_flood_leave_collections_and_the_job_user_alone
     common::wait_until("the hook socket", Duration::from_secs(10), || socket.exists());
 
     // Before: three flushes undisturbed.
-    std::thread::sleep(Duration::from_secs_f64(3.0 * FLUSH_SECS + 0.5));
+    let flushed = || flushes(&stdout.lock().unwrap()).len();
+    common::wait_until("three flushes", Duration::from_secs(60), || flushed() >= 3);
 
     // Idle connections, held for IDLE_FOR: those the daemon closes are opened again.
     let attack = Instant::now();
@@ -278,8 +279,9 @@ fn idle_connections_and_a_request_flood_leave_collections_and_the_job_user_alone
     let attack_end = Instant::now();
 
     // A flood from one uid (root, the test), for a job that is not here, 8 at a time, as
-    // fast as answers come.
-    std::thread::sleep(Duration::from_secs(2));
+    // fast as answers come, once a flush has followed the idle attack.
+    let before_flood = flushed();
+    common::wait_until("a flush after the idle attack", Duration::from_secs(60), || flushed() > before_flood);
     let flood = Instant::now();
     let answers: Arc<Mutex<std::collections::BTreeMap<String, usize>>> = Arc::default();
     let mid_flood = std::thread::scope(|s| {
@@ -299,9 +301,11 @@ fn idle_connections_and_a_request_flood_leave_collections_and_the_job_user_alone
     });
     let flood_took = flood.elapsed();
     let flood_end = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(2.0 * FLUSH_SECS + 0.5));
+    let at_flood_end = flushed();
+    common::wait_until("two flushes after the flood", Duration::from_secs(60), || {
+        flushed() >= at_flood_end + 2
+    });
     let after = epilog_as_job_user(&socket, "1001");
-    std::thread::sleep(Duration::from_millis(200));
     let out = child.stop();
     assert!(out.status.success());
 
