@@ -61,7 +61,7 @@ pub fn unverified(value: &str) -> String {
 pub fn is_sluid(name: &str) -> bool {
     name.len() == 14
         && name.starts_with('s')
-        && name[1..].bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+        && name[1..].bytes().all(|b| b.is_ascii_digit() || (b.is_ascii_uppercase() && !b"ILOU".contains(&b)))
 }
 
 /// The job id of a SLUID as Slurm gave it, for [`crate::sources::node::table::JobTable`];

@@ -366,10 +366,16 @@ fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
         return None;
     }
     let prefix = node.job_dir_prefix.as_str();
-    text.split(['/', '\n']).find_map(|part| match part.strip_prefix(prefix).filter(|id| !id.is_empty()) {
+    // The first part that names a job directory is the job: the user owns the directories
+    // below it and may name one `job_<another id>`.
+    let part = text.split(['/', '\n']).find(|part| {
+        part.strip_prefix(prefix).is_some_and(|id| !id.is_empty())
+            || crate::sources::slurm_jobs::is_sluid(part)
+    })?;
+    match part.strip_prefix(prefix).filter(|id| !id.is_empty()) {
         Some(id) => jobs.iter().position(|j| j.r.sluid.is_none() && j.r.id == id),
         None => jobs.iter().position(|j| j.r.sluid.as_deref() == Some(part)),
-    })
+    }
 }
 
 #[async_trait::async_trait(?Send)]
@@ -403,5 +409,44 @@ impl Collector for GpuCollector {
         tracing::debug!(job, samples = out.samples.len() - before, "final GPU sample");
         // The count is of job cgroups read, the node collector's.
         Some(Answer::Sampled(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::node::discover::JobDirs;
+
+    #[test]
+    fn a_gpu_process_belongs_to_the_first_job_directory_in_its_path() {
+        let d = tempfile::tempdir().unwrap();
+        let node = NodeConfig { proc_root: d.path().to_owned(), ..NodeConfig::default() };
+        let job = |id: &str, sluid: Option<&str>| GpuJob {
+            r: JobRef {
+                id: id.into(),
+                sluid: sluid.map(Into::into),
+                uid: None,
+                node: None,
+                dirs: JobDirs::V2(d.path().join(id)),
+            },
+            pids: Vec::new(),
+            uid: None,
+            account: None,
+        };
+        let cgroup = |pid: u32, text: &str| {
+            std::fs::create_dir_all(d.path().join(pid.to_string())).unwrap();
+            std::fs::write(d.path().join(format!("{pid}/cgroup")), text).unwrap();
+        };
+        // Job 8's user made a directory named after job 9 below its own task.
+        cgroup(1, "0::/system.slice/slurmstepd.scope/job_8/step_0/user/task_0/job_9\n");
+        cgroup(2, "0::/system.slice/slurmstepd.scope/job_9/step_0/user/task_0\n");
+        cgroup(3, "0::/system.slice/n1_slurmstepd.scope/s5F1M87GJ0R200/step_0/user/task_0/job_9\n");
+        let only_9 = [job("9", None)];
+        assert_eq!(job_of_pid(&node, 1, &only_9), None, "job 8's process is never job 9's");
+        assert_eq!(job_of_pid(&node, 2, &only_9), Some(0));
+        assert_eq!(job_of_pid(&node, 3, &only_9), None);
+        let both = [job("9", None), job("8", None), job("77", Some("s5F1M87GJ0R200"))];
+        assert_eq!(job_of_pid(&node, 1, &both), Some(1));
+        assert_eq!(job_of_pid(&node, 3, &both), Some(2), "a SLUID directory, before the user's names");
     }
 }

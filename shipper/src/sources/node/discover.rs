@@ -324,10 +324,15 @@ fn walk_pids(
         if super::read_into(&d.join("cgroup.procs"), buf) {
             out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
-        let (children, known) = match tree.0.remove(&d) {
+        let (mut children, known) = match tree.0.remove(&d) {
             Some((n, c)) if n == links => (c, true),
             _ => (list(&d), false),
         };
+        // One directory as wide as the whole bound is kept no wider.
+        if children.len() > MAX_DIRS {
+            children.truncate(MAX_DIRS);
+            cut = true;
+        }
         cut |= children.iter().any(|c| depth_of(c) > MAX_DEPTH);
         stack.extend(children.iter().filter(|c| entered(c)).map(|c| (c.clone(), known.then(|| d.clone()))));
         found.0.insert(d, (links, children));
