@@ -7,6 +7,6 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         let e = openmetrics::parse(text);
         // Every line is a sample, a comment, blank, or counted bad.
-        assert!(e.samples.len() + e.bad.len() <= text.lines().count());
+        assert!(e.samples.len() + e.bad_total <= text.lines().count() && e.bad.len() <= e.bad_total);
     }
 });

@@ -127,7 +127,7 @@ impl Pipeline {
             let endpoint = crate::sources::head::openmetrics::Endpoint::new(
                 config.head.source,
                 crate::sources::head::openmetrics::resolve(config),
-                config.head.metrics_token_file.clone(),
+                crate::sources::head::openmetrics::TokenFrom::of(&config.head),
                 config.slurm.command_timeout,
             );
             collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone()).with_endpoint(endpoint)));

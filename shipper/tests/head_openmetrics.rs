@@ -12,7 +12,7 @@ use slurm_cw_shipper::sample::Batch;
 use slurm_cw_shipper::sources::head::HeadCollector;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
 use slurm_cw_shipper::sources::head::config::HeadSource;
-use slurm_cw_shipper::sources::head::openmetrics::{Endpoint, resolve};
+use slurm_cw_shipper::sources::head::openmetrics::{Endpoint, TokenFrom, resolve};
 use slurm_cw_shipper::sources::{Collector, Errors};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,7 +44,7 @@ fn config(conf: &Path, source: HeadSource) -> Config {
 async fn collect(conf: &Path, source: HeadSource) -> (Batch, &'static str) {
     let c = config(conf, source);
     let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
-    let ep = Endpoint::new(source, resolve(&c), None, Duration::from_secs(10));
+    let ep = Endpoint::new(source, resolve(&c), TokenFrom::Nowhere, Duration::from_secs(10));
     let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
     let mut b = Batch::new(std::time::SystemTime::now());
     let mut errors = Errors::new();
@@ -135,7 +135,7 @@ fn endpoint_gives_the_samples_sinfo_gives() {
     let mut resolved = resolve(&c);
     resolved.gpus_configured = false;
     let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
-    let ep = Endpoint::new(HeadSource::Auto, resolved, None, Duration::from_secs(10));
+    let ep = Endpoint::new(HeadSource::Auto, resolved, TokenFrom::Nowhere, Duration::from_secs(10));
     let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
     rt.block_on(head.collect(&mut Batch::new(std::time::SystemTime::now()), &mut Errors::new()));
     assert_eq!(head.node_source(), "openmetrics", "auto takes the endpoint");
@@ -213,7 +213,7 @@ fn endpoint_costs_slurmctld_fewer_rpcs() {
     let mut c = config(&conf, HeadSource::Openmetrics);
     c.head.top_rpc_types = 0;
     let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
-    let ep = Endpoint::new(HeadSource::Openmetrics, resolve(&c), None, Duration::from_secs(10));
+    let ep = Endpoint::new(HeadSource::Openmetrics, resolve(&c), TokenFrom::Nowhere, Duration::from_secs(10));
     let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
     let mut b = Batch::new(std::time::SystemTime::now());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -260,7 +260,7 @@ fn a_failing_endpoint_falls_back_to_sinfo_counted() {
         let mut c = config(&conf, source);
         c.head.metrics_url = Some(url.clone());
         let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
-        let ep = Endpoint::new(source, resolve(&c), None, Duration::from_secs(5));
+        let ep = Endpoint::new(source, resolve(&c), TokenFrom::Nowhere, Duration::from_secs(5));
         let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
         let mut b = Batch::new(std::time::SystemTime::now());
         let mut errors = Errors::new();

@@ -31,8 +31,9 @@ pub struct Exposition {
     pub types: BTreeMap<String, String>,
     /// Family name to its `# HELP` text, unescaped.
     pub help: BTreeMap<String, String>,
-    /// Lines skipped, with why.
+    /// Lines skipped, with why: the first [`BAD_KEPT`] of them; `bad_total` counts them all.
     pub bad: Vec<BadLine>,
+    pub bad_total: usize,
     /// `# EOF` was seen (OpenMetrics ends with it; a body cut short lacks it).
     pub eof: bool,
 }
@@ -52,6 +53,9 @@ impl Exposition {
 /// Longest line read; longer ones are counted bad (a body is bounded by the caller anyway).
 const MAX_LINE: usize = 64 * 1024;
 
+/// Bad lines kept with their reason; a body of 64 MiB of junk must not become millions of them.
+pub const BAD_KEPT: usize = 20;
+
 /// Parses an exposition. Never fails: bad lines are counted.
 pub fn parse(text: &str) -> Exposition {
     let mut e = Exposition::default();
@@ -70,7 +74,10 @@ pub fn parse(text: &str) -> Exposition {
             sample(line).map(|s| e.samples.push(s))
         };
         if let Err(reason) = result {
-            e.bad.push(BadLine { line: i + 1, reason });
+            e.bad_total += 1;
+            if e.bad.len() < BAD_KEPT {
+                e.bad.push(BadLine { line: i + 1, reason });
+            }
         }
     }
     e

@@ -244,6 +244,7 @@ impl Config {
         }
         self.node.check()?;
         self.slurm.check()?;
+        self.head.check()?;
         self.logs.check()?;
         self.spool.check()?;
         self.cloudwatch.check()?;
@@ -311,6 +312,8 @@ mod tests {
         assert_eq!(c.node_name.take().as_deref(), Some("compute-dy-c6i-1"));
         assert_eq!(c.slurm.conf.take(), Some(PathBuf::from("/opt/slurm/etc/slurm.conf")));
         assert_eq!(c.slurm.bin_dir.take(), Some(PathBuf::from("/opt/slurm/bin")));
+        assert!(c.head.metrics_url.take().is_some() && c.head.metrics_token_file.take().is_some());
+        assert_eq!(c.head.metrics_token_user.take().as_deref(), Some("slurm-metrics"));
         assert_eq!(c, Config::default(), "every other key at its default");
     }
 
@@ -399,6 +402,8 @@ mod tests {
             ("exclude_metrics = [\"NoSuchMetric\"]\n", "NoSuchMetric"),
             ("[node]\njob_dir_prefix = \"a/b\"\n", "job_dir_prefix"),
             ("[node]\ncgroup_version = \"v3\"\n", "v3"),
+            ("[head]\nmetrics_token_user = \"root\"\n", "head.metrics_token_user"),
+            ("[head]\nmetrics_token_user = \"a b\"\n", "head.metrics_token_user"),
             ("[node]\nprocess_every = 0\n", "process_every"),
         ];
         for (text, key) in cases {

@@ -33,6 +33,8 @@ pub struct HeadConfig {
     pub metrics_url: Option<String>,
     /// A file holding a JWT for the endpoint (Slurm 26.05 `MetricsAuthUsers`).
     pub metrics_token_file: Option<PathBuf>,
+    /// A `MetricsAuthUsers` user whose short-lived token `scontrol token username=` makes.
+    pub metrics_token_user: Option<String>,
 }
 
 /// `head.source`.
@@ -72,7 +74,25 @@ impl Default for HeadConfig {
             source: HeadSource::Auto,
             metrics_url: None,
             metrics_token_file: None,
+            metrics_token_user: None,
         }
+    }
+}
+
+impl HeadConfig {
+    /// The `[head]` keys' values.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if let Some(u) = &self.metrics_token_user {
+            let plain = !u.is_empty()
+                && u.len() <= 64
+                && u.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if !plain || u == "root" {
+                return Err(ConfigError(format!(
+                    "head.metrics_token_user: {u:?} must be a plain user name, not root (its token goes to the endpoint in clear text)"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -107,7 +107,7 @@ impl HeadCollector {
         let gpus = ep.resolved().gpus_tracked;
         match ep.fetch(&self.cmds, self.cfg.top_rpc_types == 0).await {
             Ok(f) => {
-                let bad = f.nodes.bad.len() + f.partitions.bad.len();
+                let bad = f.nodes.bad_total + f.partitions.bad_total;
                 if bad > 0 {
                     let why = format!("{bad} metrics lines unreadable; skipped");
                     self.note_error("openmetrics", errors, why);

@@ -98,10 +98,38 @@ pub struct Fetched {
     pub scheduler: Option<Exposition>,
 }
 
+/// Where a JWT for the endpoint comes from (26.05 `MetricsAuthUsers`). Never root's own
+/// `scontrol token`: the daemon runs as root, and whatever answers 401 on the endpoint's port
+/// (above 1024: a user's listener while slurmctld restarts) would get it in clear text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum TokenFrom {
+    /// No token: a 401 or 403 falls back to the commands.
+    #[default]
+    Nowhere,
+    /// `head.metrics_token_file`.
+    File(PathBuf),
+    /// `head.metrics_token_user`: `scontrol token username=<user>`, a short-lived token of
+    /// that (unprivileged, `MetricsAuthUsers`) user.
+    User(String),
+}
+
+impl TokenFrom {
+    pub fn of(head: &super::config::HeadConfig) -> TokenFrom {
+        match (&head.metrics_token_file, &head.metrics_token_user) {
+            (Some(f), _) => TokenFrom::File(f.clone()),
+            (None, Some(u)) => TokenFrom::User(u.clone()),
+            (None, None) => TokenFrom::Nowhere,
+        }
+    }
+}
+
+/// Seconds a token minted for `head.metrics_token_user` lives; a 401 mints another.
+const TOKEN_LIFESPAN_S: u32 = 3600;
+
 pub struct Endpoint {
     mode: HeadSource,
     resolved: Resolved,
-    token_file: Option<PathBuf>,
+    token_from: TokenFrom,
     token: Option<String>,
     timeout: Duration,
     max: usize,
@@ -112,11 +140,11 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn new(mode: HeadSource, resolved: Resolved, token_file: Option<PathBuf>, timeout: Duration) -> Self {
+    pub fn new(mode: HeadSource, resolved: Resolved, token_from: TokenFrom, timeout: Duration) -> Self {
         Endpoint {
             mode,
             resolved,
-            token_file,
+            token_from,
             token: None,
             timeout,
             max: http::BODY_MAX,
@@ -188,7 +216,7 @@ impl Endpoint {
     }
 
     /// GETs /metrics/nodes and /metrics/partitions (and /metrics/scheduler with `scheduler`);
-    /// on 401 or 403 fetches a token (the file, else `scontrol token`) and tries once more.
+    /// on 401 or 403 fetches a token (see [`TokenFrom`]) and tries once more.
     pub async fn fetch(&mut self, cmds: &SlurmCommands, scheduler: bool) -> Result<Fetched, String> {
         let r = self.try_fetch(cmds, scheduler).await;
         self.outcome(r)
@@ -237,23 +265,34 @@ impl Endpoint {
             }
         };
         let (n, p, s) = tokio::join!(get("/metrics/nodes"), get("/metrics/partitions"), sched);
-        Ok((n?, p?, s?))
+        // The scheduler's figures alone failing leaves sdiag to give them, not the node
+        // figures to sinfo.
+        Ok((n?, p?, s.unwrap_or(None)))
     }
 
     async fn new_token(&self, cmds: &SlurmCommands) -> Result<String, String> {
-        if let Some(f) = &self.token_file {
-            let text = std::fs::read_to_string(f)
-                .map_err(|e| format!("head.metrics_token_file {}: {e}", f.display()))?;
-            let t = text.trim();
-            if t.is_empty() || t.contains(char::is_whitespace) {
-                return Err(format!("head.metrics_token_file {}: not one token", f.display()));
+        let user = match &self.token_from {
+            TokenFrom::File(f) => {
+                let text = std::fs::read_to_string(f)
+                    .map_err(|e| format!("head.metrics_token_file {}: {e}", f.display()))?;
+                let t = text.trim();
+                if t.is_empty() || t.contains(char::is_whitespace) {
+                    return Err(format!("head.metrics_token_file {}: not one token", f.display()));
+                }
+                return Ok(t.to_owned());
             }
-            return Ok(t.to_owned());
-        }
+            TokenFrom::User(u) => u,
+            TokenFrom::Nowhere => {
+                return Err("the endpoint wants a token (MetricsAuthUsers): set head.metrics_token_file \
+                            or head.metrics_token_user"
+                    .into());
+            }
+        };
+        let (name, life) = (format!("username={user}"), format!("lifespan={TOKEN_LIFESPAN_S}"));
         let out = cmds
-            .run("scontrol", &["token"])
+            .run("scontrol", &["token", &name, &life])
             .await
-            .map_err(|e| format!("the endpoint wants a token, and `scontrol token` failed: {e}"))?;
+            .map_err(|e| format!("the endpoint wants a token, and `scontrol token {name}` failed: {e}"))?;
         token_of(&out.stdout).ok_or_else(|| "`scontrol token` printed no SLURM_JWT=".into())
     }
 }
@@ -264,7 +303,7 @@ pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, S
     let mut ep = Endpoint::new(
         config.head.source,
         resolve(config),
-        config.head.metrics_token_file.clone(),
+        TokenFrom::of(&config.head),
         config.slurm.command_timeout,
     );
     let version = match cmds.run("sinfo", &["--version"]).await {
@@ -329,7 +368,8 @@ mod tests {
             gpus_tracked: false,
             gpus_configured: false,
         };
-        let mut ep = Endpoint::new(HeadSource::Auto, resolved.clone(), None, Duration::from_secs(1));
+        let mut ep =
+            Endpoint::new(HeadSource::Auto, resolved.clone(), TokenFrom::Nowhere, Duration::from_secs(1));
         let mut tried = Vec::new();
         for _ in 0..10 {
             let due = ep.due();
@@ -343,9 +383,79 @@ mod tests {
         assert_eq!(tried, [t, f, t, f, f, t, f, f, f, f]);
         let _ = ep.outcome(Ok(()));
         assert_eq!(ep.backoff, 1);
-        let mut ep = Endpoint::new(HeadSource::Openmetrics, resolved, None, Duration::from_secs(1));
+        let mut ep =
+            Endpoint::new(HeadSource::Openmetrics, resolved, TokenFrom::Nowhere, Duration::from_secs(1));
         let _ = ep.outcome::<()>(Err("refused".into()));
         assert!(ep.due());
+    }
+
+    /// A loopback endpoint that answers 401 unless the request carries token `T`.
+    fn wants_token() -> Url {
+        use std::io::{Read, Write};
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
+        let body = |p: &str| std::fs::read_to_string(format!("{fixtures}openmetrics-{p}.txt")).unwrap();
+        let (nodes, parts) = (body("nodes"), body("partitions"));
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let mut req = [0u8; 4096];
+                let n = s.read(&mut req).unwrap_or(0);
+                let req = String::from_utf8_lossy(&req[..n]);
+                let text = if req.contains("/metrics/nodes") { &nodes } else { &parts };
+                let answer = if req.contains("X-SLURM-USER-TOKEN: T\r\n") {
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}", text.len())
+                } else {
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_owned()
+                };
+                let _ = s.write_all(answer.as_bytes());
+            }
+        });
+        Url::parse(&format!("http://127.0.0.1:{port}")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_token_only_from_the_file_or_the_named_user_never_roots_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let resolved = Resolved {
+            url: Ok(wants_token()),
+            from: String::new(),
+            metrics_on: Some(true),
+            gpus_tracked: true,
+            gpus_configured: false,
+        };
+        // A scontrol that notes how it was asked and mints `T`.
+        let asked = d.path().join("asked");
+        let scontrol = d.path().join("scontrol");
+        std::fs::write(
+            &scontrol,
+            format!("#!/bin/sh\necho \"$@\" >> {}\necho SLURM_JWT=T\n", asked.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cmds = SlurmCommands::new(Some(d.path().to_owned()), Duration::from_secs(5));
+        let fetch = |from: TokenFrom| {
+            let (resolved, cmds) = (resolved.clone(), cmds.clone());
+            async move {
+                let mut ep = Endpoint::new(HeadSource::Openmetrics, resolved, from, Duration::from_secs(5));
+                ep.fetch(&cmds, false).await.map(|f| f.nodes.samples.len())
+            }
+        };
+        // Nowhere: no token is made, and the error says what to set.
+        let none = fetch(TokenFrom::Nowhere).await.unwrap_err();
+        assert!(none.contains("head.metrics_token_user"), "{none}");
+        assert!(!asked.exists(), "scontrol token was not run");
+        // A file.
+        let file = d.path().join("jwt");
+        std::fs::write(&file, "T\n").unwrap();
+        assert!(fetch(TokenFrom::File(file)).await.unwrap() > 0);
+        assert!(!asked.exists());
+        // The named user's short-lived token.
+        assert!(fetch(TokenFrom::User("slurm-metrics".into())).await.unwrap() > 0);
+        let args = std::fs::read_to_string(&asked).unwrap();
+        assert_eq!(args.trim(), "token username=slurm-metrics lifespan=3600");
     }
 
     #[test]
