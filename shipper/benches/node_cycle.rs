@@ -15,7 +15,7 @@
 //! bench given the same `status` files), after the job table (f32f2fa), and now, with listings
 //! of one getdents64 (`dir`), threads read by their known ids while their number holds
 //! (`procs::KnownThreads`), and a job's cgroup subtree listed again only where a directory's
-//! link count changed (`discover::Subtree`):
+//! link count changed (`subtree::Subtree`):
 //!
 //! | tree | before | job table | now | now / before |
 //! |---|---|---|---|---|

@@ -6,7 +6,7 @@
 mod common;
 
 use slurm_cw_shipper::sources::node::dir;
-use slurm_cw_shipper::sources::node::discover::{Subtree, pids, pids_within};
+use slurm_cw_shipper::sources::node::subtree::{Subtree, pids, pids_within};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

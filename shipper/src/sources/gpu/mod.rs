@@ -18,7 +18,7 @@ mod figures;
 pub mod nvml;
 pub mod source;
 
-use super::node::discover::{self, JobRef, Layout};
+use super::node::discover::{JobRef, Layout};
 use super::node::owner::{self, Owners};
 use super::node::procs;
 use super::node::table::{JobTable, SharedJobs};
@@ -269,7 +269,7 @@ impl GpuCollector {
             let Some(j) = self.own.get_mut(&key) else { continue };
             let mut pids = Vec::new();
             if let Some(dir) = j.r.process_dir() {
-                discover::pids(dir, &mut buf, &mut pids);
+                crate::sources::node::subtree::pids(dir, &mut buf, &mut pids);
             }
             out.push(GpuJob { r: j.r.clone(), pids, uid, account: None });
         }

@@ -1,9 +1,9 @@
 //! The node collector: per-job memory, CPU, processes and I/O from Slurm's job cgroups (v1 and
 //! v2) and /proc.
 //!
-//! Each cycle: [`discover`] lists the job cgroups (with [`dir`], one getdents64 a directory;
-//! a job's subtree is listed again only where it changed), [`cgroup`] reads each job's files once,
-//! [`procs`] reads its processes (every `process_every`th cycle of a job, and on its first and
+//! Each cycle: [`discover`] lists the job cgroups (with [`dir`], one getdents64 a directory),
+//! [`subtree`] walks each job's subtree within bounds (listed again only where it changed),
+//! [`cgroup`] reads each job's files once, [`procs`] reads its processes (every `process_every`th cycle of a job, and on its first and
 //! final sample), [`owner`] names its user and account, `figures` turns the reading into
 //! levels and per-second rates against the previous one (a job seen once has no rate yet), and
 //! this module emits the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
@@ -18,6 +18,7 @@ pub mod owner;
 pub mod procs;
 mod rates;
 mod read;
+pub mod subtree;
 pub mod table;
 
 use rates::remember;
@@ -259,12 +260,12 @@ impl NodeCollector {
         let procs = (with_procs || from_procs::needed(&cg)).then(|| {
             let mut pids = Vec::new();
             if let Some(dir) = job.process_dir() {
-                let mut spare = discover::Subtree::default();
+                let mut spare = subtree::Subtree::default();
                 let tree = entry.as_deref_mut().map_or(&mut spare, |j| &mut j.tree);
-                cut = discover::pids_within(dir, tree, &mut self.buf, &mut pids);
+                cut = subtree::pids_within(dir, tree, &mut self.buf, &mut pids);
                 // Past the walk's bounds: the processes whose /proc/<pid>/cgroup is inside.
                 if cut && let Some(rel) = self.layout.as_ref().and_then(|l| l.relative(dir)) {
-                    discover::pids_by_cgroup(&self.cfg.proc_root, &rel, &mut pids);
+                    subtree::pids_by_cgroup(&self.cfg.proc_root, &rel, &mut pids);
                 }
             }
             let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
@@ -292,8 +293,8 @@ impl NodeCollector {
                 "walk-cut",
                 &format!(
                     "a job's cgroup subtree has more than {} directories or {} levels (its user made them): its processes are found through /proc/<pid>/cgroup instead, counted in CollectorErrors (Collector=cgroup)",
-                    discover::MAX_DIRS,
-                    discover::MAX_DEPTH
+                    subtree::MAX_DIRS,
+                    subtree::MAX_DEPTH
                 ),
             );
         }

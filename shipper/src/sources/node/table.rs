@@ -36,7 +36,7 @@ pub struct Job {
     pub pids: Vec<u32>,
     pub fixed: Fixed,
     /// Its process directory's subtree, as last listed.
-    pub tree: discover::Subtree,
+    pub tree: super::subtree::Subtree,
     /// Cycles it was seen in.
     cycles: u32,
 }
@@ -49,7 +49,7 @@ impl Job {
             account: None,
             pids: Vec::new(),
             fixed: Fixed::default(),
-            tree: discover::Subtree::default(),
+            tree: super::subtree::Subtree::default(),
             cycles: 0,
         }
     }
@@ -175,11 +175,11 @@ impl JobTable {
         self.jobs.values().find(|j| j.r.id == id)
     }
 
-    /// Whom job `key` runs as, looked up once (see [`discover::task_owner`]).
+    /// Whom job `key` runs as, looked up once (see [`super::subtree::task_owner`]).
     pub fn uid(&mut self, key: &Key, proc_root: &Path, buf: &mut String) -> Option<u32> {
         let job = self.jobs.get_mut(key)?;
         if job.uid.is_none() {
-            job.uid = discover::task_owner(job.r.process_dir()?, proc_root, buf);
+            job.uid = super::subtree::task_owner(job.r.process_dir()?, proc_root, buf);
         }
         job.uid
     }

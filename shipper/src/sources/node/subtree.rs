@@ -1,0 +1,327 @@
+//! A job's cgroup subtree: the pids in it, walked within bounds a job's user cannot push
+//! past (the directories below a job's steps are its user's), and whom the job runs as.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// Directories of one job's subtree a walk visits at most. A job's user owns its step and
+/// task directories (v1; delegated subtrees on v2) and may make 100,000 of them: past this
+/// the walk stops and the job's processes are found from /proc instead ([`pids_by_cgroup`]).
+/// Slurm's own tree is a few directories a step and one a task.
+pub const MAX_DIRS: usize = 4096;
+/// Levels below the job directory a walk goes at most (Slurm's own tree has three).
+pub const MAX_DEPTH: usize = 32;
+
+/// Every pid in the cgroup subtree at `dir` (cgroup.procs of it and all its descendants).
+/// True when the subtree was larger than the bounds and the walk was cut.
+pub fn pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) -> bool {
+    walk_pids(dir, &mut Subtree::default(), buf, out, |_| true)
+}
+
+/// A job's cgroup subtree as last listed: each directory's link count and subdirectories.
+/// On cgroupfs (kernfs) and tmpfs a directory has two links plus one per subdirectory, so an
+/// unchanged count with every known subdirectory still there means nothing was added: one
+/// stat instead of a listing.
+#[derive(Debug, Default, Clone)]
+pub struct Subtree(HashMap<PathBuf, (u64, Vec<PathBuf>)>);
+
+/// [`pids`], listing only the directories of `tree` whose subdirectories changed, and keeping
+/// the subtree as found in `tree`.
+pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut Vec<u32>) -> bool {
+    walk_pids(dir, tree, buf, out, |_| true)
+}
+
+/// The job's task processes: [`pids`] less cgroup v2's `step_*/slurm/`, where Slurm's step
+/// daemon (root) lives beside the step's `user/` tree.
+pub fn task_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
+    walk_pids(dir, &mut Subtree::default(), buf, out, |name| name != STEP_DAEMON_DIR);
+}
+
+/// The pids of every process whose cgroup (any line of /proc/<pid>/cgroup) is `rel` or below
+/// it: the way to a job's processes when its subtree is past the walk's bounds, bounded by
+/// the processes on the node rather than by what its user made.
+pub fn pids_by_cgroup(proc_root: &Path, rel: &Path, out: &mut Vec<u32>) {
+    use std::os::unix::ffi::OsStrExt;
+    let want = rel.as_os_str().as_bytes();
+    let mut text = Vec::new();
+    let _ = super::dir::entries(proc_root, |name, _| {
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { return };
+        text.clear();
+        if !super::read_bytes(&proc_root.join(name).join("cgroup"), &mut text) {
+            return;
+        }
+        // `hierarchy-ID:controllers:path`, the path from the hierarchy's root.
+        let inside = text.split(|&b| b == b'\n').any(|line| {
+            let path = line.splitn(3, |&b| b == b':').nth(2).unwrap_or_default();
+            let path = path.strip_prefix(b"/").unwrap_or(path);
+            path.strip_prefix(want).is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+        });
+        if inside {
+            out.push(pid);
+        }
+    });
+    out.sort_unstable();
+    out.dedup();
+}
+
+/// cgroup v2: the directory of a step that holds slurmstepd.
+const STEP_DAEMON_DIR: &str = "slurm";
+
+/// The pids of the subtree at `dir`, into the directories `enter` accepts by name; `tree` is
+/// the subtree as last listed, and as found on return.
+fn walk_pids(
+    dir: &Path,
+    tree: &mut Subtree,
+    buf: &mut String,
+    out: &mut Vec<u32>,
+    enter: impl Fn(&OsStr) -> bool,
+) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // Every name, UTF-8 or not: a directory a user named with other bytes still holds
+    // processes.
+    let list = |d: &Path| super::dir::subdir_names(d).into_iter().map(|n| d.join(n)).collect::<Vec<_>>();
+    let depth_of = |p: &Path| p.strip_prefix(dir).map_or(0, |r| r.components().count());
+    let entered = |p: &PathBuf| p.file_name().is_some_and(&enter) && depth_of(p) <= MAX_DEPTH;
+    let mut cut = false;
+    let mut found = Subtree::default();
+    let mut relisted = HashSet::new();
+    // (directory, its parent when it came from the parent's earlier listing)
+    let mut stack: Vec<(PathBuf, Option<PathBuf>)> = vec![(dir.to_path_buf(), None)];
+    while let Some((d, known_in)) = stack.pop() {
+        if found.0.len() >= MAX_DIRS {
+            cut = true;
+            break;
+        }
+        let Ok(links) = std::fs::metadata(&d).map(|m| m.nlink()) else {
+            // Gone: a new sibling may have taken its link in the parent, so that is listed.
+            if let Some(parent) = known_in
+                && relisted.insert(parent.clone())
+            {
+                let now = list(&parent);
+                for c in now.iter().filter(|c| entered(c)) {
+                    if !found.0.contains_key(c) && !stack.iter().any(|(s, _)| s == c) {
+                        stack.push((c.clone(), None));
+                    }
+                }
+                if let Some(entry) = found.0.get_mut(&parent) {
+                    entry.1 = now;
+                }
+            }
+            continue;
+        };
+        buf.clear();
+        if super::read_into(&d.join("cgroup.procs"), buf) {
+            out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        let (mut children, known) = match tree.0.remove(&d) {
+            Some((n, c)) if n == links => (c, true),
+            _ => (list(&d), false),
+        };
+        // One directory as wide as the whole bound is kept no wider.
+        if children.len() > MAX_DIRS {
+            children.truncate(MAX_DIRS);
+            cut = true;
+        }
+        cut |= children.iter().any(|c| depth_of(c) > MAX_DEPTH);
+        stack.extend(children.iter().filter(|c| entered(c)).map(|c| (c.clone(), known.then(|| d.clone()))));
+        found.0.insert(d, (links, children));
+    }
+    *tree = found;
+    out.sort_unstable();
+    out.dedup();
+    cut
+}
+
+/// Whom a job runs as: the real uid (`Uid:` in /proc/<pid>/status, which a setuid program
+/// does not change) of its first task process that is not Slurm's. Asking slurmstepd instead
+/// would make every cgroup v2 job root's, and deny its user's own final-sample request.
+/// A job whose tasks have all ended (cgroup v2, its TaskEpilog asking for the final sample)
+/// has only Slurm's processes left: the TaskEpilog, which slurmstepd starts as the job's user
+/// in `step_*/slurm/`, where no user can move a process, names it.
+pub fn task_owner(dir: &Path, proc_root: &Path, buf: &mut String) -> Option<u32> {
+    let mut pids = Vec::new();
+    task_pids(dir, buf, &mut pids);
+    if let Some(uid) = first_owner(&pids, proc_root, buf) {
+        return Some(uid);
+    }
+    pids.clear();
+    self::pids(dir, buf, &mut pids);
+    first_owner(&pids, proc_root, buf)
+}
+
+/// The real uid of the first of `pids` that is not slurmstepd.
+fn first_owner(pids: &[u32], proc_root: &Path, buf: &mut String) -> Option<u32> {
+    pids.iter().find_map(|pid| {
+        buf.clear();
+        let path = proc_root.join(pid.to_string()).join("status");
+        if !super::read_into(&path, buf) {
+            return None;
+        }
+        let name = buf.lines().find_map(|l| l.strip_prefix("Name:")).map(str::trim);
+        if name == Some("slurmstepd") {
+            return None;
+        }
+        buf.lines().find_map(|l| l.strip_prefix("Uid:")?.split_whitespace().next()?.parse().ok())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::node::discover::{Layout, Version};
+
+    fn mk(root: &Path, rel: &str) {
+        std::fs::create_dir_all(root.join(rel)).unwrap();
+    }
+
+    fn layout(root: &Path, version: Version) -> Layout {
+        Layout {
+            root: root.to_owned(),
+            version,
+            v1_prefix: "slurm".into(),
+            v2_parent: "system.slice".into(),
+            v2_scope: "slurmstepd.scope".into(),
+            job_prefix: "job_".into(),
+        }
+    }
+
+    #[test]
+    fn an_ending_v2_job_is_owned_by_its_task_epilog_not_by_slurmstepd() {
+        let d = tempfile::tempdir().unwrap();
+        let (job, proc) = (d.path().join("job_7"), d.path().join("proc"));
+        let put = |rel: &str, pids: &str| {
+            mk(&job, rel);
+            std::fs::write(job.join(rel).join("cgroup.procs"), pids).unwrap();
+        };
+        let status = |pid: u32, name: &str, uid: u32| {
+            mk(&proc, &pid.to_string());
+            std::fs::write(
+                proc.join(format!("{pid}/status")),
+                format!("Name:\t{name}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"),
+            )
+            .unwrap();
+        };
+        status(100, "slurmstepd", 0);
+        status(101, "python3", 1000);
+        status(102, "task-epilog.sh", 1000);
+        // Running: its task names it.
+        put("step_batch/slurm", "100\n");
+        put("step_batch/user/task_0", "101\n");
+        assert_eq!(task_owner(&job, &proc, &mut String::new()), Some(1000));
+        // Ending, as seen on 26.05.5: the tasks are gone, the TaskEpilog runs beside slurmstepd.
+        put("step_batch/user/task_0", "");
+        put("step_batch/slurm", "100\n102\n");
+        assert_eq!(task_owner(&job, &proc, &mut String::new()), Some(1000));
+        // Only slurmstepd: nobody, never root.
+        put("step_batch/slurm", "100\n");
+        assert_eq!(task_owner(&job, &proc, &mut String::new()), None);
+    }
+
+    #[test]
+    fn pids_of_a_subtree() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        mk(r, "job/step_0/task_0");
+        std::fs::write(r.join("job/cgroup.procs"), "").unwrap();
+        std::fs::write(r.join("job/step_0/cgroup.procs"), "12\n").unwrap();
+        std::fs::write(r.join("job/step_0/task_0/cgroup.procs"), "13\n14\n12\n").unwrap();
+        let mut out = Vec::new();
+        pids(&r.join("job"), &mut String::new(), &mut out);
+        assert_eq!(out, vec![12, 13, 14]);
+        let mut none = Vec::new();
+        pids(&r.join("gone"), &mut String::new(), &mut none);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_subtree_a_user_filled_is_cut_and_its_processes_found_through_proc() {
+        use std::os::unix::ffi::OsStrExt;
+        let d = tempfile::tempdir().unwrap();
+        let (root, proc) = (d.path().join("cg"), d.path().join("proc"));
+        let job = root.join("memory/slurm/uid_1000/job_5");
+        let procs = |dir: &Path, pids: &str| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("cgroup.procs"), pids).unwrap();
+        };
+        procs(&job.join("step_0/task_0"), "10\n");
+        // The job's user: a directory named with bytes that are not UTF-8 holding a process,
+        // more directories than the bound, and a chain deeper than it with a process at the end.
+        let odd = job.join("step_0").join(OsStr::from_bytes(b"t\xff\xfe\n Account=x"));
+        procs(&odd, "11\n");
+        for i in 0..MAX_DIRS + 100 {
+            std::fs::create_dir_all(job.join(format!("step_0/task_0/u{i}"))).unwrap();
+        }
+        let mut deep = job.join("step_0/task_0/u0");
+        for i in 0..MAX_DEPTH + 2 {
+            deep = deep.join(format!("d{i}"));
+        }
+        procs(&deep, "12\n");
+        // /proc/<pid>/cgroup of the three, and of a process of another job.
+        let rel = |p: &Path| p.strip_prefix(root.join("memory")).unwrap().to_owned();
+        for (pid, dir) in [(10, job.join("step_0/task_0")), (11, odd.clone()), (12, deep.clone())] {
+            std::fs::create_dir_all(proc.join(pid.to_string())).unwrap();
+            let mut line = b"7:memory:/".to_vec();
+            line.extend_from_slice(rel(&dir).as_os_str().as_bytes());
+            line.push(b'\n');
+            std::fs::write(proc.join(pid.to_string()).join("cgroup"), line).unwrap();
+        }
+        std::fs::create_dir_all(proc.join("13")).unwrap();
+        std::fs::write(proc.join("13/cgroup"), "7:memory:/slurm/uid_1000/job_50/step_0\n").unwrap();
+
+        let mut tree = Subtree::default();
+        let mut out = Vec::new();
+        let cut = pids_within(&job, &mut tree, &mut String::new(), &mut out);
+        assert!(cut, "past the bounds");
+        assert!(tree.0.len() <= MAX_DIRS, "the walk kept {} directories", tree.0.len());
+        let layout = layout(&root, Version::V1);
+        let rel_job = layout.relative(&job).unwrap();
+        assert_eq!(rel_job, Path::new("slurm/uid_1000/job_5"));
+        pids_by_cgroup(&proc, &rel_job, &mut out);
+        assert_eq!(out, vec![10, 11, 12], "every process of the job, none of job_50's");
+
+        // Within the bounds, a directory whose name is not UTF-8 is walked like any other.
+        let small = d.path().join("small");
+        procs(&small.join(OsStr::from_bytes(b"\xff")), "21\n");
+        let mut out = Vec::new();
+        assert!(!pids(&small, &mut String::new(), &mut out));
+        assert_eq!(out, vec![21]);
+    }
+
+    #[test]
+    fn pids_within_a_known_subtree_follow_its_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let job = d.path().join("job");
+        let step = |name: &str, pids: &str| {
+            mk(&job, &format!("{name}/task_0"));
+            std::fs::write(job.join(name).join("task_0/cgroup.procs"), pids).unwrap();
+        };
+        let read = |tree: &mut Subtree| {
+            let mut out = Vec::new();
+            pids_within(&job, tree, &mut String::new(), &mut out);
+            out
+        };
+        step("step_0", "10\n11\n");
+        let mut tree = Subtree::default();
+        assert_eq!(read(&mut tree), vec![10, 11]);
+        assert_eq!(read(&mut tree), vec![10, 11], "unchanged: from the known subtree");
+        // A new step: the job directory has one link more.
+        step("step_1", "20\n");
+        assert_eq!(read(&mut tree), vec![10, 11, 20]);
+        // One step ends and another starts between readings: the same link count.
+        std::fs::remove_dir_all(job.join("step_0")).unwrap();
+        step("step_2", "30\n");
+        assert_eq!(read(&mut tree), vec![20, 30]);
+        // A new task directory deeper down, and processes moving between known ones.
+        step("step_2/task_0/inner", "31\n");
+        std::fs::write(job.join("step_1/task_0/cgroup.procs"), "21\n").unwrap();
+        assert_eq!(read(&mut tree), vec![21, 30, 31]);
+        // Each result equals a fresh walk's.
+        let mut fresh = Vec::new();
+        pids(&job, &mut String::new(), &mut fresh);
+        assert_eq!(read(&mut tree), fresh);
+        // The job ends.
+        std::fs::remove_dir_all(&job).unwrap();
+        assert!(read(&mut tree).is_empty());
+    }
+}
