@@ -6,6 +6,9 @@
 //! `logs.report_all_users` is set. This is a courtesy, not a boundary: whoever holds the
 //! credentials can call FilterLogEvents directly.
 
+// The node collector's passwd lookup (NSS; a larger buffer on ERANGE).
+use crate::sources::node::owner::user_name;
+
 /// Who runs `report`: uid, and user name where the passwd database has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
@@ -42,22 +45,6 @@ pub fn check(caller: &Caller, owner: Option<&str>, all_users: bool) -> Result<()
         None => Err("neither Slurm nor the records name the job's user, so it cannot be shown as yours \
                      (root sees all; logs.report_all_users = true shows everyone's)"
             .to_owned()),
-    }
-}
-
-/// The passwd name of `uid`, if any.
-fn user_name(uid: u32) -> Option<String> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: getpwuid_r writes into `pwd` and `buf` (of the length given) only; `result` is
-    // null or points at `pwd`, whose strings point into `buf`, both alive while read here.
-    unsafe {
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result);
-        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
-            return None;
-        }
-        std::ffi::CStr::from_ptr(pwd.pw_name).to_str().ok().map(str::to_owned)
     }
 }
 
