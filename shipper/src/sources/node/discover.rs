@@ -215,14 +215,14 @@ fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn mk(root: &Path, rel: &str) {
+    pub(crate) fn mk(root: &Path, rel: &str) {
         std::fs::create_dir_all(root.join(rel)).unwrap();
     }
 
-    fn layout(root: &Path, version: Version) -> Layout {
+    pub(crate) fn layout(root: &Path, version: Version) -> Layout {
         Layout {
             root: root.to_owned(),
             version,

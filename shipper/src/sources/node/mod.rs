@@ -41,6 +41,7 @@ use slurm_cw_catalog::metrics::*;
 use slurm_cw_sink::log_once::LogOnce;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
+use subtree::ProcCgroups;
 use table::SharedJobs;
 
 /// What the previous cycle saw of a job, for rates.
@@ -94,6 +95,8 @@ pub struct NodeCollector {
     final_at: HashMap<String, Instant>,
     /// Jobs whose cgroup subtree was past the walk's bounds since the last collection.
     walks_cut: u64,
+    /// Every process's cgroup, read this cycle for the jobs whose walk was cut.
+    proc_cgroups: Option<ProcCgroups>,
     /// When a hook request for a job the table did not know last listed the jobs.
     looked_up_at: Option<Instant>,
     /// /proc is a real procfs: fd counts come from the fd directory's size.
@@ -119,6 +122,7 @@ impl NodeCollector {
             logged: LogOnce::default(),
             final_at: HashMap::new(),
             walks_cut: 0,
+            proc_cgroups: None,
             looked_up_at: None,
             fd_by_size,
             slurm: None,
@@ -198,6 +202,7 @@ impl NodeCollector {
 
     /// Reads the listed jobs, or only job `only`; returns how many were read.
     fn read_jobs(&mut self, mut jobs: Vec<JobRef>, only: Option<&str>, out: &mut Batch) -> usize {
+        self.proc_cgroups = None;
         if only.is_none() {
             self.note_missing_controllers(&jobs);
         }
@@ -265,7 +270,8 @@ impl NodeCollector {
                 cut = subtree::pids_within(dir, tree, &mut self.buf, &mut pids);
                 // Past the walk's bounds: the processes whose /proc/<pid>/cgroup is inside.
                 if cut && let Some(rel) = self.layout.as_ref().and_then(|l| l.relative(dir)) {
-                    subtree::pids_by_cgroup(&self.cfg.proc_root, &rel, &mut pids);
+                    let all = self.proc_cgroups.get_or_insert_with(|| ProcCgroups::read(&self.cfg.proc_root));
+                    all.pids_in(&rel, &mut pids);
                 }
             }
             let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Directories of one job's subtree a walk visits at most. A job's user owns its step and
 /// task directories (v1; delegated subtrees on v2) and may make 100,000 of them: past this
-/// the walk stops and the job's processes are found from /proc instead ([`pids_by_cgroup`]).
+/// the walk stops and the job's processes are found from /proc instead ([`ProcCgroups`]).
 /// Slurm's own tree is a few directories a step and one a task.
 pub const MAX_DIRS: usize = 4096;
 /// Levels below the job directory a walk goes at most (Slurm's own tree has three).
@@ -38,31 +38,44 @@ pub fn task_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
     walk_pids(dir, &mut Subtree::default(), buf, out, |name| name != STEP_DAEMON_DIR);
 }
 
-/// The pids of every process whose cgroup (any line of /proc/<pid>/cgroup) is `rel` or below
-/// it: the way to a job's processes when its subtree is past the walk's bounds, bounded by
-/// the processes on the node rather than by what its user made.
-pub fn pids_by_cgroup(proc_root: &Path, rel: &Path, out: &mut Vec<u32>) {
-    use std::os::unix::ffi::OsStrExt;
-    let want = rel.as_os_str().as_bytes();
-    let mut text = Vec::new();
-    let _ = super::dir::entries(proc_root, |name, _| {
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { return };
-        text.clear();
-        if !super::read_bytes(&proc_root.join(name).join("cgroup"), &mut text) {
-            return;
-        }
-        // `hierarchy-ID:controllers:path`, the path from the hierarchy's root.
-        let inside = text.split(|&b| b == b'\n').any(|line| {
-            let path = line.splitn(3, |&b| b == b':').nth(2).unwrap_or_default();
-            let path = path.strip_prefix(b"/").unwrap_or(path);
-            path.strip_prefix(want).is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+/// Every process's /proc/<pid>/cgroup, read once a cycle where some job's walk was cut (one
+/// pass serves every such job).
+#[derive(Debug, Default)]
+pub struct ProcCgroups(Vec<(u32, Vec<u8>)>);
+
+impl ProcCgroups {
+    pub fn read(proc_root: &Path) -> ProcCgroups {
+        let mut all = Vec::new();
+        let _ = super::dir::entries(proc_root, |name, _| {
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { return };
+            let mut text = Vec::new();
+            if super::read_bytes(&proc_root.join(name).join("cgroup"), &mut text) {
+                all.push((pid, text));
+            }
         });
-        if inside {
-            out.push(pid);
+        ProcCgroups(all)
+    }
+
+    /// The pids of every process whose cgroup (any line) is `rel` or below it: the way to a
+    /// job's processes when its subtree is past the walk's bounds, bounded by the processes on
+    /// the node rather than by what its user made.
+    pub fn pids_in(&self, rel: &Path, out: &mut Vec<u32>) {
+        use std::os::unix::ffi::OsStrExt;
+        let want = rel.as_os_str().as_bytes();
+        for (pid, text) in &self.0 {
+            // `hierarchy-ID:controllers:path`, the path from the hierarchy's root.
+            let inside = text.split(|&b| b == b'\n').any(|line| {
+                let path = line.splitn(3, |&b| b == b':').nth(2).unwrap_or_default();
+                let path = path.strip_prefix(b"/").unwrap_or(path);
+                path.strip_prefix(want).is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+            });
+            if inside {
+                out.push(*pid);
+            }
         }
-    });
-    out.sort_unstable();
-    out.dedup();
+        out.sort_unstable();
+        out.dedup();
+    }
 }
 
 /// cgroup v2: the directory of a step that holds slurmstepd.
@@ -169,22 +182,8 @@ fn first_owner(pids: &[u32], proc_root: &Path, buf: &mut String) -> Option<u32> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::node::discover::{Layout, Version};
-
-    fn mk(root: &Path, rel: &str) {
-        std::fs::create_dir_all(root.join(rel)).unwrap();
-    }
-
-    fn layout(root: &Path, version: Version) -> Layout {
-        Layout {
-            root: root.to_owned(),
-            version,
-            v1_prefix: "slurm".into(),
-            v2_parent: "system.slice".into(),
-            v2_scope: "slurmstepd.scope".into(),
-            job_prefix: "job_".into(),
-        }
-    }
+    use crate::sources::node::discover::Version;
+    use crate::sources::node::discover::tests::{layout, mk};
 
     #[test]
     fn an_ending_v2_job_is_owned_by_its_task_epilog_not_by_slurmstepd() {
@@ -277,7 +276,7 @@ mod tests {
         let layout = layout(&root, Version::V1);
         let rel_job = layout.relative(&job).unwrap();
         assert_eq!(rel_job, Path::new("slurm/uid_1000/job_5"));
-        pids_by_cgroup(&proc, &rel_job, &mut out);
+        ProcCgroups::read(&proc).pids_in(&rel_job, &mut out);
         assert_eq!(out, vec![10, 11, 12], "every process of the job, none of job_50's");
 
         // Within the bounds, a directory whose name is not UTF-8 is walked like any other.
