@@ -186,9 +186,17 @@ impl JobDetail {
     /// The names Slurm also gives this job besides its id: `<array job>_<task>` for an array
     /// task, `<het job>+<offset>` for a heterogeneous job's component.
     pub fn names(&self) -> impl Iterator<Item = String> + '_ {
-        let array = self.array.map(|(j, t)| format!("{j}_{t}"));
-        let het = self.het.map(|(j, o)| format!("{j}+{o}"));
-        array.into_iter().chain(het)
+        self.array_task().into_iter().chain(self.het_component())
+    }
+
+    /// `<array job>_<task>` of an array task.
+    pub fn array_task(&self) -> Option<String> {
+        self.array.map(|(j, t)| format!("{j}_{t}"))
+    }
+
+    /// `<het job>+<offset>` of a heterogeneous job's component.
+    pub fn het_component(&self) -> Option<String> {
+        self.het.map(|(j, o)| format!("{j}+{o}"))
     }
 
     /// The GPU indices the job holds on `node`, when Slurm says.

@@ -43,8 +43,6 @@ pub struct SlurmJobs {
     retry_at: HashMap<String, Instant>,
     /// scontrol is not there at all: nothing to ask, logged once.
     missing: bool,
-    /// Answers that could not be read, for the log.
-    unreadable: u64,
 }
 
 /// The dimension value of an account or partition taken from a job's environment.
@@ -88,7 +86,6 @@ impl SlurmJobs {
             asked: HashSet::new(),
             retry_at: HashMap::new(),
             missing: false,
-            unreadable: 0,
         };
         details.into_iter().for_each(|d| s.keep(d));
         Rc::new(RefCell::new(s))
@@ -173,9 +170,6 @@ impl SlurmJobs {
                     self.missing = true;
                 }
                 Err(e) => {
-                    if matches!(e, worker::Failure::Unreadable) {
-                        self.unreadable += 1;
-                    }
                     tracing::debug!(job = key, error = %e, "Slurm did not describe the job; asking again later");
                     self.retry_at.insert(key, Instant::now() + RETRY_AFTER);
                 }

@@ -3,10 +3,11 @@
 //!
 //! Each cycle: [`discover`] lists the job cgroups (with [`dir`], one getdents64 a directory),
 //! [`subtree`] walks each job's subtree within bounds (listed again only where it changed),
-//! [`cgroup`] reads each job's files once, [`procs`] reads its processes (every `process_every`th cycle of a job, and on its first and
-//! final sample), [`owner`] names its user and account, `figures` turns the reading into
-//! levels and per-second rates against the previous one (a job seen once has no rate yet), and
-//! this module emits the samples. Jobs and processes that vanish mid-read are skipped, never the cycle.
+//! [`cgroup`] reads each job's files once, [`procs`] reads its processes (every
+//! `process_every`th cycle of a job, and on its first and final sample), [`owner`] names its
+//! user and account, `figures` turns the reading into levels and per-second rates against the
+//! previous one (a job seen once has no rate yet), and this module emits the samples. Jobs and
+//! processes that vanish mid-read are skipped, never the cycle.
 
 pub mod cgroup;
 pub mod config;
@@ -394,8 +395,8 @@ impl NodeCollector {
         let d = slurm.as_ref().and_then(|s| s.get(&job.id));
         SlurmNames {
             sluid: job.sluid.clone().or_else(|| d.and_then(|d| d.sluid.clone())),
-            array_task: d.and_then(|d| d.array.map(|(j, t)| format!("{j}_{t}"))),
-            het_component: d.and_then(|d| d.het.map(|(j, o)| format!("{j}+{o}"))),
+            array_task: d.and_then(slurm_cw_formats::slurm::job::JobDetail::array_task),
+            het_component: d.and_then(slurm_cw_formats::slurm::job::JobDetail::het_component),
         }
     }
 
