@@ -24,6 +24,13 @@ fn once_node(cluster: &str) -> String {
     String::from_utf8_lossy(&run.stdout).into_owned()
 }
 
+/// A process of `job` on `node` (as Slurm lists them) whose command is `comm`.
+fn job_process(job: &str, node: &str, comm: &str) -> Option<u32> {
+    job_pids(job, node)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm))
+}
+
 /// The job_sample record of `job` in what the stdout sink printed.
 fn sample_of(stdout: &str, job: &str) -> serde_json::Value {
     stdout
@@ -93,11 +100,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     });
     // Python may start late on a busy machine; Slurm's list of a job's processes must hold it
     // before it is the truth.
-    let runs_python = |job: &str, node: &str| {
-        job_pids(job, node)
-            .iter()
-            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "python3"))
-    };
+    let runs_python = |job: &str, node: &str| job_process(job, node, "python3").is_some();
     wait_until("python in every job Slurm lists the processes of", Duration::from_secs(60), || {
         runs_python(&burn, c2) && runs_python(&threads, c3) && runs_python(&files, c3)
     });
@@ -396,9 +399,7 @@ fn attribution_holds_against_user_text_in_every_free_field() {
     let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
     // Its python in its cgroup: the job is there to read.
     wait_until("the hostile job's python", Duration::from_secs(60), || {
-        job_pids(&job, &node)
-            .iter()
-            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "python3"))
+        job_process(&job, &node, "python3").is_some()
     });
     let stdout = once_node("hostiletest");
     let _ = std::fs::remove_dir_all(&dir);
@@ -434,16 +435,13 @@ fn a_cgroup_subtree_a_job_user_filled_is_bounded_and_hides_nothing() {
     let node = nodes()[1].clone();
     let job = sbatch(&["-p", "batch", "-w", &node, "--wrap", "sleep 120"]);
     let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
+    let mut sleep = None;
     wait_until("the job's sleep", Duration::from_secs(60), || {
-        job_pids(&job, &node)
-            .iter()
-            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep"))
+        sleep = job_process(&job, &node, "sleep");
+        sleep.is_some()
     });
     // The job's task directory in the cpuacct tree, where the collector finds processes.
-    let sleep = job_pids(&job, &node)
-        .into_iter()
-        .find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep"))
-        .unwrap();
+    let sleep = sleep.unwrap();
     let cgroup = std::fs::read_to_string(format!("/proc/{sleep}/cgroup")).unwrap();
     let task = cgroup
         .lines()
