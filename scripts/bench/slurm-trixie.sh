@@ -14,8 +14,9 @@
 #         /var/cache/slurm-cw-bench/trixie, nodes n1..n4, job ids from 10000000, cluster
 #         "bench2411", ports 26817 and 27001..27004.
 #   26.05: Debian sid (26.05.5), root /var/cache/slurm-cw-bench/sid, nodes m1..m4, job ids
-#         from 20000000, cluster "bench2605", ports 36817 and 37001..37004, and slurmctld's own
-#         OpenMetrics endpoint (MetricsType=metrics/openmetrics) on its port 36817.
+#         from 20000000, cluster "bench2605", ports 28817 and 29001..29004 (below the kernel's
+#         ephemeral range, 32768 up, where an outgoing connection may hold a slurmd's port),
+#         and slurmctld's own OpenMetrics endpoint (MetricsType=metrics/openmetrics) on 28817.
 # Layout as the 22.05 bench's: partition "batch" (default) = nodes 1..3, "debug" = nodes 3,4;
 # node 4 has two count-only GPUs.
 #
@@ -59,8 +60,8 @@ case "$want_version" in
         root=${SLURM_SID_ROOT:-/var/cache/slurm-cw-bench/sid}
         bench=${SLURM_SID_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/slurm-26.05}
         nodes=(m1 m2 m3 m4)
-        ctld_port=${SLURM_SID_CTLD_PORT:-36817}
-        first_node_port=${SLURM_SID_NODE_PORT:-37001}
+        ctld_port=${SLURM_SID_CTLD_PORT:-28817}
+        first_node_port=${SLURM_SID_NODE_PORT:-29001}
         cluster=bench2605
         extra_conf=("FirstJobId=20000000" "MetricsType=metrics/openmetrics")
         mirror_override=${SLURM_SID_MIRROR:-}
