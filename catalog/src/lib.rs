@@ -10,6 +10,7 @@ pub mod docs;
 pub mod generated;
 pub mod metrics;
 pub mod records;
+pub mod series;
 
 pub use metrics::ALL;
 
