@@ -27,6 +27,21 @@ pub enum DatumValue {
 }
 
 impl DatumValue {
+    /// One number for destinations that take one value a series and period (OpenTelemetry
+    /// gauges, Prometheus): the mean of what was observed, `Values` weighted by their counts.
+    /// `None` when nothing was counted.
+    pub fn mean(&self) -> Option<f64> {
+        let (sum, count) = match self {
+            DatumValue::Value { value } => (*value, 1.0),
+            DatumValue::Values { values, counts } => values
+                .iter()
+                .zip(counts)
+                .fold((0.0, 0.0), |(s, c), (v, n)| (s + v * n, c + n)),
+            DatumValue::Stats { stats } => (stats.sum, stats.count),
+        };
+        (count > 0.0).then(|| sum / count)
+    }
+
     /// Every number in the value, for validation.
     pub fn numbers(&self) -> Vec<f64> {
         match self {
@@ -159,5 +174,20 @@ mod tests {
         let (ns, d) = Datum::from_json_line(long).unwrap();
         assert_eq!(Datum::from_json_line(&d.to_json_line(&ns)).unwrap().1, d);
         assert!(Datum::from_json_line(r#"{"namespace":"a"}"#).is_err());
+    }
+}
+
+#[cfg(test)]
+mod mean_tests {
+    use super::*;
+
+    #[test]
+    fn the_mean_of_each_kind_of_value() {
+        assert_eq!(DatumValue::Value { value: 3.0 }.mean(), Some(3.0));
+        let v = DatumValue::Values { values: vec![1.0, 4.0], counts: vec![3.0, 1.0] };
+        assert_eq!(v.mean(), Some(7.0 / 4.0));
+        let s = DatumValue::Stats { stats: Stats { min: 1.0, max: 5.0, sum: 12.0, count: 4.0 } };
+        assert_eq!(s.mean(), Some(3.0));
+        assert_eq!(DatumValue::Values { values: vec![], counts: vec![] }.mean(), None);
     }
 }
