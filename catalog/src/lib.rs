@@ -9,6 +9,7 @@ pub mod dashboard;
 pub mod docs;
 pub mod generated;
 pub mod metrics;
+pub mod pcs;
 pub mod records;
 pub mod series;
 
@@ -41,6 +42,8 @@ pub mod dims {
     pub const EXECUTABLE: &str = "Executable";
     pub const GPU: &str = "Gpu";
     pub const GPU_UUID: &str = "GpuUuid";
+    /// A destination other than CloudWatch (`otlp`, `prometheus`), on the delivery figures.
+    pub const SINK: &str = "Sink";
 }
 
 /// CloudWatch `StandardUnit` values the catalog uses.

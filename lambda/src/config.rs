@@ -25,6 +25,10 @@ pub struct Config {
     /// findings are read from it and the function's cursor is kept in its `_lambda` stream.
     #[serde(default)]
     pub job_log_group: Option<String>,
+    /// The log group AWS PCS delivers its scaling logs (`PCS_SCALING_LOGS`) to: launch failures
+    /// are read from it and sent beside the backlog events. None: no PCS stage.
+    #[serde(default)]
+    pub pcs_scaling_log_group: Option<String>,
     /// Alarm actions and notices go here.
     #[serde(default)]
     pub sns_topic_arn: Option<String>,
@@ -89,6 +93,9 @@ impl Config {
         }
         if let Some(g) = &c.job_log_group {
             check_log_group(g).map_err(|e| format!("{ENV}: job_log_group: {e}"))?;
+        }
+        if let Some(g) = &c.pcs_scaling_log_group {
+            check_log_group(g).map_err(|e| format!("{ENV}: pcs_scaling_log_group: {e}"))?;
         }
         c.namespace = match &c.namespace_key {
             Some(ns) => ns.clone(),
@@ -164,6 +171,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.alarm_prefix().as_str(), c.job_log_group().as_str()), ("slurm-cw-p-", "/x/y"));
+        assert_eq!(c.pcs_scaling_log_group, None, "no PCS stage unless asked");
+        let c =
+            Config::from_json(r#"{"cluster_name": "p", "pcs_scaling_log_group": "/aws/vendedlogs/pcs/x"}"#)
+                .unwrap();
+        assert_eq!(c.pcs_scaling_log_group.as_deref(), Some("/aws/vendedlogs/pcs/x"));
     }
 
     #[test]
@@ -196,5 +208,7 @@ mod tests {
         }
         let e = Config::from_json(r#"{"cluster_name": "p", "job_log_group": "a b"}"#).unwrap_err();
         assert!(e.contains("job_log_group"), "{e}");
+        let e = Config::from_json(r#"{"cluster_name": "p", "pcs_scaling_log_group": ""}"#).unwrap_err();
+        assert!(e.contains("pcs_scaling_log_group"), "{e}");
     }
 }

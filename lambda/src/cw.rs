@@ -56,6 +56,12 @@ pub fn at_epoch(secs: i64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64)
 }
 
+/// Epoch milliseconds as RFC 3339.
+pub fn rfc3339_ms(ms: i64) -> String {
+    let t = at_epoch(ms.div_euclid(1000)) + Duration::from_millis(ms.rem_euclid(1000) as u64);
+    slurm_cw_sink::datum::format_timestamp(t)
+}
+
 impl Cw {
     pub fn new(client: Client, namespace: String, cluster: String) -> Self {
         Cw { client, namespace, cluster, calls: 0, queries: 0, list_calls: 0 }

@@ -1,6 +1,7 @@
 //! One invocation, in stages that each run and report on their own: cluster figures (GPU-hours
 //! idle, CPU efficiency, backlog events, and publishing the derived datums), job findings,
-//! alarm upkeep. Each stage has its own time budget ([`Budgets`]), together under the
+//! launch failures from AWS PCS's scaling logs (where configured), alarm upkeep. Each stage has
+//! its own time budget ([`Budgets`]), together under the
 //! function's default 60 s timeout: a stage past its budget is stopped and counts as failed,
 //! so one slow stage never leaves the next without time. The findings stage stops itself
 //! between pages and keeps its place in its cursor, so a backlog larger than one run drains
@@ -15,6 +16,7 @@ use crate::config::Config;
 use crate::cw::Cw;
 use crate::findings::{self, Finding};
 use crate::notify;
+use crate::scaling;
 use anyhow::Result;
 use serde::Serialize;
 use slurm_cw_sink::cloudwatch::retry::Backoff;
@@ -39,16 +41,22 @@ pub struct Budgets {
     pub findings_limit: Duration,
     /// Events a FilterLogEvents page holds.
     pub findings_page_limit: i32,
+    /// Launch failures from PCS's scaling logs (a few pages at most, see [`scaling::MAX_PAGES`]).
+    pub scaling: Duration,
+    /// Events a scaling FilterLogEvents page holds.
+    pub scaling_page_limit: i32,
     pub alarms: Duration,
 }
 
 impl Default for Budgets {
     fn default() -> Self {
         Budgets {
-            cluster: Duration::from_secs(20),
+            cluster: Duration::from_secs(15),
             findings: Duration::from_secs(15),
             findings_limit: Duration::from_secs(20),
             findings_page_limit: findings::PAGE_LIMIT,
+            scaling: Duration::from_secs(5),
+            scaling_page_limit: scaling::PAGE_LIMIT,
             alarms: Duration::from_secs(15),
         }
     }
@@ -112,6 +120,13 @@ pub struct Summary {
     pub findings_scan_continues: bool,
     pub filter_log_events_pages: u32,
     pub backlog_events: usize,
+    /// Launch failures from PCS's scaling logs sent this run (each once).
+    pub launch_failures: Vec<scaling::LaunchFailure>,
+    /// Scaling records that match a launch failure but are not as PCS documents them: skipped.
+    pub pcs_scaling_malformed: usize,
+    pub pcs_scaling_pages: u32,
+    /// The scaling scan ran out of its pages; the next run goes on with it.
+    pub pcs_scaling_scan_continues: bool,
     pub alarms: SyncReport,
     pub get_metric_data_calls: u32,
     pub metrics_read: u32,
@@ -209,6 +224,27 @@ pub async fn run_within(cfg: &Config, clients: &Clients, now: SystemTime, budget
     summary.findings_ingested_since = progress.ingested_since;
     summary.findings_scan_continues = progress.scan_continues;
     summary.filter_log_events_pages = progress.filter_log_events_pages;
+
+    if let Some(scaling_group) = &cfg.pcs_scaling_log_group {
+        let target = scaling::Target {
+            scaling_group,
+            state_group: &group,
+            cluster: &cfg.cluster_name,
+            bus: &cfg.event_bus,
+            page_limit: budgets.scaling_page_limit,
+        };
+        let mut progress = scaling::Progress::default();
+        let done = within(
+            budgets.scaling,
+            scaling::run(&clients.logs, &clients.eventbridge, &target, now_ms, &mut progress),
+        )
+        .await;
+        summary.record("pcs_scaling", done);
+        summary.launch_failures = progress.launch_failures;
+        summary.pcs_scaling_malformed = progress.malformed;
+        summary.pcs_scaling_pages = progress.filter_log_events_pages;
+        summary.pcs_scaling_scan_continues = progress.scan_continues;
+    }
 
     let prefix = cfg.alarm_prefix();
     let target = Target {

@@ -44,6 +44,8 @@ async fn main() -> Result<(), Error> {
                 minute = %summary.minute,
                 published = summary.datums_published,
                 findings = summary.findings.len(),
+                launch_failures = summary.launch_failures.len(),
+                pcs_scaling_malformed = summary.pcs_scaling_malformed,
                 alarms_changed = summary.alarms.created_or_updated.len(),
                 failed_stages = summary.failed_stages.len(),
                 "invocation done"

@@ -1,24 +1,20 @@
 //! The findings stage's state: one small JSON event, the newest of the job log group's
-//! [`CURSOR_STREAM`] stream (read back with GetLogEvents, newest first, limit 1).
+//! [`CURSOR_STREAM`] stream ([`crate::state`]).
 
 use super::{INGESTION_OVERLAP_MINUTES, LATENESS_HOURS};
 use anyhow::{Context, Result};
 use aws_sdk_cloudwatchlogs::Client;
-use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use serde::{Deserialize, Serialize};
-use std::time::SystemTime;
 
 /// The log stream, in the job log group, that holds the function's cursor. No node is named so:
 /// Slurm node names do not start with '_'.
-pub const CURSOR_STREAM: &str = "_lambda";
+pub const CURSOR_STREAM: &str = crate::state::STREAM_PREFIX;
 /// The cursor record's `Type`.
 pub const CURSOR_TYPE: &str = "lambda_cursor";
 /// The cursor remembers at most this many RecordIds and this many bytes of them, so that it
 /// stays one small log event.
 pub const MAX_REMEMBERED: usize = 2_000;
 const MAX_REMEMBERED_BYTES: usize = 100_000;
-/// GetLogEvents may answer with no events and a token to go on; this many pages at most.
-const MAX_CURSOR_PAGES: usize = 10;
 
 /// The function's progress through the findings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,96 +98,27 @@ pub fn remember(mut notified: Vec<(i64, String)>, need_from: i64, now_ms: i64) -
 
 /// The newest cursor and its event's time (ms); None when the stream is missing or empty.
 pub async fn read_cursor(logs: &Client, group: &str) -> Result<Option<(Cursor, i64)>> {
-    let mut token: Option<String> = None;
-    for _ in 0..MAX_CURSOR_PAGES {
-        let resp = match logs
-            .get_log_events()
-            .log_group_name(group)
-            .log_stream_name(CURSOR_STREAM)
-            .start_from_head(false)
-            .limit(1)
-            .set_next_token(token.clone())
-            .send()
-            .await
-        {
-            Ok(r) => r,
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
-                return Ok(None);
-            }
-            Err(e) => return Err(e).context(format!("GetLogEvents {group} {CURSOR_STREAM}")),
-        };
-        if let Some(ev) = resp.events().last() {
-            let msg = ev.message().unwrap_or_default();
-            return match serde_json::from_str::<Cursor>(msg) {
-                Ok(c) if c.kind == CURSOR_TYPE => Ok(Some((c, ev.timestamp().unwrap_or(0)))),
-                _ => {
-                    // Starting over costs at most the findings of the overlap, not a stuck function.
-                    tracing::warn!(
-                        message = msg,
-                        "the newest event in the cursor stream is not a cursor; starting afresh"
-                    );
-                    Ok(None)
-                }
-            };
+    let Some((msg, t)) = crate::state::read_newest(logs, group, CURSOR_STREAM).await? else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<Cursor>(&msg) {
+        Ok(c) if c.kind == CURSOR_TYPE => Ok(Some((c, t))),
+        _ => {
+            // Starting over costs at most the findings of the overlap, not a stuck function.
+            tracing::warn!(
+                message = msg,
+                "the newest event in the cursor stream is not a cursor; starting afresh"
+            );
+            Ok(None)
         }
-        let next = resp.next_backward_token().map(str::to_owned);
-        if next.is_none() || next == token {
-            return Ok(None);
-        }
-        token = next;
     }
-    Ok(None)
 }
 
 /// Writes `cursor` as the newest event of the cursor stream, creating the stream if missing.
 /// `after_ms`: the previous cursor's event time, which this one must follow.
 pub async fn write_cursor(logs: &Client, group: &str, cursor: &Cursor, after_ms: i64) -> Result<()> {
     let message = serde_json::to_string(cursor).context("cursor as JSON")?;
-    // Newest by event time is what the next run reads: never behind the previous cursor.
-    let now_ms = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-    let event = InputLogEvent::builder()
-        .timestamp(now_ms.max(after_ms + 1))
-        .message(message)
-        .build()
-        .context("cursor event")?;
-    for attempt in 0..2 {
-        match logs
-            .put_log_events()
-            .log_group_name(group)
-            .log_stream_name(CURSOR_STREAM)
-            .log_events(event.clone())
-            .send()
-            .await
-        {
-            Ok(resp) => {
-                if let Some(r) = resp.rejected_log_events_info() {
-                    anyhow::bail!("PutLogEvents {group} {CURSOR_STREAM}: the cursor was rejected: {r:?}");
-                }
-                return Ok(());
-            }
-            Err(e)
-                if attempt == 0
-                    && e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) =>
-            {
-                match logs
-                    .create_log_stream()
-                    .log_group_name(group)
-                    .log_stream_name(CURSOR_STREAM)
-                    .send()
-                    .await
-                {
-                    Ok(_) => {}
-                    // Another run made it in between.
-                    Err(e)
-                        if e.as_service_error().is_some_and(|s| s.is_resource_already_exists_exception()) => {
-                    }
-                    Err(e) => return Err(e).context(format!("CreateLogStream {group} {CURSOR_STREAM}")),
-                }
-            }
-            Err(e) => return Err(e).context(format!("PutLogEvents {group} {CURSOR_STREAM}")),
-        }
-    }
-    anyhow::bail!("PutLogEvents {group} {CURSOR_STREAM}: the stream is still missing after creating it")
+    crate::state::append(logs, group, CURSOR_STREAM, message, after_ms).await
 }
 
 #[cfg(test)]

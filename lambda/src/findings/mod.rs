@@ -37,7 +37,7 @@ pub use cursor::{
     CURSOR_STREAM, CURSOR_TYPE, Cursor, MAX_REMEMBERED, Scan, read_cursor, remember, write_cursor,
 };
 
-use crate::cw::at_epoch;
+use crate::cw::rfc3339_ms;
 use anyhow::{Context, Result};
 use aws_sdk_cloudwatchlogs::Client;
 use serde::Serialize;
@@ -81,12 +81,6 @@ pub struct Finding {
     /// When CloudWatch Logs took it in (epoch ms).
     #[serde(skip)]
     pub ingested_ms: i64,
-}
-
-/// Epoch milliseconds as RFC 3339.
-fn rfc3339_ms(ms: i64) -> String {
-    let t = at_epoch(ms.div_euclid(1000)) + std::time::Duration::from_millis(ms.rem_euclid(1000) as u64);
-    slurm_cw_sink::datum::format_timestamp(t)
 }
 
 /// What the findings stage did, filled in as it goes (so that a failed run still reports it).

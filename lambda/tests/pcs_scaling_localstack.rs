@@ -1,0 +1,224 @@
+//! AWS PCS's scaling logs against LocalStack: records shaped as the PCS User Guide documents them
+//! (tests/fixtures/pcs, built from the documentation, not captured), put where PCS would deliver
+//! them (a log group, stream `AWSLogs/PCS/<cluster-id>/node_lifecycle.log`). A launch failure
+//! reaches EventBridge once with its reason; the next run repeats nothing and reports only what
+//! came since; records that match but are not as documented are counted, not fatal; a scan
+//! longer than a run's pages goes on in the next run.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use slurm_cw_catalog::pcs::{LAUNCH_FAILED_DETAIL_TYPE, event, scaling as f};
+use slurm_cw_lambda::config::Config;
+use slurm_cw_lambda::handler::{Budgets, Summary, run_within};
+use slurm_cw_lambda::scaling::CURSOR_STREAM;
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+const STREAM: &str = "AWSLogs/PCS/pcs_abc123de45/node_lifecycle.log";
+
+/// A fixture record with its event time moved to `ms` (the window is the last hour), compacted
+/// to one line as PCS delivers it.
+fn record(fixture: &str, ms: i64, node: Option<&str>) -> (i64, String) {
+    let path = format!("{}/tests/fixtures/pcs/{fixture}", env!("CARGO_MANIFEST_DIR"));
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v[f::EVENT_TIMESTAMP] = ms.into();
+    if let Some(n) = node {
+        v[f::SCHEDULER_NODE_ID] = n.into();
+    }
+    (ms, v.to_string())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+fn nodes(s: &Summary) -> BTreeSet<String> {
+    s.launch_failures.iter().map(|l| l.field(f::SCHEDULER_NODE_ID).to_owned()).collect()
+}
+
+fn set(v: &[&str]) -> BTreeSet<String> {
+    v.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// A bus of its own (other tests' rules on the default bus take every `slurm-cw` event) with a
+/// rule sending its launch-failure events to a queue: (bus, SQS client, queue URL).
+async fn launch_failure_queue(
+    url: &str,
+    clients: &slurm_cw_lambda::handler::Clients,
+) -> (String, aws_sdk_sqs::Client, String) {
+    let bus = unique("pcs-bus");
+    clients.eventbridge.create_event_bus().name(&bus).send().await.unwrap();
+    let (sqs, q_url, q_arn) = queue(url, &unique("pcs-events")).await;
+    let rule = unique("launch-failed");
+    let pattern = serde_json::json!({ "source": ["slurm-cw"], "detail-type": [LAUNCH_FAILED_DETAIL_TYPE] });
+    clients
+        .eventbridge
+        .put_rule()
+        .name(&rule)
+        .event_bus_name(&bus)
+        .event_pattern(pattern.to_string())
+        .send()
+        .await
+        .unwrap();
+    clients
+        .eventbridge
+        .put_targets()
+        .rule(&rule)
+        .event_bus_name(&bus)
+        .targets(aws_sdk_eventbridge::types::Target::builder().id("q").arn(&q_arn).build().unwrap())
+        .send()
+        .await
+        .unwrap();
+    (bus, sqs, q_url)
+}
+
+/// Every event on the queue: those that came within `wait`, then whatever follows within 2 s.
+async fn events(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut wait = wait;
+    loop {
+        let got = messages(sqs, q, wait).await;
+        if got.is_empty() {
+            return out;
+        }
+        out.extend(got.iter().map(|m| serde_json::from_str::<Value>(m).unwrap()));
+        wait = Duration::from_secs(2);
+    }
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn launch_failures_reach_eventbridge_once_with_their_reason() {
+    let Some(url) = localstack() else { return };
+    let (ns, cluster) = (unique("PcsScalingTest"), unique("c"));
+    let clients = clients(&url).await;
+    let jobs = job_group(&clients, &cluster).await;
+    let scaling = format!("/aws/vendedlogs/pcs/{}/scaling", unique("pcs"));
+    log_group(&clients.logs, &scaling).await;
+    let (bus, sqs, q) = launch_failure_queue(&url, &clients).await;
+    let cfg = Config::from_json(&format!(
+        r#"{{"namespace": "{ns}", "cluster_name": "{cluster}", "event_bus": "{bus}", "pcs_scaling_log_group": "{scaling}"}}"#
+    ))
+    .unwrap();
+    const MIN: i64 = 60_000;
+    let now = now_ms();
+
+    // Two launch failures and a launch within the hour; a failure two hours old (out of the
+    // window); two records that match the pattern but are not as documented.
+    let mut records = vec![
+        record("scaling-launched.json", now - 20 * MIN, None),
+        record("scaling-launch-failed.json", now - 15 * MIN, None),
+        record("scaling-limit-exceeded.json", now - 10 * MIN, None),
+        record("scaling-launch-failed.json", now - 120 * MIN, Some("compute-old")),
+        (
+            now - 9 * MIN,
+            r#"{"status_code": "LAUNCH_FAILED", "description": "no node, no reason"}"#.to_owned(),
+        ),
+    ];
+    let (t, bad) = record("scaling-launch-failed.json", now - 8 * MIN, Some("compute-bad"));
+    let mut bad: Value = serde_json::from_str(&bad).unwrap();
+    bad[f::DETAILS] = "capacity".into();
+    records.push((t, bad.to_string()));
+    put_records(&clients.logs, &scaling, STREAM, &records).await;
+
+    // Pages of one record: the first run reads three pages and stops; the next goes on with the
+    // rest. (AWS applies the pattern, so that only the four that name LAUNCH_FAILED are read;
+    // LocalStack returns every record of the window, and the launch among them is skipped.)
+    let budgets = Budgets { scaling_page_limit: 1, ..Budgets::default() };
+    let first = run_within(&cfg, &clients, SystemTime::now(), budgets).await;
+    assert!(first.failed_stages.is_empty(), "{:?}", first.failed_stages);
+    assert_eq!((first.pcs_scaling_pages, first.pcs_scaling_scan_continues), (3, true));
+    let second = run_within(&cfg, &clients, SystemTime::now(), budgets).await;
+    assert!(second.failed_stages.is_empty(), "{:?}", second.failed_stages);
+    assert!(!second.pcs_scaling_scan_continues, "the rest of the scan in one run");
+    let both: BTreeSet<String> = nodes(&first).union(&nodes(&second)).cloned().collect();
+    assert_eq!(both, set(&["compute-2", "compute-3"]));
+    assert_eq!(first.launch_failures.len() + second.launch_failures.len(), 2, "each once");
+    assert_eq!(
+        first.pcs_scaling_malformed + second.pcs_scaling_malformed,
+        2,
+        "the two records not as documented are counted, not fatal"
+    );
+
+    let got = events(&sqs, &q, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    let mut by_node: Vec<&Value> = got.iter().collect();
+    by_node.sort_by_key(|e| e["detail"][f::SCHEDULER_NODE_ID].as_str().unwrap_or_default().to_owned());
+    let (a, b) = (&by_node[0], &by_node[1]);
+    assert_eq!(a["detail-type"], LAUNCH_FAILED_DETAIL_TYPE);
+    assert_eq!(a["source"], "slurm-cw");
+    let d = &a["detail"];
+    assert_eq!(d[event::CLUSTER], cluster.as_str());
+    assert_eq!(d[f::SCHEDULER_NODE_ID], "compute-2");
+    assert_eq!(d[f::REASON_CODE], "INSUFFICIENT_CAPACITY");
+    assert_eq!(d[f::details::EC2_ERROR_CODE], "InsufficientInstanceCapacity");
+    assert_eq!(d[f::COMPUTE_NODE_GROUP_ID], "pcs_abcdef01");
+    assert_eq!(d[f::RESOURCE_ID], "pcs_abc123de45");
+    assert_eq!(
+        d[f::DESCRIPTION],
+        "Node did not get an instance because there was not enough capacity available."
+    );
+    assert_eq!(d[event::TIME], slurm_cw_lambda::cw::rfc3339_ms(now - 15 * MIN).as_str());
+    let d = &b["detail"];
+    assert_eq!(
+        (d[f::REASON_CODE].as_str(), d[f::details::EC2_ERROR_CODE].as_str()),
+        (Some("LIMIT_EXCEEDED"), Some("VcpuLimitExceeded"))
+    );
+    assert_eq!(
+        (d[f::details::INSTANCE_TYPE].as_str(), d[f::details::SUBNET_ID].as_str()),
+        (Some("hpc7a.96xlarge"), Some("subnet-0123456789abcdef0"))
+    );
+
+    // A new failure: the next run reads the whole window again and reports it alone.
+    put_records(
+        &clients.logs,
+        &scaling,
+        STREAM,
+        &[record("scaling-launch-failed.json", now_ms() - MIN, Some("compute-9"))],
+    )
+    .await;
+    let s = run_within(&cfg, &clients, SystemTime::now(), Budgets::default()).await;
+    assert!(s.failed_stages.is_empty(), "{:?}", s.failed_stages);
+    assert_eq!(nodes(&s), set(&["compute-9"]));
+    assert_eq!(
+        (s.pcs_scaling_malformed, s.pcs_scaling_scan_continues),
+        (0, false),
+        "each record counted once"
+    );
+    let got = events(&sqs, &q, Duration::from_secs(20)).await;
+    let got: Vec<&str> = got.iter().filter_map(|e| e["detail"][f::SCHEDULER_NODE_ID].as_str()).collect();
+    assert_eq!(got, ["compute-9"], "nothing sent twice");
+
+    // The cursor lives in the job log group's own stream, apart from the findings' cursor.
+    let ev = clients
+        .logs
+        .get_log_events()
+        .log_group_name(&jobs)
+        .log_stream_name(CURSOR_STREAM)
+        .send()
+        .await
+        .unwrap();
+    assert!(!ev.events().is_empty());
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn without_the_pcs_key_nothing_is_read_and_a_missing_group_fails_only_its_stage() {
+    let Some(url) = localstack() else { return };
+    let (ns, cluster) = (unique("PcsScalingTest"), unique("c"));
+    let clients = clients(&url).await;
+    job_group(&clients, &cluster).await;
+    let s = run_within(&config(&ns, &cluster), &clients, SystemTime::now(), Budgets::default()).await;
+    assert!(s.failed_stages.is_empty(), "{:?}", s.failed_stages);
+    assert_eq!(s.pcs_scaling_pages, 0, "no PCS stage without pcs_scaling_log_group");
+    let cfg = Config::from_json(&format!(
+        r#"{{"namespace": "{ns}", "cluster_name": "{cluster}", "pcs_scaling_log_group": "/aws/vendedlogs/pcs/none-{cluster}"}}"#
+    ))
+    .unwrap();
+    let s = run_within(&cfg, &clients, SystemTime::now(), Budgets::default()).await;
+    let failed: Vec<&str> = s.failed_stages.iter().map(|f| f.stage.as_str()).collect();
+    assert_eq!(failed, ["pcs_scaling"], "the other stages still ran");
+    assert!(s.failed_stages[0].error.contains("FilterLogEvents"), "{:?}", s.failed_stages);
+}
