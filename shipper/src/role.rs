@@ -1,4 +1,5 @@
-//! Which role this host plays: `head` (slurmctld), `node` (slurmd), or `all`.
+//! Which role this host plays: `head` (slurmctld, or a login node: see [`login_node`]),
+//! `node` (slurmd), or `all`.
 
 use crate::config::{Config, RoleSetting};
 use std::path::Path;
@@ -15,6 +16,7 @@ pub fn detect(config: &Config) -> Result<(Role, String), String> {
             slurm_conf: conf.as_deref(),
             hostname: &host,
             trusted_owner: 0,
+            pcs_root: Path::new(crate::sources::head::command::PCS_SCHEDULER),
         },
     )
 }
@@ -54,13 +56,15 @@ pub struct Probe<'a> {
     /// Who must own the files trusted here (cfnconfig, a daemon's executable): root, or the
     /// test's own user in tests.
     pub trusted_owner: u32,
+    /// Where AWS PCS installs Slurm (`/opt/aws/pcs/scheduler`).
+    pub pcs_root: &'a Path,
 }
 
 /// The role and why it was chosen, or why none could be.
 ///
 /// Only what a job's user cannot fake counts: root's ParallelCluster file, slurm.conf naming
-/// this host, and Slurm daemons run by root or `SlurmUser` from a root-owned program. A process
-/// name alone does not: anyone can run a program named `slurmctld`.
+/// this host, Slurm daemons run by root or `SlurmUser` from a root-owned program, and root's
+/// Slurm tree. A process name alone does not: anyone can run a program named `slurmctld`.
 pub fn resolve(setting: RoleSetting, probe: &Probe) -> Result<(Role, String), String> {
     match setting {
         RoleSetting::Node => return Ok((Role::Node, "configured".into())),
@@ -69,7 +73,7 @@ pub fn resolve(setting: RoleSetting, probe: &Probe) -> Result<(Role, String), St
         RoleSetting::Auto => {}
     }
     if let Some(found) = parallelcluster_role(probe) {
-        return Ok(found);
+        return found;
     }
     let entries = probe.slurm_conf.and_then(|c| crate::slurm_conf::entries(c).ok()).unwrap_or_default();
     let users = daemon_users(&entries);
@@ -87,22 +91,75 @@ pub fn resolve(setting: RoleSetting, probe: &Probe) -> Result<(Role, String), St
         why.push("slurmd runs here".to_owned());
     }
     let role = match (ctld || named, slurmd) {
-        (true, true) => Some(Role::All),
-        (true, false) => Some(Role::Head),
-        (false, true) => Some(Role::Node),
-        // A login node (AWS PCS: neither daemon runs there) is told here, once it has a role.
-        (false, false) => None,
+        (true, true) => Role::All,
+        (true, false) => Role::Head,
+        (false, true) => Role::Node,
+        (false, false) => {
+            return login_node(probe, &entries, &users).map(|why| (Role::Head, why)).map_err(|not| {
+                format!(
+                    "cannot tell this host's role: no ParallelCluster node type, no slurmctld or \
+                     slurmd running as root or SlurmUser, slurm.conf does not name it \
+                     SlurmctldHost, and it is no login node ({not}); pass --role node|head|all"
+                )
+            });
+        }
     };
-    role.map(|r| (r, why.join(", "))).ok_or_else(|| {
-        "cannot tell this host's role: no ParallelCluster node type, no slurmctld or slurmd \
-         running as root or SlurmUser, and slurm.conf does not name it SlurmctldHost; pass \
-         --role node|head|all"
-            .into()
-    })
+    Ok((role, why.join(", ")))
+}
+
+/// Why this host, where neither slurmctld nor slurmd runs, is a login node whose Slurm clients
+/// reach slurmctld elsewhere (the head role then reads the cluster from here), or why not.
+///
+/// Either Slurm's login-node daemon `sackd` runs (as root or SlurmUser, from a root-owned
+/// program), or AWS PCS's root-owned Slurm release is here with its sinfo, and a slurm.conf of
+/// root (or SlurmUser) names a controller elsewhere. Not when that slurm.conf is slurmd's
+/// configless cache (a `conf-cache` directory): that is a compute node whose slurmd is not
+/// running (yet), which must not ship the cluster's figures.
+fn login_node(probe: &Probe, entries: &[(String, String)], users: &[u32]) -> Result<String, String> {
+    let controller = crate::slurm_conf::controller_hosts(entries).into_iter().next();
+    let at = controller.as_deref().map(|c| format!("; slurmctld is {c}")).unwrap_or_default();
+    if daemon_running(probe, "sackd", users) {
+        return Ok(format!("a login node: sackd runs here, neither slurmctld nor slurmd{at}"));
+    }
+    let root = probe.pcs_root.display();
+    let bin =
+        crate::sources::head::command::pcs_bin_dir(probe.pcs_root, probe.trusted_owner).ok_or_else(|| {
+            format!("no sackd runs, and no root-owned AWS PCS Slurm in {root}/slurm-<version>/bin")
+        })?;
+    let sinfo = bin.join("sinfo");
+    if !std::fs::metadata(&sinfo).is_ok_and(|m| m.is_file() && owned_by(&m, probe.trusted_owner)) {
+        return Err(format!("{} is not a root-owned program", sinfo.display()));
+    }
+    let conf = probe.slurm_conf.ok_or("no slurm.conf")?;
+    let owner_ok = |m: &std::fs::Metadata| {
+        owned_by(m, probe.trusted_owner) || users.iter().any(|&u| u != 0 && owned_by(m, u))
+    };
+    if !std::fs::metadata(conf).is_ok_and(|m| owner_ok(&m)) {
+        return Err(format!("{} is not root's or SlurmUser's alone", conf.display()));
+    }
+    let Some(controller) = controller else {
+        return Err(format!("{} names no SlurmctldHost", conf.display()));
+    };
+    let real = std::fs::canonicalize(conf).unwrap_or_else(|_| conf.to_owned());
+    if real.components().any(|c| c.as_os_str() == "conf-cache") {
+        return Err(format!(
+            "{} is slurmd's configless cache ({}): a compute node whose slurmd is not running",
+            conf.display(),
+            real.display()
+        ));
+    }
+    Ok(format!(
+        "an AWS PCS login node: root's Slurm in {}, {} names slurmctld {controller} elsewhere, \
+         neither slurmctld nor slurmd runs here",
+        bin.display(),
+        conf.display()
+    ))
 }
 
 /// The node type in ParallelCluster's cfnconfig, when root owns the file and alone may write it.
-fn parallelcluster_role(probe: &Probe) -> Option<(Role, String)> {
+/// A login node gets no role: its cluster's head node runs the head role already, and the
+/// cluster's figures shipped twice would count twice (sums, rates, slurmctld's load).
+fn parallelcluster_role(probe: &Probe) -> Option<Result<(Role, String), String>> {
     let path = probe.cfnconfig;
     let meta = std::fs::metadata(path).ok()?;
     if !owned_by(&meta, probe.trusted_owner) {
@@ -113,15 +170,22 @@ fn parallelcluster_role(probe: &Probe) -> Option<(Role, String)> {
     let value = text.lines().find_map(|l| l.trim().strip_prefix("cfn_node_type="))?;
     match value.trim().trim_matches('"') {
         "HeadNode" | "MasterServer" => {
-            Some((Role::Head, format!("ParallelCluster head node ({})", path.display())))
+            Some(Ok((Role::Head, format!("ParallelCluster head node ({})", path.display()))))
         }
-        "ComputeFleet" => Some((Role::Node, format!("ParallelCluster compute node ({})", path.display()))),
+        "ComputeFleet" => {
+            Some(Ok((Role::Node, format!("ParallelCluster compute node ({})", path.display()))))
+        }
+        "LoginNode" => Some(Err(format!(
+            "a ParallelCluster login node ({}): its head node ships the cluster's figures, so \
+             role = auto ships none here; pass --role head only if the head node runs no shipper",
+            path.display()
+        ))),
         _ => None,
     }
 }
 
 /// True when `meta` belongs to `owner` and neither its group nor others may write it.
-fn owned_by(meta: &std::fs::Metadata, owner: u32) -> bool {
+pub(crate) fn owned_by(meta: &std::fs::Metadata, owner: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
     meta.uid() == owner && meta.mode() & 0o022 == 0
 }
@@ -223,7 +287,7 @@ mod tests {
     use super::*;
 
     /// A fake /proc entry: name, real uid, and a program file of `exe` (made in `bin`).
-    fn fake_process(root: &Path, pid: u32, comm: &str, uid: u32, exe: &str) {
+    pub(super) fn fake_process(root: &Path, pid: u32, comm: &str, uid: u32, exe: &str) {
         let p = root.join("proc").join(pid.to_string());
         std::fs::create_dir_all(&p).unwrap();
         std::fs::write(p.join("comm"), format!("{comm}\n")).unwrap();
@@ -236,34 +300,35 @@ mod tests {
     }
 
     /// Whatever the umask: files trusted only when group and others cannot write them.
-    fn write_644(path: &Path, text: &str) {
+    pub(super) fn write_644(path: &Path, text: &str) {
         use std::os::unix::fs::PermissionsExt;
         std::fs::write(path, text).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
 
-    fn me() -> u32 {
+    pub(super) fn me() -> u32 {
         // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() }
     }
 
-    struct Host {
-        root: tempfile::TempDir,
+    pub(super) struct Host {
+        pub(super) root: tempfile::TempDir,
     }
 
     impl Host {
-        fn new(conf: &str) -> Host {
+        pub(super) fn new(conf: &str) -> Host {
             let root = tempfile::tempdir().unwrap();
             std::fs::create_dir_all(root.path().join("proc")).unwrap();
             std::fs::write(root.path().join("slurm.conf"), conf).unwrap();
             Host { root }
         }
 
-        fn role(&self, host: &str, owner: u32) -> Result<(Role, String), String> {
-            let (cfn, proc_root, conf) = (
+        pub(super) fn role(&self, host: &str, owner: u32) -> Result<(Role, String), String> {
+            let (cfn, proc_root, conf, pcs) = (
                 self.root.path().join("cfnconfig"),
                 self.root.path().join("proc"),
                 self.root.path().join("slurm.conf"),
+                self.root.path().join("pcs"),
             );
             let probe = Probe {
                 cfnconfig: &cfn,
@@ -271,6 +336,7 @@ mod tests {
                 slurm_conf: Some(&conf),
                 hostname: host,
                 trusted_owner: owner,
+                pcs_root: &pcs,
             };
             resolve(RoleSetting::Auto, &probe)
         }
@@ -333,3 +399,7 @@ mod tests {
         assert_eq!(daemon_users(&entries), vec![0, 0]);
     }
 }
+
+#[cfg(test)]
+#[path = "role_login_tests.rs"]
+mod login_tests;

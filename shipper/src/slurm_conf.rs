@@ -76,17 +76,61 @@ pub fn cluster_name(path: &Path) -> Result<Option<String>, ReadError> {
 
 /// Host names of the controllers: `SlurmctldHost=name(addr)` lines, or the old `ControlMachine`.
 pub fn controller_hosts(entries: &[(String, String)]) -> Vec<String> {
-    entries
-        .iter()
-        .filter(|(k, _)| {
-            k.eq_ignore_ascii_case("SlurmctldHost")
-                || k.eq_ignore_ascii_case("ControlMachine")
-                || k.eq_ignore_ascii_case("BackupController")
-        })
-        .map(|(_, v)| v.split('(').next().unwrap_or("").to_owned())
-        .filter(|h| !h.is_empty())
-        .collect()
+    controllers(entries).into_iter().map(|c| c.name).collect()
 }
+
+/// One slurmctld slurm.conf names: its host name and, where given, its address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Controller {
+    pub name: String,
+    pub addr: Option<String>,
+}
+
+impl Controller {
+    /// Where to reach it: the address where slurm.conf gives one (a login node may not resolve
+    /// the controller's name: AWS PCS's lives in another account), else the name.
+    pub fn host(&self) -> &str {
+        self.addr.as_deref().unwrap_or(&self.name)
+    }
+}
+
+/// The controllers, primary first then the backups in order, as slurmctld takes over:
+/// `SlurmctldHost=name(addr)` lines, or the old `ControlMachine`/`ControlAddr` and
+/// `BackupController`/`BackupAddr`.
+pub fn controllers(entries: &[(String, String)]) -> Vec<Controller> {
+    let parse = |v: &str, old_addr: Option<&str>| {
+        let (name, addr) = match v.split_once('(') {
+            Some((n, a)) => (n.trim(), Some(a.trim_end_matches(')').trim().to_owned())),
+            None => (v.trim(), None),
+        };
+        let addr =
+            addr.filter(|a| !a.is_empty()).or_else(|| value(entries, old_addr?).filter(|a| !a.is_empty()));
+        (!name.is_empty()).then(|| Controller { name: name.to_owned(), addr })
+    };
+    let of = |key: &'static str| entries.iter().filter(move |(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v);
+    let mut out: Vec<Controller> = of("SlurmctldHost").filter_map(|v| parse(v, None)).collect();
+    out.extend(of("ControlMachine").filter_map(|v| parse(v, Some("ControlAddr"))));
+    out.extend(of("BackupController").filter_map(|v| parse(v, Some("BackupAddr"))));
+    out
+}
+
+/// slurmctld's port: the first of `SlurmctldPort` (a range on ParallelCluster), else 6817.
+pub fn slurmctld_port(entries: &[(String, String)]) -> String {
+    value(entries, "SlurmctldPort")
+        .map(|p| p.split(['-', ',']).next().unwrap_or("").trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "6817".into())
+}
+
+/// Where Slurm's clients look for slurm.conf, after `$SLURM_CONF`: ParallelCluster's, the
+/// packages', and the configless cache (`/run/slurm/conf`, which slurmd or, on a login node,
+/// sackd fetches from slurmctld: AWS PCS's only copy).
+pub const SLURM_CONF_PLACES: [&str; 4] = [
+    "/opt/slurm/etc/slurm.conf",
+    "/etc/slurm/slurm.conf",
+    "/etc/slurm-llnl/slurm.conf",
+    "/run/slurm/conf/slurm.conf",
+];
 
 /// Where this host's Slurm configuration and cluster name come from.
 impl Config {
@@ -100,9 +144,7 @@ impl Config {
         if let Some(p) = std::env::var_os("SLURM_CONF") {
             candidates.push(p.into());
         }
-        for p in ["/opt/slurm/etc/slurm.conf", "/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf"] {
-            candidates.push(p.into());
-        }
+        candidates.extend(SLURM_CONF_PLACES.iter().map(PathBuf::from));
         candidates.into_iter().find(|p| p.is_file())
     }
 
@@ -129,12 +171,11 @@ impl Config {
             return Ok((c.clone(), "configuration".into()));
         }
         let Some(conf) = self.slurm_conf_path() else {
-            return Err(ConfigError(
-                "cluster_name: not set, and no slurm.conf found ($SLURM_CONF, /opt/slurm/etc, \
-                 /etc/slurm, /etc/slurm-llnl) to read ClusterName from; set cluster_name or \
-                 SLURM_CW_CLUSTER_NAME"
-                    .into(),
-            ));
+            return Err(ConfigError(format!(
+                "cluster_name: not set, and no slurm.conf found ($SLURM_CONF, {}) to read \
+                     ClusterName from; set cluster_name or SLURM_CW_CLUSTER_NAME",
+                SLURM_CONF_PLACES.join(", ")
+            )));
         };
         match cluster_name(&conf) {
             Ok(Some(name)) => Ok((name, conf.display().to_string())),
@@ -196,6 +237,28 @@ mod tests {
         assert_eq!(gres.gpu_order("gpu-st-p5-2"), GpuOrder::Files((0..8).map(Some).collect()));
         std::fs::remove_file(dir.path().join("gres.conf")).unwrap();
         assert_eq!(config.gres_conf(), (None, Default::default()));
+    }
+
+    #[test]
+    fn controllers_primary_first_with_their_addresses() {
+        let e = |text: &str| -> Vec<(String, String)> {
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        };
+        let c = |name: &str, addr: Option<&str>| Controller { name: name.into(), addr: addr.map(Into::into) };
+        // A login node's: the controller elsewhere, reached by its address.
+        let pcs =
+            e("SlurmctldHost=slurmctld-primary(10.3.149.220)\nSlurmctldHost=backup\nSlurmctldPort=6817");
+        assert_eq!(controllers(&pcs), [c("slurmctld-primary", Some("10.3.149.220")), c("backup", None)]);
+        assert_eq!(controllers(&pcs)[0].host(), "10.3.149.220");
+        assert_eq!(controller_hosts(&pcs), ["slurmctld-primary", "backup"]);
+        let old = e("BackupController=b\nControlMachine=a\nControlAddr=10.0.0.1\nBackupAddr=10.0.0.2");
+        assert_eq!(controllers(&old), [c("a", Some("10.0.0.1")), c("b", Some("10.0.0.2"))], "primary first");
+        assert_eq!(controllers(&e("SlurmctldHost=v6([fd00::1])"))[0].host(), "[fd00::1]");
+        assert_eq!(slurmctld_port(&e("SlurmctldPort=6820-6829")), "6820");
+        assert_eq!(slurmctld_port(&e("ClusterName=x")), "6817");
     }
 
     #[test]

@@ -77,7 +77,8 @@ impl SlurmCommands {
         self.cuts.load(Ordering::Relaxed)
     }
 
-    /// Where `program` is: `slurm.bin_dir`, else `$PATH`, else /opt/slurm/bin (ParallelCluster).
+    /// Where `program` is: `slurm.bin_dir`, else `$PATH`, else /opt/slurm/bin (ParallelCluster),
+    /// else AWS PCS's newest root-owned release (see [`pcs_bin_dir`]).
     pub fn locate(&self, program: &str) -> Result<PathBuf, CommandError> {
         let mut dirs: Vec<PathBuf> = Vec::new();
         match &self.bin_dir {
@@ -87,6 +88,7 @@ impl SlurmCommands {
                     dirs.extend(std::env::split_paths(&path));
                 }
                 dirs.push(PathBuf::from("/opt/slurm/bin"));
+                dirs.extend(pcs_bin_dir(Path::new(PCS_SCHEDULER), 0));
             }
         }
         dirs.iter().map(|d| d.join(program)).find(|p| is_executable(p)).ok_or_else(|| {
@@ -155,7 +157,8 @@ impl SlurmCommands {
         }
         // Slurm prints users' free text (job names, directories) in whatever bytes they chose:
         // one that is not UTF-8 is replaced, never the whole answer lost.
-        let stdout = String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        let stdout =
+            String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         Ok(Output { stdout, stderr, elapsed: started.elapsed() })
     }
 
@@ -165,6 +168,35 @@ impl SlurmCommands {
             tracing::warn!(program, limit, "{what} of a Slurm command was larger than its bound; cut");
         }
     }
+}
+
+/// Where AWS PCS installs Slurm on its AMIs: one `slurm-<version>` directory per release.
+pub const PCS_SCHEDULER: &str = "/opt/aws/pcs/scheduler";
+
+/// `bin` of the newest `slurm-<version>` under `root` (AWS PCS's layout), where `root`, that
+/// release and its `bin` are directories of `owner` (root) that no one else may write: a
+/// systemd unit's `$PATH` does not name it, and nothing a user made is run as root.
+pub fn pcs_bin_dir(root: &Path, owner: u32) -> Option<PathBuf> {
+    let trusted =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_dir() && crate::role::owned_by(&m, owner));
+    if !trusted(root) {
+        return None;
+    }
+    std::fs::read_dir(root)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let version: Vec<u32> = name
+                .strip_prefix("slurm-")?
+                .split(['.', '-'])
+                .map(|p| p.parse().ok())
+                .collect::<Option<_>>()?;
+            Some((version, e.path().join("bin")))
+        })
+        .filter(|(_, bin)| bin.parent().is_some_and(trusted) && trusted(bin))
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, bin)| bin)
 }
 
 /// Up to `max` bytes of `r`; true when there was more (then the rest is left unread).
@@ -277,6 +309,31 @@ mod tests {
         assert!(matches!(c.run("huge", &[]).await, Err(CommandError::TooLarge { limit: STDOUT_MAX, .. })));
         assert_eq!(c.run("just_fits", &[]).await.unwrap().stdout.len(), STDOUT_MAX);
         assert_eq!(c.cuts(), 1);
+    }
+
+    #[test]
+    fn pcs_release_is_the_newest_trusted_one() {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let root = tempfile::tempdir().unwrap();
+        let scheduler = root.path().join("scheduler");
+        let mode =
+            |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        for release in ["slurm-24.11", "slurm-25.5", "slurm-25.11", "slurm-notes", "slurm-9.x"] {
+            std::fs::create_dir_all(scheduler.join(release).join("bin")).unwrap();
+            mode(&scheduler.join(release), 0o755);
+            mode(&scheduler.join(release).join("bin"), 0o755);
+        }
+        mode(&scheduler, 0o755);
+        let newest = scheduler.join("slurm-25.11/bin");
+        assert_eq!(pcs_bin_dir(&scheduler, me), Some(newest.clone()), "25.11 over 25.5, by number");
+        // A release others may write is passed over; so is the whole tree when root is not its owner.
+        mode(&newest, 0o777);
+        assert_eq!(pcs_bin_dir(&scheduler, me), Some(scheduler.join("slurm-25.5/bin")));
+        assert_eq!(pcs_bin_dir(&scheduler, me.wrapping_add(1)), None);
+        mode(&scheduler, 0o777);
+        assert_eq!(pcs_bin_dir(&scheduler, me), None);
+        assert_eq!(pcs_bin_dir(&root.path().join("absent"), me), None);
     }
 
     #[tokio::test]
