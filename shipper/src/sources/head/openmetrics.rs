@@ -24,7 +24,11 @@ use std::time::Duration;
 /// Where the endpoint is and what slurm.conf says of it.
 #[derive(Debug, Clone)]
 pub struct Resolved {
+    /// The primary controller's endpoint.
     pub url: Result<Url, String>,
+    /// The backup controllers' endpoints, in slurm.conf's order: tried when the primary does
+    /// not answer (see [`Endpoint::fetch`]).
+    pub backups: Vec<Url>,
     /// Where the URL came from, for `--check` and the log.
     pub from: String,
     /// slurm.conf's MetricsType names openmetrics (None: no slurm.conf read).
@@ -35,8 +39,9 @@ pub struct Resolved {
     pub gpus_configured: bool,
 }
 
-/// The endpoint's address: `head.metrics_url`, else SlurmctldHost's address (`name(addr)`, else
-/// the name) of the first controller and the first port of SlurmctldPort, else 6817.
+/// The endpoint's address: `head.metrics_url`, else each SlurmctldHost's address (`name(addr)`,
+/// else the name: a login node reaches a controller elsewhere, which AWS PCS names by address)
+/// and the first port of SlurmctldPort, else 6817; the first is the primary, the others its backups.
 pub fn resolve(config: &Config) -> Resolved {
     let entries = config.slurm_conf_path().and_then(|p| slurm_conf::entries(&p).ok());
     let metrics_on = entries.as_ref().map(|e| {
@@ -52,6 +57,7 @@ pub fn resolve(config: &Config) -> Resolved {
     if let Some(u) = &config.head.metrics_url {
         return Resolved {
             url: Url::parse(u),
+            backups: Vec::new(),
             from: "head.metrics_url".into(),
             metrics_on,
             gpus_tracked,
@@ -61,33 +67,40 @@ pub fn resolve(config: &Config) -> Resolved {
     let Some(e) = entries else {
         return Resolved {
             url: Err("no slurm.conf to find slurmctld in; set head.metrics_url".into()),
+            backups: Vec::new(),
             from: "nowhere".into(),
             metrics_on,
             gpus_tracked,
             gpus_configured,
         };
     };
-    Resolved { url: url_from_conf(&e), from: "slurm.conf".into(), metrics_on, gpus_tracked, gpus_configured }
+    let mut urls = urls_from_conf(&e).into_iter();
+    let url =
+        urls.next().unwrap_or_else(|| Err("slurm.conf names no SlurmctldHost; set head.metrics_url".into()));
+    let backups = urls.filter_map(Result::ok).collect();
+    Resolved { url, backups, from: "slurm.conf".into(), metrics_on, gpus_tracked, gpus_configured }
 }
 
-/// The URL slurm.conf's entries give.
+/// The URL slurm.conf's entries give for the primary controller.
 pub fn url_from_conf(e: &[(String, String)]) -> Result<Url, String> {
-    let host_line = e
+    urls_from_conf(e).into_iter().next().unwrap_or_else(|| Err("slurm.conf names no SlurmctldHost".into()))
+}
+
+/// One URL per controller, primary first.
+fn urls_from_conf(e: &[(String, String)]) -> Vec<Result<Url, String>> {
+    let port = slurm_conf::slurmctld_port(e);
+    slurm_conf::controllers(e)
         .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("SlurmctldHost") || k.eq_ignore_ascii_case("ControlMachine"))
-        .map(|(_, v)| v.as_str())
-        .ok_or("slurm.conf names no SlurmctldHost; set head.metrics_url")?;
-    // `name(addr)`: the address where there is one.
-    let host = match host_line.split_once('(') {
-        Some((_, addr)) => addr.trim_end_matches(')').trim(),
-        None => host_line.trim(),
-    };
-    let port = slurm_conf::value(e, "SlurmctldPort")
-        .map(|p| p.split(['-', ',']).next().unwrap_or("").trim().to_owned())
-        .unwrap_or_else(|| "6817".into());
-    let host =
-        if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
-    Url::parse(&format!("http://{host}:{port}"))
+        .map(|c| {
+            let host = c.host();
+            let host = if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]")
+            } else {
+                host.to_owned()
+            };
+            Url::parse(&format!("http://{host}:{port}"))
+        })
+        .collect()
 }
 
 /// The bodies of one fetch.
@@ -137,6 +150,8 @@ pub struct Endpoint {
     /// 32 cycles), so an endpoint that times out does not hold every cycle up.
     skip: u32,
     backoff: u32,
+    /// Which controller answered last (0: the primary, then the backups), tried first.
+    current: usize,
 }
 
 impl Endpoint {
@@ -150,6 +165,23 @@ impl Endpoint {
             max: http::BODY_MAX,
             skip: 0,
             backoff: 1,
+            current: 0,
+        }
+    }
+
+    /// The endpoint that answered last, or the primary's.
+    pub fn answering(&self) -> Result<Url, String> {
+        match self.current {
+            0 => self.resolved.url.clone(),
+            i => self.resolved.backups.get(i - 1).cloned().ok_or_else(|| "no such controller".into()),
+        }
+    }
+
+    /// `primary` or `backup N`, for the controller that answered last.
+    pub fn answering_role(&self) -> String {
+        match self.current {
+            0 => "primary".into(),
+            i => format!("backup {i}"),
         }
     }
 
@@ -222,33 +254,67 @@ impl Endpoint {
         self.outcome(r)
     }
 
+    /// The controller that answered last, then the others in slurm.conf's order, each while
+    /// the one before did not answer at all (refused, unreachable, timed out): Slurm's clients
+    /// move on to the backups alike. A backup that lists no node is taken for one in standby.
     async fn try_fetch(&mut self, cmds: &SlurmCommands, scheduler: bool) -> Result<Fetched, String> {
-        let url = self.resolved.url.clone()?;
-        match self.get_all(&url, scheduler).await {
-            Err(HttpError::Status(_, 401 | 403)) => {
-                self.token = Some(self.new_token(cmds).await?);
-                self.get_all(&url, scheduler).await.map_err(|e| e.to_string())
+        let primary = self.resolved.url.clone()?;
+        let urls: Vec<Url> = std::iter::once(primary).chain(self.resolved.backups.iter().cloned()).collect();
+        let mut failed = Vec::new();
+        let start = self.current;
+        for i in (0..urls.len()).map(|k| (start + k) % urls.len()) {
+            match self.fetch_from(&urls[i], cmds, scheduler).await {
+                Ok(f) if i > 0 && f.nodes.series("slurm_node_cpus").next().is_none() => {
+                    failed.push(format!("backup {} lists no node (in standby?)", urls[i]));
+                }
+                Ok(f) => {
+                    self.current = i;
+                    return Ok(f);
+                }
+                Err((e, answered)) => {
+                    failed.push(e);
+                    if answered {
+                        break;
+                    }
+                }
             }
-            other => other.map_err(|e| e.to_string()),
         }
-        .and_then(|(n, p, s)| {
-            let nodes = parse(&n);
-            let partitions = parse(&p);
-            let listed = nodes.series("slurm_node_cpus").next().is_some();
-            match nodes.value("slurm_nodes") {
-                None if !listed => {
-                    return Err(format!(
-                        "{url}/metrics/nodes is not slurmctld's node metrics (no slurm_nodes)"
-                    ));
-                }
-                // The per-node series are what the figures are summed from.
-                Some(n) if n > 0.0 && !listed => {
-                    return Err(format!("{url}/metrics/nodes counts {n} nodes but lists none"));
-                }
-                _ => {}
+        Err(failed.join("; "))
+    }
+
+    /// One controller's answer, or the error and whether it answered at all.
+    async fn fetch_from(
+        &mut self,
+        url: &Url,
+        cmds: &SlurmCommands,
+        scheduler: bool,
+    ) -> Result<Fetched, (String, bool)> {
+        let silent = |e: &HttpError| matches!(e, HttpError::Connect(..) | HttpError::Timeout(..));
+        let url = url.clone();
+        let answered = match self.get_all(&url, scheduler).await {
+            Err(HttpError::Status(_, 401 | 403)) => {
+                self.token = Some(self.new_token(cmds).await.map_err(|e| (e, true))?);
+                self.get_all(&url, scheduler).await
             }
-            Ok(Fetched { nodes, partitions, scheduler: s.map(|s| parse(&s)) })
-        })
+            other => other,
+        };
+        let (n, p, s) = answered.map_err(|e| (e.to_string(), !silent(&e)))?;
+        let nodes = parse(&n);
+        let listed = nodes.series("slurm_node_cpus").next().is_some();
+        match nodes.value("slurm_nodes") {
+            None if !listed => {
+                return Err((
+                    format!("{url}/metrics/nodes is not slurmctld's node metrics (no slurm_nodes)"),
+                    true,
+                ));
+            }
+            // The per-node series are what the figures are summed from.
+            Some(n) if n > 0.0 && !listed => {
+                return Err((format!("{url}/metrics/nodes counts {n} nodes but lists none"), true));
+            }
+            _ => {}
+        }
+        Ok(Fetched { nodes, partitions: parse(&p), scheduler: s.map(|s| parse(&s)) })
     }
 
     async fn get_all(
@@ -314,10 +380,14 @@ pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, S
         return Ok(format!("commands (sinfo): {why}"));
     }
     let from = ep.resolved().from.clone();
+    let release =
+        version.map(|v| format!("; Slurm {}.{:02} (sinfo --version)", v.major, v.minor)).unwrap_or_default();
     match ep.fetch(cmds, config.head.top_rpc_types == 0).await {
         Ok(f) => Ok(format!(
-            "openmetrics: {} (from {from}) answers, {} samples in /metrics/nodes{}",
-            ep.resolved().url.as_ref().map(|u| u.to_string()).unwrap_or_default(),
+            "openmetrics: {} ({} controller, from {from}) answers OpenMetrics, {} samples in \
+             /metrics/nodes{release}{}",
+            ep.answering().map(|u| u.to_string()).unwrap_or_default(),
+            ep.answering_role(),
             f.nodes.samples.len(),
             if ep.resolved().gpus_tracked {
                 ""
@@ -341,127 +411,5 @@ pub fn token_of(stdout: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entries(text: &str) -> Vec<(String, String)> {
-        text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
-    }
-
-    #[test]
-    fn url_from_slurm_conf() {
-        // ParallelCluster: a port range, the first port is slurmctld's.
-        let u =
-            url_from_conf(&entries("SlurmctldHost=ip-10-0-0-5(10.0.0.5)\nSlurmctldPort=6820-6829")).unwrap();
-        assert_eq!(u.to_string(), "http://10.0.0.5:6820");
-        let u = url_from_conf(&entries("SlurmctldHost=head\nSlurmctldHost=backup")).unwrap();
-        assert_eq!(u.to_string(), "http://head:6817");
-        assert!(url_from_conf(&entries("ClusterName=x")).is_err());
-    }
-
-    #[test]
-    fn auto_waits_longer_after_each_failure_and_openmetrics_never() {
-        let resolved = Resolved {
-            url: Err("x".into()),
-            from: String::new(),
-            metrics_on: None,
-            gpus_tracked: false,
-            gpus_configured: false,
-        };
-        let mut ep =
-            Endpoint::new(HeadSource::Auto, resolved.clone(), TokenFrom::Nowhere, Duration::from_secs(1));
-        let mut tried = Vec::new();
-        for _ in 0..10 {
-            let due = ep.due();
-            tried.push(due);
-            if due {
-                let _ = ep.outcome::<()>(Err("refused".into()));
-            }
-        }
-        let t = true;
-        let f = false;
-        assert_eq!(tried, [t, f, t, f, f, t, f, f, f, f]);
-        let _ = ep.outcome(Ok(()));
-        assert_eq!(ep.backoff, 1);
-        let mut ep =
-            Endpoint::new(HeadSource::Openmetrics, resolved, TokenFrom::Nowhere, Duration::from_secs(1));
-        let _ = ep.outcome::<()>(Err("refused".into()));
-        assert!(ep.due());
-    }
-
-    /// A loopback endpoint that answers 401 unless the request carries token `T`.
-    fn wants_token() -> Url {
-        use std::io::{Read, Write};
-        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
-        let body = |p: &str| std::fs::read_to_string(format!("{fixtures}openmetrics-{p}.txt")).unwrap();
-        let (nodes, parts) = (body("nodes"), body("partitions"));
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for s in l.incoming() {
-                let Ok(mut s) = s else { return };
-                let mut req = [0u8; 4096];
-                let n = s.read(&mut req).unwrap_or(0);
-                let req = String::from_utf8_lossy(&req[..n]);
-                let text = if req.contains("/metrics/nodes") { &nodes } else { &parts };
-                let answer = if req.contains("X-SLURM-USER-TOKEN: T\r\n") {
-                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}", text.len())
-                } else {
-                    "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_owned()
-                };
-                let _ = s.write_all(answer.as_bytes());
-            }
-        });
-        Url::parse(&format!("http://127.0.0.1:{port}")).unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_token_only_from_the_file_or_the_named_user_never_roots_own() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = tempfile::tempdir().unwrap();
-        let resolved = Resolved {
-            url: Ok(wants_token()),
-            from: String::new(),
-            metrics_on: Some(true),
-            gpus_tracked: true,
-            gpus_configured: false,
-        };
-        // A scontrol that notes how it was asked and mints `T`.
-        let asked = d.path().join("asked");
-        let scontrol = d.path().join("scontrol");
-        std::fs::write(
-            &scontrol,
-            format!("#!/bin/sh\necho \"$@\" >> {}\necho SLURM_JWT=T\n", asked.display()),
-        )
-        .unwrap();
-        std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let cmds = SlurmCommands::new(Some(d.path().to_owned()), Duration::from_secs(5));
-        let fetch = |from: TokenFrom| {
-            let (resolved, cmds) = (resolved.clone(), cmds.clone());
-            async move {
-                let mut ep = Endpoint::new(HeadSource::Openmetrics, resolved, from, Duration::from_secs(5));
-                ep.fetch(&cmds, false).await.map(|f| f.nodes.samples.len())
-            }
-        };
-        // Nowhere: no token is made, and the error says what to set.
-        let none = fetch(TokenFrom::Nowhere).await.unwrap_err();
-        assert!(none.contains("head.metrics_token_user"), "{none}");
-        assert!(!asked.exists(), "scontrol token was not run");
-        // A file.
-        let file = d.path().join("jwt");
-        std::fs::write(&file, "T\n").unwrap();
-        assert!(fetch(TokenFrom::File(file)).await.unwrap() > 0);
-        assert!(!asked.exists());
-        // The named user's short-lived token.
-        assert!(fetch(TokenFrom::User("slurm-metrics".into())).await.unwrap() > 0);
-        let args = std::fs::read_to_string(&asked).unwrap();
-        assert_eq!(args.trim(), "token username=slurm-metrics lifespan=3600");
-    }
-
-    #[test]
-    fn tokens_of_scontrol() {
-        assert_eq!(token_of("SLURM_JWT=eyJhbGc.eyJ.sig\n").as_deref(), Some("eyJhbGc.eyJ.sig"));
-        assert_eq!(token_of("warning: x\n"), None);
-        assert_eq!(token_of("SLURM_JWT=\n"), None);
-    }
-}
+#[path = "openmetrics_tests.rs"]
+mod tests;

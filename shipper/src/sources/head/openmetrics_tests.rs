@@ -1,0 +1,190 @@
+//! The endpoint's address from slurm.conf, its backups, tokens and the wait after failures.
+
+use super::*;
+
+fn entries(text: &str) -> Vec<(String, String)> {
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+}
+
+#[test]
+fn url_from_slurm_conf() {
+    // ParallelCluster: a port range, the first port is slurmctld's.
+    let u = url_from_conf(&entries("SlurmctldHost=ip-10-0-0-5(10.0.0.5)\nSlurmctldPort=6820-6829")).unwrap();
+    assert_eq!(u.to_string(), "http://10.0.0.5:6820");
+    let u = url_from_conf(&entries("SlurmctldHost=head\nSlurmctldHost=backup")).unwrap();
+    assert_eq!(u.to_string(), "http://head:6817");
+    // A login node's: the controller elsewhere by its address, primary then backups.
+    let login =
+        entries("SlurmctldHost=ctl-a(10.3.0.10)\nSlurmctldHost=ctl-b(10.3.0.11)\nSlurmctldHost=ctl-c");
+    let urls: Vec<String> = urls_from_conf(&login).into_iter().map(|u| u.unwrap().to_string()).collect();
+    assert_eq!(urls, ["http://10.3.0.10:6817", "http://10.3.0.11:6817", "http://ctl-c:6817"]);
+    assert!(url_from_conf(&entries("ClusterName=x")).is_err());
+}
+
+#[test]
+fn auto_waits_longer_after_each_failure_and_openmetrics_never() {
+    let resolved = Resolved {
+        url: Err("x".into()),
+        backups: Vec::new(),
+        from: String::new(),
+        metrics_on: None,
+        gpus_tracked: false,
+        gpus_configured: false,
+    };
+    let mut ep =
+        Endpoint::new(HeadSource::Auto, resolved.clone(), TokenFrom::Nowhere, Duration::from_secs(1));
+    let mut tried = Vec::new();
+    for _ in 0..10 {
+        let due = ep.due();
+        tried.push(due);
+        if due {
+            let _ = ep.outcome::<()>(Err("refused".into()));
+        }
+    }
+    let t = true;
+    let f = false;
+    assert_eq!(tried, [t, f, t, f, f, t, f, f, f, f]);
+    let _ = ep.outcome(Ok(()));
+    assert_eq!(ep.backoff, 1);
+    let mut ep = Endpoint::new(HeadSource::Openmetrics, resolved, TokenFrom::Nowhere, Duration::from_secs(1));
+    let _ = ep.outcome::<()>(Err("refused".into()));
+    assert!(ep.due());
+}
+
+/// A loopback endpoint that answers 401 unless the request carries token `T`.
+fn wants_token() -> Url {
+    use std::io::{Read, Write};
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
+    let body = |p: &str| std::fs::read_to_string(format!("{fixtures}openmetrics-{p}.txt")).unwrap();
+    let (nodes, parts) = (body("nodes"), body("partitions"));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut req = [0u8; 4096];
+            let n = s.read(&mut req).unwrap_or(0);
+            let req = String::from_utf8_lossy(&req[..n]);
+            let text = if req.contains("/metrics/nodes") { &nodes } else { &parts };
+            let answer = if req.contains("X-SLURM-USER-TOKEN: T\r\n") {
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}", text.len())
+            } else {
+                "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_owned()
+            };
+            let _ = s.write_all(answer.as_bytes());
+        }
+    });
+    Url::parse(&format!("http://127.0.0.1:{port}")).unwrap()
+}
+
+#[tokio::test]
+async fn a_token_only_from_the_file_or_the_named_user_never_roots_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let resolved = Resolved {
+        url: Ok(wants_token()),
+        backups: Vec::new(),
+        from: String::new(),
+        metrics_on: Some(true),
+        gpus_tracked: true,
+        gpus_configured: false,
+    };
+    // A scontrol that notes how it was asked and mints `T`.
+    let asked = d.path().join("asked");
+    let scontrol = d.path().join("scontrol");
+    std::fs::write(&scontrol, format!("#!/bin/sh\necho \"$@\" >> {}\necho SLURM_JWT=T\n", asked.display()))
+        .unwrap();
+    std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cmds = SlurmCommands::new(Some(d.path().to_owned()), Duration::from_secs(5));
+    let fetch = |from: TokenFrom| {
+        let (resolved, cmds) = (resolved.clone(), cmds.clone());
+        async move {
+            let mut ep = Endpoint::new(HeadSource::Openmetrics, resolved, from, Duration::from_secs(5));
+            ep.fetch(&cmds, false).await.map(|f| f.nodes.samples.len())
+        }
+    };
+    // Nowhere: no token is made, and the error says what to set.
+    let none = fetch(TokenFrom::Nowhere).await.unwrap_err();
+    assert!(none.contains("head.metrics_token_user"), "{none}");
+    assert!(!asked.exists(), "scontrol token was not run");
+    // A file.
+    let file = d.path().join("jwt");
+    std::fs::write(&file, "T\n").unwrap();
+    assert!(fetch(TokenFrom::File(file)).await.unwrap() > 0);
+    assert!(!asked.exists());
+    // The named user's short-lived token.
+    assert!(fetch(TokenFrom::User("slurm-metrics".into())).await.unwrap() > 0);
+    let args = std::fs::read_to_string(&asked).unwrap();
+    assert_eq!(args.trim(), "token username=slurm-metrics lifespan=3600");
+}
+
+#[test]
+fn tokens_of_scontrol() {
+    assert_eq!(token_of("SLURM_JWT=eyJhbGc.eyJ.sig\n").as_deref(), Some("eyJhbGc.eyJ.sig"));
+    assert_eq!(token_of("warning: x\n"), None);
+    assert_eq!(token_of("SLURM_JWT=\n"), None);
+}
+
+/// A loopback endpoint answering every GET with these bodies (nodes, then partitions).
+fn serving(nodes: String, parts: String) -> Url {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut req = [0u8; 4096];
+            let n = s.read(&mut req).unwrap_or(0);
+            let text =
+                if String::from_utf8_lossy(&req[..n]).contains("/metrics/nodes") { &nodes } else { &parts };
+            let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}", text.len());
+            let _ = s.write_all(answer.as_bytes());
+        }
+    });
+    Url::parse(&format!("http://127.0.0.1:{port}")).unwrap()
+}
+
+/// A loopback address nothing listens on (connections refused).
+fn refusing() -> Url {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    Url::parse(&format!("http://127.0.0.1:{port}")).unwrap()
+}
+
+#[tokio::test]
+async fn a_primary_that_does_not_answer_leaves_the_backups_to() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
+    let body = |p: &str| std::fs::read_to_string(format!("{fixtures}openmetrics-{p}.txt")).unwrap();
+    let (dead, standby, active) = (
+        refusing(),
+        serving("# TYPE slurm_nodes gauge\nslurm_nodes 0\n".into(), String::new()),
+        serving(body("nodes"), body("partitions")),
+    );
+    let resolved = |url: &Url, backups: Vec<Url>| Resolved {
+        url: Ok(url.clone()),
+        backups,
+        from: "slurm.conf".into(),
+        metrics_on: Some(true),
+        gpus_tracked: true,
+        gpus_configured: false,
+    };
+    let cmds = SlurmCommands::new(None, Duration::from_secs(5));
+    let r = resolved(&dead, vec![standby.clone(), active.clone()]);
+    let mut ep = Endpoint::new(HeadSource::Openmetrics, r, TokenFrom::Nowhere, Duration::from_secs(5));
+    assert!(ep.fetch(&cmds, false).await.unwrap().nodes.samples.len() > 10);
+    assert_eq!((ep.answering_role().as_str(), ep.answering()), ("backup 2", Ok(active.clone())));
+    // The next cycle asks the backup that answered first.
+    assert!(ep.fetch(&cmds, false).await.is_ok());
+    assert_eq!(ep.answering_role(), "backup 2");
+    // Only the standby one left: no figures, and the error says why for each.
+    let r = resolved(&dead, vec![standby.clone()]);
+    let mut ep = Endpoint::new(HeadSource::Openmetrics, r, TokenFrom::Nowhere, Duration::from_secs(5));
+    let e = ep.fetch(&cmds, false).await.err().unwrap();
+    assert!(e.contains("cannot connect") && e.contains("lists no node (in standby?)"), "{e}");
+    // A primary that answers, wrongly, is not passed over for a backup.
+    let r = resolved(&standby, vec![active]);
+    let mut ep = Endpoint::new(HeadSource::Openmetrics, r, TokenFrom::Nowhere, Duration::from_secs(5));
+    let f = ep.fetch(&cmds, false).await.unwrap();
+    assert_eq!((f.nodes.value("slurm_nodes"), ep.answering_role().as_str()), (Some(0.0), "primary"));
+}
