@@ -14,6 +14,8 @@ use aws_credential_types::provider::ProvideCredentials;
 use std::fmt::Write;
 use std::time::Duration;
 
+mod controller;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Ok,
@@ -123,6 +125,10 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
         rows.push(r);
     }
     if head {
+        let entries =
+            config.slurm_conf_path().and_then(|p| crate::slurm_conf::entries(&p).ok()).unwrap_or_default();
+        let hosts = crate::slurm_conf::controller_hosts(&entries);
+        rows.push(controller::slurmctld_row(&cmds, head, &hosts).await);
         rows.push(match crate::sources::head::openmetrics::describe(config, &cmds).await {
             Ok(d) => row("head source", Status::Ok, d),
             Err(d) => row("head source", Status::Warn, d),
@@ -215,7 +221,7 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
         return row(check, Status::Skip, "no cluster name");
     };
     let group = config.logs.group_for(&cluster);
-    let settings = crate::sinks::route::logs_settings(config, &group, &config.node_name());
+    let settings = crate::sinks::logs::settings(config, &group, &config.node_name());
     let stream = settings.stream.clone();
     let mut sink = match crate::sinks::logs::LogsSink::new(settings).await {
         Ok(sink) => sink,
