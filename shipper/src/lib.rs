@@ -17,6 +17,7 @@ pub mod collection;
 pub mod config;
 pub mod daemon;
 pub mod hook;
+pub mod install;
 pub mod pipeline;
 pub mod report;
 pub mod role;

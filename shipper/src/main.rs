@@ -11,6 +11,9 @@ fn main() -> ExitCode {
     if let Some(job) = &cli.job_ended {
         return job_ended(&cli, job);
     }
+    if let Some(Command::Install(args)) = &cli.command {
+        return ExitCode::from(slurm_cw_shipper::install::run(args));
+    }
     if let Some(Command::Report { job, json, cluster }) = &cli.command {
         let req = report::Request { job: job.clone(), json: *json, cluster: cluster.clone() };
         return report(&cli, &req);
