@@ -21,10 +21,9 @@ pub struct Cli {
     /// Collect once, flush once, exit (0 when delivered).
     #[arg(long)]
     pub once: bool,
-    /// Where figures go (overrides `sink`): one destination or several, comma-separated
-    /// (`cloudwatch,prometheus`); `stdout` prints one JSON line per datum.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub sink: Vec<crate::config::SinkKind>,
+    /// Where datums go: CloudWatch, or one JSON line each on standard output.
+    #[arg(long, value_enum)]
+    pub sink: Option<SinkArg>,
     /// Check the configuration and what the shipper needs here, print a table, exit.
     #[arg(long, conflicts_with = "once")]
     pub check: bool,
@@ -63,10 +62,16 @@ pub enum RoleArg {
     All,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SinkArg {
+    Cloudwatch,
+    Stdout,
+}
+
 impl Cli {
     /// Applies the command line over the configuration file.
     pub fn apply_to(&self, config: &mut crate::config::Config) {
-        use crate::config::{RoleSetting, Sinks};
+        use crate::config::{RoleSetting, SinkKind};
         if let Some(r) = self.role {
             config.role = match r {
                 RoleArg::Node => RoleSetting::Node,
@@ -74,15 +79,11 @@ impl Cli {
                 RoleArg::All => RoleSetting::All,
             };
         }
-        if !self.sink.is_empty() {
-            // Each named once (`--sink otlp,otlp` means otlp).
-            let mut kinds = Vec::new();
-            for k in &self.sink {
-                if !kinds.contains(k) {
-                    kinds.push(*k);
-                }
-            }
-            config.sink = Sinks::new(kinds).unwrap_or_default();
+        if let Some(s) = self.sink {
+            config.sink = match s {
+                SinkArg::Cloudwatch => SinkKind::Cloudwatch,
+                SinkArg::Stdout => SinkKind::Stdout,
+            };
         }
     }
 }
