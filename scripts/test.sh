@@ -85,7 +85,7 @@ fi
 
 step "shellcheck"
 if command -v shellcheck >/dev/null; then
-    shellcheck -x scripts/*.sh scripts/bench/*.sh scripts/bench/vm/*.sh scripts/load/*.sh .ci/run
+    shellcheck -x scripts/*.sh scripts/bench/*.sh scripts/bench/vm/*.sh scripts/load/*.sh .ci/run infra/*/*.sh tests/infra/run.sh
 fi
 
 # cgroup v2 (what ParallelCluster 3.15+ images run; this host mounts v1 only): real Slurm 24.11

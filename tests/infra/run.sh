@@ -6,8 +6,8 @@
 #                            /opt/tf-plugins; each major found is tested) is installed: nothing
 #                            is downloaded
 #   infra/systemd/           the unit (offline checks, systemd-analyze verify and security)
-#   infra/parallelcluster/   the OnNodeConfigured script in a fake root with recording fakes
-#                            (never the real iptables, systemctl or logger), shellcheck
+#   infra/parallelcluster/   the boot script (download, checksum, `install`) in a fake root with
+#                            recording fakes; `install` itself: shipper/tests/install/
 #   the IAM check            every AWS call in the Rust code against the module's policies
 #
 #   tests/infra/run.sh              everything

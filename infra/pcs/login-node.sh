@@ -1,0 +1,1 @@
+../parallelcluster/on-node-configured.sh
