@@ -27,10 +27,16 @@ pub fn init(root: &Root) -> String {
             .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"))
     };
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let stderr =
+        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).with_target(false);
     let (file_layer, error) = match file {
         Some(Ok(f)) => (
-            Some(tracing_subscriber::fmt::layer().with_writer(std::sync::Mutex::new(f)).with_ansi(false)),
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::sync::Mutex::new(f))
+                    .with_ansi(false)
+                    .with_target(false),
+            ),
             None,
         ),
         Some(Err(e)) => (None, Some(e.to_string())),
