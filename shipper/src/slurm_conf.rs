@@ -107,7 +107,8 @@ pub fn controllers(entries: &[(String, String)]) -> Vec<Controller> {
             addr.filter(|a| !a.is_empty()).or_else(|| value(entries, old_addr?).filter(|a| !a.is_empty()));
         (!name.is_empty()).then(|| Controller { name: name.to_owned(), addr })
     };
-    let of = |key: &'static str| entries.iter().filter(move |(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v);
+    let of =
+        |key: &'static str| entries.iter().filter(move |(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v);
     let mut out: Vec<Controller> = of("SlurmctldHost").filter_map(|v| parse(v, None)).collect();
     out.extend(of("ControlMachine").filter_map(|v| parse(v, Some("ControlAddr"))));
     out.extend(of("BackupController").filter_map(|v| parse(v, Some("BackupAddr"))));
