@@ -25,12 +25,12 @@ locals {
         Resource = "${aws_cloudwatch_log_group.jobs.arn}:log-stream:*"
       },
       {
-        # The Lambda's findings cursor lives in the same group: a node writing there could make
-        # the Lambda skip findings.
+        # The Lambda's cursors live in the same group, in streams named "_lambda...": a node
+        # writing there could make the Lambda skip findings or launch failures.
         Sid      = "NotTheLambdaCursor"
         Effect   = "Deny"
         Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-        Resource = "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}"
+        Resource = "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}*"
       },
     ]
   }

@@ -65,11 +65,15 @@ locals {
       Resource = [aws_cloudwatch_log_group.jobs.arn, "${aws_cloudwatch_log_group.jobs.arn}:*"]
     },
     {
-      # The findings cursor: one stream of the job group, read back and appended to.
-      Sid      = "KeepFindingsCursor"
-      Effect   = "Allow"
-      Action   = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"]
-      Resource = "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}"
+      # The cursors (findings; PCS launch failures): two streams of the job group, read back and
+      # appended to.
+      Sid    = "KeepCursors"
+      Effect = "Allow"
+      Action = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"]
+      Resource = [
+        "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}",
+        "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_scaling_cursor_stream}",
+      ]
     },
     {
       # The log group itself is created by this module, not by the function.
@@ -104,11 +108,23 @@ resource "aws_iam_role" "lambda" {
   tags = var.tags
 }
 
+locals {
+  # Only where pcs_scaling_log_group is set: PCS's launch failures, read from the group PCS
+  # delivers scaling logs to. FilterLogEvents is authorized on the group ("<group ARN>:*" beside
+  # the bare ARN, as for the job group); that group alone.
+  lambda_pcs_scaling_statement = {
+    Sid      = "ReadPcsScalingLogs"
+    Effect   = "Allow"
+    Action   = ["logs:FilterLogEvents"]
+    Resource = [local.pcs_scaling_log_group_arn, "${local.pcs_scaling_log_group_arn}:*"]
+  }
+}
+
 resource "aws_iam_role_policy" "lambda" {
   name = "slurm-cw-lambda"
   role = aws_iam_role.lambda.id
   policy = jsonencode({
     Version   = "2012-10-17"
-    Statement = local.lambda_role_statements
+    Statement = concat(local.lambda_role_statements, var.pcs_scaling_log_group == null ? [] : [local.lambda_pcs_scaling_statement])
   })
 }

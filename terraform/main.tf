@@ -5,8 +5,8 @@
 #
 # Files by concern: lambda.tf (function, log group, dead-letter queue, its own failure alarm),
 # iam.tf (execution role), kms.tf (the module's key), sns.tf (topic), schedule.tf
-# (EventBridge), dashboard.tf, cluster_policy.tf (instances' policy), jobs.tf (the job log group
-# and its readers' policy).
+# (EventBridge), dashboard.tf, cluster_policy.tf (instances' policy), nodes.tf (the nodes' own
+# role and instance profile, for AWS PCS), jobs.tf (the job log group and its readers' policy).
 
 data "aws_caller_identity" "current" {}
 data "aws_partition" "current" {}
@@ -36,8 +36,13 @@ locals {
   # The cluster's own namespace unless one is given, as the shipper and the Lambda default to
   # (catalog::default_namespace): IAM confines PutMetricData by namespace, not by ClusterName.
   namespace = var.namespace != null ? var.namespace : "Slurm/${var.cluster_name}"
-  # The stream in it where the Lambda keeps its findings cursor; its role may write no other.
-  lambda_cursor_stream = "_lambda"
+  # The streams in it where the Lambda keeps its cursors (findings; PCS launch failures); its
+  # role may write no other, and the instances none of them (all start with "_lambda").
+  lambda_cursor_stream         = "_lambda"
+  lambda_scaling_cursor_stream = "_lambda-pcs-scaling"
+
+  # The group AWS PCS delivers scaling logs to (not this module's), where one is given.
+  pcs_scaling_log_group_arn = var.pcs_scaling_log_group == null ? "" : "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${var.pcs_scaling_log_group}"
 
   event_bus_arn = "arn:${local.partition}:events:${local.region}:${local.account_id}:event-bus/${var.event_bus_name}"
 
@@ -56,6 +61,8 @@ locals {
     rules         = local.alarm_rules
     thresholds    = var.thresholds
     job_log_group = aws_cloudwatch_log_group.jobs.name
+    # null (no PCS stage) unless set.
+    pcs_scaling_log_group = var.pcs_scaling_log_group
   })
 
   # Alarms this module creates itself (not the Lambda) are named so that they never carry a

@@ -62,3 +62,13 @@ output "namespace" {
   description = "The cluster's CloudWatch namespace (default Slurm/<cluster_name>, the shipper's default too): set the shipper's `namespace` key to it only when the variable namespace is set."
   value       = local.namespace
 }
+
+output "instance_profile_arn" {
+  description = "ARN of the nodes' instance profile (create_instance_profile; null otherwise): the iamInstanceProfileArn of an AWS PCS compute or login node group, under instance_profile_path (\"/aws-pcs/\" for PCS)."
+  value       = one(aws_iam_instance_profile.node[*].arn)
+}
+
+output "instance_role_name" {
+  description = "Name of the nodes' role (create_instance_profile; null otherwise), to attach further policies to."
+  value       = one(aws_iam_role.node[*].name)
+}

@@ -183,7 +183,7 @@ variable "kms_key_deletion_window_in_days" {
 }
 
 variable "role_permissions_boundary" {
-  description = "ARN of an IAM permissions boundary for the Lambda's execution role, where the account requires one. null: none."
+  description = "ARN of an IAM permissions boundary for the module's roles (the Lambda's, and the nodes' where create_instance_profile), where the account requires one. null: none."
   type        = string
   default     = null
 }
@@ -203,4 +203,56 @@ variable "tags" {
   description = "Tags applied to every taggable resource of the module."
   type        = map(string)
   default     = {}
+}
+
+# --- AWS PCS -----------------------------------------------------------------------------------
+
+variable "pcs_scaling_log_group" {
+  description = "AWS PCS only: the CloudWatch Logs group PCS delivers the cluster's scaling logs (PCS_SCALING_LOGS) to. The Lambda reads each node launch failure and its reason from it (logs:FilterLogEvents on this group alone) and sends it to EventBridge beside the backlog events; the dashboard shows the failures. null (default): no PCS stage, as before. The group is yours (PCS delivers to it: infra/pcs/README.md)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.pcs_scaling_log_group == null || try(can(regex("^[A-Za-z0-9_./#-]{1,512}$", var.pcs_scaling_log_group)), false)
+    error_message = "pcs_scaling_log_group must be a log group name: 1 to 512 of letters, digits and _ . / # -."
+  }
+}
+
+variable "pcs_jobcomp_log_group" {
+  description = "AWS PCS only: the CloudWatch Logs group PCS delivers the cluster's job completion logs (PCS_JOBCOMP_LOGS: each job's state, times, nodes, instance ids and types) to. The dashboard shows the newest records from it. null (default): no such widget."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.pcs_jobcomp_log_group == null || try(can(regex("^[A-Za-z0-9_./#-]{1,512}$", var.pcs_jobcomp_log_group)), false)
+    error_message = "pcs_jobcomp_log_group must be a log group name: 1 to 512 of letters, digits and _ . / # -."
+  }
+}
+
+variable "create_instance_profile" {
+  description = "Create an IAM role and instance profile for the cluster's nodes, slurm-cw-<cluster_name>-node: the cluster instance policy attached, pcs:RegisterComputeNodeGroupInstance (which AWS PCS requires of a node group's role), and instance_role_policy_arns. For AWS PCS launch templates; ParallelCluster makes its own roles (give it cluster_instance_policy_arn instead). false (default): none, as before."
+  type        = bool
+  default     = false
+}
+
+variable "instance_profile_path" {
+  description = "IAM path of the nodes' role and instance profile (create_instance_profile). AWS PCS accepts a node group's instance profile only when its role sits under the path \"/aws-pcs/\" or is named AWSPCS...: set \"/aws-pcs/\" for PCS. Default \"/\", the module's other IAM objects' default."
+  type        = string
+  default     = "/"
+
+  validation {
+    condition     = can(regex("^/([\\x21-\\x7e]+/)?$", var.instance_profile_path))
+    error_message = "instance_profile_path must begin and end with '/' (\"/aws-pcs/\" for AWS PCS)."
+  }
+}
+
+variable "instance_role_policy_arns" {
+  description = "Further managed policies for the nodes' role (create_instance_profile), such as arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore for Session Manager, or a policy to read the release from your bucket."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.instance_role_policy_arns : can(regex("^arn:[a-z-]+:iam::(aws|[0-9]{12}):policy/", a))])
+    error_message = "instance_role_policy_arns must hold IAM policy ARNs."
+  }
 }

@@ -8,5 +8,6 @@ pub fn files() -> Vec<(&'static str, String)> {
         ("docs/records.md", crate::records::records_markdown()),
         ("terraform/rules/default-rules.json", crate::alarms::default_rules_json()),
         ("terraform/dashboards/cluster.json.tftpl", crate::dashboard::cluster_dashboard()),
+        ("terraform/dashboards/pcs.json.tftpl", crate::dashboard::pcs_widgets()),
     ]
 }

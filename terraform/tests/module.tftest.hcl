@@ -87,7 +87,9 @@ run "defaults" {
       sns_topic_arn = "arn:aws:sns:eu-west-1:123456789012:slurm-cw-test-alarms"
       event_bus     = "default"
       job_log_group = "/slurm-cw/test/jobs"
-      rules         = jsondecode(file("${path.module}/rules/default-rules.json"))
+      # No PCS stage unless pcs_scaling_log_group is given.
+      pcs_scaling_log_group = null
+      rules                 = jsondecode(file("${path.module}/rules/default-rules.json"))
       thresholds = {
         idle_gpu_percent              = 5
         idle_gpu_minutes              = 30
@@ -161,7 +163,7 @@ run "defaults" {
         Sid      = "NotTheLambdaCursor"
         Effect   = "Deny"
         Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-        Resource = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda"
+        Resource = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda*"
       },
     ]
     error_message = "The instance policy must allow cloudwatch:PutMetricData in the namespace and writing the job log group's streams (not the Lambda's), nothing else: ${aws_iam_policy.cluster_instance.policy}"
@@ -200,9 +202,12 @@ run "defaults" {
       SendEvents          = "arn:aws:events:eu-west-1:123456789012:event-bus/default"
       DeadLetterQueue     = "arn:aws:sqs:eu-west-1:123456789012:slurm-cw-test-lambda-dlq"
       ReadJobFindings     = ["arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs", "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:*"]
-      KeepFindingsCursor  = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda"
-      WriteOwnLogs        = "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test:*"
-      Tracing             = "*"
+      KeepCursors = [
+        "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda",
+        "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda-pcs-scaling",
+      ]
+      WriteOwnLogs = "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test:*"
+      Tracing      = "*"
     }
     error_message = "The Lambda role's statements have unexpected resources: ${aws_iam_role_policy.lambda.policy}"
   }
@@ -227,6 +232,75 @@ run "defaults" {
     condition     = !startswith(aws_cloudwatch_metric_alarm.lambda_failing.alarm_name, "slurm-cw-")
     error_message = "The module's own alarm must not carry the prefix the Lambda prunes."
   }
+
+  # Nothing of AWS PCS unless asked: no node role or profile, no PCS widget.
+  assert {
+    condition = (
+      length(aws_iam_role.node) == 0 && length(aws_iam_instance_profile.node) == 0 &&
+      output.instance_profile_arn == null &&
+      !strcontains(aws_cloudwatch_dashboard.cluster.dashboard_body, "AWS PCS")
+    )
+    error_message = "Without the PCS inputs the module must create no node role and draw no PCS widget."
+  }
+}
+
+# AWS PCS: the scaling logs reach the Lambda (and its role, for that group alone), both groups
+# the dashboard, and the nodes get a role and instance profile under /aws-pcs/.
+run "pcs" {
+  command = apply
+
+  variables {
+    pcs_scaling_log_group     = "/aws/vendedlogs/pcs/pcs_abc123de45/scaling"
+    pcs_jobcomp_log_group     = "/aws/vendedlogs/pcs/pcs_abc123de45/jobcomp"
+    create_instance_profile   = true
+    instance_profile_path     = "/aws-pcs/"
+    instance_role_policy_arns = ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
+  }
+
+  assert {
+    condition     = jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).pcs_scaling_log_group == "/aws/vendedlogs/pcs/pcs_abc123de45/scaling"
+    error_message = "pcs_scaling_log_group must reach the Lambda's configuration."
+  }
+
+  assert {
+    condition = one([for s in jsondecode(aws_iam_role_policy.lambda.policy).Statement : s if s.Sid == "ReadPcsScalingLogs"]) == {
+      Sid      = "ReadPcsScalingLogs"
+      Effect   = "Allow"
+      Action   = ["logs:FilterLogEvents"]
+      Resource = ["arn:aws:logs:eu-west-1:123456789012:log-group:/aws/vendedlogs/pcs/pcs_abc123de45/scaling", "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/vendedlogs/pcs/pcs_abc123de45/scaling:*"]
+    }
+    error_message = "The Lambda's role must read the PCS scaling group, and that group alone: ${aws_iam_role_policy.lambda.policy}"
+  }
+
+  assert {
+    condition = (
+      strcontains(aws_cloudwatch_dashboard.cluster.dashboard_body, "SOURCE '/aws/vendedlogs/pcs/pcs_abc123de45/scaling'") &&
+      strcontains(aws_cloudwatch_dashboard.cluster.dashboard_body, "SOURCE '/aws/vendedlogs/pcs/pcs_abc123de45/jobcomp'") &&
+      length(jsondecode(aws_cloudwatch_dashboard.cluster.dashboard_body).widgets) == length(jsondecode(file("${path.module}/dashboards/cluster.json.tftpl")).widgets) + 5
+    )
+    error_message = "The dashboard must add the PCS widgets over both groups."
+  }
+
+  assert {
+    condition = (
+      aws_iam_role.node[0].path == "/aws-pcs/" && aws_iam_instance_profile.node[0].path == "/aws-pcs/" &&
+      aws_iam_role.node[0].name == "slurm-cw-test-node" &&
+      aws_iam_instance_profile.node[0].role == aws_iam_role.node[0].name &&
+      aws_iam_role_policy_attachment.node_shipper[0].policy_arn == aws_iam_policy.cluster_instance.arn &&
+      jsondecode(aws_iam_role_policy.node_pcs[0].policy).Statement[0].Action == "pcs:RegisterComputeNodeGroupInstance" &&
+      keys(aws_iam_role_policy_attachment.node_extra) == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"] &&
+      output.instance_profile_arn == aws_iam_instance_profile.node[0].arn && output.instance_role_name == "slurm-cw-test-node"
+    )
+    error_message = "The nodes' role and profile must sit under /aws-pcs/ with the instance policy, PCS's registration and the extra policies."
+  }
+}
+
+run "rejects_instance_profile_path_without_slashes" {
+  command = plan
+  variables {
+    instance_profile_path = "aws-pcs"
+  }
+  expect_failures = [var.instance_profile_path]
 }
 
 run "custom_rules_thresholds_and_bus" {

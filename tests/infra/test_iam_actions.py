@@ -105,7 +105,9 @@ def test_the_lambda_role_grants_exactly_what_the_lambda_calls():
     called = actions_called(["lambda", "sink"])
     assert called >= {"cloudwatch:GetMetricData", "cloudwatch:PutMetricData", "sns:Publish", "events:PutEvents",
                       "logs:FilterLogEvents"}, called
-    role = granted(module_locals()["lambda_role_statements"])
+    # The PCS statement joins the role where pcs_scaling_log_group is given.
+    loc = module_locals()
+    role = granted([*loc["lambda_role_statements"], loc["lambda_pcs_scaling_statement"]])
     missing = called - role
     assert not missing, f"the Lambda calls {sorted(missing)}, which its role does not grant"
     extra = role - called - set(PLATFORM)
@@ -117,6 +119,16 @@ def test_the_instance_policy_grants_exactly_what_the_shipper_calls():
     called = actions_called(["shipper", "sink"], skip=("shipper/src/report",))
     assert called == {"cloudwatch:PutMetricData", "logs:CreateLogStream", "logs:PutLogEvents"}, called
     assert granted(module_locals()["cluster_instance_policy"]["Statement"]) == called
+
+
+def test_the_nodes_own_role_adds_only_what_the_pcs_agent_calls():
+    """The nodes' role (terraform/nodes.tf, for AWS PCS) has the instance policy attached for
+    the shipper; its own policy is PCS's registration of the node, which the PCS agent calls,
+    not slurm-cw-shipper."""
+    called = actions_called(["shipper", "sink"], skip=("shipper/src/report",))
+    own = granted(module_locals()["node_pcs_policy"]["Statement"])
+    assert own == {"pcs:RegisterComputeNodeGroupInstance"}
+    assert not own & called
 
 
 def test_the_job_report_reader_grants_exactly_what_report_calls():

@@ -162,6 +162,8 @@ def test_variable_defaults():
     assert v["alarm_rules"]["default"] is None
     assert v["lambda_reserved_concurrency"]["default"] is None
     assert v["job_log_retention_days"]["default"] == 30
+    assert v["create_instance_profile"]["default"] is False  # no node role unless asked, as before
+    assert v["instance_profile_path"]["default"] == "/" and v["instance_role_policy_arns"]["default"] == []
     assert "default" not in v["cluster_name"] and "default" not in v["lambda_zip_path"]
     thresholds = v["thresholds"]["type"]
     for key, default in {
@@ -203,7 +205,10 @@ def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_onl
     assert records["Resource"] == "${aws_cloudwatch_log_group.jobs.arn}:log-stream:*"
     deny = statements["NotTheLambdaCursor"]
     assert deny["Effect"] == "Deny" and sorted(as_list(deny["Action"])) == sorted(as_list(records["Action"]))
-    assert deny["Resource"] == "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}"
+    # Every cursor stream of the Lambda ("_lambda", "_lambda-pcs-scaling"): all start so.
+    assert deny["Resource"] == "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}*"
+    loc = module_locals()
+    assert loc["lambda_scaling_cursor_stream"].startswith(loc["lambda_cursor_stream"])
     for s in statements.values():
         assert "NotAction" not in s and "NotResource" not in s
         assert "Condition" not in s or s is metrics
@@ -258,7 +263,7 @@ def test_lambda_role_statements():
         "SendEvents": ["events:PutEvents"],
         "DeadLetterQueue": ["sqs:SendMessage"],
         "ReadJobFindings": ["logs:FilterLogEvents"],
-        "KeepFindingsCursor": ["logs:CreateLogStream", "logs:GetLogEvents", "logs:PutLogEvents"],
+        "KeepCursors": ["logs:CreateLogStream", "logs:GetLogEvents", "logs:PutLogEvents"],
         "WriteOwnLogs": ["logs:CreateLogStream", "logs:PutLogEvents"],
         "Tracing": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"],
     }
@@ -274,8 +279,11 @@ def test_lambda_role_statements():
     assert resources_["UseTheTopicKey"] == "${aws_kms_key.this.arn}"
     assert resources_["SendEvents"] == "${local.event_bus_arn}"
     assert resources_["ReadJobFindings"] == ["${aws_cloudwatch_log_group.jobs.arn}", "${aws_cloudwatch_log_group.jobs.arn}:*"]
-    # The cursor's stream alone: not the nodes' streams.
-    assert resources_["KeepFindingsCursor"] == "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}"
+    # The cursors' two streams alone: not the nodes' streams.
+    assert resources_["KeepCursors"] == [
+        "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}",
+        "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_scaling_cursor_stream}",
+    ]
     assert resources_["WriteOwnLogs"] == "${aws_cloudwatch_log_group.lambda.arn}:*"
 
     loc = module_locals()
@@ -285,7 +293,23 @@ def test_lambda_role_statements():
     )
     assert loc["event_bus_arn"].endswith(":event-bus/${var.event_bus_name}")
     policy = resources()[("aws_iam_role_policy", "lambda")]["policy"]
-    assert "Statement = local.lambda_role_statements" in policy.replace("  ", " ")
+    assert re.search(
+        r"Statement\s*=\s*concat\(local\.lambda_role_statements,\s*var\.pcs_scaling_log_group\s*==\s*null\s*\?\s*\[\]\s*:\s*\[local\.lambda_pcs_scaling_statement\]\)",
+        policy,
+    ), policy
+
+
+def test_the_lambda_reads_the_pcs_scaling_group_alone_and_only_where_given():
+    loc = module_locals()
+    s = loc["lambda_pcs_scaling_statement"]
+    assert (s["Sid"], s["Effect"], as_list(s["Action"])) == ("ReadPcsScalingLogs", "Allow", ["logs:FilterLogEvents"])
+    # FilterLogEvents is authorized on the group: its ARN, and "<ARN>:*" as for the job group.
+    assert s["Resource"] == ["${local.pcs_scaling_log_group_arn}", "${local.pcs_scaling_log_group_arn}:*"]
+    arn = loc["pcs_scaling_log_group_arn"]
+    assert arn.startswith("${var.pcs_scaling_log_group == null ? \"\" : ")
+    assert "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${var.pcs_scaling_log_group}" in arn
+    v = blocks("variable")
+    assert v["pcs_scaling_log_group"]["default"] is None and v["pcs_jobcomp_log_group"]["default"] is None
 
 
 def cluster_name_regex() -> str:
@@ -453,6 +477,33 @@ def test_kms_key_policy():
     assert res[("aws_sns_topic", "alarms")]["kms_master_key_id"] == "${aws_kms_key.this.arn}"
 
 
+def test_the_nodes_role_and_profile_for_pcs():
+    """Only with create_instance_profile; under instance_profile_path (PCS wants /aws-pcs/ or a
+    name starting AWSPCS); the instance policy attached; PCS's registration and nothing else of
+    its own."""
+    res = resources()
+    role, profile = res[("aws_iam_role", "node")], res[("aws_iam_instance_profile", "node")]
+    for r in (role, profile):
+        assert r["count"] == "${var.create_instance_profile ? 1 : 0}"
+        assert r["path"] == "${var.instance_profile_path}"
+        assert r["name"] == "${local.node_role_name}"
+    assert module_locals()["node_role_name"] == "slurm-cw-${var.cluster_name}-node"
+    assert profile["role"] == "${aws_iam_role.node[0].name}"
+    assert role["permissions_boundary"] == "${var.role_permissions_boundary}"
+    trust = re.sub(r"\s+", " ", role["assume_role_policy"])
+    assert 'Principal = {Service = "ec2.amazonaws.com"}, Action = "sts:AssumeRole"' in trust, trust
+    attach = res[("aws_iam_role_policy_attachment", "node_shipper")]
+    assert attach["policy_arn"] == "${aws_iam_policy.cluster_instance.arn}"
+    assert res[("aws_iam_role_policy", "node_pcs")]["policy"] == "${jsonencode(local.node_pcs_policy)}"
+    (stmt,) = module_locals()["node_pcs_policy"]["Statement"]
+    assert (stmt["Effect"], stmt["Action"], stmt["Resource"]) == ("Allow", "pcs:RegisterComputeNodeGroupInstance", "*")
+    extra = res[("aws_iam_role_policy_attachment", "node_extra")]
+    assert "var.instance_role_policy_arns" in extra["for_each"] and "var.create_instance_profile" in extra["for_each"]
+    outputs = blocks("output")
+    assert outputs["instance_profile_arn"]["value"] == "${one(aws_iam_instance_profile.node[*].arn)}"
+    assert "/aws-pcs/" in blocks("variable")["instance_profile_path"]["description"]
+
+
 # --- the Lambda and what is around it ---------------------------------------------------------
 
 
@@ -482,6 +533,7 @@ def test_lambda_function():
         "rules": "local.alarm_rules",
         "thresholds": "var.thresholds",
         "job_log_group": "aws_cloudwatch_log_group.jobs.name",
+        "pcs_scaling_log_group": "var.pcs_scaling_log_group",
     }.items():
         assert re.search(rf"\b{key}\s*=\s*{re.escape(value)}\b", config), f"lambda_config lacks {key} = {value}: {config}"
     rules = module_locals()["alarm_rules"]
@@ -507,11 +559,13 @@ FUNCTION_INPUTS = {
     "lambda_memory_size": "function",
     "lambda_timeout": "function",
     "lambda_reserved_concurrency": "function",
+    "pcs_scaling_log_group": "config",
 }
 # Inputs that are not the function's settings.
 OTHER_INPUTS = {
     "log_retention_days", "job_log_retention_days", "schedule_expression", "alarm_emails",
     "kms_key_deletion_window_in_days", "role_permissions_boundary", "iam_path", "tags",
+    "pcs_jobcomp_log_group", "create_instance_profile", "instance_profile_path", "instance_role_policy_arns",
 }
 
 
@@ -555,6 +609,7 @@ def test_default_lambda_config_fits_the_environment():
         "event_bus": "default",
         "rules": rules,
         "job_log_group": "/slurm-cw/" + "c" * 40 + "/jobs",
+        "pcs_scaling_log_group": "/aws/vendedlogs/pcs/cluster/PCS_SCALING_LOGS/pcs_abcdefghij",
         "thresholds": {"idle_gpu_percent": 5, "idle_gpu_minutes": 30, "low_cpu_efficiency_percent": 20,
                        "low_cpu_minutes": 60, "memory_over_requested_percent": 25, "backlog_change_nodes": 1},
     }
@@ -578,13 +633,21 @@ def test_schedule_and_permission():
     assert perm["source_arn"] == "${aws_cloudwatch_event_rule.schedule.arn}"
 
 
-def test_dashboard_uses_the_template():
+def test_dashboard_uses_the_templates():
     dash = resources()[("aws_cloudwatch_dashboard", "cluster")]
-    body = dash["dashboard_body"]
+    assert dash["dashboard_body"] == "${jsonencode(merge(local.dashboard, {widgets = local.dashboard_widgets}))}"
+    loc = module_locals()
+    body = re.sub(r"\s+", " ", loc["dashboard"])
     assert 'templatefile("${path.module}/dashboards/cluster.json.tftpl"' in body
     for var in ("cluster_name = var.cluster_name", "namespace = local.namespace", "region = local.region",
                 "job_log_group = aws_cloudwatch_log_group.jobs.name"):
-        assert var in re.sub(r"\s+", " ", body), body
+        assert var in body, body
+    pcs = re.sub(r"\s+", " ", loc["pcs_widgets"])
+    assert 'templatefile("${path.module}/dashboards/pcs.json.tftpl"' in pcs
+    # Each PCS list only where its group is given.
+    widgets = re.sub(r"\s+", " ", loc["dashboard_widgets"])
+    assert "for w in local.pcs_widgets.scaling : w if var.pcs_scaling_log_group != null" in widgets
+    assert "for w in local.pcs_widgets.jobcomp : w if var.pcs_jobcomp_log_group != null" in widgets
 
 
 def test_generated_files_exist_and_are_json():
@@ -597,13 +660,19 @@ def test_generated_files_exist_and_are_json():
             rendered = rendered.replace("${" + k + "}", v)
         assert "${" not in rendered.replace("$${", ""), "the dashboard template uses an unknown variable"
         assert "widgets" in json.loads(rendered.replace("$${", "${"))
+    pcs = (TERRAFORM / "dashboards" / "pcs.json.tftpl").read_text()
+    assert "%{" not in pcs
+    for k, v in {"region": "us-east-1", "pcs_scaling_log_group": "/pcs/s", "pcs_jobcomp_log_group": "/pcs/j"}.items():
+        pcs = pcs.replace("${" + k + "}", v)
+    assert "${" not in pcs, "the PCS dashboard template uses an unknown variable"
+    assert set(json.loads(pcs)) == {"scaling", "jobcomp"}
 
 
 def test_everything_taggable_is_tagged():
     untaggable = {
         "aws_kms_alias", "aws_sns_topic_policy", "aws_sns_topic_subscription", "aws_iam_role_policy",
         "aws_lambda_permission", "aws_cloudwatch_event_target", "aws_cloudwatch_dashboard",
-        "aws_lambda_function_event_invoke_config",
+        "aws_lambda_function_event_invoke_config", "aws_iam_role_policy_attachment",
     }
     for (rtype, name), body in resources().items():
         if rtype not in untaggable:
