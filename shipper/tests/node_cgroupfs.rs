@@ -103,3 +103,66 @@ fn a_process_moving_between_steps_is_found_where_it_is() {
         BTreeSet::from(["step_1".into(), "step_2".into()])
     );
 }
+
+/// On kernfs a held cgroup file reads fresh with pread, and fails once its cgroup is removed
+/// (ENODEV), so a job that ended is never read from its old files; the process set read from
+/// the known directories' cgroup.procs sees a process leave, and a step begin by the link
+/// count. v1's cgroup.procs is never held: read again through the same open file within a
+/// second, it gives the old list.
+#[ignore = "needs root and a writable cgroup hierarchy: scripts/test.sh runs it"]
+#[test]
+fn held_files_read_fresh_and_fail_once_the_cgroup_is_gone() {
+    use slurm_cw_shipper::sources::node::held::{Files, read_via};
+    use std::os::unix::fs::MetadataExt;
+    let Some(hierarchy) = common::cgroupfs() else { return };
+    let v2 = hierarchy.join("cgroup.controllers").is_file();
+    let base = hierarchy.join(format!("slurm-cw-held-{}", std::process::id()));
+    let child = Command::new("sleep").arg("60").spawn().expect("sleep");
+    let t = Tree { hierarchy, base, child };
+    let pid = t.child.id();
+    let job = t.job();
+    let task = t.mkdir("step_0/task_0");
+    let mut buf = String::new();
+    let mut files = Files::default();
+    // A file whose text the test sets: v2's cgroup.procs (a process moved in), v1's memory limit.
+    let (name, set, want) = if v2 {
+        ("cgroup.procs", ("cgroup.procs", pid.to_string()), pid.to_string())
+    } else {
+        ("memory.limit_in_bytes", ("memory.limit_in_bytes", "104857600".into()), "104857600".into())
+    };
+    let before = files.text("", &task, name, true, &mut buf).map(str::to_owned);
+    assert!(before.is_some() && files.held() == 1);
+    std::fs::write(task.join(set.0), &set.1).unwrap();
+    assert_eq!(files.text("", &task, name, true, &mut buf).map(str::trim), Some(want.as_str()), "fresh");
+    if !v2 {
+        let mut procs = Files::default();
+        assert_eq!(procs.text("", &task, "cgroup.procs", true, &mut buf), Some(""));
+        t.move_to(&task);
+        assert_eq!(procs.text("", &task, "cgroup.procs", true, &mut buf), Some(""), "v1: the old list");
+    }
+    t.move_to(&task);
+
+    let mut tree = Subtree::default();
+    tree.hold_procs(v2);
+    assert_eq!(found(&mut tree, &job), vec![pid]);
+    assert_eq!(tree.held(), if v2 { 3 } else { 0 }, "job, step and task held on v2 only");
+    let links = |d: &Path| std::fs::metadata(d).unwrap().nlink();
+    let mut pids = Vec::new();
+    assert!(tree.known_pids(links(&job), &mut buf, &mut pids));
+    assert_eq!(pids, vec![pid], "from the known directories");
+    // The process leaves for a new step: the job directory has a link more.
+    let step1 = t.mkdir("step_1");
+    t.move_to(&step1);
+    pids.clear();
+    assert!(!tree.known_pids(links(&job), &mut buf, &mut pids), "a walk is needed");
+    assert_eq!(found(&mut tree, &job), vec![pid]);
+
+    // The task directory removed: its held file fails and is closed, the path is gone.
+    std::fs::remove_dir(&task).unwrap();
+    assert_eq!(files.text("", &task, name, true, &mut buf), None);
+    assert_eq!(files.held(), 0);
+    let mut slot = None;
+    assert!(!read_via(&mut slot, &task, name, true, &mut buf) && slot.is_none());
+    pids.clear();
+    assert!(!tree.known_pids(links(&job), &mut buf, &mut pids), "a known directory is gone");
+}

@@ -1,10 +1,11 @@
 //! One read of a job's cgroup files, v1 or v2, into the same raw figures. A file that is
 //! missing (a controller Slurm does not use, a kernel without it, a job that just ended) leaves
-//! its figure out; it never fails the read.
+//! its figure out; it never fails the read. Files read every cycle are held open (see
+//! [`super::held`]); the memory limit and the cpuset, read once, are not.
 
 use super::discover::{JobDirs, JobRef};
+use super::held::Files;
 use super::kv::{self, Io};
-use super::read_into;
 use std::path::Path;
 
 /// Raw figures of one job: levels as they are, counters as cumulative totals.
@@ -41,11 +42,11 @@ pub struct Fixed {
 }
 
 /// Reads every figure of `job`, reusing `buf` for file contents; the memory limit and the
-/// cpuset only while `fixed` has none, and into it.
-pub fn read(job: &JobRef, buf: &mut String, fixed: &mut Fixed) -> CgroupStats {
+/// cpuset only while `fixed` has none, and into it. `files` holds the job's files open.
+pub fn read(job: &JobRef, buf: &mut String, fixed: &mut Fixed, files: &mut Files) -> CgroupStats {
     let mut s = match &job.dirs {
-        JobDirs::V1(_) => read_v1(job, buf, fixed),
-        JobDirs::V2(dir) => read_v2(dir, buf, fixed),
+        JobDirs::V1(_) => read_v1(job, &mut Reader { files, buf }, fixed),
+        JobDirs::V2(dir) => read_v2(dir, &mut Reader { files, buf }, fixed),
     };
     if fixed.memory_limit.is_none() {
         fixed.memory_limit = s.memory_limit;
@@ -58,24 +59,36 @@ pub fn read(job: &JobRef, buf: &mut String, fixed: &mut Fixed) -> CgroupStats {
     s
 }
 
-/// The text of `dir/name` in `buf`, or None.
-fn text<'b>(dir: Option<&Path>, name: &str, buf: &'b mut String) -> Option<&'b str> {
-    let dir = dir?;
-    buf.clear();
-    read_into(&dir.join(name), buf).then_some(buf.as_str())
+/// A job's held files and the buffer their text is read into.
+struct Reader<'a> {
+    files: &'a mut Files,
+    buf: &'a mut String,
+}
+
+impl Reader<'_> {
+    /// The text of `dir/name`, held open between cycles; None when unreadable. `slot` names
+    /// the directory for the job (a v1 controller; "" for v2).
+    fn text(&mut self, slot: &'static str, dir: Option<&Path>, name: &'static str) -> Option<&str> {
+        self.files.text(slot, dir?, name, true, self.buf)
+    }
+
+    /// The text of a file read once (the limit, the cpuset): not held.
+    fn once(&mut self, slot: &'static str, dir: Option<&Path>, name: &'static str) -> Option<&str> {
+        self.files.text(slot, dir?, name, false, self.buf)
+    }
 }
 
 // One shared buffer is read into file by file, so the fields are set one by one.
 #[allow(clippy::field_reassign_with_default)]
-fn read_v1(job: &JobRef, buf: &mut String, fixed: &Fixed) -> CgroupStats {
+fn read_v1(job: &JobRef, r: &mut Reader, fixed: &Fixed) -> CgroupStats {
     let mut s = CgroupStats::default();
     let mem = job.dir("memory");
-    s.memory_usage = text(mem, "memory.usage_in_bytes", buf).and_then(kv::single);
-    s.memory_max = text(mem, "memory.max_usage_in_bytes", buf).and_then(kv::single);
+    s.memory_usage = r.text("memory", mem, "memory.usage_in_bytes").and_then(kv::single);
+    s.memory_max = r.text("memory", mem, "memory.max_usage_in_bytes").and_then(kv::single);
     if fixed.memory_limit.is_none() {
-        s.memory_limit = text(mem, "memory.limit_in_bytes", buf).and_then(kv::single);
+        s.memory_limit = r.once("memory", mem, "memory.limit_in_bytes").and_then(kv::single);
     }
-    if let Some(stat) = text(mem, "memory.stat", buf) {
+    if let Some(stat) = r.text("memory", mem, "memory.stat") {
         s.memory_cache = kv::flat_key(stat, "total_cache");
         s.memory_rss = kv::flat_key(stat, "total_rss");
         s.memory_rss_huge = kv::flat_key(stat, "total_rss_huge");
@@ -85,18 +98,19 @@ fn read_v1(job: &JobRef, buf: &mut String, fixed: &Fixed) -> CgroupStats {
         s.memory_unevictable = kv::flat_key(stat, "total_unevictable");
         s.memory_swap = kv::flat_key(stat, "total_swap");
     }
-    s.oom_kills = text(mem, "memory.oom_control", buf).and_then(|t| kv::flat_key(t, "oom_kill"));
+    s.oom_kills = r.text("memory", mem, "memory.oom_control").and_then(|t| kv::flat_key(t, "oom_kill"));
     let acct = job.dir("cpuacct");
-    s.cpu_ns = text(acct, "cpuacct.usage", buf).and_then(kv::single);
-    s.percpu_ns = text(acct, "cpuacct.usage_percpu", buf).map(kv::numbers).filter(|v| !v.is_empty());
+    s.cpu_ns = r.text("cpuacct", acct, "cpuacct.usage").and_then(kv::single);
+    s.percpu_ns = r.text("cpuacct", acct, "cpuacct.usage_percpu").map(kv::numbers).filter(|v| !v.is_empty());
     // The cpu controller has throttling figures only where Slurm made a job directory in it.
-    s.throttled_ns = text(job.dir("cpu"), "cpu.stat", buf).and_then(|t| kv::flat_key(t, "throttled_time"));
+    s.throttled_ns =
+        r.text("cpu", job.dir("cpu"), "cpu.stat").and_then(|t| kv::flat_key(t, "throttled_time"));
     if fixed.cpus.is_none() {
-        s.cpus = text(job.dir("cpuset"), "cpuset.cpus", buf).and_then(kv::cpu_list);
+        s.cpus = r.once("cpuset", job.dir("cpuset"), "cpuset.cpus").and_then(kv::cpu_list);
     }
     let blk = job.dir("blkio");
-    let bytes = text(blk, "blkio.throttle.io_service_bytes", buf).and_then(kv::blkio);
-    let ops = text(blk, "blkio.throttle.io_serviced", buf).and_then(kv::blkio);
+    let bytes = r.text("blkio", blk, "blkio.throttle.io_service_bytes").and_then(kv::blkio);
+    let ops = r.text("blkio", blk, "blkio.throttle.io_serviced").and_then(kv::blkio);
     if let Some((rb, wb)) = bytes {
         let (ro, wo) = ops.unwrap_or((0, 0));
         s.io = Some(Io { read_bytes: rb, write_bytes: wb, read_ops: ro, write_ops: wo });
@@ -105,15 +119,15 @@ fn read_v1(job: &JobRef, buf: &mut String, fixed: &Fixed) -> CgroupStats {
 }
 
 #[allow(clippy::field_reassign_with_default)]
-fn read_v2(dir: &Path, buf: &mut String, fixed: &Fixed) -> CgroupStats {
+fn read_v2(dir: &Path, r: &mut Reader, fixed: &Fixed) -> CgroupStats {
     let d = Some(dir);
     let mut s = CgroupStats::default();
-    s.memory_usage = text(d, "memory.current", buf).and_then(kv::single);
-    s.memory_max = text(d, "memory.peak", buf).and_then(kv::single);
+    s.memory_usage = r.text("", d, "memory.current").and_then(kv::single);
+    s.memory_max = r.text("", d, "memory.peak").and_then(kv::single);
     if fixed.memory_limit.is_none() {
-        s.memory_limit = text(d, "memory.max", buf).and_then(kv::single);
+        s.memory_limit = r.once("", d, "memory.max").and_then(kv::single);
     }
-    if let Some(stat) = text(d, "memory.stat", buf) {
+    if let Some(stat) = r.text("", d, "memory.stat") {
         s.memory_cache = kv::flat_key(stat, "file");
         s.memory_rss = kv::flat_key(stat, "anon");
         s.memory_rss_huge = kv::flat_key(stat, "anon_thp");
@@ -122,15 +136,15 @@ fn read_v2(dir: &Path, buf: &mut String, fixed: &Fixed) -> CgroupStats {
         s.memory_inactive_file = kv::flat_key(stat, "inactive_file");
         s.memory_unevictable = kv::flat_key(stat, "unevictable");
     }
-    s.memory_swap = text(d, "memory.swap.current", buf).and_then(kv::single);
-    s.oom_kills = text(d, "memory.events", buf).and_then(|t| kv::flat_key(t, "oom_kill"));
-    if let Some(stat) = text(d, "cpu.stat", buf) {
+    s.memory_swap = r.text("", d, "memory.swap.current").and_then(kv::single);
+    s.oom_kills = r.text("", d, "memory.events").and_then(|t| kv::flat_key(t, "oom_kill"));
+    if let Some(stat) = r.text("", d, "cpu.stat") {
         s.cpu_ns = kv::flat_key(stat, "usage_usec").map(|us| us * 1000);
         s.throttled_ns = kv::flat_key(stat, "throttled_usec").map(|us| us * 1000);
     }
     if fixed.cpus.is_none() {
-        s.cpus = text(d, "cpuset.cpus.effective", buf).and_then(kv::cpu_list);
+        s.cpus = r.once("", d, "cpuset.cpus.effective").and_then(kv::cpu_list);
     }
-    s.io = text(d, "io.stat", buf).and_then(kv::io_stat);
+    s.io = r.text("", d, "io.stat").and_then(kv::io_stat);
     s
 }

@@ -2,9 +2,11 @@
 //! v2) and /proc.
 //!
 //! Each cycle: [`discover`] lists the job cgroups (with [`dir`], one getdents64 a directory),
-//! [`subtree`] walks each job's subtree within bounds (listed again only where it changed),
-//! [`cgroup`] reads each job's files once, [`procs`] reads its processes (every
-//! `process_every`th cycle of a job, and on its first and final sample), [`owner`] names its
+//! [`cgroup`] reads each job's files once (held open, one pread each: [`held`]), [`subtree`]
+//! reads the cgroup.procs of its known directories (one pread each) and walks its subtree
+//! within bounds only when one stat of its directory says a step began or ended or a process
+//! left a known directory, [`procs`] reads its processes when that set changed, every
+//! `process_every`th cycle of a job, and on its first and final sample, [`owner`] names its
 //! user and account, `figures` turns the reading into levels and per-second rates against the
 //! previous one (a job seen once has no rate yet), and this module emits the samples. Jobs and
 //! processes that vanish mid-read are skipped, never the cycle.
@@ -15,10 +17,12 @@ pub mod dir;
 pub mod discover;
 mod figures;
 mod from_procs;
+pub mod held;
 pub mod owner;
 pub mod procs;
 mod rates;
 mod read;
+mod reading;
 pub mod subtree;
 pub mod table;
 
@@ -218,9 +222,9 @@ impl NodeCollector {
             *per_node.entry(node.clone()).or_default() += 1;
             let key = (job.node.clone(), job.id.clone());
             // Each job on its own count, so jobs that start apart spread the /proc reads.
-            let with_procs = only.is_some()
+            let due = only.is_some()
                 || self.previous.get(&key).is_none_or(|p| p.cycles_since_procs + 1 >= self.cfg.process_every);
-            let reading = self.read_job(job, &key, with_procs);
+            let reading = self.read_job(job, &key, due);
             self.emit_job(job, &key, &node, &reading, out);
             let before = self.previous.remove(&key);
             self.previous.insert(key.clone(), remember(reading, before));
@@ -255,57 +259,6 @@ impl NodeCollector {
                 );
             }
         }
-    }
-
-    fn read_job(&mut self, job: &JobRef, key: &table::Key, with_procs: bool) -> Reading {
-        let mut table = self.table.borrow_mut();
-        let mut fixed = table.get_mut(key).map(|j| std::mem::take(&mut j.fixed)).unwrap_or_default();
-        let cg = cgroup::read(job, &mut self.buf, &mut fixed);
-        let mut entry = table.get_mut(key);
-        let mut cut = false;
-        let procs = (with_procs || from_procs::needed(&cg)).then(|| {
-            let mut pids = Vec::new();
-            if let Some(dir) = job.process_dir() {
-                let mut spare = subtree::Subtree::default();
-                let tree = entry.as_deref_mut().map_or(&mut spare, |j| &mut j.tree);
-                cut = subtree::pids_within(dir, tree, &mut self.buf, &mut pids);
-                // Past the walk's bounds: the processes whose /proc/<pid>/cgroup is inside.
-                if cut && let Some(rel) = self.layout.as_ref().and_then(|l| l.relative(dir)) {
-                    let all = self.proc_cgroups.get_or_insert_with(|| ProcCgroups::read(&self.cfg.proc_root));
-                    all.pids_in(&rel, &mut pids);
-                }
-            }
-            let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
-            let none = procs::KnownThreads::new();
-            let known = self.previous.get(key).map_or(&none, |p| &p.threads);
-            let mut list: Vec<Proc> = pids
-                .iter()
-                .filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want, known, &mut self.bytes))
-                .collect();
-            // Slurm's own step daemon is not the job's work (it shares some job cgroups).
-            let before = list.len();
-            list.retain(|p| p.comm != "slurmstepd");
-            Processes { count: pids.len() - (before - list.len()), list, pids }
-        });
-        if let Some(j) = entry {
-            j.fixed = fixed;
-            if let Some(p) = &procs {
-                j.pids.clone_from(&p.pids);
-            }
-        }
-        drop(table);
-        if cut {
-            self.walks_cut += 1;
-            self.log_once(
-                "walk-cut",
-                &format!(
-                    "a job's cgroup subtree has more than {} directories or {} levels (its user made them): its processes are found through /proc/<pid>/cgroup instead, counted in CollectorErrors (Collector=cgroup)",
-                    subtree::MAX_DIRS,
-                    subtree::MAX_DEPTH
-                ),
-            );
-        }
-        Reading { cg, procs, at: Instant::now() }
     }
 
     /// Emits the samples of one reading.

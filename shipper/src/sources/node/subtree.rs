@@ -1,6 +1,7 @@
 //! A job's cgroup subtree: the pids in it, walked within bounds a job's user cannot push
 //! past (the directories below a job's steps are its user's), and whom the job runs as.
 
+use super::held::{Held, PER_JOB_DIRS, read_via};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -16,26 +17,86 @@ pub const MAX_DEPTH: usize = 32;
 /// Every pid in the cgroup subtree at `dir` (cgroup.procs of it and all its descendants).
 /// True when the subtree was larger than the bounds and the walk was cut.
 pub fn pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) -> bool {
-    walk_pids(dir, &mut Subtree::default(), buf, out, |_| true)
+    walk_pids(dir, &mut Subtree::default(), false, buf, out, |_| true)
 }
 
-/// A job's cgroup subtree as last listed: each directory's link count and subdirectories.
-/// On cgroupfs (kernfs) and tmpfs a directory has two links plus one per subdirectory, so an
-/// unchanged count with every known subdirectory still there means nothing was added: one
-/// stat instead of a listing.
-#[derive(Debug, Default, Clone)]
-pub struct Subtree(HashMap<PathBuf, (u64, Vec<PathBuf>)>);
+/// A job's cgroup subtree as last listed: each directory's link count and subdirectories,
+/// and its cgroup.procs held open (v2: the first [`PER_JOB_DIRS`] directories). On cgroupfs
+/// (kernfs) and tmpfs a directory has two links plus one per subdirectory, so an unchanged
+/// count with every known subdirectory still there means nothing was added: one stat instead
+/// of a listing.
+#[derive(Debug, Default)]
+pub struct Subtree {
+    dirs: HashMap<PathBuf, Dir>,
+    /// The directory walked from.
+    top: Option<PathBuf>,
+    /// The last walk was past the bounds: [`Subtree::known_pids`] cannot tell.
+    cut: bool,
+    /// cgroup.procs may be held open (v2). v1 serves it from a pid list cached per open file
+    /// and reloaded only a second after its last read: a held one would read stale.
+    hold: bool,
+}
+
+#[derive(Debug)]
+struct Dir {
+    links: u64,
+    children: Vec<PathBuf>,
+    procs: Option<Held>,
+}
 
 /// [`pids`], listing only the directories of `tree` whose subdirectories changed, and keeping
-/// the subtree as found in `tree`.
+/// the subtree as found (its cgroup.procs files open) in `tree`.
 pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut Vec<u32>) -> bool {
-    walk_pids(dir, tree, buf, out, |_| true)
+    walk_pids(dir, tree, true, buf, out, |_| true)
+}
+
+impl Subtree {
+    /// Every pid in the subtree as last walked, read from its directories' cgroup.procs (held
+    /// open: one pread each), without a stat or a listing; `links` is the top directory's link
+    /// count now. False (and `out` unfinished) when only a walk can tell: the top directory
+    /// has another link count (a step began or ended), a known directory is gone, the last
+    /// walk was cut, or there was none.
+    ///
+    /// Why this is enough to see a job's process set change: a process enters a job's subtree
+    /// by fork (into its parent's directory, a known one), or moved by Slurm into a new step's
+    /// directory (a link more at the top) or by the job's user from one directory of it into
+    /// another (it leaves a known one); a new thread is no new process.
+    pub fn known_pids(&mut self, links: u64, buf: &mut String, out: &mut Vec<u32>) -> bool {
+        let top_links = self.top.as_ref().and_then(|t| self.dirs.get(t)).map(|d| d.links);
+        if self.cut || top_links != Some(links) {
+            return false;
+        }
+        for (path, d) in &mut self.dirs {
+            if !read_via(&mut d.procs, path, "cgroup.procs", false, buf) {
+                return false;
+            }
+            out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        out.sort_unstable();
+        out.dedup();
+        true
+    }
+
+    /// Holds the directories' cgroup.procs open from the next walk on (cgroup v2 only).
+    pub fn hold_procs(&mut self, on: bool) {
+        self.hold = on;
+    }
+
+    /// The last walk was past the bounds.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// cgroup.procs files held open.
+    pub fn held(&self) -> usize {
+        self.dirs.values().filter(|d| d.procs.is_some()).count()
+    }
 }
 
 /// The job's task processes: [`pids`] less cgroup v2's `step_*/slurm/`, where Slurm's step
 /// daemon (root) lives beside the step's `user/` tree.
 pub fn task_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
-    walk_pids(dir, &mut Subtree::default(), buf, out, |name| name != STEP_DAEMON_DIR);
+    walk_pids(dir, &mut Subtree::default(), false, buf, out, |name| name != STEP_DAEMON_DIR);
 }
 
 /// Every process's /proc/<pid>/cgroup, read once a cycle where some job's walk was cut (one
@@ -82,10 +143,11 @@ impl ProcCgroups {
 const STEP_DAEMON_DIR: &str = "slurm";
 
 /// The pids of the subtree at `dir`, into the directories `enter` accepts by name; `tree` is
-/// the subtree as last listed, and as found on return.
+/// the subtree as last listed, and as found on return (its cgroup.procs held open when `hold`).
 fn walk_pids(
     dir: &Path,
     tree: &mut Subtree,
+    hold: bool,
     buf: &mut String,
     out: &mut Vec<u32>,
     enter: impl Fn(&OsStr) -> bool,
@@ -97,12 +159,14 @@ fn walk_pids(
     let depth_of = |p: &Path| p.strip_prefix(dir).map_or(0, |r| r.components().count());
     let entered = |p: &PathBuf| p.file_name().is_some_and(&enter) && depth_of(p) <= MAX_DEPTH;
     let mut cut = false;
-    let mut found = Subtree::default();
+    let hold = hold && tree.hold;
+    let mut found = Subtree { top: Some(dir.to_path_buf()), hold: tree.hold, ..Subtree::default() };
     let mut relisted = HashSet::new();
+    let mut held = 0;
     // (directory, its parent when it came from the parent's earlier listing)
     let mut stack: Vec<(PathBuf, Option<PathBuf>)> = vec![(dir.to_path_buf(), None)];
     while let Some((d, known_in)) = stack.pop() {
-        if found.0.len() >= MAX_DIRS {
+        if found.dirs.len() >= MAX_DIRS {
             cut = true;
             break;
         }
@@ -113,22 +177,26 @@ fn walk_pids(
             {
                 let now = list(&parent);
                 for c in now.iter().filter(|c| entered(c)) {
-                    if !found.0.contains_key(c) && !stack.iter().any(|(s, _)| s == c) {
+                    if !found.dirs.contains_key(c) && !stack.iter().any(|(s, _)| s == c) {
                         stack.push((c.clone(), None));
                     }
                 }
-                if let Some(entry) = found.0.get_mut(&parent) {
-                    entry.1 = now;
+                if let Some(entry) = found.dirs.get_mut(&parent) {
+                    entry.children = now;
                 }
             }
             continue;
         };
-        buf.clear();
-        if super::read_into(&d.join("cgroup.procs"), buf) {
+        let (known_links, known_children, mut procs) = match tree.dirs.remove(&d) {
+            Some(o) => (Some(o.links), o.children, o.procs),
+            None => (None, Vec::new(), None),
+        };
+        if read_via(&mut procs, &d, "cgroup.procs", hold && held < PER_JOB_DIRS, buf) {
             out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
-        let (mut children, known) = match tree.0.remove(&d) {
-            Some((n, c)) if n == links => (c, true),
+        held += usize::from(procs.is_some());
+        let (mut children, known) = match known_links {
+            Some(n) if n == links => (known_children, true),
             _ => (list(&d), false),
         };
         // One directory as wide as the whole bound is kept no wider.
@@ -138,8 +206,9 @@ fn walk_pids(
         }
         cut |= children.iter().any(|c| depth_of(c) > MAX_DEPTH);
         stack.extend(children.iter().filter(|c| entered(c)).map(|c| (c.clone(), known.then(|| d.clone()))));
-        found.0.insert(d, (links, children));
+        found.dirs.insert(d, Dir { links, children, procs });
     }
+    found.cut = cut;
     *tree = found;
     out.sort_unstable();
     out.dedup();
@@ -272,7 +341,7 @@ mod tests {
         let mut out = Vec::new();
         let cut = pids_within(&job, &mut tree, &mut String::new(), &mut out);
         assert!(cut, "past the bounds");
-        assert!(tree.0.len() <= MAX_DIRS, "the walk kept {} directories", tree.0.len());
+        assert!(tree.dirs.len() <= MAX_DIRS, "the walk kept {} directories", tree.dirs.len());
         let layout = layout(&root, Version::V1);
         let rel_job = layout.relative(&job).unwrap();
         assert_eq!(rel_job, Path::new("slurm/uid_1000/job_5"));

@@ -25,7 +25,7 @@ const PROBE_CYCLES: u32 = 3;
 pub type Key = (Option<String>, String);
 
 /// One job as last seen.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Job {
     pub r: JobRef,
     /// Whom it runs as, once known: the v1 path's uid, else its first task process's owner.
@@ -37,6 +37,12 @@ pub struct Job {
     pub fixed: Fixed,
     /// Its process directory's subtree, as last listed.
     pub tree: super::subtree::Subtree,
+    /// Its cgroup files held open (closed when it leaves the table).
+    pub files: super::held::Files,
+    /// Its process directory's (inode, change time in s and ns) when its files were opened:
+    /// another directory under the same path (a requeued job), or entries added or removed,
+    /// close them.
+    pub dir_id: Option<(u64, i64, i64)>,
     /// Cycles it was seen in.
     cycles: u32,
 }
@@ -50,6 +56,8 @@ impl Job {
             pids: Vec::new(),
             fixed: Fixed::default(),
             tree: super::subtree::Subtree::default(),
+            files: super::held::Files::default(),
+            dir_id: None,
             cycles: 0,
         }
     }
