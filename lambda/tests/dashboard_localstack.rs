@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use slurm_cw_catalog::dashboard::{cluster_dashboard, referenced_metrics};
+use slurm_cw_catalog::dashboard::{cluster_dashboard, pcs_widgets, referenced_metrics};
 
 fn template() -> String {
     std::fs::read_to_string(concat!(
@@ -12,6 +12,11 @@ fn template() -> String {
         "/../terraform/dashboards/cluster.json.tftpl"
     ))
     .unwrap()
+}
+
+fn pcs_template() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../terraform/dashboards/pcs.json.tftpl"))
+        .unwrap()
 }
 
 #[test]
@@ -25,6 +30,7 @@ fn the_committed_template_is_the_catalogs_and_draws_only_catalog_metrics() {
     for name in referenced_metrics(&template) {
         assert!(slurm_cw_catalog::by_name(&name).is_some(), "{name} is not in the catalog");
     }
+    assert_eq!(pcs_template(), pcs_widgets(), "the committed PCS template is stale");
 }
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]
@@ -38,6 +44,18 @@ async fn put_dashboard_accepts_the_generated_body() {
         .replace("${namespace}", "Slurm")
         .replace("${region}", "us-east-1")
         .replace("${job_log_group}", "/slurm-cw/prod/jobs");
+    // With both AWS PCS groups given: their widgets appended, as terraform/dashboard.tf does.
+    let pcs = pcs_template()
+        .replace("${region}", "us-east-1")
+        .replace("${pcs_scaling_log_group}", "/aws/vendedlogs/pcs/pcs_abc123de45/scaling")
+        .replace("${pcs_jobcomp_log_group}", "/aws/vendedlogs/pcs/pcs_abc123de45/jobcomp");
+    let pcs: serde_json::Value = serde_json::from_str(&pcs).unwrap();
+    let mut whole: serde_json::Value = serde_json::from_str(&body).unwrap();
+    for part in ["scaling", "jobcomp"] {
+        let widgets = pcs[part].as_array().unwrap().clone();
+        whole["widgets"].as_array_mut().unwrap().extend(widgets);
+    }
+    let body = whole.to_string();
     assert!(!body.contains("${"), "an unfilled placeholder");
     let cw = clients(&url).await.cloudwatch;
     let name = unique("slurm-cw-dashboard");
