@@ -1,0 +1,102 @@
+//! SigV4 for CloudWatch's OTLP endpoint: service `monitoring`, the exact bytes sent (the gzip
+//! body) hashed into the signature, credentials from aws-config's default chain, kept until five
+//! minutes before they expire so a flush does not ask IMDS each time.
+
+use aws_credential_types::Credentials;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use aws_sigv4::sign::v4;
+use std::time::{Duration, SystemTime};
+
+/// The signing name of CloudWatch's OTLP endpoint.
+pub const SERVICE: &str = "monitoring";
+
+/// Credentials fetched again this long before they expire.
+const REFRESH_BEFORE: Duration = Duration::from_secs(300);
+
+/// The region of a CloudWatch OTLP endpoint's host (`monitoring.<region>.amazonaws.com`, or
+/// `.amazonaws.com.cn`), or None for any other host.
+pub fn cloudwatch_region(host: &str) -> Option<&str> {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    let rest = host.strip_prefix("monitoring.")?;
+    let region = rest.strip_suffix(".amazonaws.com").or_else(|| rest.strip_suffix(".amazonaws.com.cn"))?;
+    let plain = !region.is_empty()
+        && region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    plain.then_some(region)
+}
+
+/// The headers SigV4 adds (`authorization`, `x-amz-date`, `x-amz-security-token` with a
+/// session token) for a request made of `method`, `uri`, `headers` and `body`, signed at `time`.
+/// Every header given is signed.
+pub fn signature(
+    credentials: &Credentials,
+    region: &str,
+    time: SystemTime,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Vec<(&'static str, String)>, String> {
+    let identity = credentials.clone().into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(SERVICE)
+        .time(time)
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| format!("SigV4 parameters: {e}"))?
+        .into();
+    let request = SignableRequest::new(method, uri, headers.iter().copied(), SignableBody::Bytes(body))
+        .map_err(|e| format!("SigV4: {e}"))?;
+    let (instructions, _) = sign(request, &params).map_err(|e| format!("SigV4: {e}"))?.into_parts();
+    let (headers, _) = instructions.into_parts();
+    Ok(headers.into_iter().map(|h| (h.name(), h.value().to_owned())).collect())
+}
+
+#[derive(Debug)]
+pub struct Signer {
+    provider: SharedCredentialsProvider,
+    pub region: String,
+    cached: Option<Credentials>,
+}
+
+impl Signer {
+    pub fn new(provider: SharedCredentialsProvider, region: String) -> Self {
+        Signer { provider, region, cached: None }
+    }
+
+    /// The credentials to sign with now.
+    pub async fn credentials(&mut self) -> Result<Credentials, String> {
+        let fresh = |c: &Credentials| c.expiry().is_none_or(|e| e > SystemTime::now() + REFRESH_BEFORE);
+        if let Some(c) = self.cached.as_ref().filter(|c| fresh(c)) {
+            return Ok(c.clone());
+        }
+        let c =
+            self.provider.provide_credentials().await.map_err(|e| {
+                format!("no AWS credentials to sign with: {}", crate::failure::source_chain(&e))
+            })?;
+        self.cached = Some(c.clone());
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloudwatch_hosts_name_their_region() {
+        assert_eq!(cloudwatch_region("monitoring.us-east-1.amazonaws.com"), Some("us-east-1"));
+        assert_eq!(cloudwatch_region("monitoring.cn-north-1.amazonaws.com.cn"), Some("cn-north-1"));
+        assert_eq!(cloudwatch_region("monitoring.eu-west-3.amazonaws.com."), Some("eu-west-3"));
+        for other in [
+            "127.0.0.1",
+            "aps-workspaces.us-east-1.amazonaws.com",
+            "monitoring.example.com",
+            "monitoring..amazonaws.com",
+        ] {
+            assert_eq!(cloudwatch_region(other), None, "{other}");
+        }
+    }
+}
