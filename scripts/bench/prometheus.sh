@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# A real Prometheus on this host: Debian trixie's prometheus 2.53.3, unpacked once from its
+# .deb (Debian 12's own is 2.42), run on 127.0.0.1, scraping the shipper's pull endpoint every
+# second, and with its OTLP receiver (/api/v1/otlp/v1/metrics) on when the binary has one.
+# Debian's builds do not: their changelog disables OTLP ingestion until
+# golang-opentelemetry-collector is in Debian (#1080354; sid's 3.5.3 too), and 2.53.3 warns
+# "Unknown option for --enable-feature: otlp-write-receiver". BENCH_PROMETHEUS_OTLP_URL is
+# printed only when the receiver exists (PROMETHEUS_BINARY may name another build). Idempotent.
+#
+#   scripts/bench/prometheus.sh start    install if missing, start, print the variables tests read
+#   scripts/bench/prometheus.sh env      print those variables again
+#   scripts/bench/prometheus.sh stop
+#   scripts/bench/prometheus.sh status
+#
+# PROMETHEUS_PORT (29090) and PROMETHEUS_SCRAPE (127.0.0.1:29100, where the tests run a
+# shipper's pull endpoint) move it; both are below the kernel's ephemeral range (32768 up), so an
+# outgoing connection never holds them. The .deb comes through apt in the trixie root the Slurm
+# 24.11 bench made (scripts/bench/slurm-trixie.sh); needs root (chroot) the first time only.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/bench/slurm-common.sh
+source "$here/slurm-common.sh"
+root=${SLURM_TRIXIE_ROOT:-/var/cache/slurm-cw-bench/trixie}
+install_dir=${PROMETHEUS_INSTALL_DIR:-/var/cache/slurm-cw-bench/prometheus}
+bench=${PROMETHEUS_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/prometheus}
+port=${PROMETHEUS_PORT:-29090}
+scrape=${PROMETHEUS_SCRAPE:-127.0.0.1:29100}
+want_version=2.53.3
+url=http://127.0.0.1:$port
+binary=${PROMETHEUS_BINARY:-$install_dir/usr/bin/prometheus}
+pidf=$bench/prometheus-$port.pid
+logf=$bench/prometheus-$port.log
+data=$bench/data-$port
+
+log() { printf 'prometheus-bench: %s\n' "$*" >&2; }
+
+installed() {
+    [ -x "$binary" ] && { [ -n "${PROMETHEUS_BINARY:-}" ] || "$binary" --version 2>/dev/null | grep -q "version $want_version"; }
+}
+
+# Whether this build has the OTLP receiver (2.47 to 2.54 name it as a feature flag).
+has_otlp() { "$binary" --help 2>&1 | grep -q 'otlp-write-receiver'; }
+
+install_if_missing() {
+    if installed; then return; fi
+    if [ ! -x "$root/usr/bin/apt-get" ]; then
+        log "no Debian trixie root at $root to download prometheus with: make it first with"
+        log "  scripts/bench/slurm.sh start --version 24.11   (as root; once per machine)"
+        exit 1
+    fi
+    log "downloading trixie's prometheus with apt in $root"
+    local dl
+    dl=$(mktemp -d "$root/tmp/prometheus-deb.XXXXXX")
+    # apt's _apt user cannot write the directory: the download runs as root, said once by apt.
+    if ! chroot "$root" sh -c "cd /tmp/$(basename "$dl") && apt-get download -q prometheus" >"$dl.log" 2>&1; then
+        chroot "$root" apt-get update -q >>"$dl.log" 2>&1 || true
+        chroot "$root" sh -c "cd /tmp/$(basename "$dl") && apt-get download -q prometheus" >>"$dl.log" 2>&1 || {
+            log "apt-get download failed; see $dl.log"; exit 1; }
+    fi
+    local deb
+    deb=$(find "$dl" -name 'prometheus_*.deb' | head -n 1)
+    [ -n "$deb" ] || { log "no .deb downloaded; see $dl.log"; exit 1; }
+    remove_tree "$install_dir.new"
+    mkdir -p "$install_dir.new"
+    dpkg -x "$deb" "$install_dir.new"
+    remove_tree "$install_dir"
+    mv "$install_dir.new" "$install_dir"
+    remove_tree "$dl"
+    rm -f "$dl.log"
+    if ! installed; then
+        log "the unpacked prometheus is not $want_version: $("$binary" --version 2>&1 | head -n 1)"
+        exit 1
+    fi
+    log "installed $("$binary" --version 2>&1 | head -n 1) in $install_dir"
+}
+
+ready() { curl -fsS -m 2 "$url/-/ready" >/dev/null 2>&1; }
+
+print_env() {
+    echo "export BENCH_PROMETHEUS_URL=$url"
+    if has_otlp; then
+        echo "export BENCH_PROMETHEUS_OTLP_URL=$url/api/v1/otlp/v1/metrics"
+    else
+        log "this prometheus has no OTLP receiver (Debian disables it): BENCH_PROMETHEUS_OTLP_URL not set"
+    fi
+    echo "# stop with: $here/prometheus.sh stop"
+}
+
+write_config() {
+    cat > "$bench/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: slurm-cw-shipper
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs:
+      - targets: ["$scrape"]
+YML
+}
+
+start() {
+    if ready; then
+        log "already running on $url"
+        print_env
+        return
+    fi
+    install_if_missing
+    mkdir -p "$bench"
+    # Each start begins empty: series of an earlier run would answer a test's query.
+    remove_tree "$data"
+    write_config
+    local features=()
+    if has_otlp; then features=(--enable-feature=otlp-write-receiver); fi
+    # Scrapes and OTLP in, PromQL out, loopback only.
+    setsid nohup "$binary" \
+        --config.file="$bench/prometheus.yml" \
+        --storage.tsdb.path="$data" \
+        --storage.tsdb.retention.time=1d \
+        --web.listen-address="127.0.0.1:$port" \
+        "${features[@]}" \
+        --log.level=warn \
+        >"$logf" 2>&1 </dev/null &
+    echo $! > "$pidf"
+    for _ in $(seq 300); do
+        if ready; then
+            log "ready on $url (log: $logf)"
+            print_env
+            return
+        fi
+        if ! kill -0 "$(cat "$pidf")" 2>/dev/null; then
+            log "exited during start; last lines of $logf:"
+            tail -n 20 "$logf" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    log "not ready after 30 s; see $logf"
+    exit 1
+}
+
+stop() {
+    if [ -f "$pidf" ]; then
+        local pid
+        pid=$(cat "$pidf")
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+        rm -f "$pidf"
+    fi
+    remove_tree "$data"
+    log "stopped"
+}
+
+case "${1:-start}" in
+    start) start ;;
+    stop) stop ;;
+    env) print_env ;;
+    status) if ready; then echo "up on $url"; else echo "down"; exit 1; fi ;;
+    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+esac
