@@ -16,7 +16,9 @@
 //! PutMetricData requests, PutLogEvents bytes (message + 26 per event), the Lambda's
 //! GetMetricData series and ListMetrics calls. Extrapolated to the whole cluster and a month,
 //! priced, and compared with the target; then again with `node.job_metrics = "metrics"` (per-job
-//! custom metrics, the old default), the baseline. See docs/cost.md for the model.
+//! custom metrics, the old default), the baseline. See docs/cost.md for the model. In that run
+//! the same flushes are also encoded as the OTLP sink sends them (cost/otlp.rs): its bytes a
+//! month, priced at `COST_OTLP_PER_GB`.
 //!
 //! `scripts/cost.sh` (LocalStack, the Lambda build, this bench). Alone:
 //! `eval "$(scripts/bench/localstack.sh start)"; COST_LAMBDA_BOOTSTRAP=target/debug/bootstrap
@@ -27,6 +29,8 @@
 
 #[path = "../../tests/support/http.rs"]
 mod http;
+#[path = "cost/otlp.rs"]
+mod otlp;
 
 use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STATE, USER};
 use slurm_cw_catalog::metrics::*;
@@ -286,6 +290,10 @@ struct Host {
     /// Per job on this node: (last reading, collections since the processes were read).
     seen: HashMap<String, (u64, u32)>,
     process_every: u32,
+    cluster: String,
+    /// Job id to partition: the OTLP sink's per-job label.
+    partitions: HashMap<String, String>,
+    otlp: otlp::OtlpBytes,
 }
 
 impl Host {
@@ -342,6 +350,7 @@ impl Host {
             self.sent.log_events += r.sent;
         }
         self.sent.datums += flushed.datums.len() as u64;
+        self.otlp.flush(&self.cluster, &self.node, &flushed.datums, &self.partitions);
         let held = self.metrics.intake.take(flushed.datums);
         self.metrics.delivery.hold(held);
         deliver(&mut self.metrics, "PutMetricData").await;
@@ -743,6 +752,8 @@ struct Run {
     listing: Listing,
     lambda: Option<LambdaRun>,
     seconds: f64,
+    otlp_nodes: otlp::OtlpBytes,
+    otlp_head: otlp::OtlpBytes,
 }
 
 async fn simulate(
@@ -830,6 +841,9 @@ async fn simulate(
             sent: Sent::default(),
             seen: HashMap::new(),
             process_every: c.node.process_every.max(1),
+            cluster: cluster.clone(),
+            partitions: all_jobs.iter().map(|j| (j.info.id.clone(), j.info.partition.clone())).collect(),
+            otlp: otlp::OtlpBytes::default(),
         }
     };
     let mut hosts: Vec<(Host, Option<Vec<Job>>)> = Vec::new();
@@ -863,7 +877,7 @@ async fn simulate(
                     }
                 }
                 host.finish();
-                (host.runs_node, host.sent)
+                (host.runs_node, host.sent, host.otlp)
             })
         })
         .collect();
@@ -877,8 +891,15 @@ async fn simulate(
         })
         .await;
     let (mut nodes, mut head_sent) = (Sent::default(), Sent::default());
-    for (is_node, sent) in &results {
-        if *is_node { nodes.add(sent) } else { head_sent.add(sent) }
+    let (mut otlp_nodes, mut otlp_head) = (otlp::OtlpBytes::default(), otlp::OtlpBytes::default());
+    for (is_node, sent, otlp) in &results {
+        if *is_node {
+            nodes.add(sent);
+            otlp_nodes.add(otlp);
+        } else {
+            head_sent.add(sent);
+            otlp_head.add(otlp);
+        }
     }
     let lambda = bootstrap.map(|b| {
         let (b, url, ns, cl) = (b.to_owned(), url.to_owned(), namespace.clone(), cluster.clone());
@@ -894,6 +915,8 @@ async fn simulate(
         listing,
         lambda,
         seconds: started.elapsed().as_secs_f64(),
+        otlp_nodes,
+        otlp_head,
     }
 }
 
@@ -1116,6 +1139,10 @@ fn main() {
                 print(&run, &m, if mode == JobMetrics::Metrics { default_total } else { None });
                 if mode == JobMetrics::Logs {
                     default_total = Some(m.total);
+                } else {
+                    // The run with per-job series: what the OTLP sink would send of it.
+                    let today = default_total.unwrap_or(m.total);
+                    otlp::print(s.name, s.sim_nodes, s.nodes, &run.otlp_nodes, &run.otlp_head, today);
                 }
             }
         }

@@ -1,0 +1,96 @@
+//! The OTLP sink's share of the cost bench: the bytes it would send for a scenario, encoded
+//! and gzipped by the sink's own encoder (`slurm_cw_sink::otlp::bodies`, the requests `put`
+//! makes), per-job series labelled by job, user, account and partition, cluster figures as for
+//! CloudWatch. CloudWatch bills OTLP metrics by the GB ingested, with no per-metric charge; the
+//! price is not in the shared reference, so it is a parameter: `COST_OTLP_PER_GB` dollars
+//! (default [`DEFAULT_PER_GB`], an assumption: CloudWatch Logs' ingestion price).
+
+use slurm_cw_catalog::dims::{JOB_ID, PARTITION};
+use slurm_cw_sink::datum::Datum;
+use slurm_cw_sink::otlp::{DEFAULT_MAX_REQUEST_BYTES, bodies, resource};
+use std::collections::HashMap;
+
+/// Dollars per GB when `COST_OTLP_PER_GB` is not set: an assumption, not a published price.
+pub const DEFAULT_PER_GB: f64 = 0.50;
+
+pub fn price_per_gb() -> (f64, &'static str) {
+    match std::env::var("COST_OTLP_PER_GB").ok().and_then(|v| v.parse::<f64>().ok()) {
+        Some(p) => (p, "COST_OTLP_PER_GB"),
+        None => (DEFAULT_PER_GB, "assumed; set COST_OTLP_PER_GB"),
+    }
+}
+
+/// What the OTLP sink would have sent.
+#[derive(Debug, Default, Clone)]
+pub struct OtlpBytes {
+    pub requests: u64,
+    /// Protobuf bytes before gzip.
+    pub plain: u64,
+    /// Bytes on the wire.
+    pub gzip: u64,
+}
+
+impl OtlpBytes {
+    pub fn add(&mut self, o: &OtlpBytes) {
+        self.requests += o.requests;
+        self.plain += o.plain;
+        self.gzip += o.gzip;
+    }
+
+    /// One flush of `node`: `datums` as the OTLP sink sends them, a per-job datum labelled
+    /// with its job's partition (`partitions`: job id to partition).
+    pub fn flush(
+        &mut self,
+        cluster: &str,
+        node: &str,
+        datums: &[Datum],
+        partitions: &HashMap<String, String>,
+    ) {
+        let labelled: Vec<Datum> = datums
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                let partition = d.dimension(JOB_ID).and_then(|j| partitions.get(j));
+                if let Some(p) = partition.filter(|_| d.dimension(PARTITION).is_none()) {
+                    d.dimensions.push((PARTITION.to_owned(), p.clone()));
+                    d.dimensions.sort();
+                }
+                d
+            })
+            .collect();
+        for (plain, gzip) in bodies(&resource(cluster, node), labelled, DEFAULT_MAX_REQUEST_BYTES) {
+            self.requests += 1;
+            self.plain += plain as u64;
+            self.gzip += gzip.len() as u64;
+        }
+    }
+}
+
+/// A month of the whole cluster's OTLP bytes, from one simulated hour of `sim_nodes` of
+/// `nodes` nodes and the head; one line beside CloudWatch's bill (`cloudwatch_usd`).
+pub fn print(
+    scenario: &str,
+    sim_nodes: usize,
+    nodes: usize,
+    node_bytes: &OtlpBytes,
+    head: &OtlpBytes,
+    cloudwatch_usd: f64,
+) {
+    let hours = 730.0;
+    let scale = nodes as f64 / sim_nodes as f64;
+    let month = |n: u64, h: u64| (n as f64 * scale + h as f64) * hours;
+    let gb_plain = month(node_bytes.plain, head.plain) / 1e9;
+    let gb_gzip = month(node_bytes.gzip, head.gzip) / 1e9;
+    let requests = month(node_bytes.requests, head.requests);
+    let (price, source) = price_per_gb();
+    println!(
+        "{scenario} OTLP (per-job series labelled job_id, user, account, partition; cluster figures as for CloudWatch): measured {sim_nodes}/{nodes} nodes + head, 1 h: {} requests, {} bytes protobuf, {} bytes gzip ({:.1}x) | month: {:.1}M requests, {gb_plain:.2} GB protobuf, {gb_gzip:.2} GB gzip; at ${price:.2}/GB ({source}): ${:.2} billed on gzip bytes, ${:.2} on protobuf bytes (CloudWatch today: ${cloudwatch_usd:.2})",
+        node_bytes.requests + head.requests,
+        node_bytes.plain + head.plain,
+        node_bytes.gzip + head.gzip,
+        (node_bytes.plain + head.plain) as f64 / (node_bytes.gzip + head.gzip).max(1) as f64,
+        requests / 1e6,
+        gb_gzip * price,
+        gb_plain * price,
+    );
+}
