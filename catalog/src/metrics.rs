@@ -48,6 +48,8 @@ const JOB_GPU: &[&[&str]] = &[
 /// A host's own figures: across the cluster's hosts (a statistic set: Minimum and Maximum show
 /// the outliers), and per host when `self_metrics_per_node` is on.
 const HOST: &[&[&str]] = &[&[], &[NODE_NAME]];
+/// A host figure of delivery: CloudWatch's as [`HOST`], another destination's with its `Sink`.
+const DELIVERY: &[&[&str]] = &[&[], &[NODE_NAME], &[SINK], &[NODE_NAME, SINK]];
 /// Across the jobs running on the nodes: per cluster, partition and account, and per user when
 /// `node.population_per_user` is on. Never per job: that detail is in the job records. Each
 /// account (and user) is billed for every metric it gets: only the key figures go that far.
@@ -380,24 +382,25 @@ catalog! {
             "Idle nodes in a partition, net of pending demand.";
     }
     Shipper {
-        SHIPPER_DATUMS_SENT = "ShipperDatumsSent", Count, Gauge, [Shipper], HOST,
-            "Datums CloudWatch accepted from this shipper during the flush interval.";
-        SHIPPER_DATUMS_DROPPED = "ShipperDatumsDropped", Count, Gauge, [Shipper], &[&[REASON], &[], &[NODE_NAME, REASON]],
-            "Datums dropped during the interval, by reason (non_finite, out_of_range, bad_dimension, too_many_dimensions, timestamp, rejected, queue_full, spool_full, ...) per host; with ClusterName alone, the sum over reasons from every host (what the alarm watches).";
-        SHIPPER_REQUESTS = "ShipperRequests", Count, Gauge, [Shipper], HOST,
+        SHIPPER_DATUMS_SENT = "ShipperDatumsSent", Count, Gauge, [Shipper], DELIVERY,
+            "Datums a destination accepted from this shipper during the flush interval: CloudWatch's without `Sink`, another destination's (otlp, prometheus) with it.";
+        SHIPPER_DATUMS_DROPPED = "ShipperDatumsDropped", Count, Gauge, [Shipper],
+            &[&[REASON], &[], &[NODE_NAME, REASON], &[SINK, REASON], &[NODE_NAME, SINK, REASON]],
+            "Datums dropped during the interval, by reason (non_finite, out_of_range, bad_dimension, too_many_dimensions, timestamp, rejected, queue_full, spool_full, ...) per host (another destination than CloudWatch's with its `Sink`); with ClusterName alone, the sum over reasons and destinations from every host (what the alarm watches).";
+        SHIPPER_REQUESTS = "ShipperRequests", Count, Gauge, [Shipper], DELIVERY,
             "PutMetricData requests sent during the interval, retries included.";
-        SHIPPER_RETRIES = "ShipperRetries", Count, Gauge, [Shipper], HOST,
+        SHIPPER_RETRIES = "ShipperRetries", Count, Gauge, [Shipper], DELIVERY,
             "PutMetricData retries during the interval (throttling, 5xx, network errors).";
-        SHIPPER_BYTES_SENT = "ShipperBytesSent", Bytes, Gauge, [Shipper], HOST,
+        SHIPPER_BYTES_SENT = "ShipperBytesSent", Bytes, Gauge, [Shipper], DELIVERY,
             "Uncompressed size of the PutMetricData requests sent during the interval.";
         SHIPPER_COLLECTION_DURATION = "ShipperCollectionDuration", Milliseconds, Gauge, [Shipper],
             &[&[COLLECTOR], &[NODE_NAME, COLLECTOR]],
             "Wall time one collection took, per collector.";
         SHIPPER_COLLECTIONS_MISSED = "ShipperCollectionsMissed", Count, Gauge, [Shipper], HOST,
             "Collections skipped during the interval because the one before had not finished (a read that hung: an NFS-backed /proc, a GPU that does not answer). Delivery and the hook go on meanwhile.";
-        SHIPPER_SPOOL_BYTES = "ShipperSpoolBytes", Bytes, Gauge, [Shipper], HOST,
+        SHIPPER_SPOOL_BYTES = "ShipperSpoolBytes", Bytes, Gauge, [Shipper], DELIVERY,
             "Bytes of flushes waiting in the disk spool (CloudWatch not reached yet).";
-        SHIPPER_SPOOL_FILES = "ShipperSpoolFiles", Count, Gauge, [Shipper], HOST,
+        SHIPPER_SPOOL_FILES = "ShipperSpoolFiles", Count, Gauge, [Shipper], DELIVERY,
             "Flushes waiting in the disk spool.";
         SHIPPER_CPU_USAGE = "ShipperCpuUsage", Percent, Gauge, [Shipper], HOST,
             "CPU the shipper itself used, as a percentage of one core.";

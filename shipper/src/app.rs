@@ -1,15 +1,15 @@
 //! The table of contents of a run: the configuration merged with the command line, the
-//! cluster and role resolved, one route per destination (sinks/route.rs), the pipeline
-//! (pipeline.rs), then `--once` or the daemon loop (daemon.rs).
+//! cluster and role resolved, one route per destination (sinks/route.rs, built by the registry
+//! in sinks/mod.rs), the pipeline (pipeline.rs), then `--once` or the daemon loop (daemon.rs).
 
 use crate::Exit;
 use crate::cli::Cli;
 use crate::config::Config;
-use crate::sinks::route::{build_record_sink, build_sink};
+use crate::sinks::{Context, SinkKind};
 
 pub use crate::daemon::SHUTDOWN_GRACE;
 pub use crate::pipeline::{Flushed, Pipeline};
-pub use crate::sinks::route::{Route, cloudwatch_settings, logs_settings, open_spool};
+pub use crate::sinks::route::{Route, open_spool};
 
 pub async fn run(cli: Cli, mut config: Config) -> Exit {
     cli.apply_to(&mut config);
@@ -29,31 +29,63 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
         Err(e) => return Exit::BadConfig(e),
     };
     let node = config.node_name();
-    tracing::info!(role = role.as_str(), why, cluster, namespace, node, "starting");
+    let sinks: Vec<&str> = config.sink.iter().map(SinkKind::as_str).collect();
+    tracing::info!(role = role.as_str(), why, cluster, namespace, node, ?sinks, "starting");
     for note in &config.deprecated {
         tracing::warn!(note = %note, "configuration key renamed; the old name still works");
     }
-    let group = config.logs.group_for(&cluster);
-    let sink = match build_sink(&config, &namespace).await {
-        Ok(s) => s,
-        Err(e) => return Exit::Failed(e.to_string()),
-    };
-    let metrics = Route::open(&config, &namespace, config.spool.dir.clone(), sink);
-    let records = if role.runs_node() && config.node.job_metrics.records() {
-        let sink = match build_record_sink(&config, &group, &node).await {
+    let ctx = Context { config: &config, cluster: &cluster, namespace: &namespace, node: &node };
+    let mut metrics = Vec::new();
+    for kind in config.sink.iter() {
+        let sink = match crate::sinks::metric_sink(kind, &ctx).await {
+            Ok(s) => s,
+            Err(e) => return Exit::Failed(e),
+        };
+        metrics.push((kind, Route::open(&config, &namespace, spool_dir(&config, kind), sink)));
+    }
+    let records = if role.runs_node()
+        && config.node.job_metrics.records()
+        && (config.sink.contains(SinkKind::Cloudwatch) || config.sink.contains(SinkKind::Stdout))
+    {
+        let group = config.logs.group_for(&cluster);
+        let sink = match crate::sinks::logs::build(&ctx, &group).await {
             Ok(s) => s,
             Err(e) => return Exit::Failed(e.to_string()),
         };
-        Some(Route::open(&config, &group, config.spool.dir.join("logs"), sink))
+        let dir = config.sink.contains(SinkKind::Cloudwatch).then(|| config.spool.dir.join("logs"));
+        Some(Route::open(&config, &group, dir, sink))
     } else {
         None
     };
-    let (stats, record_stats) = (metrics.stats.clone(), records.as_ref().map(|r| r.stats.clone()));
-    let (spool, pipeline_config) = (metrics.spool.clone(), config.clone());
-    let make = move || Pipeline::new(&pipeline_config, role, cluster, node, stats, record_stats, spool);
+    let parts = crate::pipeline::Parts {
+        cluster,
+        node,
+        metrics: metrics
+            .iter()
+            .map(|(kind, r)| crate::pipeline::Delivered {
+                sink: *kind,
+                stats: r.stats.clone(),
+                spool: r.spool.clone(),
+            })
+            .collect(),
+        records: records.as_ref().map(|r| r.stats.clone()),
+    };
+    let metrics = metrics.into_iter().map(|(_, r)| r).collect();
+    let pipeline_config = config.clone();
+    let make = move || Pipeline::new(&pipeline_config, role, parts);
     if cli.once {
         crate::daemon::once(make(), metrics, records).await
     } else {
         crate::daemon::daemon(make, metrics, records, &config, role).await
+    }
+}
+
+/// A destination's spool directory: CloudWatch's is `spool.dir` itself (as before there were
+/// others), another's a directory of its name in it; none for those that do not spool.
+pub fn spool_dir(config: &Config, kind: SinkKind) -> Option<std::path::PathBuf> {
+    match kind {
+        SinkKind::Cloudwatch => Some(config.spool.dir.clone()),
+        k if k.spools() => Some(config.spool.dir.join(k.as_str())),
+        _ => None,
     }
 }

@@ -21,9 +21,10 @@ pub struct Cli {
     /// Collect once, flush once, exit (0 when delivered).
     #[arg(long)]
     pub once: bool,
-    /// Where datums go: CloudWatch, or one JSON line each on standard output.
-    #[arg(long, value_enum)]
-    pub sink: Option<SinkArg>,
+    /// Where figures go (overrides `sink`): one destination or several, comma-separated
+    /// (`cloudwatch,prometheus`); `stdout` prints one JSON line per datum.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub sink: Vec<crate::config::SinkKind>,
     /// Check the configuration and what the shipper needs here, print a table, exit.
     #[arg(long, conflicts_with = "once")]
     pub check: bool,
@@ -62,16 +63,10 @@ pub enum RoleArg {
     All,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum SinkArg {
-    Cloudwatch,
-    Stdout,
-}
-
 impl Cli {
     /// Applies the command line over the configuration file.
     pub fn apply_to(&self, config: &mut crate::config::Config) {
-        use crate::config::{RoleSetting, SinkKind};
+        use crate::config::{RoleSetting, Sinks};
         if let Some(r) = self.role {
             config.role = match r {
                 RoleArg::Node => RoleSetting::Node,
@@ -79,11 +74,15 @@ impl Cli {
                 RoleArg::All => RoleSetting::All,
             };
         }
-        if let Some(s) = self.sink {
-            config.sink = match s {
-                SinkArg::Cloudwatch => SinkKind::Cloudwatch,
-                SinkArg::Stdout => SinkKind::Stdout,
-            };
+        if !self.sink.is_empty() {
+            // Each named once (`--sink otlp,otlp` means otlp).
+            let mut kinds = Vec::new();
+            for k in &self.sink {
+                if !kinds.contains(k) {
+                    kinds.push(*k);
+                }
+            }
+            config.sink = Sinks::new(kinds).unwrap_or_default();
         }
     }
 }

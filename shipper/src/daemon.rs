@@ -11,10 +11,11 @@ use crate::datum::Datum;
 use crate::hook;
 use crate::pipeline::Pipeline;
 use crate::role::Role;
+use crate::sinks::MetricSink;
 use crate::sinks::delivery::{Delivery, Destination, Step};
+use crate::sinks::logs::RecordSink;
 use crate::sinks::pacing::{Pace, deliver_loop};
 use crate::sinks::route::Route;
-use crate::sinks::{MetricSink, RecordSink};
 use slurm_cw_formats::record::Record;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -22,14 +23,19 @@ use tokio::sync::mpsc;
 pub type Metrics = Route<MetricSink>;
 pub type Records = Route<RecordSink>;
 
-pub async fn once(mut pipeline: Pipeline, mut metrics: Metrics, records: Option<Records>) -> Exit {
+/// One collection, one flush, each destination drained.
+pub async fn once(mut pipeline: Pipeline, metrics: Vec<Metrics>, records: Option<Records>) -> Exit {
     pipeline.collect().await;
     let flushed = pipeline.flush();
-    metrics.delivery.hold(metrics.intake.take(flushed.datums));
-    let mut results = vec![("metrics", drain(&mut metrics.delivery).await)];
+    let mut results = Vec::new();
+    for (mut route, datums) in metrics.into_iter().zip(flushed.datums) {
+        route.delivery.hold(route.intake.take(datums));
+        let what = format!("metrics to {}", route.delivery.label());
+        results.push((what, drain(&mut route.delivery).await));
+    }
     if let Some(mut r) = records {
         r.delivery.hold(r.intake.take(flushed.records));
-        results.push(("job records", drain(&mut r.delivery).await));
+        results.push(("job records".to_owned(), drain(&mut r.delivery).await));
     }
     let failed: Vec<String> =
         results.into_iter().filter_map(|(what, r)| r.err().map(|e| format!("{what}: {e}"))).collect();
@@ -56,7 +62,7 @@ async fn drain<D: Destination>(delivery: &mut Delivery<D>) -> Result<(), String>
 
 pub async fn daemon(
     make: impl FnOnce() -> Pipeline + Send + 'static,
-    metrics: Metrics,
+    metrics: Vec<Metrics>,
     records: Option<Records>,
     config: &Config,
     role: Role,
@@ -69,9 +75,13 @@ pub async fn daemon(
         Ok(c) => c,
         Err(e) => return Exit::Failed(format!("cannot start the collection thread: {e}")),
     };
-    let Route { intake: mut metric_intake, delivery, .. } = metrics;
-    let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
-    let mut deliverers = vec![tokio::spawn(deliver_loop(delivery, rx, pace))];
+    let mut deliverers = Vec::new();
+    let mut metric_routes = Vec::new();
+    for Route { intake, delivery, .. } in metrics {
+        let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
+        deliverers.push(tokio::spawn(deliver_loop(delivery, rx, pace)));
+        metric_routes.push((intake, tx));
+    }
     let mut record_route = None;
     if let Some(Route { intake, delivery, .. }) = records {
         let (rtx, rrx) = mpsc::unbounded_channel::<Vec<Record>>();
@@ -79,14 +89,11 @@ pub async fn daemon(
         record_route = Some((intake, rtx));
     }
     let mut to_delivery = |f: crate::pipeline::Flushed| -> bool {
-        let held = metric_intake.take(f.datums);
-        tracing::debug!(
-            collections = f.collections,
-            in_memory = held.len(),
-            records = f.records.len(),
-            "flushed"
-        );
-        let mut ok = tx.send(held).is_ok();
+        tracing::debug!(collections = f.collections, records = f.records.len(), "flushed");
+        let mut ok = true;
+        for ((intake, tx), datums) in metric_routes.iter_mut().zip(f.datums) {
+            ok &= tx.send(intake.take(datums)).is_ok();
+        }
         if let Some((intake, rtx)) = &mut record_route {
             ok &= rtx.send(intake.take(f.records)).is_ok();
         }
@@ -165,7 +172,7 @@ pub async fn daemon(
         }
     }
     // Hanging up tells each delivery to send what is left and stop.
-    drop(tx);
+    drop(metric_routes);
     drop(record_route);
     let all = join_all(deliverers);
     let delivered = tokio::time::timeout(SHUTDOWN_GRACE, all).await;

@@ -7,16 +7,16 @@ use crate::config::{Config, Toggle};
 use crate::datum::Datum;
 use crate::hook::Answer;
 use crate::role::Role;
-use crate::sample::{Batch, Dims};
-use crate::sinks::delivery::{DeliveryStats, SharedSpool, StatsHandle};
-use crate::sinks::validate::DropReason;
+use crate::sample::{Batch, Dims, JobInfo, Sample};
+use crate::sinks::delivery::{DeliveryStats, StatsHandle};
 use crate::sources::gpu::GpuCollector;
 use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::head::HeadCollector;
 use crate::sources::head::command::SlurmCommands;
 use crate::sources::host::{HostCollector, Roots};
 use crate::sources::node::NodeCollector;
-use crate::sources::shipper::ShipperCollector;
+pub use crate::sources::shipper::Delivered;
+use crate::sources::shipper::{DeliveryFigures, ShipperCollector};
 use crate::sources::slurm_jobs::SlurmJobs;
 use crate::sources::{Collector, Errors};
 use crate::transforms::derive::Derive;
@@ -24,11 +24,11 @@ use crate::transforms::jobs::Jobs;
 use crate::transforms::node_sample::NodeSamples;
 use crate::transforms::population;
 use crate::transforms::shape::Shape;
-use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME, REASON};
+use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::record::Record;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime};
 
 /// The GPU collector, when `gpu.enabled` allows and NVML loads; with `auto` and no driver, one
@@ -63,28 +63,31 @@ fn aggregator(cluster: String, config: &Config) -> Aggregator {
     if config.flush_interval > minute { a.with_period(minute) } else { a }
 }
 
-/// Collectors, the transforms, the aggregator and the self-metrics: everything but delivery.
+/// One destination's series: its shape (what it takes) and its aggregator.
+struct Lane {
+    shape: Shape,
+    aggregator: Aggregator,
+}
+
+/// Collectors, the transforms, one aggregator per destination and the self-metrics:
+/// everything but delivery.
 pub struct Pipeline {
     collectors: Vec<Box<dyn Collector>>,
-    aggregator: Aggregator,
+    /// One per destination of metrics, in `sink`'s order.
+    lanes: Vec<Lane>,
     node: String,
-    stats: StatsHandle,
-    record_stats: Option<StatsHandle>,
     /// The job table, where job records are made (node role, records on).
     jobs: Option<Jobs>,
     /// Increases, utilisation and backlog from the head node's readings (head role).
     derive: Option<Derive>,
     /// The node's own `node_sample` records (node role).
     node_samples: Option<NodeSamples>,
-    shape: Shape,
+    /// What delivery did, for the self-metrics at each flush.
+    delivery: DeliveryFigures,
     per_user: bool,
     idle_gpu_percent: f64,
     /// Metric names the configuration excludes.
     excluded: Vec<String>,
-    spool: Option<SharedSpool<Datum>>,
-    /// Collections skipped because the one before was still running (the collection thread
-    /// counts them).
-    missed: Arc<AtomicU64>,
     /// Collections since the last flush.
     collections: u64,
 }
@@ -93,34 +96,46 @@ pub struct Pipeline {
 pub struct Parts {
     pub cluster: String,
     pub node: String,
-    /// Delivery's figures, for the self-metrics: metrics, and records when they go anywhere.
-    pub stats: StatsHandle,
-    pub record_stats: Option<StatsHandle>,
-    pub spool: Option<SharedSpool<Datum>>,
+    /// Each metric destination's delivery, in `sink`'s order: its shape, and its counts for
+    /// the self-metrics.
+    pub metrics: Vec<Delivered>,
+    /// The job records' delivery counts, when they go anywhere.
+    pub records: Option<StatsHandle>,
+}
+
+impl Parts {
+    /// One CloudWatch destination without a spool, and job records (tests, benches).
+    pub fn cloudwatch(cluster: &str, node: &str) -> Self {
+        Parts {
+            cluster: cluster.to_owned(),
+            node: node.to_owned(),
+            metrics: vec![Delivered {
+                sink: crate::sinks::SinkKind::Cloudwatch,
+                stats: StatsHandle::default(),
+                spool: None,
+            }],
+            records: Some(StatsHandle::default()),
+        }
+    }
 }
 
 /// What one flush hands to delivery.
 #[derive(Debug, Default)]
 pub struct Flushed {
-    pub datums: Vec<Datum>,
+    /// One list per metric destination, in `sink`'s order.
+    pub datums: Vec<Vec<Datum>>,
     pub records: Vec<Record>,
-    /// What delivery did since the last flush (the self-metrics' figures), metrics and records.
-    pub delivered: DeliveryStats,
+    /// What delivery did since the last flush (the self-metrics' figures), per metric
+    /// destination and for the records.
+    pub delivered: Vec<DeliveryStats>,
     pub records_delivered: Option<DeliveryStats>,
     /// Collections in this flush.
     pub collections: u64,
 }
 
 impl Pipeline {
-    pub fn new(
-        config: &Config,
-        role: Role,
-        cluster: String,
-        node: String,
-        stats: StatsHandle,
-        record_stats: Option<StatsHandle>,
-        spool: Option<SharedSpool<Datum>>,
-    ) -> Self {
+    pub fn new(config: &Config, role: Role, parts: Parts) -> Self {
+        let node = parts.node.clone();
         let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
         if role.runs_head() {
             let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
@@ -150,7 +165,6 @@ impl Pipeline {
             collectors.push(Box::new(HostCollector::new(Roots::from_config(&config.node), node.clone())));
         }
         collectors.push(Box::new(ShipperCollector::new(node.clone())));
-        let parts = Parts { cluster, node, stats, record_stats, spool };
         Pipeline::from_parts(config, role, collectors, parts)
     }
 
@@ -161,34 +175,30 @@ impl Pipeline {
         collectors: Vec<Box<dyn Collector>>,
         parts: Parts,
     ) -> Self {
-        let Parts { cluster, node, stats, record_stats, spool } = parts;
+        let Parts { cluster, node, metrics, records } = parts;
         let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
+        let lanes = metrics
+            .iter()
+            .map(|d| Lane { shape: d.sink.shape(config), aggregator: aggregator(cluster.clone(), config) })
+            .collect();
         Pipeline {
             collectors,
-            aggregator: aggregator(cluster, config),
-            node,
-            stats,
-            record_stats,
+            lanes,
+            node: node.clone(),
             jobs: role.runs_node().then(|| Jobs::new(config.node.findings.clone())),
             node_samples,
             derive: role.runs_head().then(Derive::default),
-            shape: Shape {
-                job_metrics: config.node.job_metrics,
-                per_node_job_dimensions: config.node.per_node_dimensions,
-                per_node_self_metrics: config.self_metrics_per_node,
-            },
+            delivery: DeliveryFigures { node, metrics, records, missed: Arc::default() },
             per_user: config.node.population_per_user,
             idle_gpu_percent: config.node.findings.idle_gpu_percent,
             excluded: config.exclude_metrics.clone(),
-            spool,
-            missed: Arc::default(),
             collections: 0,
         }
     }
 
     /// Reports collections skipped by whoever runs this pipeline, counted in `missed`.
     pub fn counting_missed(mut self, missed: Arc<AtomicU64>) -> Self {
-        self.missed = missed;
+        self.delivery.missed = missed;
         self
     }
 
@@ -224,11 +234,21 @@ impl Pipeline {
                 population::push(&now, self.per_user, self.idle_gpu_percent, &mut batch);
             }
         }
-        let mut shaped = Vec::with_capacity(batch.samples.len());
-        self.shape.apply(batch.samples, &mut shaped);
+        self.to_lanes(batch.samples, &batch.jobs);
+    }
+
+    /// Each destination's shape of the samples, less the excluded metrics, into its aggregator.
+    fn to_lanes(&mut self, mut samples: Vec<Sample>, jobs: &[JobInfo]) {
         let excluded = &self.excluded;
-        let kept = shaped.into_iter().filter(|s| !excluded.iter().any(|e| e == s.metric.name));
-        self.aggregator.extend(kept);
+        samples.retain(|s| !excluded.iter().any(|e| e == s.metric.name));
+        let last = self.lanes.len().saturating_sub(1);
+        for (i, lane) in self.lanes.iter_mut().enumerate() {
+            // The last destination takes the samples themselves; the others a copy.
+            let mine = if i == last { std::mem::take(&mut samples) } else { samples.clone() };
+            let mut shaped = Vec::with_capacity(mine.len());
+            lane.shape.apply(mine, jobs, &mut shaped);
+            lane.aggregator.extend(shaped);
+        }
     }
 
     /// Runs every collector once; returns the errors they had in all.
@@ -277,61 +297,26 @@ impl Pipeline {
         if let Some(r) = self.node_samples.as_mut().and_then(|n| n.flush(now)) {
             records.push(r);
         }
-        let delivered = self.stats.take();
-        let mut s = delivered.clone();
+        let mut trimmed = 0;
+        if let Some(jobs) = &mut self.jobs {
+            trimmed += std::mem::take(&mut jobs.trimmed);
+        }
+        if let Some(n) = &mut self.node_samples {
+            trimmed += std::mem::take(&mut n.trimmed);
+        }
         let mut batch = Batch::new(now);
-        let host = Dims::new().with(NODE_NAME, self.node.as_str());
-        let records_delivered = self.record_stats.as_ref().map(StatsHandle::take);
-        if let Some(r) = &records_delivered {
-            batch.push(&JOB_RECORDS, Dims::new(), r.sent as f64);
-            for (reason, n) in &r.dropped {
-                *s.dropped.entry(*reason).or_default() += n;
-            }
-        }
-        if let Some(jobs) = &mut self.jobs
-            && jobs.trimmed > 0
-        {
-            *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut jobs.trimmed);
-        }
-        if let Some(n) = &mut self.node_samples
-            && n.trimmed > 0
-        {
-            *s.dropped.entry(DropReason::Trimmed).or_default() += std::mem::take(&mut n.trimmed);
-        }
-        batch.push(&SHIPPER_DATUMS_SENT, host.clone(), s.sent as f64);
-        let missed = self.missed.swap(0, Ordering::Relaxed);
-        batch.push(&SHIPPER_COLLECTIONS_MISSED, host.clone(), missed as f64);
-        batch.push(&SHIPPER_REQUESTS, host.clone(), s.requests as f64);
-        batch.push(&SHIPPER_RETRIES, host.clone(), s.retries as f64);
-        batch.push(&SHIPPER_BYTES_SENT, host.clone(), s.bytes as f64);
-        for (reason, n) in &s.dropped {
-            batch.push(&SHIPPER_DATUMS_DROPPED, host.clone().with(REASON, reason.as_str()), *n as f64);
-        }
-        // Cluster-wide, every host adds into one series that an alarm can watch (zero too, so
-        // the alarm sees data).
-        let total: u64 = s.dropped.values().sum();
-        batch.push(&SHIPPER_DATUMS_DROPPED, Dims::new(), total as f64);
-        if let Some(spool) = &self.spool {
-            let (files, bytes) = match spool.lock() {
-                Ok(g) => (g.files(), g.bytes()),
-                Err(p) => (p.get_ref().files(), p.get_ref().bytes()),
-            };
-            batch.push(&SHIPPER_SPOOL_FILES, host.clone(), files as f64);
-            batch.push(&SHIPPER_SPOOL_BYTES, host.clone(), bytes as f64);
-        }
-        let mut shaped = Vec::new();
-        self.shape.apply(batch.samples, &mut shaped);
-        self.aggregator
-            .extend(shaped.into_iter().filter(|s| !self.excluded.iter().any(|e| e == s.metric.name)));
+        let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
+        self.to_lanes(batch.samples, &[]);
         let collections = std::mem::take(&mut self.collections);
-        Flushed { datums: self.aggregator.drain(), records, delivered, records_delivered, collections }
+        let datums = self.lanes.iter_mut().map(|l| l.aggregator.drain()).collect();
+        Flushed { datums, records, delivered, records_delivered, collections }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::JobMetrics;
+    use crate::config::{JobMetrics, SinkKind};
     use crate::sample::JobInfo;
     use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, USER};
 
@@ -369,9 +354,12 @@ mod tests {
         let parts = Parts {
             cluster: "c".into(),
             node: "n1".into(),
-            stats: StatsHandle::default(),
-            record_stats: None,
-            spool: None,
+            metrics: vec![Delivered {
+                sink: SinkKind::Cloudwatch,
+                stats: StatsHandle::default(),
+                spool: None,
+            }],
+            records: None,
         };
         Pipeline::from_parts(&config, Role::Node, collectors, parts)
     }
@@ -382,13 +370,13 @@ mod tests {
             let mut p = pipeline(&[Answer::Sampled(1), refusal.clone(), Answer::Sampled(0)]);
             assert_eq!(p.final_sample("7", 1000), refusal);
             let f = p.flush();
-            assert!(f.datums.iter().all(|d| d.metric != CPU_USAGE.name), "{refusal:?}");
+            assert!(f.datums[0].iter().all(|d| d.metric != CPU_USAGE.name), "{refusal:?}");
             assert!(f.records.is_empty(), "{refusal:?}: {:?}", f.records);
         }
         let mut p = pipeline(&[Answer::Sampled(1), Answer::Sampled(0)]);
         assert_eq!(p.final_sample("7", 1000), Answer::Sampled(1));
         let f = p.flush();
-        assert!(f.datums.iter().any(|d| d.metric == CPU_USAGE.name));
+        assert!(f.datums[0].iter().any(|d| d.metric == CPU_USAGE.name));
         assert!(!f.records.is_empty(), "the job's summary");
     }
 }

@@ -7,6 +7,7 @@ use common::proxy::{Fault, Proxy};
 use common::*;
 use slurm_cw_shipper::datum::{Datum, DatumValue};
 use slurm_cw_shipper::sinks::MetricSink;
+use slurm_cw_shipper::sinks::cloudwatch::PutMetricDataRules;
 use slurm_cw_shipper::sinks::cloudwatch::retry::Backoff;
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings};
 use slurm_cw_shipper::sinks::delivery::{Delivery, Intake, SET_ASIDE_AFTER, StatsHandle, Step};
@@ -37,8 +38,8 @@ fn datum(metric: &str, job: &str, value: f64) -> Datum {
 
 fn no_spool(sink: CloudWatchSink, stats: &StatsHandle) -> (Intake<Datum>, Delivery<MetricSink>) {
     (
-        Intake::new("unused", None, stats.clone()),
-        Delivery::new(MetricSink::CloudWatch(sink), None, 100_000, stats.clone()),
+        Intake::new("unused", None, stats.clone(), rules()),
+        Delivery::new(Box::new(sink) as MetricSink, None, 100_000, stats.clone()),
     )
 }
 
@@ -104,9 +105,9 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
     let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
     let ns = unique_namespace("spooled");
     let stats = StatsHandle::default();
-    let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone());
+    let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone(), rules());
     let down = CloudWatchSink::new(settings("http://127.0.0.1:9", &ns)).await.unwrap();
-    let mut delivery = Delivery::new(MetricSink::CloudWatch(down), Some(spool.clone()), 1000, stats.clone());
+    let mut delivery = Delivery::new(Box::new(down) as MetricSink, Some(spool.clone()), 1000, stats.clone());
     delivery.hold(intake.take(vec![datum("Good", "a", 1.0)]));
     let step = delivery.drain().await;
     assert!(matches!(&step, Step::Failed(e) if e.contains("cannot reach")), "{step:?}");
@@ -118,7 +119,7 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
     // CloudWatch answers again (here: LocalStack): both flushes go, oldest first, and leave.
     let Some(url) = localstack() else { return };
     let up = CloudWatchSink::new(settings(&url, &ns)).await.unwrap();
-    let mut delivery = Delivery::new(MetricSink::CloudWatch(up), Some(spool.clone()), 1000, stats.clone());
+    let mut delivery = Delivery::new(Box::new(up) as MetricSink, Some(spool.clone()), 1000, stats.clone());
     assert_eq!(delivery.drain().await, Step::Empty);
     assert_eq!(delivery.waiting(), (0, 0));
     assert_eq!(stats.take().sent, 2);
@@ -164,12 +165,12 @@ async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
     let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
     let stats = StatsHandle::default();
     // The first flush was spooled under the old namespace; the newer ones under the new.
-    Intake::new(&denied, Some(spool.clone()), stats.clone()).take(vec![datum("Old", "a", 1.0)]);
-    let mut intake = Intake::new(&allowed, Some(spool.clone()), stats.clone());
+    Intake::new(&denied, Some(spool.clone()), stats.clone(), rules()).take(vec![datum("Old", "a", 1.0)]);
+    let mut intake = Intake::new(&allowed, Some(spool.clone()), stats.clone(), rules());
     intake.take(vec![datum("New", "b", 2.0)]);
     intake.take(vec![datum("New", "c", 3.0)]);
     let sink = CloudWatchSink::new(settings(&proxy.url(), &allowed)).await.unwrap();
-    let mut delivery = Delivery::new(MetricSink::CloudWatch(sink), Some(spool.clone()), 1000, stats.clone());
+    let mut delivery = Delivery::new(Box::new(sink) as MetricSink, Some(spool.clone()), 1000, stats.clone());
     let mut steps = Vec::new();
     for _ in 0..10 {
         match delivery.send_oldest().await {
@@ -215,12 +216,12 @@ async fn when_everything_is_refused_nothing_is_set_aside() {
     let (spool, _) = Spool::open(dir.path(), 1 << 20).unwrap();
     let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
     let stats = StatsHandle::default();
-    let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone());
+    let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone(), rules());
     for job in ["a", "b", "c"] {
         intake.take(vec![datum("M", job, 1.0)]);
     }
     let sink = CloudWatchSink::new(settings(&proxy.url(), &ns)).await.unwrap();
-    let mut delivery = Delivery::new(MetricSink::CloudWatch(sink), Some(spool.clone()), 1000, stats.clone());
+    let mut delivery = Delivery::new(Box::new(sink) as MetricSink, Some(spool.clone()), 1000, stats.clone());
     for _ in 0..15 {
         assert!(matches!(delivery.send_oldest().await, Step::Failed(_)));
     }
@@ -230,4 +231,9 @@ async fn when_everything_is_refused_nothing_is_set_aside() {
     proxy.allow_all();
     assert_eq!(delivery.drain().await, Step::Empty);
     assert_eq!(stats.take().sent, 3);
+}
+
+/// CloudWatch's own rules, as its route applies them.
+fn rules() -> Box<PutMetricDataRules> {
+    Box::new(PutMetricDataRules::default())
 }

@@ -379,13 +379,7 @@ fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_not
     )
     .with_jobs(node.jobs());
     let collectors: Vec<Box<dyn Collector>> = vec![Box::new(node), Box::new(gpu)];
-    let parts = Parts {
-        cluster: "c".into(),
-        node: "g1".into(),
-        stats: Default::default(),
-        record_stats: None,
-        spool: None,
-    };
+    let parts = Parts::cloudwatch("c", "g1");
     let mut p = Pipeline::from_parts(&config, Role::Node, collectors, parts);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let start = SystemTime::now() - Duration::from_secs(600);
@@ -397,17 +391,17 @@ fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_not
         rt.block_on(p.collect_at(at(m)));
     }
     let flushed = p.flush_at(at(3));
-    assert!(flushed.datums.iter().any(|d| d.metric == GPU_COUNT.name), "the cycles' GPU figures");
+    assert!(flushed.datums[0].iter().any(|d| d.metric == GPU_COUNT.name), "the cycles' GPU figures");
     // Another user asks for the job's final sample: nothing is read or kept.
     assert_eq!(p.final_sample("1001", 1001), Answer::Denied);
     let flushed = p.flush_at(at(3));
-    assert!(flushed.datums.iter().all(|d| d.metric != GPU_COUNT.name), "no GPU figure after a denial");
+    assert!(flushed.datums[0].iter().all(|d| d.metric != GPU_COUNT.name), "no GPU figure after a denial");
     assert!(flushed.records.is_empty(), "{:?}", flushed.records);
     // The driver reloads (counters from zero), then the job's TaskEpilog asks.
     set_energy(&b.gpus, [12_000_000, 3_000_000, 1_000_000]);
     assert_eq!(p.final_sample("1001", 1000), Answer::Sampled(1));
     let flushed = p.flush_at(at(4));
-    assert!(flushed.datums.iter().any(|d| d.metric == GPU_COUNT.name), "the final sample's GPU figures");
+    assert!(flushed.datums[0].iter().any(|d| d.metric == GPU_COUNT.name), "the final sample's GPU figures");
     let summary = flushed
         .records
         .iter()

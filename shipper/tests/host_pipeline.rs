@@ -8,9 +8,8 @@ mod common;
 use common::copy_tree;
 use slurm_cw_catalog::{Group, by_name};
 use slurm_cw_shipper::config::{Config, Toggle};
-use slurm_cw_shipper::pipeline::{Flushed, Pipeline};
+use slurm_cw_shipper::pipeline::{Flushed, Parts, Pipeline};
 use slurm_cw_shipper::role::Role;
-use slurm_cw_shipper::sinks::delivery::StatsHandle;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -40,16 +39,7 @@ async fn run(dir: &Path, sys: &[&str], proc: &[&str], per_node: bool) -> Flushed
     config.slurm.bin_dir = Some(bin);
     config.gpu.enabled = Toggle::Off;
     config.self_metrics_per_node = per_node;
-    let stats = StatsHandle::default();
-    let mut p = Pipeline::new(
-        &config,
-        Role::Node,
-        "c".into(),
-        "n1".into(),
-        stats,
-        Some(StatsHandle::default()),
-        None,
-    );
+    let mut p = Pipeline::new(&config, Role::Node, Parts::cloudwatch("c", "n1"));
     p.collect().await;
     p.collect().await;
     p.flush()
@@ -57,8 +47,7 @@ async fn run(dir: &Path, sys: &[&str], proc: &[&str], per_node: bool) -> Flushed
 
 /// Every series as `Metric Dim=value,...`, and every record's Type.
 fn series(f: &Flushed) -> (BTreeSet<String>, Vec<String>) {
-    let names = f
-        .datums
+    let names = f.datums[0]
         .iter()
         .map(|d| {
             let dims: Vec<String> = d.dimensions.iter().map(|(k, v)| format!("{k}={v}")).collect();

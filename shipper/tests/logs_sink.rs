@@ -7,10 +7,10 @@ mod common;
 
 use common::*;
 use slurm_cw_formats::record::Record;
-use slurm_cw_shipper::sinks::RecordSink;
 use slurm_cw_shipper::sinks::cloudwatch::retry::Backoff;
 use slurm_cw_shipper::sinks::delivery::{Delivery, Intake, StatsHandle, Step};
 use slurm_cw_shipper::sinks::logs::{LogsSink, Settings};
+use slurm_cw_shipper::sinks::logs::{PutLogEventsRules, RecordSink};
 use slurm_cw_shipper::sinks::spool::Spool;
 use slurm_cw_shipper::sinks::validate::DropReason;
 use std::time::{Duration, SystemTime};
@@ -45,7 +45,8 @@ async fn records_wait_in_their_spool_through_an_outage_and_arrive_once() {
     let (spool, _) = Spool::<Record>::open(dir.path(), 1 << 20).unwrap();
     let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
     let stats = StatsHandle::default();
-    let mut intake = Intake::new(&group, Some(spool.clone()), stats.clone());
+    let mut intake =
+        Intake::new(&group, Some(spool.clone()), stats.clone(), Box::new(PutLogEventsRules::default()));
     let down = LogsSink::new(settings("http://127.0.0.1:9", &group)).await.unwrap();
     let mut delivery = Delivery::new(RecordSink::Logs(down), Some(spool.clone()), 1000, stats.clone());
     delivery.hold(

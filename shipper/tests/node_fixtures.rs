@@ -68,13 +68,13 @@ fn collect_shaped(c: &mut NodeCollector, per_node: bool) -> (Batch, Errors) {
 }
 
 fn shaped(mut b: Batch, per_node: bool) -> Batch {
-    let shape = Shape {
+    let shape = Shape::CloudWatch {
         job_metrics: JobMetrics::Metrics,
         per_node_job_dimensions: per_node,
         per_node_self_metrics: true,
     };
     let mut out = Vec::new();
-    shape.apply(std::mem::take(&mut b.samples), &mut out);
+    shape.apply(std::mem::take(&mut b.samples), &[], &mut out);
     b.samples = out;
     b
 }

@@ -9,7 +9,12 @@ mod de;
 pub mod docs;
 mod namespace;
 
-pub use crate::sinks::config::{CloudWatchConfig, DeliveryConfig, LogsConfig, SpoolConfig};
+pub use crate::sinks::cloudwatch::config::CloudWatchConfig;
+pub use crate::sinks::config::{DeliveryConfig, SpoolConfig};
+pub use crate::sinks::logs::config::LogsConfig;
+pub use crate::sinks::otlp::config::OtlpConfig;
+pub use crate::sinks::prometheus::config::PrometheusConfig;
+pub use crate::sinks::{SinkKind, Sinks};
 pub use crate::sources::gpu::config::GpuConfig;
 pub use crate::sources::head::config::{HeadConfig, SlurmConfig};
 pub use crate::sources::node::config::{CgroupVersion, NodeConfig};
@@ -37,13 +42,6 @@ pub enum RoleSetting {
     Node,
     Head,
     All,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SinkKind {
-    Cloudwatch,
-    Stdout,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -82,8 +80,8 @@ pub struct Config {
     /// How often aggregated samples are sent (about one PutMetricData request per flush).
     #[serde(deserialize_with = "duration")]
     pub flush_interval: Duration,
-    /// cloudwatch | stdout (`--sink` overrides it).
-    pub sink: SinkKind,
+    /// Where figures go: cloudwatch, otlp, prometheus, stdout, or a list (`--sink` overrides it).
+    pub sink: Sinks,
     /// Metrics never shipped (by catalog name), to trim cost.
     pub exclude_metrics: Vec<String>,
     /// Host figures (the shipper's own, jobs and GPUs per node) per node as well as across the
@@ -92,6 +90,8 @@ pub struct Config {
     pub cloudwatch: CloudWatchConfig,
     pub delivery: DeliveryConfig,
     pub logs: LogsConfig,
+    pub otlp: OtlpConfig,
+    pub prometheus: PrometheusConfig,
     pub slurm: SlurmConfig,
     pub head: HeadConfig,
     pub node: NodeConfig,
@@ -122,12 +122,14 @@ impl Default for Config {
             role: RoleSetting::Auto,
             collect_interval: Duration::from_secs(30),
             flush_interval: Duration::from_secs(120),
-            sink: SinkKind::Cloudwatch,
+            sink: Sinks::default(),
             exclude_metrics: Vec::new(),
             self_metrics_per_node: false,
             cloudwatch: CloudWatchConfig::default(),
             delivery: DeliveryConfig::default(),
             logs: LogsConfig::default(),
+            otlp: OtlpConfig::default(),
+            prometheus: PrometheusConfig::default(),
             slurm: SlurmConfig::default(),
             head: HeadConfig::default(),
             node: NodeConfig::default(),
@@ -248,6 +250,8 @@ impl Config {
         self.logs.check()?;
         self.spool.check()?;
         self.cloudwatch.check()?;
+        self.otlp.check()?;
+        self.prometheus.check()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err("log.level", format!("{:?} is not a log filter", self.log.level));
         }
@@ -314,7 +318,33 @@ mod tests {
         assert_eq!(c.slurm.bin_dir.take(), Some(PathBuf::from("/opt/slurm/bin")));
         assert!(c.head.metrics_url.take().is_some() && c.head.metrics_token_file.take().is_some());
         assert_eq!(c.head.metrics_token_user.take().as_deref(), Some("slurm-metrics"));
+        assert!(c.otlp.endpoint.take().is_some_and(|e| e.ends_with("/v1/metrics")));
+        assert_eq!(c.otlp.region.take().as_deref(), Some("us-east-1"));
         assert_eq!(c, Config::default(), "every other key at its default");
+    }
+
+    #[test]
+    fn destinations_by_name_or_list_from_the_file_or_the_environment() {
+        let c = Config::from_toml("", "t", env(&[("SLURM_CW_SINK", "prometheus")])).unwrap();
+        assert_eq!(c.sink, SinkKind::Prometheus);
+        let c = Config::from_toml(
+            "sink = [\"cloudwatch\", \"otlp\"]\n[otlp]\nendpoint = \"http://127.0.0.1:1/v1/metrics\"\n",
+            "t",
+            env(&[("SLURM_CW_PROMETHEUS__ADDRESS", "127.0.0.1:29100")]),
+        )
+        .unwrap();
+        assert_eq!(c.sink.iter().collect::<Vec<_>>(), [SinkKind::Cloudwatch, SinkKind::Otlp]);
+        assert_eq!(c.prometheus.address, "127.0.0.1:29100");
+        let c = Config::from_toml("", "t", env(&[("SLURM_CW_SINK", "cloudwatch,prometheus")])).unwrap();
+        assert!(c.sink.contains(SinkKind::Prometheus) && c.sink.contains(SinkKind::Cloudwatch));
+        for (bad, says) in [
+            ("sink = \"kafka\"", "unknown destination"),
+            ("[prometheus]\naddress = \"localhost\"", "prometheus.address"),
+            ("[otlp]\nendpoint = \"monitoring.us-east-1.amazonaws.com\"", "otlp.endpoint"),
+        ] {
+            let e = Config::from_toml(bad, "t", env(&[])).unwrap_err().0;
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

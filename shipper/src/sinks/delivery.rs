@@ -14,61 +14,41 @@ use super::validate::{DropReason, Validator};
 use crate::datum::Datum;
 use slurm_cw_formats::record::Record;
 use slurm_cw_formats::spool::Item;
-use slurm_cw_sink::logs::{self, Unsendable};
 use slurm_cw_sink::outcome::Outcome;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
 
-/// Where a delivery sends: CloudWatch metrics, CloudWatch Logs, standard output.
+/// Where a delivery sends: a metric destination (CloudWatch, OTLP, Prometheus, standard output)
+/// or the job records' (CloudWatch Logs, standard output).
 #[allow(async_fn_in_trait)]
 pub trait Destination {
-    type Item: Item + Checked;
+    type Item: Item + Named;
     /// Where a batch held in memory goes (the namespace, the log group).
     fn label(&self) -> &str;
+    /// The destination's own rules of what may go (CloudWatch's limits for CloudWatch).
+    fn checks(&self) -> Box<dyn Checks<Self::Item>>;
     async fn put_in(&mut self, label: &str, items: Vec<Self::Item>) -> Outcome<Self::Item>;
 }
 
-/// Items checked before they are spooled, and again before they are sent (a spooled batch may
-/// have aged past the service's window): what fails is dropped, logged once and counted.
-pub trait Checked: Sized {
-    fn retain_sendable(items: &mut Vec<Self>, validator: &mut Validator, stats: &StatsHandle);
-    /// A name for logs: the metric of a datum, "record" for a record.
+/// A destination's rules, applied before items are spooled and again before they are sent (a
+/// spooled batch may have aged past the service's window): what fails is dropped, logged once
+/// and counted.
+pub trait Checks<T>: Send {
+    fn retain_sendable(&mut self, items: &mut Vec<T>, stats: &StatsHandle);
+}
+
+/// What an item is called in logs: the metric of a datum, "record" for a record.
+pub trait Named {
     fn what(&self) -> &str;
 }
 
-impl Checked for Datum {
-    fn retain_sendable(items: &mut Vec<Self>, validator: &mut Validator, stats: &StatsHandle) {
-        for (_, reason) in validator.retain_valid(items, SystemTime::now()) {
-            stats.count_drop(reason, 1);
-        }
-    }
-
+impl Named for Datum {
     fn what(&self) -> &str {
         &self.metric
     }
 }
 
-impl Checked for Record {
-    fn retain_sendable(items: &mut Vec<Self>, validator: &mut Validator, stats: &StatsHandle) {
-        let now = SystemTime::now();
-        items.retain(|r| match logs::check(r, now) {
-            Ok(()) => true,
-            Err(why) => {
-                let (reason, detail) = match why {
-                    Unsendable::Timestamp => (
-                        DropReason::Timestamp,
-                        "outside the 14 days to 2 hours ahead CloudWatch Logs accepts",
-                    ),
-                    Unsendable::TooLarge => (DropReason::TooLarge, "larger than one log event may be"),
-                };
-                validator.log_once(reason, "record", detail);
-                stats.count_drop(reason, 1);
-                false
-            }
-        });
-    }
-
+impl Named for Record {
     fn what(&self) -> &str {
         "record"
     }
@@ -143,19 +123,28 @@ impl Trouble {
 /// The flush side: checks and the write-ahead to the spool.
 pub struct Intake<T> {
     label: String,
-    validator: Validator,
+    checks: Box<dyn Checks<T>>,
+    /// Logs each kind of drop once.
+    drops: Validator,
     validate: bool,
     spool: Option<SharedSpool<T>>,
     stats: StatsHandle,
     trouble: Trouble,
 }
 
-impl<T: Item + Checked> Intake<T> {
-    /// `label`: the namespace or log group every batch is spooled for.
-    pub fn new(label: &str, spool: Option<SharedSpool<T>>, stats: StatsHandle) -> Self {
+impl<T: Item + Named> Intake<T> {
+    /// `label`: the namespace or log group every batch is spooled for; `checks`: the
+    /// destination's ([`Destination::checks`]).
+    pub fn new(
+        label: &str,
+        spool: Option<SharedSpool<T>>,
+        stats: StatsHandle,
+        checks: Box<dyn Checks<T>>,
+    ) -> Self {
         Intake {
             label: label.to_owned(),
-            validator: Validator::new(),
+            checks,
+            drops: Validator::new(),
             validate: true,
             spool,
             stats,
@@ -173,7 +162,7 @@ impl<T: Item + Checked> Intake<T> {
     /// delivery to hold in memory (everything, without a spool).
     pub fn take(&mut self, mut items: Vec<T>) -> Vec<T> {
         if self.validate {
-            T::retain_sendable(&mut items, &mut self.validator, &self.stats);
+            self.checks.retain_sendable(&mut items, &self.stats);
         }
         if items.is_empty() {
             return items;
@@ -183,7 +172,7 @@ impl<T: Item + Checked> Intake<T> {
         match result {
             Ok((_, dropped)) => {
                 if dropped.full > 0 {
-                    self.validator.log_once(
+                    self.drops.log_once(
                         DropReason::SpoolFull,
                         "*",
                         "the spool is full: the oldest data was dropped",
@@ -226,7 +215,9 @@ pub struct Delivery<D: Destination> {
     /// Spool files the service refused for good, and how many times.
     stuck: BTreeMap<String, (u32, String)>,
     sink: D,
-    validator: Validator,
+    checks: Box<dyn Checks<D::Item>>,
+    /// Logs each kind of drop once.
+    drops: Validator,
     validate: bool,
     spool: Option<SharedSpool<D::Item>>,
     memory: VecDeque<Vec<D::Item>>,
@@ -240,14 +231,20 @@ impl<D: Destination> Delivery<D> {
     pub fn new(sink: D, spool: Option<SharedSpool<D::Item>>, max_backlog: usize, stats: StatsHandle) -> Self {
         Delivery {
             stuck: BTreeMap::new(),
+            checks: sink.checks(),
             sink,
-            validator: Validator::new(),
+            drops: Validator::new(),
             validate: true,
             spool,
             memory: VecDeque::new(),
             max_backlog,
             stats,
         }
+    }
+
+    /// Where it sends (the sink's label: a namespace, a log group, an endpoint).
+    pub fn label(&self) -> &str {
+        self.sink.label()
     }
 
     /// See [`Intake::without_validation`].
@@ -272,7 +269,7 @@ impl<D: Destination> Delivery<D> {
             }
             held -= over;
             self.stats.count_drop(DropReason::QueueFull, over as u64);
-            self.validator.log_once(DropReason::QueueFull, "*", "the in-memory backlog is full");
+            self.drops.log_once(DropReason::QueueFull, "*", "the in-memory backlog is full");
         }
     }
 
@@ -317,7 +314,7 @@ impl<D: Destination> Delivery<D> {
         let entry = match read {
             Ok(e) => e,
             Err(ReadError::Corrupt(e, datums)) => {
-                self.validator.log_once(DropReason::SpoolCorrupt, "*", &e.to_string());
+                self.drops.log_once(DropReason::SpoolCorrupt, "*", &e.to_string());
                 self.stats.count_drop(DropReason::SpoolCorrupt, datums);
                 return (Step::Sent, false);
             }
@@ -374,14 +371,14 @@ impl<D: Destination> Delivery<D> {
     async fn send(&mut self, label: &str, mut items: Vec<D::Item>) -> (Step, Option<Vec<D::Item>>, bool) {
         if self.validate {
             // Checked again: a spooled batch may have aged out of CloudWatch's 14 days.
-            D::Item::retain_sendable(&mut items, &mut self.validator, &self.stats);
+            self.checks.retain_sendable(&mut items, &self.stats);
         }
         if items.is_empty() {
             return (Step::Sent, None, false);
         }
         let outcome = self.sink.put_in(label, items).await;
         for d in &outcome.rejected {
-            self.validator.log_once(DropReason::Rejected, d.what(), "refused by CloudWatch");
+            self.drops.log_once(DropReason::Rejected, d.what(), "refused by the destination");
         }
         self.stats.count_drop(DropReason::Rejected, outcome.rejected.len() as u64);
         self.stats.update(|s| {

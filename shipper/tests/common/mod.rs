@@ -36,6 +36,48 @@ pub fn localstack() -> Option<String> {
     }
 }
 
+/// The bench Prometheus' URL (scripts/bench/prometheus.sh: it scrapes 127.0.0.1:29100 every
+/// second), or None (outside CI) when it is not running.
+#[allow(dead_code)]
+pub fn prometheus() -> Option<String> {
+    match std::env::var("BENCH_PROMETHEUS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            missing("the bench Prometheus", "run `eval \"$(scripts/bench/prometheus.sh start)\"` as root");
+            None
+        }
+    }
+}
+
+/// Where the bench Prometheus scrapes a shipper's pull endpoint.
+#[allow(dead_code)]
+pub const PROMETHEUS_SCRAPES: &str = "127.0.0.1:29100";
+
+/// The value of a PromQL instant query that answers one series, or None.
+#[allow(dead_code)]
+pub fn promql(url: &str, query: &str) -> Option<(serde_json::Value, f64)> {
+    let (ok, out, _) = try_cmd(
+        "curl",
+        &[
+            "-fsS",
+            "-m",
+            "5",
+            "-G",
+            &format!("{url}/api/v1/query"),
+            "--data-urlencode",
+            &format!("query={query}"),
+        ],
+    );
+    if !ok {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let result = v["data"]["result"].as_array()?;
+    let one = result.first()?;
+    let value = one["value"][1].as_str()?.parse().ok()?;
+    Some((one["metric"].clone(), value))
+}
+
 /// The bench slurm.conf, or None (outside CI) when the bench Slurm is not running.
 pub fn slurm() -> Option<PathBuf> {
     match std::env::var("BENCH_SLURM_CONF") {

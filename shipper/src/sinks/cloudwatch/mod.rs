@@ -1,0 +1,77 @@
+//! `cloudwatch`: datums to CloudWatch with PutMetricData. The client (batching, retries,
+//! splitting refused requests) is the slurm-cw-sink crate's, shared with the Lambda; here are
+//! what is CloudWatch's own on the node: its section of the configuration, its shape (which
+//! series are worth a billed custom metric) and its rules (PutMetricData's limits).
+
+pub mod config;
+
+pub use slurm_cw_sink::cloudwatch::*;
+
+use crate::datum::Datum;
+use crate::sinks::delivery::{Checks, StatsHandle};
+use crate::sinks::{Context, MetricDestination};
+use crate::transforms::shape::Shape;
+use slurm_cw_sink::aws::NoCaCertificates;
+use slurm_cw_sink::outcome::Outcome;
+use slurm_cw_sink::retry::Backoff;
+use slurm_cw_sink::validate::Validator;
+use std::time::SystemTime;
+
+/// Every series is a custom metric billed by the hour: per-job series only when
+/// `node.job_metrics` asks, per-node detail only when asked.
+pub fn shape(config: &crate::config::Config) -> Shape {
+    Shape::CloudWatch {
+        job_metrics: config.node.job_metrics,
+        per_node_job_dimensions: config.node.per_node_dimensions,
+        per_node_self_metrics: config.self_metrics_per_node,
+    }
+}
+
+/// PutMetricData's rules (slurm-cw-sink's `validate`).
+#[derive(Debug, Default)]
+pub struct PutMetricDataRules(Validator);
+
+impl Checks<Datum> for PutMetricDataRules {
+    fn retain_sendable(&mut self, items: &mut Vec<Datum>, stats: &StatsHandle) {
+        for (_, reason) in self.0.retain_valid(items, SystemTime::now()) {
+            stats.count_drop(reason, 1);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl MetricDestination for CloudWatchSink {
+    fn label(&self) -> &str {
+        self.namespace()
+    }
+
+    fn checks(&self) -> Box<dyn Checks<Datum>> {
+        Box::new(PutMetricDataRules::default())
+    }
+
+    async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> Outcome<Datum> {
+        CloudWatchSink::put_in(self, namespace, datums).await
+    }
+}
+
+/// The client, for the namespace the run resolved. Fails without CA certificates.
+pub async fn build(ctx: &Context<'_>) -> Result<CloudWatchSink, NoCaCertificates> {
+    CloudWatchSink::new(settings(ctx.config, ctx.namespace)).await
+}
+
+pub fn settings(config: &crate::config::Config, namespace: &str) -> Settings {
+    let cw = &config.cloudwatch;
+    Settings {
+        namespace: namespace.to_owned(),
+        region: cw.region.clone(),
+        endpoint: cw.endpoint.clone(),
+        backoff: backoff(cw),
+        attempt_timeout: cw.attempt_timeout,
+        storage_resolution: cw.storage_resolution,
+    }
+}
+
+/// `[cloudwatch]`'s retry settings, which CloudWatch Logs uses too.
+pub fn backoff(cw: &config::CloudWatchConfig) -> Backoff {
+    Backoff { base: cw.retry_base_delay, cap: cw.retry_max_delay, max_retries: cw.max_retries }
+}

@@ -1,0 +1,90 @@
+//! `logs`: job records to CloudWatch Logs with PutLogEvents, the client being the slurm-cw-sink
+//! crate's. Records go wherever CloudWatch's metrics go (`sink` names `cloudwatch`), or to
+//! standard output with `stdout`.
+
+pub mod config;
+
+pub use slurm_cw_sink::logs::*;
+
+use crate::sinks::Context;
+use crate::sinks::delivery::{Checks, Destination, StatsHandle};
+use crate::sinks::stdout::{StdoutSink, to_stdout};
+use crate::sinks::validate::{DropReason, Validator};
+use slurm_cw_formats::record::Record;
+use slurm_cw_sink::aws::NoCaCertificates;
+use slurm_cw_sink::outcome::Outcome;
+
+pub enum RecordSink {
+    Logs(LogsSink),
+    Stdout(StdoutSink),
+}
+
+/// PutLogEvents' rules: an event's age and size.
+#[derive(Debug, Default)]
+pub struct PutLogEventsRules(Validator);
+
+impl Checks<Record> for PutLogEventsRules {
+    fn retain_sendable(&mut self, items: &mut Vec<Record>, stats: &StatsHandle) {
+        let now = std::time::SystemTime::now();
+        items.retain(|r| match check(r, now) {
+            Ok(()) => true,
+            Err(why) => {
+                let (reason, detail) = match why {
+                    Unsendable::Timestamp => (
+                        DropReason::Timestamp,
+                        "outside the 14 days to 2 hours ahead CloudWatch Logs accepts",
+                    ),
+                    Unsendable::TooLarge => (DropReason::TooLarge, "larger than one log event may be"),
+                };
+                self.0.log_once(reason, "record", detail);
+                stats.count_drop(reason, 1);
+                false
+            }
+        });
+    }
+}
+
+impl Destination for RecordSink {
+    type Item = Record;
+
+    fn label(&self) -> &str {
+        match self {
+            RecordSink::Logs(s) => s.group(),
+            RecordSink::Stdout(s) => s.label(),
+        }
+    }
+
+    fn checks(&self) -> Box<dyn Checks<Record>> {
+        Box::new(PutLogEventsRules::default())
+    }
+
+    async fn put_in(&mut self, group: &str, records: Vec<Record>) -> Outcome<Record> {
+        match self {
+            RecordSink::Logs(s) => s.put_in(group, records).await,
+            RecordSink::Stdout(s) => to_stdout(s, records, Record::to_json_line),
+        }
+    }
+}
+
+/// The job records' destination: CloudWatch Logs, or standard output when `sink` names
+/// `stdout` and not `cloudwatch`. Fails without CA certificates.
+pub async fn build(ctx: &Context<'_>, group: &str) -> Result<RecordSink, NoCaCertificates> {
+    use crate::sinks::SinkKind;
+    Ok(if ctx.config.sink.contains(SinkKind::Cloudwatch) {
+        RecordSink::Logs(LogsSink::new(settings(ctx.config, group, ctx.node)).await?)
+    } else {
+        RecordSink::Stdout(StdoutSink::new(group))
+    })
+}
+
+pub fn settings(config: &crate::config::Config, group: &str, node: &str) -> Settings {
+    let cw = &config.cloudwatch;
+    Settings {
+        group: group.to_owned(),
+        stream: config.logs.stream.clone().unwrap_or_else(|| node.to_owned()),
+        region: cw.region.clone(),
+        endpoint: config.logs.endpoint.clone(),
+        backoff: crate::sinks::cloudwatch::backoff(cw),
+        attempt_timeout: cw.attempt_timeout,
+    }
+}

@@ -1,0 +1,37 @@
+//! What the destinations outside CloudWatch ([`super::otlp`], [`super::prometheus`]) share:
+//! their rules. They take any finite number and many labels, and no CloudWatch limit applies
+//! (a name longer than CloudWatch allows, a series with 31 labels).
+
+use crate::datum::Datum;
+use crate::sinks::delivery::{Checks, StatsHandle};
+use crate::sinks::validate::{DropReason, Validator};
+
+/// Labels one OpenTelemetry data point may carry in CloudWatch.
+pub const MAX_LABELS: usize = 150;
+
+#[derive(Debug, Default)]
+pub struct OpenRules(Validator);
+
+impl Checks<Datum> for OpenRules {
+    fn retain_sendable(&mut self, items: &mut Vec<Datum>, stats: &StatsHandle) {
+        items.retain(|d| {
+            let why = if d.value.numbers().iter().any(|v| !v.is_finite()) {
+                Some((DropReason::NonFinite, "a value that is not a finite number"))
+            } else if d.dimensions.len() > MAX_LABELS {
+                Some((DropReason::TooManyDimensions, "more than 150 labels"))
+            } else if d.value.mean().is_none() {
+                Some((DropReason::BadValues, "no value observed"))
+            } else {
+                None
+            };
+            match why {
+                None => true,
+                Some((reason, detail)) => {
+                    self.0.log_once(reason, &d.metric, detail);
+                    stats.count_drop(reason, 1);
+                    false
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,170 @@
+//! The series a pull endpoint serves, and their text exposition format (version 0.0.4): HELP
+//! and TYPE from the catalog, one gauge a series whose value is the mean of its last period.
+
+use crate::datum::Datum;
+use slurm_cw_catalog::{Metric, series};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+
+/// One series' latest value.
+#[derive(Debug)]
+struct Point {
+    value: f64,
+    /// The datum's own time, so an older period arriving late (from a retry) does not win.
+    at: std::time::SystemTime,
+    updated: Instant,
+}
+
+/// Every series seen, by metric and label set.
+#[derive(Debug, Default)]
+pub struct Series {
+    /// Series name -> (metric, rendered label set -> point).
+    by_metric: BTreeMap<String, (&'static Metric, BTreeMap<String, Point>)>,
+}
+
+impl Series {
+    /// Takes the datums' values; returns those the catalog does not know (not served).
+    pub fn update(&mut self, datums: Vec<Datum>, now: Instant) -> Vec<Datum> {
+        let mut unknown = Vec::new();
+        for d in datums {
+            let (Some(metric), Some(value)) = (slurm_cw_catalog::by_name(&d.metric), d.value.mean()) else {
+                unknown.push(d);
+                continue;
+            };
+            let labels = labels(&d.dimensions);
+            let (_, points) =
+                self.by_metric.entry(series::name(metric)).or_insert_with(|| (metric, BTreeMap::new()));
+            match points.get_mut(&labels) {
+                Some(p) if p.at > d.timestamp => p.updated = now,
+                Some(p) => *p = Point { value, at: d.timestamp, updated: now },
+                None => {
+                    points.insert(labels, Point { value, at: d.timestamp, updated: now });
+                }
+            }
+        }
+        unknown
+    }
+
+    /// Forgets series not updated for `ttl` (an ended job's).
+    pub fn expire(&mut self, now: Instant, ttl: Duration) {
+        for (_, points) in self.by_metric.values_mut() {
+            points.retain(|_, p| now.duration_since(p.updated) <= ttl);
+        }
+        self.by_metric.retain(|_, (_, points)| !points.is_empty());
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_metric.values().map(|(_, p)| p.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The exposition text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, (metric, points)) in &self.by_metric {
+            let _ = writeln!(out, "# HELP {name} {}", escape_help(metric.help));
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for (labels, p) in points {
+                let _ = writeln!(out, "{name}{labels} {}", p.value);
+            }
+        }
+        out
+    }
+}
+
+/// `{a="1",b="2"}` in the dimensions' (sorted) order; empty without any.
+fn labels(dims: &[(String, String)]) -> String {
+    if dims.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("{");
+    for (i, (n, v)) in dims.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&series::label(n));
+        out.push_str("=\"");
+        for c in v.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push('}');
+    out
+}
+
+fn escape_help(help: &str) -> String {
+    help.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datum::{DatumValue, Stats};
+    use std::time::SystemTime;
+
+    fn datum(metric: &str, dims: &[(&str, &str)], value: DatumValue, at: SystemTime) -> Datum {
+        Datum {
+            metric: metric.into(),
+            unit: "Bytes".into(),
+            dimensions: dims.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+            timestamp: at,
+            value,
+        }
+    }
+
+    #[test]
+    fn help_type_and_one_gauge_a_series_with_escaped_labels() {
+        let mut s = Series::default();
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let stats = DatumValue::Stats { stats: Stats { min: 1.0, max: 3.0, sum: 4.0, count: 2.0 } };
+        let dims = [("ClusterName", "c"), ("JobId", "7"), ("User", "a\"b\\c\nd")];
+        let unknown = s.update(
+            vec![
+                datum("MemoryRss", &dims, stats, t),
+                datum("NoSuch", &[], DatumValue::Value { value: 1.0 }, t),
+            ],
+            Instant::now(),
+        );
+        assert_eq!(unknown.len(), 1);
+        let text = s.render();
+        assert!(text.starts_with("# HELP slurm_memory_rss_bytes "), "{text}");
+        assert!(text.contains("# TYPE slurm_memory_rss_bytes gauge\n"), "{text}");
+        assert!(
+            text.contains(
+                "slurm_memory_rss_bytes{cluster_name=\"c\",job_id=\"7\",user=\"a\\\"b\\\\c\\nd\"} 2\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_latest_period_wins_and_idle_series_expire() {
+        let mut s = Series::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(60);
+        let t1 = t0 + Duration::from_secs(60);
+        let now = Instant::now();
+        let v = |x| DatumValue::Value { value: x };
+        s.update(
+            vec![
+                datum("MemoryRss", &[("JobId", "1")], v(2.0), t1),
+                datum("MemoryRss", &[("JobId", "1")], v(1.0), t0),
+            ],
+            now,
+        );
+        assert!(s.render().contains("{job_id=\"1\"} 2\n"), "{}", s.render());
+        s.update(vec![datum("MemoryRss", &[("JobId", "2")], v(5.0), t1)], now + Duration::from_secs(100));
+        s.expire(now + Duration::from_secs(150), Duration::from_secs(60));
+        assert_eq!(s.len(), 1);
+        assert!(s.render().contains("{job_id=\"2\"} 5\n"));
+    }
+}

@@ -1,0 +1,188 @@
+//! The `prometheus` destination: a real Prometheus (the bench's, Debian trixie's 2.53.3)
+//! scrapes the node role's pull endpoint, and a real job's figures read back with PromQL equal
+//! what the job did; and the endpoint holds up when a local user floods it.
+
+mod common;
+
+use common::{
+    PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, bench_dir, job_pids, job_state, nodes, prometheus,
+    promql, sbatch, shipper, slurm, wait_until, workload,
+};
+use slurm_cw_shipper::sinks::prometheus;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::Duration;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The resident memory of a job's processes, from Slurm's own list of them and /proc.
+fn job_rss_bytes(job: &str, node: &str) -> f64 {
+    job_pids(job, node)
+        .iter()
+        .filter_map(|p| {
+            let s = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
+            s.lines().find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .sum::<f64>()
+        * 1024.0
+}
+
+#[ignore = "needs the Slurm bench and Prometheus: scripts/test.sh runs it"]
+#[test]
+fn prometheus_scrapes_a_real_jobs_memory_with_its_labels() {
+    let (Some(conf), Some(prom)) = (slurm(), prometheus()) else {
+        return;
+    };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: Vec::new() };
+    let c1 = nodes()[0].clone();
+    let w = workload(&conf);
+    let job = sbatch(&[
+        "-p",
+        "batch",
+        "-w",
+        &c1,
+        "-A",
+        "physics",
+        "--mem=600M",
+        "--wrap",
+        &format!("python3 {w} memory 300 120"),
+    ]);
+    cleanup.jobs.push(job.clone());
+    wait_until("the memory job to hold 300 MiB", Duration::from_secs(90), || {
+        job_state(&job) == "RUNNING" && job_rss_bytes(&job, &c1) >= 300.0 * MIB
+    });
+    // Prometheus alone: no AWS at all on this path.
+    let _daemon = shipper()
+        .args(["--role", "node", "--sink", "prometheus"])
+        .env("SLURM_CW_CLUSTER_NAME", "promtest")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "2s")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
+        .env("SLURM_CW_PROMETHEUS__ADDRESS", PROMETHEUS_SCRAPES)
+        .env("SLURM_CW_NODE__HOOK_SOCKET", bench_dir(&conf).join("hook-prometheus-test.sock"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let query = format!("slurm_memory_rss_bytes{{job_id=\"{job}\"}}");
+    let mut got = None;
+    wait_until("Prometheus to have scraped the job's memory", Duration::from_secs(60), || {
+        got = promql(&prom, &query);
+        got.is_some()
+    });
+    let (labels, value) = got.unwrap();
+    let truth = job_rss_bytes(&job, &c1);
+    eprintln!("PromQL {query}: {:.1} MiB; the job's processes in /proc: {:.1} MiB", value / MIB, truth / MIB);
+    assert!((300.0 * MIB..=340.0 * MIB).contains(&value), "{value}");
+    assert!((value - truth).abs() <= truth * 0.05, "{value} against {truth}");
+    // Who the job is, as Slurm says: labels per job cost bytes here, not custom metrics.
+    assert_eq!(labels["account"], "physics", "{labels}");
+    assert_eq!(labels["partition"], "batch", "{labels}");
+    assert_eq!(labels["user"], "root", "{labels}");
+    assert_eq!(labels["node_name"], c1.as_str(), "{labels}");
+    assert_eq!(labels["cluster_name"], "promtest", "{labels}");
+    // The catalog's help and type, as served.
+    let text = scrape(PROMETHEUS_SCRAPES).unwrap_or_default();
+    assert!(text.contains("# TYPE slurm_memory_rss_bytes gauge\n"), "{text}");
+    assert!(text.contains("# HELP slurm_memory_rss_bytes "), "{text}");
+    drop(cleanup);
+}
+
+/// GET /metrics, the body of a 200.
+fn scrape(addr: &str) -> Option<String> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+/// Open files of process `pid`.
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn a_flood_of_connections_neither_stalls_collection_nor_keeps_the_endpoint_down() {
+    let dir = tempfile::tempdir().unwrap();
+    // A free loopback port for the daemon.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let mut daemon = shipper()
+        .args(["--role", "node", "--sink", "prometheus"])
+        .env("SLURM_CW_CLUSTER_NAME", "flood")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
+        .env("SLURM_CW_PROMETHEUS__ADDRESS", &addr)
+        .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .env("SLURM_CW_LOG__LEVEL", "slurm_cw_shipper::pipeline=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let pid = daemon.pid();
+    let (collected, _log) = collections(daemon.child().stderr.take().unwrap());
+    wait_until("the endpoint to serve the shipper's own figures", Duration::from_secs(30), || {
+        scrape(&addr).is_some_and(|t| t.contains("slurm_shipper_memory_rss_bytes"))
+    });
+    let before = fds(pid);
+    // A user opens far more connections than the endpoint serves, sends nothing and holds
+    // them; another trickles half a request.
+    let held: Vec<TcpStream> = (0..300).filter_map(|_| TcpStream::connect(&addr).ok()).collect();
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GET /metr").unwrap();
+    assert!(held.len() >= 200, "the kernel took the connections: {}", held.len());
+    // Collection goes on: collections logged after the flood began.
+    while collected.try_recv().is_ok() {}
+    for n in 0..3 {
+        collected
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("collection {n} during the flood"));
+    }
+    // Connections past the limit are closed at once, the rest at the deadline: the daemon
+    // does not hold hundreds of sockets.
+    let limit = before + prometheus::server::MAX_CONNECTIONS + 4;
+    let mut most = 0;
+    wait_until("every flood connection to be served or closed", Duration::from_secs(15), || {
+        most = most.max(fds(pid));
+        held.iter().all(|s| {
+            let mut b = [0u8; 1];
+            s.set_read_timeout(Some(Duration::from_millis(1))).is_ok()
+                && matches!((&*s).read(&mut b), Ok(0) | Ok(_))
+        })
+    });
+    eprintln!("daemon fds: {before} before the flood, at most {most} during it (limit {limit})");
+    assert!(most <= limit, "{most} file descriptors during the flood, limit {limit}");
+    // A scrape gets through while the flood still holds its sockets open.
+    let mut text = None;
+    wait_until("a scrape to be answered", Duration::from_secs(15), || {
+        text = scrape(&addr);
+        text.is_some()
+    });
+    assert!(text.unwrap().contains("# TYPE slurm_shipper_memory_rss_bytes gauge"));
+    drop((held, slow));
+    daemon.stop();
+}
+
+/// Collections the daemon logged (`collected`, at debug level), one message each.
+fn collections(
+    stderr: std::process::ChildStderr,
+) -> (std::sync::mpsc::Receiver<()>, std::thread::JoinHandle<()>) {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("collected") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    (rx, reader)
+}
