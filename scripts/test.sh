@@ -83,6 +83,21 @@ else
     echo "not root: the Slurm bench needs root; Slurm tests will skip (or fail under CI)" >&2
 fi
 
+# A real Prometheus (Debian trixie's 2.53.3, unpacked once): it scrapes the pull endpoint the
+# prometheus sink's tests run on 127.0.0.1:29100 and answers their PromQL. Debian's build has no
+# OTLP receiver; the OTLP read-back tests say so instead of running (BENCH_PROMETHEUS_OTLP).
+step "Prometheus"
+if [ "$(id -u)" -eq 0 ]; then
+    if ! bash "$here/bench/prometheus.sh" status >/dev/null 2>&1; then started+=(prometheus); fi
+    if env_out=$(bash "$here/bench/prometheus.sh" start); then
+        eval "$env_out"
+    else
+        echo "Prometheus did not start" >&2
+    fi
+else
+    echo "not root: the Prometheus bench needs root the first time; its tests will skip (or fail under CI)" >&2
+fi
+
 step "shellcheck"
 if command -v shellcheck >/dev/null; then
     shellcheck -x scripts/*.sh scripts/bench/*.sh scripts/bench/vm/*.sh scripts/load/*.sh .ci/run infra/*/*.sh tests/infra/run.sh

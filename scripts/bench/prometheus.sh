@@ -45,9 +45,8 @@ has_otlp() { "$binary" --help 2>&1 | grep -q 'otlp-write-receiver'; }
 install_if_missing() {
     if installed; then return; fi
     if [ ! -x "$root/usr/bin/apt-get" ]; then
-        log "no Debian trixie root at $root to download prometheus with: make it first with"
-        log "  scripts/bench/slurm.sh start --version 24.11   (as root; once per machine)"
-        exit 1
+        log "making the Debian trixie root to download prometheus with (once per machine)"
+        SLURM_TRIXIE_ROOT=$root bash "$here/slurm-trixie.sh" root --version 24.11
     fi
     log "downloading trixie's prometheus with apt in $root"
     local dl

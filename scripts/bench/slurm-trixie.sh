@@ -222,5 +222,7 @@ case "$command" in
     stop) stop ;;
     env) print_env ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|env|status [--version 24.11|26.05]" >&2; exit 2 ;;
+    # The Debian root alone (scripts/bench/prometheus.sh downloads trixie's prometheus with it).
+    root) need_root; make_root ;;
+    *) echo "usage: $0 start|stop|env|status|root [--version 24.11|26.05]" >&2; exit 2 ;;
 esac

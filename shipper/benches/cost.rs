@@ -42,8 +42,10 @@ use slurm_cw_shipper::sample::{Batch, Dims, JobInfo};
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings, retry::Backoff};
 use slurm_cw_shipper::sinks::delivery::{Destination, Step};
 use slurm_cw_shipper::sinks::logs::LogsSink;
-use slurm_cw_shipper::sinks::route::{self, Route};
-use slurm_cw_shipper::sinks::{MetricSink, RecordSink};
+use slurm_cw_shipper::pipeline::Delivered;
+use slurm_cw_shipper::sinks::logs::RecordSink;
+use slurm_cw_shipper::sinks::route::Route;
+use slurm_cw_shipper::sinks::{MetricSink, SinkKind};
 use slurm_cw_shipper::sources::Collector;
 use slurm_cw_shipper::sources::head::HeadCollector;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
@@ -291,8 +293,6 @@ struct Host {
     seen: HashMap<String, (u64, u32)>,
     process_every: u32,
     cluster: String,
-    /// Job id to partition: the OTLP sink's per-job label.
-    partitions: HashMap<String, String>,
     otlp: otlp::OtlpBytes,
 }
 
@@ -343,15 +343,19 @@ impl Host {
     async fn flush(&mut self, t: u64) {
         let flushed = self.pipeline.flush_at(at(t));
         // What the last delivery did, as the self-metrics saw it: this bench's counts.
-        self.sent.metric_requests += flushed.delivered.requests;
+        // CloudWatch's route is the first destination; the OTLP lane (its own shape: per-job
+        // series) is only encoded, for its bytes.
+        self.sent.metric_requests += flushed.delivered.first().map_or(0, |d| d.requests);
         if let Some(r) = &flushed.records_delivered {
             self.sent.log_requests += r.requests;
             self.sent.log_bytes += r.bytes;
             self.sent.log_events += r.sent;
         }
-        self.sent.datums += flushed.datums.len() as u64;
-        self.otlp.flush(&self.cluster, &self.node, &flushed.datums, &self.partitions);
-        let held = self.metrics.intake.take(flushed.datums);
+        let mut lanes = flushed.datums.into_iter();
+        let (cloudwatch, open) = (lanes.next().unwrap_or_default(), lanes.next().unwrap_or_default());
+        self.sent.datums += cloudwatch.len() as u64;
+        self.otlp.flush(&self.cluster, &self.node, open);
+        let held = self.metrics.intake.take(cloudwatch);
         self.metrics.delivery.hold(held);
         deliver(&mut self.metrics, "PutMetricData").await;
         if let Some(r) = &mut self.records {
@@ -814,22 +818,24 @@ async fn simulate(
     let make = |node: &str, collectors: Vec<Box<dyn Collector>>, runs_node: bool| {
         let mut c = config.clone();
         c.spool.dir = work.path().join("spool").join(node);
-        let metric_sink = MetricSink::CloudWatch(CloudWatchSink::from_client(
-            cw.clone(),
-            cloudwatch_settings(&c, &namespace),
-        ));
-        let metrics = Route::open(&c, &namespace, c.spool.dir.clone(), metric_sink);
+        let metric_sink: MetricSink =
+            Box::new(CloudWatchSink::from_client(cw.clone(), cloudwatch_settings(&c, &namespace)));
+        let metrics = Route::open(&c, &namespace, Some(c.spool.dir.clone()), metric_sink);
         let records = (runs_node && c.node.job_metrics.records()).then(|| {
-            let settings = route::logs_settings(&c, &group, node);
+            let settings = slurm_cw_shipper::sinks::logs::settings(&c, &group, node);
             let sink = RecordSink::Logs(LogsSink::from_client(logs_client.clone(), settings));
-            Route::open(&c, &group, c.spool.dir.join("logs"), sink)
+            Route::open(&c, &group, Some(c.spool.dir.join("logs")), sink)
         });
+        // Two destinations, as `sink = ["cloudwatch", "otlp"]` makes them: CloudWatch's sent
+        // for real, the OTLP one's datums (its own shape) only encoded (cost/otlp.rs).
         let parts = Parts {
             cluster: cluster.clone(),
             node: node.to_owned(),
-            stats: metrics.stats.clone(),
-            record_stats: records.as_ref().map(|r| r.stats.clone()),
-            spool: metrics.spool.clone(),
+            metrics: vec![
+                Delivered { sink: SinkKind::Cloudwatch, stats: metrics.stats.clone(), spool: metrics.spool.clone() },
+                Delivered { sink: SinkKind::Otlp, stats: Default::default(), spool: None },
+            ],
+            records: records.as_ref().map(|r| r.stats.clone()),
         };
         let role = if runs_node { Role::Node } else { Role::Head };
         Host {
@@ -842,7 +848,6 @@ async fn simulate(
             seen: HashMap::new(),
             process_every: c.node.process_every.max(1),
             cluster: cluster.clone(),
-            partitions: all_jobs.iter().map(|j| (j.info.id.clone(), j.info.partition.clone())).collect(),
             otlp: otlp::OtlpBytes::default(),
         }
     };
@@ -921,7 +926,7 @@ async fn simulate(
 }
 
 fn cloudwatch_settings(c: &Config, namespace: &str) -> Settings {
-    let mut s = route::cloudwatch_settings(c, namespace);
+    let mut s = slurm_cw_shipper::sinks::cloudwatch::settings(c, namespace);
     // LocalStack answers slowly under load; the daemon's 10 s would only add retries here.
     s.attempt_timeout = Duration::from_secs(60);
     s.backoff = Backoff {

@@ -1,14 +1,12 @@
 //! The OTLP sink's share of the cost bench: the bytes it would send for a scenario, encoded
 //! and gzipped by the sink's own encoder (`slurm_cw_sink::otlp::bodies`, the requests `put`
-//! makes), per-job series labelled by job, user, account and partition, cluster figures as for
-//! CloudWatch. CloudWatch bills OTLP metrics by the GB ingested, with no per-metric charge; the
+//! makes), of the pipeline's OTLP destination (per-job series labelled by job, user, account
+//! and partition; cluster figures as for CloudWatch). CloudWatch bills OTLP metrics by the GB ingested, with no per-metric charge; the
 //! price is not in the shared reference, so it is a parameter: `COST_OTLP_PER_GB` dollars
 //! (default [`DEFAULT_PER_GB`], an assumption: CloudWatch Logs' ingestion price).
 
-use slurm_cw_catalog::dims::{JOB_ID, PARTITION};
 use slurm_cw_sink::datum::Datum;
 use slurm_cw_sink::otlp::{DEFAULT_MAX_REQUEST_BYTES, bodies, resource};
-use std::collections::HashMap;
 
 /// Dollars per GB when `COST_OTLP_PER_GB` is not set: an assumption, not a published price.
 pub const DEFAULT_PER_GB: f64 = 0.50;
@@ -37,28 +35,10 @@ impl OtlpBytes {
         self.gzip += o.gzip;
     }
 
-    /// One flush of `node`: `datums` as the OTLP sink sends them, a per-job datum labelled
-    /// with its job's partition (`partitions`: job id to partition).
-    pub fn flush(
-        &mut self,
-        cluster: &str,
-        node: &str,
-        datums: &[Datum],
-        partitions: &HashMap<String, String>,
-    ) {
-        let labelled: Vec<Datum> = datums
-            .iter()
-            .map(|d| {
-                let mut d = d.clone();
-                let partition = d.dimension(JOB_ID).and_then(|j| partitions.get(j));
-                if let Some(p) = partition.filter(|_| d.dimension(PARTITION).is_none()) {
-                    d.dimensions.push((PARTITION.to_owned(), p.clone()));
-                    d.dimensions.sort();
-                }
-                d
-            })
-            .collect();
-        for (plain, gzip) in bodies(&resource(cluster, node), labelled, DEFAULT_MAX_REQUEST_BYTES) {
+    /// One flush of `node`: the OTLP destination's datums (the pipeline's open shape: per-job
+    /// series labelled by job, user, account, partition and node), encoded as the sink sends them.
+    pub fn flush(&mut self, cluster: &str, node: &str, datums: Vec<Datum>) {
+        for (plain, gzip) in bodies(&resource(cluster, node), datums, DEFAULT_MAX_REQUEST_BYTES) {
             self.requests += 1;
             self.plain += plain as u64;
             self.gzip += gzip.len() as u64;
