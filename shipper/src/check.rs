@@ -112,6 +112,7 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
     }
     rows.extend(aws_rows(config).await);
     rows.push(log_group_row(config, role.is_some_and(|r| r.runs_node())).await);
+    rows.extend(destination_rows(config).await);
     let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
     let head = role.is_some_and(|r| r.runs_head());
     for program in ["sinfo", "squeue", "sdiag"] {
@@ -160,9 +161,43 @@ fn host_rows(config: &Config, node_role: bool) -> Vec<Row> {
         .collect()
 }
 
+/// The destinations other than CloudWatch: OTLP's endpoint answers, Prometheus' address can
+/// be had.
+async fn destination_rows(config: &Config) -> Vec<Row> {
+    let names: Vec<&str> = config.sink.iter().map(SinkKind::as_str).collect();
+    let mut rows = vec![row("destinations", Status::Ok, names.join(", "))];
+    if config.sink.contains(SinkKind::Otlp) {
+        rows.push(match &config.otlp.endpoint {
+            Some(url) => {
+                let mut r = endpoint_row(url).await;
+                r.check = "otlp endpoint";
+                r
+            }
+            None => {
+                row("otlp endpoint", Status::Ok, "CloudWatch's in the region (SigV4, the aws rows above)")
+            }
+        });
+    }
+    if config.sink.contains(SinkKind::Prometheus) {
+        let address = &config.prometheus.address;
+        rows.push(match std::net::TcpListener::bind(address) {
+            Ok(_) => {
+                row("prometheus endpoint", Status::Ok, format!("http://{address}/metrics can be served"))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => row(
+                "prometheus endpoint",
+                Status::Warn,
+                format!("{address} is in use: the running daemon's, or another program's"),
+            ),
+            Err(e) => row("prometheus endpoint", Status::Fail, format!("{address}: {e}")),
+        });
+    }
+    rows
+}
+
 async fn aws_rows(config: &Config) -> Vec<Row> {
-    if config.sink == SinkKind::Stdout {
-        return vec![row("aws", Status::Skip, "sink is stdout")];
+    if !config.sink.contains(SinkKind::Cloudwatch) && !config.sink.contains(SinkKind::Otlp) {
+        return vec![row("aws", Status::Skip, "no AWS destination in sink")];
     }
     let sdk = match crate::aws::sdk_config(config.cloudwatch.region.as_deref()).await {
         Ok(sdk) => sdk,
@@ -214,8 +249,8 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
     if !node_role || !config.node.job_metrics.records() {
         return row(check, Status::Skip, "no job records on this role (node.job_metrics)");
     }
-    if config.sink == SinkKind::Stdout {
-        return row(check, Status::Skip, "sink is stdout");
+    if !config.sink.contains(SinkKind::Cloudwatch) {
+        return row(check, Status::Skip, "records go to CloudWatch Logs with the cloudwatch sink only");
     }
     let Ok((cluster, _)) = config.resolve_cluster_name() else {
         return row(check, Status::Skip, "no cluster name");
@@ -340,6 +375,23 @@ mod tests {
         let mut c = Config::default();
         c.node.cgroup_root = root.to_owned();
         c
+    }
+
+    #[test]
+    fn destination_rows_say_where_figures_go_and_whether_the_pull_address_can_be_had() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut config = Config::default();
+        config.sink = crate::config::Sinks::new(vec![SinkKind::Cloudwatch, SinkKind::Prometheus]).unwrap();
+        config.prometheus.address = held.local_addr().unwrap().to_string();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rows = rt.block_on(destination_rows(&config));
+        let got: Vec<(&str, Status, &str)> =
+            rows.iter().map(|r| (r.check, r.status, r.detail.as_str())).collect();
+        assert_eq!(got[0], ("destinations", Status::Ok, "cloudwatch, prometheus"));
+        assert_eq!((got[1].0, got[1].1), ("prometheus endpoint", Status::Warn), "{got:?}");
+        drop(held);
+        let rows = rt.block_on(destination_rows(&config));
+        assert_eq!(rows[1].status, Status::Ok, "{}", rows[1].detail);
     }
 
     #[test]
