@@ -28,15 +28,15 @@ pub enum DatumValue {
 
 impl DatumValue {
     /// One number for destinations that take one value a series and period (OpenTelemetry
-    /// gauges, Prometheus): the mean of what was observed, `Values` weighted by their counts.
-    /// `None` when nothing was counted.
+    /// gauges, Prometheus): the mean of what was observed, `Values` weighted by their counts (a
+    /// missing count is 1, as CloudWatch reads it). `None` when nothing was counted.
     pub fn mean(&self) -> Option<f64> {
         let (sum, count) = match self {
             DatumValue::Value { value } => (*value, 1.0),
-            DatumValue::Values { values, counts } => values
-                .iter()
-                .zip(counts)
-                .fold((0.0, 0.0), |(s, c), (v, n)| (s + v * n, c + n)),
+            DatumValue::Values { values, counts } => {
+                let count = |i: usize| counts.get(i).copied().unwrap_or(1.0);
+                values.iter().enumerate().fold((0.0, 0.0), |(s, c), (i, v)| (s + v * count(i), c + count(i)))
+            }
             DatumValue::Stats { stats } => (stats.sum, stats.count),
         };
         (count > 0.0).then(|| sum / count)
@@ -189,5 +189,7 @@ mod mean_tests {
         let s = DatumValue::Stats { stats: Stats { min: 1.0, max: 5.0, sum: 12.0, count: 4.0 } };
         assert_eq!(s.mean(), Some(3.0));
         assert_eq!(DatumValue::Values { values: vec![], counts: vec![] }.mean(), None);
+        let uncounted = DatumValue::Values { values: vec![1.0, 4.0], counts: vec![] };
+        assert_eq!(uncounted.mean(), Some(2.5), "a missing count is 1");
     }
 }

@@ -62,26 +62,10 @@ fn key_value(buf: &mut Vec<u8>, field: u32, key: &str, value: &str) {
     });
 }
 
-/// The value a gauge point carries: the datum's mean. A statistic set's sum over its count; a
-/// values-and-counts datum's values weighted by their counts (a missing count is 1, as
-/// CloudWatch reads it).
+/// The value a gauge point carries: the datum's mean ([`DatumValue::mean`]; 0 for a datum
+/// that counted nothing, which the shipper's rules drop before it gets here).
 pub fn mean(value: &DatumValue) -> f64 {
-    match value {
-        DatumValue::Value { value } => *value,
-        DatumValue::Stats { stats } if stats.count > 0.0 => stats.sum / stats.count,
-        DatumValue::Stats { stats } => stats.sum,
-        DatumValue::Values { values, counts } => {
-            let count = |i: usize| counts.get(i).copied().unwrap_or(1.0);
-            let total: f64 = (0..values.len()).map(count).sum();
-            if total > 0.0 {
-                values.iter().enumerate().map(|(i, v)| v * count(i)).sum::<f64>() / total
-            } else if values.is_empty() {
-                0.0
-            } else {
-                values.iter().sum::<f64>() / values.len() as f64
-            }
-        }
-    }
+    value.mean().unwrap_or(0.0)
 }
 
 fn unix_nanos(t: SystemTime) -> u64 {
