@@ -10,31 +10,41 @@
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --tree <dir> v1|v2 <jobs>` builds a
 //! tree and leaves it, to trace one cycle by hand (`strace -f <bench> --syscall-child ...`).
 //!
-//! Syscalls per cycle (`--syscalls`, processes every other cycle) on the same trees, whose fake
-//! /proc has each process's `status` as a real one does: before the job table (0b16a17, its
-//! bench given the same `status` files), after the job table (f32f2fa), and now, with listings
-//! of one getdents64 (`dir`), threads read by their known ids while their number holds
-//! (`procs::KnownThreads`), and a job's cgroup subtree listed again only where a directory's
-//! link count changed (`subtree::Subtree`):
+//! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --versus <exporter.py> <python>
+//! <user>`: beside slurm-job-exporter on two real jobs of the Slurm bench (see `versus.rs`).
 //!
-//! | tree | before | job table | now | now / before |
-//! |---|---|---|---|---|
-//! | v2, 2 jobs | 291 | 212 | 136 | 0.47 |
-//! | v2, 64 jobs | 9002 | 6474 | 4166 | 0.46 |
-//! | v1, 2 jobs | 380 | 236 | 158 | 0.42 |
-//! | v1, 64 jobs | 9835 | 7071 | 4761 | 0.48 |
+//! Syscalls per job per cycle (`--syscalls`) on the same trees, whose fake /proc has each
+//! process's `status` as a real one does. Files read every cycle are held open and read with
+//! one pread each; a job's processes are read in /proc every `process_every`th cycle and
+//! whenever its process set changed, which one stat of its directory (steps begun or ended)
+//! and one pread of each known directory's cgroup.procs tell (v1 opens cgroup.procs each
+//! time: its held file would read stale). "On change" is `process_every` past any cycle
+//! count: what the floor costs, about one syscall a file.
 //!
-//! (Without the `status` files, as this bench was before, each cycle also looked for every v2
-//! job's owner again: 375 and 11690 before, 292 and 9034 after the job table.) What is left is
-//! an open, a read and a close per file; /proc/<pid>/fd is listed here because the bench's
-//! /proc is tmpfs, where a real procfs (Linux 6.2+) gives the count in one stat.
+//! | tree | /proc every 2nd, before (0b16a17 / d7f287b) | every 2nd, now | on change, now |
+//! |---|---|---|---|
+//! | v2, 2 jobs | 145.5 / 68 | 51.0 | 15.0 |
+//! | v2, 64 jobs | 140.7 / 65.1 | 48.1 | 12.1 |
+//! | v2, 512 jobs | | 48.0 | 12.0 |
+//! | v1, 2 jobs | 190 / 79 | 71.8 | 23.8 |
+//! | v1, 64 jobs | 153.7 / 74.4 | 67.4 | 19.4 |
+//! | v1, 512 jobs | | 67.3 | 19.3 |
+//!
+//! On tmpfs, which these trees are, /proc/<pid>/fd is listed; a real procfs (Linux 6.2+)
+//! gives the count in one stat.
+//!
+//! `--versus`, three runs on a 2-core VM (Slurm 22.05 bench, cgroup v1, two jobs of four
+//! threads): slurm-job-exporter 0.4.12 took 2.24-2.26 ms of CPU and 448 syscalls a job a
+//! scrape (26 MB RSS); the collector 0.106-0.115 ms and 20.8 syscalls a job on change only
+//! (19.6-21.1x less CPU, 21.6x fewer syscalls), 0.160-0.174 ms and 33.8 with processes every
+//! 2nd cycle (12.8-14.1x, 13.3x), 0.217-0.228 ms and 46.8 every cycle (9.9-10.3x, 9.6x).
 //!
 //! For processes read every cycle (`node.process_every = 1`) and every other cycle (the
 //! default, 2), prints the mean CPU time (user + system) per cycle for the collector and for the
 //! floor, their ratio, the CPU share of one core at a 30 s interval, and the process's resident
 //! memory. Targets: under 2x the floor, under 20 MB RSS, under 0.1% of one core with 64 jobs.
-//! On a 2-core VM after the change above: 0.63-0.86x the floor, 0.029% of a core with 64 jobs
-//! (0.045% reading processes every cycle), 11.9 MB with 512 jobs.
+//! On a 2-core VM with files held open: 0.56-0.68x the floor, 0.020% of a core with 64 jobs
+//! (0.033% reading processes every cycle).
 
 use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::Batch;
@@ -45,16 +55,32 @@ use std::time::{Duration, SystemTime};
 
 const PROCS_PER_JOB: u32 = 8;
 
-fn cpu_time() -> Duration {
+#[path = "node_cycle/versus.rs"]
+mod versus;
+
+fn rusage(who: i32) -> Duration {
     // SAFETY: getrusage fills the struct we pass.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    unsafe { libc::getrusage(who, &mut u) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
+fn cpu_time() -> Duration {
+    rusage(libc::RUSAGE_SELF)
+}
+
+/// This thread's CPU time alone.
+fn cpu_time_thread() -> Duration {
+    rusage(libc::RUSAGE_THREAD)
+}
+
 fn rss_mb(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    rss_mb_of(std::process::id(), field)
+}
+
+fn rss_mb_of(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let kb: f64 = status
         .lines()
         .find_map(|l| {
@@ -231,14 +257,17 @@ fn floor(cg: &Path, proc: &Path, buf: &mut String, with_procs: bool) -> usize {
 /// every run.
 const SYSCALL_CYCLES: u32 = 12;
 
-/// `--syscall-child <cgroup root> <proc root> <cycles>`: what runs under strace.
+/// `--syscall-child <cgroup root> <proc root> <v1 slurm dir> <process_every> <cycles>`: what
+/// runs under strace.
 fn syscall_child(args: &[String]) {
     let cfg = NodeConfig {
         cgroup_root: PathBuf::from(&args[0]),
         proc_root: PathBuf::from(&args[1]),
+        v1_slurm_dir: args[2].clone(),
+        process_every: args[3].parse().unwrap(),
         ..NodeConfig::default()
     };
-    let cycles: u32 = args[2].parse().unwrap();
+    let cycles: u32 = args[4].parse().unwrap();
     let mut c = NodeCollector::new(cfg, "bench".into());
     for _ in 0..2 + cycles {
         let mut b = Batch::new(SystemTime::now());
@@ -248,19 +277,7 @@ fn syscall_child(args: &[String]) {
 }
 
 /// strace's `-c` table: syscall name -> calls.
-fn strace_counts(cg: &Path, proc: &Path, cycles: u32, out: &Path) -> std::collections::BTreeMap<String, i64> {
-    let me = std::env::current_exe().unwrap();
-    let status = std::process::Command::new("strace")
-        .args(["-f", "-c", "-o"])
-        .arg(out)
-        .arg(&me)
-        .arg("--syscall-child")
-        .args([cg.as_os_str(), proc.as_os_str()])
-        .arg(cycles.to_string())
-        .status()
-        .expect("strace (apt-get install strace)");
-    assert!(status.success(), "strace run failed");
-    let text = std::fs::read_to_string(out).unwrap();
+fn parse_strace(text: &str) -> std::collections::BTreeMap<String, i64> {
     let mut counts = std::collections::BTreeMap::new();
     for line in text.lines() {
         // % time, seconds, usecs/call, calls, [errors,] syscall
@@ -279,29 +296,56 @@ fn strace_counts(cg: &Path, proc: &Path, cycles: u32, out: &Path) -> std::collec
     counts
 }
 
-/// Prints syscalls per cycle for 2 and 64 jobs, cgroup v2 and v1, processes every other cycle.
+/// The syscalls of [`syscall_child`] over `args` (cgroup root, proc root, v1 slurm dir).
+fn strace_counts_of(
+    args: &[&std::ffi::OsStr],
+    every: u32,
+    cycles: u32,
+    out: &Path,
+) -> std::collections::BTreeMap<String, i64> {
+    let me = std::env::current_exe().unwrap();
+    let status = std::process::Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(out)
+        .arg(&me)
+        .arg("--syscall-child")
+        .args(args)
+        .args([every.to_string(), cycles.to_string()])
+        .status()
+        .expect("strace (apt-get install strace)");
+    assert!(status.success(), "strace run failed");
+    parse_strace(&std::fs::read_to_string(out).unwrap())
+}
+
+/// Prints syscalls per cycle and per job for 2, 64 and 512 jobs, cgroup v2 and v1, with
+/// processes read every other cycle (and on a change) and on a change only.
 fn syscalls() {
-    println!("syscalls per cycle (strace -f -c, {SYSCALL_CYCLES} cycles less none, /proc every 2nd cycle)");
-    for (v1, jobs) in [(false, 2u32), (false, 64), (true, 2), (true, 64)] {
+    println!("syscalls per cycle (strace -f -c, {SYSCALL_CYCLES} cycles less none)");
+    for (v1, jobs) in [(false, 2u32), (false, 64), (false, 512), (true, 2), (true, 64), (true, 512)] {
         let dir = tempfile::tempdir().unwrap();
         let (cg, proc) = if v1 { build_v1(dir.path(), jobs) } else { build(dir.path(), jobs) };
         let out = dir.path().join("strace.txt");
-        let none = strace_counts(&cg, &proc, 0, &out);
-        let some = strace_counts(&cg, &proc, SYSCALL_CYCLES, &out);
-        let mut per: Vec<(String, f64)> = some
-            .iter()
-            .map(|(k, v)| (k.clone(), (v - none.get(k).copied().unwrap_or(0)) as f64 / SYSCALL_CYCLES as f64))
-            .filter(|(_, v)| *v >= 0.5)
-            .collect();
-        per.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let total: f64 = per.iter().map(|(_, v)| v).sum();
-        let detail: Vec<String> = per.iter().map(|(k, v)| format!("{k} {v:.0}")).collect();
-        println!(
-            "{} {jobs:>3} jobs: {total:>6.0} a cycle, {:>5.1} a job ({})",
-            if v1 { "v1" } else { "v2" },
-            total / jobs as f64,
-            detail.join(", ")
-        );
+        for (every, label) in [(2, "/proc every 2nd"), (u32::MAX, "/proc on change")] {
+            let args = [cg.as_os_str(), proc.as_os_str(), "slurm".as_ref()];
+            let none = strace_counts_of(&args, every, 0, &out);
+            let some = strace_counts_of(&args, every, SYSCALL_CYCLES, &out);
+            let mut per: Vec<(String, f64)> = some
+                .iter()
+                .map(|(k, v)| {
+                    (k.clone(), (v - none.get(k).copied().unwrap_or(0)) as f64 / SYSCALL_CYCLES as f64)
+                })
+                .filter(|(_, v)| *v >= 0.5)
+                .collect();
+            per.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let total: f64 = per.iter().map(|(_, v)| v).sum();
+            let detail: Vec<String> = per.iter().map(|(k, v)| format!("{k} {v:.0}")).collect();
+            println!(
+                "{} {jobs:>3} jobs, {label}: {total:>6.0} a cycle, {:>5.1} a job ({})",
+                if v1 { "v1" } else { "v2" },
+                total / jobs as f64,
+                detail.join(", ")
+            );
+        }
     }
 }
 
@@ -312,6 +356,9 @@ fn main() {
     }
     if args.iter().any(|a| a == "--syscalls") {
         return syscalls();
+    }
+    if let Some(i) = args.iter().position(|a| a == "--versus") {
+        return versus::versus(&args[i + 1..]);
     }
     if let [flag, dir, version, jobs] = args.as_slice()
         && flag == "--tree"

@@ -1,0 +1,218 @@
+//! The node collector beside slurm-job-exporter (github.com/guilbaults/slurm-job-exporter, not
+//! in this repository: give the path of its `slurm-job-exporter.py` and a Python with psutil
+//! and prometheus-client) on the same two real jobs of the Slurm bench, measured in one run:
+//! CPU per collection (every thread's schedstat for the exporter, its scrapes over HTTP; this
+//! thread's rusage for the collector) and syscalls per job per collection (strace -c).
+//!
+//! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --versus <exporter.py> <python> <user>`
+//! after `source /work/bench-slurm.env` (or any bench's env). The jobs run as `<user>` (not
+//! root: the exporter skips root's processes), four sleeping threads each, on the bench's
+//! first node. The exporter knows only `/sys/fs/cgroup/<controller>/slurm/`, so it runs in a
+//! mount namespace of its own where the node's `slurm_<node>` directories are bound there.
+
+use super::{SYSCALL_CYCLES, cpu_time_thread, rss_mb, strace_counts_of};
+use slurm_cw_shipper::config::NodeConfig;
+use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::sources::Errors;
+use slurm_cw_shipper::sources::node::NodeCollector;
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+const PORT: u16 = 19798;
+const SCRAPES: u32 = 40;
+const CYCLES: u32 = 200;
+
+fn slurm(program: &str) -> PathBuf {
+    let dir = std::env::var("BENCH_SLURM_BIN_DIR").unwrap_or_else(|_| "/usr/bin".into());
+    Path::new(&dir).join(program)
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Cancels the jobs and stops the exporter however the bench ends.
+struct Cleanup {
+    jobs: Vec<String>,
+    exporter: Option<std::process::Child>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.exporter {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if !self.jobs.is_empty() {
+            let _ = Command::new(slurm("scancel")).args(&self.jobs).status();
+        }
+    }
+}
+
+fn scrape() -> usize {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", PORT)).expect("exporter answers");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut body = Vec::new();
+    s.read_to_end(&mut body).unwrap();
+    body.len()
+}
+
+/// CPU time of every thread of `pid`, from schedstat (nanoseconds).
+fn process_cpu(pid: u32) -> Duration {
+    let mut ns = 0u64;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let text = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        ns += text.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    }
+    Duration::from_nanos(ns)
+}
+
+/// strace attached to `pid` while `scrapes` scrapes run: syscall name -> calls.
+fn exporter_syscalls(pid: u32, scrapes: u32, out: &Path) -> std::collections::BTreeMap<String, i64> {
+    let mut st = Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(out)
+        .args(["-p", &pid.to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strace (apt-get install strace)");
+    let mut err = std::io::BufReader::new(st.stderr.take().unwrap());
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("attached") {
+        line.clear();
+    }
+    for _ in 0..scrapes {
+        scrape();
+    }
+    // SAFETY: signals the strace this function started.
+    unsafe { libc::kill(st.id() as i32, libc::SIGINT) };
+    st.wait().unwrap();
+    super::parse_strace(&std::fs::read_to_string(out).unwrap())
+}
+
+pub fn versus(args: &[String]) {
+    let [exporter, python, user] = args else {
+        panic!("--versus <slurm-job-exporter.py> <python> <user>");
+    };
+    let node = std::env::var("BENCH_SLURM_NODES")
+        .ok()
+        .and_then(|n| n.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "c1".into());
+    let conf = PathBuf::from(std::env::var("BENCH_SLURM_CONF").expect("source a bench's env first"));
+    let bench = conf.parent().and_then(Path::parent).expect("bench dir").to_owned();
+    let workload = bench.join("workload.py");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/workload.py"), &workload)
+        .unwrap();
+    let mut cleanup = Cleanup { jobs: Vec::new(), exporter: None };
+    for _ in 0..2 {
+        let wrap = format!("/usr/bin/python3 {} threads 4 240", workload.display());
+        let out = Command::new(slurm("sbatch"))
+            .args(["--parsable", "--output=/dev/null", "-w", &node, "--time=5", &format!("--uid={user}")])
+            .args(["--wrap", &wrap])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
+        cleanup
+            .jobs
+            .push(String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap_or("").to_owned());
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let slurm_dir = format!("slurm_{node}");
+    let uid_dirs = root.join("cpuacct").join(&slurm_dir);
+    wait_for("both jobs' processes", Duration::from_secs(60), || {
+        cleanup.jobs.iter().all(|j| {
+            std::fs::read_dir(&uid_dirs).into_iter().flatten().flatten().any(|u| {
+                let task = u.path().join(format!("job_{j}/step_batch/task_0/cgroup.procs"));
+                std::fs::read_to_string(task).is_ok_and(|t| !t.trim().is_empty())
+            })
+        })
+    });
+
+    // The collector, in this process.
+    println!("{} jobs on {node} ({}), 4 sleeping threads each", cleanup.jobs.len(), cleanup.jobs.join(", "));
+    let mut ours = Vec::new();
+    for (label, every) in
+        [("processes every cycle", 1), ("every 2nd (default)", 2), ("on change only", u32::MAX)]
+    {
+        let cfg = NodeConfig {
+            cgroup_root: root.to_owned(),
+            proc_root: PathBuf::from("/proc"),
+            v1_slurm_dir: slurm_dir.clone(),
+            process_every: every,
+            ..NodeConfig::default()
+        };
+        let mut c = NodeCollector::new(cfg, node.clone());
+        let mut n = 0;
+        for _ in 0..2 {
+            let mut b = Batch::new(SystemTime::now());
+            n = c.collect_jobs(None, &mut b, &mut Errors::new());
+        }
+        assert_eq!(n, 2, "the collector sees the two jobs");
+        let t = cpu_time_thread();
+        for _ in 0..CYCLES {
+            let mut b = Batch::new(SystemTime::now());
+            c.collect_jobs(None, &mut b, &mut Errors::new());
+            std::hint::black_box(&b);
+        }
+        let cpu = (cpu_time_thread() - t) / CYCLES;
+        let dir = tempfile::tempdir().unwrap();
+        let calls = |cycles| {
+            let args = [root.as_os_str(), "/proc".as_ref(), slurm_dir.as_ref()];
+            strace_counts_of(&args, every, cycles, &dir.path().join("strace.txt"))
+        };
+        let (none, some) = (calls(0), calls(SYSCALL_CYCLES));
+        let total: i64 = some.values().sum::<i64>() - none.values().sum::<i64>();
+        let per_job = total as f64 / SYSCALL_CYCLES as f64 / 2.0;
+        ours.push((label, cpu, per_job));
+    }
+    let our_rss = rss_mb("VmRSS:");
+
+    // The exporter, in a mount namespace where slurm_<node> is slurm.
+    let real = tempfile::tempdir().unwrap();
+    let r = real.path().display();
+    let mut script = format!(
+        "set -e; mount --make-rprivate /; mount --rbind /sys/fs/cgroup {r}; mount -t tmpfs none /sys/fs/cgroup; "
+    );
+    for (theirs, here) in [("memory", "memory"), ("cpu,cpuacct", "cpuacct"), ("cpuset", "cpuset")] {
+        script += &format!(
+            "mkdir -p '/sys/fs/cgroup/{theirs}/slurm'; mount --bind {r}/{here}/{slurm_dir} '/sys/fs/cgroup/{theirs}/slurm'; "
+        );
+    }
+    script += &format!("exec {python} {exporter} --port {PORT} --monitor none");
+    let child =
+        Command::new("unshare").args(["-m", "sh", "-c", &script]).stdout(Stdio::null()).spawn().unwrap();
+    let pid = child.id();
+    cleanup.exporter = Some(child);
+    wait_for("the exporter", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", PORT)).is_ok()
+    });
+    let body = std::iter::repeat_with(scrape).take(3).last().unwrap_or(0);
+    let t = process_cpu(pid);
+    for _ in 0..SCRAPES {
+        scrape();
+    }
+    let theirs_cpu = (process_cpu(pid) - t) / SCRAPES;
+    let traced = tempfile::tempdir().unwrap();
+    let counts = exporter_syscalls(pid, SYSCALL_CYCLES, &traced.path().join("strace.txt"));
+    let theirs_calls = counts.values().sum::<i64>() as f64 / SYSCALL_CYCLES as f64 / 2.0;
+    let theirs_rss = super::rss_mb_of(pid, "VmRSS:");
+    println!(
+        "slurm-job-exporter: {:.2} ms CPU a scrape ({body} bytes), {theirs_calls:.0} syscalls a job a scrape, {theirs_rss:.1} MB RSS",
+        theirs_cpu.as_secs_f64() * 1e3
+    );
+    for (label, cpu, calls) in ours {
+        println!(
+            "node collector, {label:<22}: {:.3} ms CPU a cycle ({:.1}x less), {calls:.1} syscalls a job a cycle ({:.1}x fewer)",
+            cpu.as_secs_f64() * 1e3,
+            theirs_cpu.as_secs_f64() / cpu.as_secs_f64().max(1e-9),
+            theirs_calls / calls.max(1e-9),
+        );
+    }
+    println!("this bench process (a collector, no sinks): {our_rss:.1} MB RSS");
+}
