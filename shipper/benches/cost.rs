@@ -36,13 +36,13 @@ use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, EXECUTABLE, JOB_ID, NODE_NAME, 
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_shipper::config::Config;
 use slurm_cw_shipper::datum::format_timestamp;
+use slurm_cw_shipper::pipeline::Delivered;
 use slurm_cw_shipper::pipeline::{Parts, Pipeline};
 use slurm_cw_shipper::role::Role;
 use slurm_cw_shipper::sample::{Batch, Dims, JobInfo};
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings, retry::Backoff};
 use slurm_cw_shipper::sinks::delivery::{Destination, Step};
 use slurm_cw_shipper::sinks::logs::LogsSink;
-use slurm_cw_shipper::pipeline::Delivered;
 use slurm_cw_shipper::sinks::logs::RecordSink;
 use slurm_cw_shipper::sinks::route::Route;
 use slurm_cw_shipper::sinks::{MetricSink, SinkKind};
@@ -352,7 +352,10 @@ impl Host {
             self.sent.log_events += r.sent;
         }
         let mut lanes = flushed.datums.into_iter();
-        let (cloudwatch, open) = (lanes.next().unwrap_or_default(), lanes.next().unwrap_or_default());
+        let (mut cloudwatch, open) = (lanes.next().unwrap_or_default(), lanes.next().unwrap_or_default());
+        // CloudWatch as configured alone (the default): without the OTLP destination's own
+        // delivery figures, four more metrics when both are on.
+        cloudwatch.retain(|d| d.dimension(slurm_cw_catalog::dims::SINK).is_none());
         self.sent.datums += cloudwatch.len() as u64;
         self.otlp.flush(&self.cluster, &self.node, open);
         let held = self.metrics.intake.take(cloudwatch);
@@ -832,7 +835,11 @@ async fn simulate(
             cluster: cluster.clone(),
             node: node.to_owned(),
             metrics: vec![
-                Delivered { sink: SinkKind::Cloudwatch, stats: metrics.stats.clone(), spool: metrics.spool.clone() },
+                Delivered {
+                    sink: SinkKind::Cloudwatch,
+                    stats: metrics.stats.clone(),
+                    spool: metrics.spool.clone(),
+                },
                 Delivered { sink: SinkKind::Otlp, stats: Default::default(), spool: None },
             ],
             records: records.as_ref().map(|r| r.stats.clone()),
@@ -1144,10 +1151,9 @@ fn main() {
                 print(&run, &m, if mode == JobMetrics::Metrics { default_total } else { None });
                 if mode == JobMetrics::Logs {
                     default_total = Some(m.total);
-                } else {
-                    // The run with per-job series: what the OTLP sink would send of it.
-                    let today = default_total.unwrap_or(m.total);
-                    otlp::print(s.name, s.sim_nodes, s.nodes, &run.otlp_nodes, &run.otlp_head, today);
+                    // What the OTLP destination beside it sends: its own shape, per-job series
+                    // included whatever node.job_metrics says.
+                    otlp::print(s.name, s.sim_nodes, s.nodes, &run.otlp_nodes, &run.otlp_head, m.total);
                 }
             }
         }

@@ -64,7 +64,7 @@ pub fn print(
     let requests = month(node_bytes.requests, head.requests);
     let (price, source) = price_per_gb();
     println!(
-        "{scenario} OTLP (per-job series labelled job_id, user, account, partition; cluster figures as for CloudWatch): measured {sim_nodes}/{nodes} nodes + head, 1 h: {} requests, {} bytes protobuf, {} bytes gzip ({:.1}x) | month: {:.1}M requests, {gb_plain:.2} GB protobuf, {gb_gzip:.2} GB gzip; at ${price:.2}/GB ({source}): ${:.2} billed on gzip bytes, ${:.2} on protobuf bytes (CloudWatch today: ${cloudwatch_usd:.2})",
+        "{scenario} OTLP (per-job series labelled job_id, user, account, partition; host figures per node, cluster figures as for CloudWatch): measured {sim_nodes}/{nodes} nodes + head, 1 h: {} requests, {} bytes protobuf, {} bytes gzip ({:.1}x) | month: {:.1}M requests, {gb_plain:.2} GB protobuf, {gb_gzip:.2} GB gzip; at ${price:.2}/GB ({source}): ${:.2} billed on gzip bytes, ${:.2} on protobuf bytes (CloudWatch today: ${cloudwatch_usd:.2})",
         node_bytes.requests + head.requests,
         node_bytes.plain + head.plain,
         node_bytes.gzip + head.gzip,
