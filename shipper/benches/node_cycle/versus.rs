@@ -138,7 +138,7 @@ pub fn versus(args: &[String]) {
     println!("{} jobs on {node} ({}), 4 sleeping threads each", cleanup.jobs.len(), cleanup.jobs.join(", "));
     let mut ours = Vec::new();
     for (label, every) in
-        [("processes every cycle", 1), ("every 2nd (default)", 2), ("on change only", u32::MAX)]
+        [("processes every cycle", 1), ("every 10th (default)", 10), ("on change only", u32::MAX)]
     {
         let cfg = NodeConfig {
             cgroup_root: root.to_owned(),

@@ -87,7 +87,7 @@ pub const KEYS: &[Key] = &[
     key("node.findings.memory_over_requested_percent", Value("25.0"), "a job whose peak memory stays under this share of its limit asked for too much"),
     key("node.per_node_dimensions", Value("false"), "with `job_metrics = metrics`: add per-node detail (`NodeName`) to per-job metrics"),
     key("node.top_executables", Value("5"), "executables shipped by name in `ProcessCpuUsage`"),
-    key("node.process_every", Value("2"), "read each job's processes in /proc every Nth collection (cgroup files every collection); a job's first and final samples always read them"),
+    key("node.process_every", Value("10"), "read each job's processes in /proc at least every Nth collection, and whenever its process set changes (a step, a fork: seen from `cgroup.procs` and the job directory's link count); cgroup files every collection; a job's first and final samples always read them"),
     key("gpu.enabled", Value("\"auto\""), "`auto` (on when the NVIDIA driver is present), `on`, `off`"),
     key("gpu.per_gpu_dimensions", Value("false"), "add per-GPU detail to per-job GPU metrics"),
     key("gpu.uuid_dimension", Value("false"), "per-GPU detail by UUID rather than index"),

@@ -45,8 +45,9 @@ pub struct NodeConfig {
     /// Executables shipped by name in ProcessCpuUsage, per job.
     pub top_executables: usize,
     /// Read each job's processes in /proc (threads by state, open files, CPU by executable)
-    /// every Nth collection; cgroup files are read every collection. Most of a cycle's cost is
-    /// per process, and these figures move slowly.
+    /// at least every Nth collection, and at once when its process set changes; cgroup files
+    /// are read every collection. Most of a cycle's cost is per process, and these figures
+    /// move slowly.
     pub process_every: u32,
     /// logs | metrics | both: per-job figures as job records in CloudWatch Logs (default), as
     /// per-job custom metrics (billed per metric and hour: docs/cost.md), or both.
@@ -71,7 +72,7 @@ impl Default for NodeConfig {
             hook_socket: PathBuf::from("/run/slurm-cw-shipper/hook.sock"),
             per_node_dimensions: false,
             top_executables: 5,
-            process_every: 2,
+            process_every: 10,
             job_metrics: JobMetrics::Logs,
             population_per_user: false,
             findings: Thresholds::default(),
