@@ -39,7 +39,7 @@ use slurm_cw_shipper::datum::format_timestamp;
 use slurm_cw_shipper::pipeline::Delivered;
 use slurm_cw_shipper::pipeline::{Parts, Pipeline};
 use slurm_cw_shipper::role::Role;
-use slurm_cw_shipper::sample::{Batch, Dims, JobInfo};
+use slurm_cw_shipper::sample::{Batch, Dims, JobFigures, JobInfo, JobReading};
 use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings, retry::Backoff};
 use slurm_cw_shipper::sinks::delivery::{Destination, Step};
 use slurm_cw_shipper::sinks::logs::LogsSink;
@@ -208,7 +208,9 @@ fn pages(v: f64) -> f64 {
 /// One reading of a job, as `NodeCollector::emit_job` emits it on cgroup v1: memory, CPU and
 /// I/O every reading, rates from the second, processes when `with_procs`.
 fn emit_job(out: &mut Batch, job: &Job, t: u64, previous: Option<u64>, with_procs: bool) {
-    out.jobs.push(job.info.clone());
+    // The typed reading the records and population figures read, beside the series.
+    let mut figures: Vec<(&'static slurm_cw_catalog::Metric, f64)> = Vec::new();
+    let (mut per_core_busy, mut threads, mut by_exe) = (None, Vec::new(), Vec::new());
     let i = &job.info;
     let dims = Dims::new()
         .with(JOB_ID, i.id.as_str())
@@ -223,7 +225,10 @@ fn emit_job(out: &mut Batch, job: &Job, t: u64, previous: Option<u64>, with_proc
     let cores = f64::from(job.cores);
     let busy = (job.efficiency + 0.05 * (n(3) - 0.5)).clamp(0.0, 1.0);
     let elapsed = (t - job.start) as f64;
-    let mut push = |m: &'static slurm_cw_catalog::Metric, v: f64| out.push(m, dims.clone(), v);
+    let mut push = |m: &'static slurm_cw_catalog::Metric, v: f64| {
+        out.push(m, dims.clone(), v);
+        figures.push((m, v));
+    };
     for (m, v) in [
         (&MEMORY_USAGE, usage),
         (&MEMORY_MAX, pages(limit * (0.58 + 0.02 * noise(job.idx, 0, 4)))),
@@ -253,18 +258,31 @@ fn emit_job(out: &mut Batch, job: &Job, t: u64, previous: Option<u64>, with_proc
         let per_core: Vec<f64> = (0..job.cores)
             .map(|c| (busy * 100.0 + 8.0 * (noise(job.idx, t, 100 + u64::from(c)) - 0.5)).clamp(0.0, 100.0))
             .collect();
-        out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), per_core);
+        out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), per_core.clone());
+        per_core_busy = Some(per_core);
     }
     if with_procs {
-        out.push(&PROCESS_COUNT, dims.clone(), cores + 3.0);
-        out.push(&OPEN_FILES, dims.clone(), 40.0 + 6.0 * cores);
-        out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, "running"), (cores * busy).round());
-        out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, "sleeping"), 2.0 * cores + 5.0);
+        for (m, v) in [(&PROCESS_COUNT, cores + 3.0), (&OPEN_FILES, 40.0 + 6.0 * cores)] {
+            out.push(m, dims.clone(), v);
+            figures.push((m, v));
+        }
+        threads = vec![("running", (cores * busy).round()), ("sleeping", 2.0 * cores + 5.0)];
         if previous.is_some() {
-            out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, "lmp_mpi"), cores * busy * 0.97);
-            out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, "python3"), cores * busy * 0.03);
+            by_exe = vec![
+                ("lmp_mpi".to_owned(), cores * busy * 0.97),
+                ("python3".to_owned(), cores * busy * 0.03),
+            ];
+        }
+        for (state, n) in &threads {
+            out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, *state), *n);
+        }
+        for (exe, c) in &by_exe {
+            out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *c);
         }
     }
+    let job_figures =
+        JobFigures { per_core: per_core_busy, threads, by_exe, ..JobFigures::from_figures(figures) };
+    out.jobs.push(JobReading { info: job.info.clone(), job: job_figures, gpus: None });
 }
 
 /// What one simulated host sent.

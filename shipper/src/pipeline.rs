@@ -7,7 +7,7 @@ use crate::config::{Config, Toggle};
 use crate::datum::Datum;
 use crate::hook::Answer;
 use crate::role::Role;
-use crate::sample::{Batch, Dims, JobInfo, Sample};
+use crate::sample::{Batch, Dims, JobReading, Sample};
 use crate::sinks::delivery::{DeliveryStats, StatsHandle};
 use crate::sources::gpu::GpuCollector;
 use crate::sources::gpu::nvml::NvmlSource;
@@ -229,16 +229,18 @@ impl Pipeline {
             n.observe(&batch);
         }
         if let Some(jobs) = &mut self.jobs {
-            let now = jobs.observe(&batch);
+            let held = jobs.observe(&batch);
             if batch.all_jobs {
-                population::push(&now, self.per_user, self.idle_gpu_percent, &mut batch);
+                let read = std::mem::take(&mut batch.jobs);
+                population::push(&read, &held, self.per_user, self.idle_gpu_percent, &mut batch);
+                batch.jobs = read;
             }
         }
         self.to_lanes(batch.samples, &batch.jobs);
     }
 
     /// Each destination's shape of the samples, less the excluded metrics, into its aggregator.
-    fn to_lanes(&mut self, mut samples: Vec<Sample>, jobs: &[JobInfo]) {
+    fn to_lanes(&mut self, mut samples: Vec<Sample>, jobs: &[JobReading]) {
         let excluded = &self.excluded;
         samples.retain(|s| !excluded.iter().any(|e| e == s.metric.name));
         let last = self.lanes.len().saturating_sub(1);
@@ -317,7 +319,7 @@ impl Pipeline {
 mod tests {
     use super::*;
     use crate::config::{JobMetrics, SinkKind};
-    use crate::sample::JobInfo;
+    use crate::sample::{JobFigures, JobInfo};
     use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, USER};
 
     /// Answers a final sample with `answer`, after adding job 7's sample and itself.
@@ -332,7 +334,7 @@ mod tests {
         async fn collect(&mut self, _out: &mut Batch, _errors: &mut Errors) {}
 
         fn final_sample(&mut self, job: &str, _uid: u32, out: &mut Batch) -> Option<Answer> {
-            out.jobs.push(JobInfo {
+            let mut reading = JobReading::new(JobInfo {
                 id: job.into(),
                 names: Default::default(),
                 node: "n1".into(),
@@ -340,6 +342,8 @@ mod tests {
                 account: "a".into(),
                 partition: "p".into(),
             });
+            reading.job = JobFigures::from_figures(vec![(&CPU_USAGE, 1.0)]);
+            out.jobs.push(reading);
             let d = Dims::new().with(JOB_ID, job).with(USER, "u").with(ACCOUNT, "a");
             out.push(&CPU_USAGE, d, 1.0);
             Some(self.0.clone())

@@ -7,6 +7,9 @@ use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::records::Field;
 use std::time::SystemTime;
 
+mod reading;
+pub use reading::{GpuFigures, JobFigures, JobReading, limited};
+
 /// Dimension name/value pairs, kept sorted by name so equal sets compare and hash equal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Dims(Vec<(&'static str, String)>);
@@ -142,28 +145,19 @@ pub struct DeviceReading {
 pub struct Batch {
     pub time: SystemTime,
     pub samples: Vec<Sample>,
-    /// The jobs the node collector read.
-    pub jobs: Vec<JobInfo>,
+    /// The jobs the node collector read, one reading per (node, job), with the GPU
+    /// collector's figures of the same job and node.
+    pub jobs: Vec<JobReading>,
     /// True when `jobs` is every job on the node (a full collection, not one job's final
     /// sample): a job tracked before and missing now has ended.
     pub all_jobs: bool,
     /// This node's own devices and file systems, for its `node_sample` record.
     pub devices: Vec<DeviceReading>,
-    /// Joules each job's GPUs used since the GPU collector's previous reading (job id, J), for
-    /// its `job_summary` record.
-    pub gpu_joules: Vec<(String, f64)>,
 }
 
 impl Batch {
     pub fn new(time: SystemTime) -> Self {
-        Batch {
-            time,
-            samples: Vec::new(),
-            jobs: Vec::new(),
-            all_jobs: false,
-            devices: Vec::new(),
-            gpu_joules: Vec::new(),
-        }
+        Batch { time, samples: Vec::new(), jobs: Vec::new(), all_jobs: false, devices: Vec::new() }
     }
 
     pub fn push(&mut self, metric: &'static Metric, dims: Dims, value: f64) {
@@ -172,6 +166,11 @@ impl Batch {
 
     pub fn push_distribution(&mut self, metric: &'static Metric, dims: Dims, values: Vec<f64>) {
         self.samples.push(Sample::distribution(metric, dims, values, self.time));
+    }
+
+    /// The reading of job `id` on `node`.
+    pub fn reading_mut(&mut self, node: &str, id: &str) -> Option<&mut JobReading> {
+        self.jobs.iter_mut().find(|r| r.info.node == node && r.info.id == id)
     }
 
     /// Samples of `metric` (tests use this to assert values).

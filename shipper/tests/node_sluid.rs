@@ -59,7 +59,7 @@ fn a_sluid_directory_ships_under_the_job_id_slurm_gives() {
     let (b, e) = collect(&mut c);
     assert_eq!(e.total(), 0);
     assert_eq!(b.jobs.len(), 1);
-    let job = &b.jobs[0];
+    let job = &b.jobs[0].info;
     assert_eq!((job.id.as_str(), job.names.sluid.as_deref()), ("1001", Some(SLUID)));
     assert_eq!((job.account.as_str(), job.partition.as_str()), ("physics", "batch"));
     let memory: Vec<f64> = b
@@ -111,7 +111,11 @@ fn a_hanging_scontrol_does_not_stall_collection() {
         let (b, _) = collect(&mut c);
         let took = started.elapsed();
         assert_eq!(b.jobs.len(), 16, "round {round}");
-        assert!(b.jobs.iter().all(|j| j.account == "unknown" && j.partition == "unknown"), "{:?}", b.jobs);
+        assert!(
+            b.jobs.iter().all(|j| j.info.account == "unknown" && j.info.partition == "unknown"),
+            "{:?}",
+            b.jobs
+        );
         // Far under one lookup's 20 s timeout, let alone 16 of them; the second round asks
         // nothing again and waits for nothing.
         assert!(took < Duration::from_secs(10), "round {round} took {took:?}");

@@ -118,7 +118,7 @@ fn from_samples(node: &str, samples: &[&Value]) -> NodeRow {
     );
     // An unlimited cgroup reads as a huge limit: no request.
     let limit =
-        max_of(samples.iter().filter_map(|s| num(s, MEMORY_LIMIT.name))).filter(|l| *l < (1u64 << 60) as f64);
+        max_of(samples.iter().filter_map(|s| num(s, MEMORY_LIMIT.name))).and_then(crate::sample::limited);
     NodeRow {
         node: node.to_owned(),
         source: kinds::JOB_SAMPLE.into(),

@@ -81,7 +81,8 @@ impl Streak {
 /// What one collection showed of a job, for its findings.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Observation {
-    pub gpu_utilization: Option<f64>,
+    /// Its GPUs idle (see `GpuFigures::under`); None without GPUs or their utilisation.
+    pub gpu_idle: Option<bool>,
     pub cpu_efficiency: Option<f64>,
     /// Peak memory and limit, bytes.
     pub memory: Option<(f64, f64)>,
@@ -112,9 +113,6 @@ pub struct JobFindings {
     memory: Streak,
 }
 
-/// A limit this large means no limit (cgroup v1's "max" is 2^63 rounded to pages).
-const UNLIMITED: f64 = (1u64 << 60) as f64;
-
 impl JobFindings {
     pub fn observe(
         &mut self,
@@ -124,10 +122,9 @@ impl JobFindings {
         out: &mut Vec<New>,
     ) -> Holding {
         let minutes = |m: u32| Duration::from_secs(u64::from(m) * 60);
-        let idle = o.gpu_utilization.map(|u| u < t.idle_gpu_percent);
+        let idle = o.gpu_idle;
         let low = o.cpu_efficiency.map(|e| e < t.low_cpu_efficiency_percent);
-        let share =
-            o.memory.filter(|(_, limit)| *limit > 0.0 && *limit < UNLIMITED).map(|(p, l)| p / l * 100.0);
+        let share = o.memory.and_then(|(p, l)| Some(p / crate::sample::limited(l)? * 100.0));
         // Memory is judged once the job has run long enough to reach its working set.
         let over = share.map(|s| s < t.memory_over_requested_percent && o.age >= minutes(t.low_cpu_minutes));
         let holding = Holding {
@@ -184,7 +181,7 @@ mod tests {
         let t = Thresholds { idle_gpu_minutes: 10, ..Thresholds::default() };
         let mut f = JobFindings::default();
         let mut out = Vec::new();
-        let obs = |u| Observation { gpu_utilization: Some(u), ..Observation::default() };
+        let obs = |u: f64| Observation { gpu_idle: Some(u < t.idle_gpu_percent), ..Observation::default() };
         for m in 0..10 {
             assert!(!f.observe(&obs(1.0), at(m), &t, &mut out).idle_gpu, "minute {m}");
         }

@@ -1,7 +1,7 @@
 //! Between collection and the sinks: what the samples become.
 //!
 //! - [`derive`]: the head node's counters become increases; utilisation and backlog;
-//! - [`jobs`]: per-job samples -> job records (a sample per job and flush, a summary when the
+//! - [`jobs`]: per-job typed readings -> job records (a sample per job and flush, a summary when the
 //!   job ends on this node) and [`findings`] decided on the node; [`records`] is their JSON;
 //! - [`node_sample`]: the node's own fabric, Lustre and RAPL figures per device, one record per
 //!   flush;

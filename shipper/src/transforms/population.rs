@@ -5,15 +5,15 @@
 //! node and flush). GPU figures only where jobs hold GPUs: a CPU-only cluster pays for none.
 //! This is what dashboards and alarms read now that per-job detail lives in the job records.
 
-use super::jobs::JobNow;
-use crate::sample::{Batch, Dims};
+use super::findings::Holding;
+use crate::sample::{Batch, Dims, JobReading};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{ACCOUNT, PARTITION, USER};
 use slurm_cw_catalog::metrics::*;
 use std::collections::BTreeMap;
 
 /// The scopes a job counts in.
-fn scopes(j: &JobNow, per_user: bool) -> Vec<Dims> {
+fn scopes(j: &JobReading, per_user: bool) -> Vec<Dims> {
     let mut s = vec![
         Dims::new(),
         Dims::new().with(PARTITION, j.info.partition.as_str()),
@@ -50,38 +50,31 @@ const TOTALS: [&Metric; 7] = [
     &MEMORY_OVER_REQUESTED_JOBS,
 ];
 
-/// Pushes the population figures of one full collection into `out`.
-pub fn push(jobs: &[JobNow], per_user: bool, idle_gpu_percent: f64, out: &mut Batch) {
+/// Pushes the population figures of one full collection into `out`: each job's reading and
+/// what it holds of the findings (`held`, in the same order).
+pub fn push(jobs: &[JobReading], held: &[Holding], per_user: bool, idle_gpu_percent: f64, out: &mut Batch) {
     // Per scope: the totals, and whether a job there holds GPUs.
     let mut totals: BTreeMap<Dims, ([f64; TOTALS.len()], bool)> = BTreeMap::new();
     // Cluster-wide totals always, zero included, so alarms see a continuous series.
     totals.insert(Dims::new(), ([0.0; TOTALS.len()], false));
     let mut dists: BTreeMap<(&'static str, Dims), (&'static Metric, Vec<f64>)> = BTreeMap::new();
-    for j in jobs {
-        let gpus_idle = match (j.get(&GPU_COUNT), j.get(&GPU_UTILIZATION)) {
-            (Some(n), Some(u)) if u < idle_gpu_percent => n,
-            _ => j.get(&GPU_IDLE_COUNT).unwrap_or(0.0),
-        };
+    for (j, holding) in jobs.iter().zip(held) {
         let row = [
             1.0,
-            j.get(&CPU_USAGE).unwrap_or(0.0),
-            j.get(&CPUS_ALLOCATED).unwrap_or(0.0),
-            gpus_idle,
-            f64::from(u8::from(j.holding.idle_gpu)),
-            f64::from(u8::from(j.holding.low_cpu)),
-            f64::from(u8::from(j.holding.memory_over_requested)),
+            j.job.cpu_usage.unwrap_or(0.0),
+            j.job.cpus_allocated.unwrap_or(0.0),
+            j.gpus_idle(idle_gpu_percent),
+            f64::from(u8::from(holding.idle_gpu)),
+            f64::from(u8::from(holding.low_cpu)),
+            f64::from(u8::from(holding.memory_over_requested)),
         ];
-        let peak_share = match (j.get(&MEMORY_MAX), j.get(&MEMORY_LIMIT)) {
-            (Some(p), Some(l)) if l > 0.0 && l < (1u64 << 60) as f64 => Some(p / l * 100.0),
-            _ => None,
-        };
         let values = [
-            (&JOB_CPU_EFFICIENCY, j.get(&CPU_UTILIZATION)),
-            (&JOB_MEMORY_USED, j.get(&MEMORY_USAGE).or(j.get(&MEMORY_RSS))),
-            (&JOB_MEMORY_PEAK_SHARE, peak_share),
-            (&JOB_GPU_UTILIZATION, j.get(&GPU_UTILIZATION)),
+            (&JOB_CPU_EFFICIENCY, j.job.cpu_utilization),
+            (&JOB_MEMORY_USED, j.memory_used()),
+            (&JOB_MEMORY_PEAK_SHARE, j.memory_peak_share()),
+            (&JOB_GPU_UTILIZATION, j.gpu_utilization()),
         ];
-        let holds_gpus = j.get(&GPU_COUNT).is_some_and(|n| n > 0.0);
+        let holds_gpus = j.gpu_count().is_some_and(|n| n > 0.0);
         for scope in scopes(j, per_user) {
             let (t, gpus) = totals.entry(scope.clone()).or_insert(([0.0; TOTALS.len()], false));
             *gpus |= holds_gpus;
@@ -112,24 +105,24 @@ pub fn push(jobs: &[JobNow], per_user: bool, idle_gpu_percent: f64, out: &mut Ba
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::JobInfo;
-    use crate::transforms::findings::Holding;
-    use std::collections::HashMap;
+    use crate::sample::{GpuFigures, JobFigures, JobInfo};
     use std::time::SystemTime;
 
-    fn job(id: &str, account: &str, figures: &[(&Metric, f64)], idle_gpu: bool) -> JobNow {
-        JobNow {
-            info: JobInfo {
-                id: id.into(),
-                names: Default::default(),
-                node: "n1".into(),
-                user: "u".into(),
-                account: account.into(),
-                partition: "gpu".into(),
-            },
-            figures: figures.iter().map(|(m, v)| (m.name, *v)).collect::<HashMap<_, _>>(),
-            holding: Holding { idle_gpu, ..Holding::default() },
-        }
+    fn job(
+        id: &str,
+        account: &str,
+        figures: Vec<(&'static Metric, f64)>,
+        gpus: Option<GpuFigures>,
+    ) -> JobReading {
+        let info = JobInfo {
+            id: id.into(),
+            names: Default::default(),
+            node: "n1".into(),
+            user: "u".into(),
+            account: account.into(),
+            partition: "gpu".into(),
+        };
+        JobReading { info, job: JobFigures::from_figures(figures), gpus }
     }
 
     #[test]
@@ -138,24 +131,24 @@ mod tests {
             job(
                 "1",
                 "a",
-                &[(&CPU_USAGE, 1.5), (&CPUS_ALLOCATED, 2.0), (&CPU_UTILIZATION, 75.0), (&MEMORY_USAGE, 3e8)],
-                false,
+                vec![
+                    (&CPU_USAGE, 1.5),
+                    (&CPUS_ALLOCATED, 2.0),
+                    (&CPU_UTILIZATION, 75.0),
+                    (&MEMORY_USAGE, 3e8),
+                ],
+                None,
             ),
             job(
                 "2",
                 "b",
-                &[
-                    (&CPU_USAGE, 0.1),
-                    (&CPUS_ALLOCATED, 4.0),
-                    (&CPU_UTILIZATION, 2.5),
-                    (&GPU_COUNT, 2.0),
-                    (&GPU_UTILIZATION, 1.0),
-                ],
-                true,
+                vec![(&CPU_USAGE, 0.1), (&CPUS_ALLOCATED, 4.0), (&CPU_UTILIZATION, 2.5)],
+                Some(GpuFigures::new(2.0, 0.0, vec![(&GPU_UTILIZATION, 1.0)])),
             ),
         ];
+        let held = [Holding::default(), Holding { idle_gpu: true, ..Holding::default() }];
         let mut b = Batch::new(SystemTime::UNIX_EPOCH);
-        push(&jobs, false, 5.0, &mut b);
+        push(&jobs, &held, false, 5.0, &mut b);
         let cluster: &[(&str, &str)] = &[];
         assert_eq!(b.value(&JOB_ALLOCATIONS, cluster), Some(2.0));
         assert_eq!(b.value(&JOB_CORES_USED, cluster), Some(1.6));
@@ -183,7 +176,7 @@ mod tests {
     #[test]
     fn no_jobs_still_reports_zero_for_the_cluster() {
         let mut b = Batch::new(SystemTime::UNIX_EPOCH);
-        push(&[], false, 5.0, &mut b);
+        push(&[], &[], false, 5.0, &mut b);
         assert_eq!(b.value(&JOB_ALLOCATIONS, &[]), Some(0.0));
         assert_eq!(b.samples.len(), TOTALS.iter().filter(|m| !gpu_only(m)).count(), "no GPU figures");
     }

@@ -8,7 +8,7 @@
 //! - [`Shape::Open`], for destinations billed by the byte or not at all (OTLP, Prometheus):
 //!   every series as the collectors state it, a job's labelled with its partition too.
 
-use crate::sample::{Dims, JobInfo, Sample};
+use crate::sample::{Dims, JobReading, Sample};
 use serde::Deserialize;
 use slurm_cw_catalog::dims::{CLUSTER_NAME, GPU, GPU_UUID, JOB_ID, NODE_NAME, PARTITION};
 
@@ -56,7 +56,7 @@ fn without_node(d: &Dims) -> Dims {
 impl Shape {
     /// The samples that go on to this destination's aggregator; `jobs`: the jobs the samples
     /// came from.
-    pub fn apply(&self, samples: Vec<Sample>, jobs: &[JobInfo], out: &mut Vec<Sample>) {
+    pub fn apply(&self, samples: Vec<Sample>, jobs: &[JobReading], out: &mut Vec<Sample>) {
         match *self {
             Shape::CloudWatch { job_metrics, per_node_job_dimensions, per_node_self_metrics } => {
                 cloudwatch(samples, job_metrics, per_node_job_dimensions, per_node_self_metrics, out)
@@ -67,10 +67,10 @@ impl Shape {
 }
 
 /// Every sample; a job's with its partition.
-fn open(samples: Vec<Sample>, jobs: &[JobInfo], out: &mut Vec<Sample>) {
+fn open(samples: Vec<Sample>, jobs: &[JobReading], out: &mut Vec<Sample>) {
     for mut s in samples {
         if let Some(id) = s.dims.get(JOB_ID)
-            && let Some(job) = jobs.iter().find(|j| j.id == id)
+            && let Some(job) = jobs.iter().map(|j| &j.info).find(|j| j.id == id)
         {
             s.dims.set(PARTITION, job.partition.as_str());
         }

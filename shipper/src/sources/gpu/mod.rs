@@ -15,17 +15,18 @@ pub mod config;
 mod energy;
 pub mod fake;
 mod figures;
+mod job_owner;
 pub mod nvml;
 pub mod source;
 
 use super::node::discover::{JobRef, Layout};
-use super::node::owner::{self, Owners};
-use super::node::procs;
+use super::node::owner::Owners;
+
 use super::node::table::{JobTable, SharedJobs};
 use super::{Collector, Errors};
 use crate::config::{GpuConfig, NodeConfig};
 use crate::hook::Answer;
-use crate::sample::{Batch, Dims};
+use crate::sample::{Batch, Dims, GpuFigures};
 use allocation::Allocation;
 use energy::Energy;
 use figures::job_figures;
@@ -237,10 +238,7 @@ impl GpuCollector {
                     *job_joules.get_or_insert(0.0) += used / share[*g] as f64;
                 }
             }
-            if let Some(used) = job_joules {
-                out.gpu_joules.push((jobs[j].r.id.clone(), used));
-            }
-            self.emit_job(&jobs[j], &gpus, &ok, out);
+            self.emit_job(&jobs[j], &gpus, &ok, job_joules, out);
         }
     }
 
@@ -310,39 +308,35 @@ impl GpuCollector {
         Some(Allocation { indices: d.gpus_on(node).cloned().unwrap_or_default(), uuids: BTreeSet::new() })
     }
 
+    /// The job's GPU series, and its GPU figures in the reading the node collector made of
+    /// the same job on the same node (whose owner and account they take).
     fn emit_job(
         &mut self,
         gj: &GpuJob,
         gpus: &[(usize, bool)],
         readings: &[(GpuId, Reading)],
+        joules: Option<f64>,
         out: &mut Batch,
     ) {
-        let proc_root = self.node.proc_root.clone();
         let job = &gj.r;
-        let user = self.owners.user(gj.uid);
-        let account = match &gj.account {
-            Some(a) => a.clone(),
-            None => {
-                self.owners
-                    .account(&job.id, || {
-                        let account = gj
-                            .pids
-                            .iter()
-                            .find_map(|p| procs::environ_var(&proc_root, *p, "SLURM_JOB_ACCOUNT"))?;
-                        Some((account, owner::UNKNOWN.to_owned()))
-                    })
-                    .0
-            }
+        let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
+        let rs: Vec<&Reading> = gpus.iter().map(|(g, _)| &readings[*g].1).collect();
+        let without_process = gpus.iter().filter(|(_, busy)| !busy).count() as f64;
+        let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
+        figures.joules = joules;
+        let (user, account) = match out.reading_mut(&node, &job.id) {
+            Some(reading) => (reading.info.user.clone(), reading.info.account.clone()),
+            // No node collector's reading (this collector finds the jobs itself: tests).
+            None => self.owner(gj),
         };
         let base = Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account);
-        out.push(&GPU_COUNT, base.clone(), gpus.len() as f64);
-        out.push(&GPU_IDLE_COUNT, base.clone(), gpus.iter().filter(|(_, busy)| !busy).count() as f64);
-        let rs: Vec<&Reading> = gpus.iter().map(|(g, _)| &readings[*g].1).collect();
-        for (m, v) in job_figures(&rs) {
+        for (m, v) in figures.series() {
             out.push(m, base.clone(), v);
         }
+        if let Some(reading) = out.reading_mut(&node, &job.id) {
+            reading.gpus = Some(figures);
+        }
         if self.cfg.per_gpu_dimensions {
-            let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
             for (g, _) in gpus {
                 let (id, r) = &readings[*g];
                 let d = if self.cfg.uuid_dimension {

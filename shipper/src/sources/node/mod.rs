@@ -35,7 +35,7 @@ use super::slurm_jobs::{self, SlurmJobs};
 use super::{Collector, Errors};
 use crate::config::NodeConfig;
 use crate::hook::Answer;
-use crate::sample::{Batch, Dims, JobInfo, SlurmNames};
+use crate::sample::{Batch, Dims, JobFigures, JobInfo, JobReading, SlurmNames};
 use cgroup::CgroupStats;
 use discover::{JobRef, Layout};
 use kv::Io;
@@ -305,14 +305,14 @@ impl NodeCollector {
         if let Some(j) = self.table.borrow_mut().get_mut(key) {
             j.account = Some(account.clone());
         }
-        out.jobs.push(JobInfo {
+        let info = JobInfo {
             id: job.id.clone(),
             names: self.names(job),
             node: node.to_owned(),
             user: user.clone(),
             account: account.clone(),
             partition,
-        });
+        };
         // Every sample names its node: the job records are per node; whether metrics are
         // (node.per_node_dimensions) is decided in transforms::shape.
         let dims = Dims::new()
@@ -321,23 +321,33 @@ impl NodeCollector {
             .with(ACCOUNT, account)
             .with(NODE_NAME, node);
         let f = figures::of(r, prev, self.ticks_per_second, self.cfg.top_executables);
-        for (m, v) in &f.values {
+        let mut figures = JobFigures::from_figures(f.values);
+        figures.per_core = f.per_core;
+        figures.by_exe = f.by_exe;
+        if let Some(threads) = f.threads {
+            // Running and sleeping always (continuous series); the rest only when present.
+            figures.threads = THREAD_STATES
+                .iter()
+                .zip(threads)
+                .enumerate()
+                .filter(|(i, (_, n))| *n > 0 || *i < 2)
+                .map(|(_, (state, n))| (*state, n as f64))
+                .collect();
+        }
+        // The series; the records and population figures read the typed reading.
+        for (m, v) in &figures.figures {
             out.push(m, dims.clone(), *v);
         }
-        if let Some(d) = f.per_core {
-            out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), d);
+        if let Some(d) = &figures.per_core {
+            out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), d.clone());
         }
-        if let Some(threads) = f.threads {
-            for (i, state) in THREAD_STATES.iter().enumerate() {
-                // Running and sleeping always (continuous series); the rest only when present.
-                if threads[i] > 0 || i < 2 {
-                    out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, *state), threads[i] as f64);
-                }
-            }
+        for (state, n) in &figures.threads {
+            out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, *state), *n);
         }
-        for (exe, cores) in &f.by_exe {
+        for (exe, cores) in &figures.by_exe {
             out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *cores);
         }
+        out.jobs.push(JobReading { info, job: figures, gpus: None });
     }
 }
 

@@ -1,0 +1,216 @@
+//! One job's reading in one collection, typed: what the node collector read of its cgroup and
+//! processes, and what the GPU collector adds of the GPUs it holds on the same node. The job
+//! records, the findings and the population figures read it; "unlimited memory limit", "idle
+//! GPU" and "peak memory" are decided here, once.
+
+use super::JobInfo;
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::metrics::*;
+
+/// A limit this large means no limit (cgroup v1's "max" is 2^63 rounded to pages).
+const UNLIMITED: f64 = (1u64 << 60) as f64;
+
+/// A memory limit as read, None when there is none (zero, or cgroup's "max").
+pub fn limited(bytes: f64) -> Option<f64> {
+    (bytes > 0.0 && bytes < UNLIMITED).then_some(bytes)
+}
+
+/// One job on one node, as one collection read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobReading {
+    pub info: JobInfo,
+    pub job: JobFigures,
+    /// Its GPUs on this node, when the GPU collector found any.
+    pub gpus: Option<GpuFigures>,
+}
+
+/// What the node collector read of a job's cgroup and processes. The figures the records,
+/// findings and population decide on are fields; `figures` is every figure as the catalog
+/// names it, for the per-job series and the `job_sample` record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFigures {
+    /// Cores busy (a rate: none at a job's first reading).
+    pub cpu_usage: Option<f64>,
+    /// `cpu_usage` as a percentage of the allocated cores.
+    pub cpu_utilization: Option<f64>,
+    pub cpus_allocated: Option<f64>,
+    /// CPU seconds used so far (a counter).
+    pub cpu_time: Option<f64>,
+    pub memory_usage: Option<f64>,
+    /// The cgroup's own high-water mark, where the kernel keeps one.
+    pub memory_max: Option<f64>,
+    /// As read: see [`JobReading::memory_limit`].
+    pub memory_limit: Option<f64>,
+    pub memory_rss: Option<f64>,
+    pub oom_kills: Option<f64>,
+    /// Bytes a second.
+    pub read_bytes: Option<f64>,
+    pub write_bytes: Option<f64>,
+    pub figures: Vec<(&'static Metric, f64)>,
+    /// Busy percentage of each of its CPUs (cgroup v1).
+    pub per_core: Option<Vec<f64>>,
+    /// Threads per state (running and sleeping always, the others when present); none on
+    /// cycles that read no processes.
+    pub threads: Vec<(&'static str, f64)>,
+    /// Cores used by each of its busiest executables.
+    pub by_exe: Vec<(String, f64)>,
+}
+
+impl JobFigures {
+    /// The typed figures out of a reading's figures (a figure given twice: the last).
+    pub fn from_figures(figures: Vec<(&'static Metric, f64)>) -> Self {
+        let mut f = JobFigures::default();
+        for (m, v) in &figures {
+            let field = match () {
+                _ if is(m, &CPU_USAGE) => &mut f.cpu_usage,
+                _ if is(m, &CPU_UTILIZATION) => &mut f.cpu_utilization,
+                _ if is(m, &CPUS_ALLOCATED) => &mut f.cpus_allocated,
+                _ if is(m, &CPU_TIME) => &mut f.cpu_time,
+                _ if is(m, &MEMORY_USAGE) => &mut f.memory_usage,
+                _ if is(m, &MEMORY_MAX) => &mut f.memory_max,
+                _ if is(m, &MEMORY_LIMIT) => &mut f.memory_limit,
+                _ if is(m, &MEMORY_RSS) => &mut f.memory_rss,
+                _ if is(m, &OOM_KILLS) => &mut f.oom_kills,
+                _ if is(m, &READ_BYTES) => &mut f.read_bytes,
+                _ if is(m, &WRITE_BYTES) => &mut f.write_bytes,
+                _ => continue,
+            };
+            *field = Some(*v);
+        }
+        f.figures = figures;
+        f
+    }
+}
+
+fn is(a: &Metric, b: &Metric) -> bool {
+    std::ptr::eq(a, b)
+}
+
+/// What the GPU collector read of the GPUs a job holds on one node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuFigures {
+    pub count: f64,
+    /// GPUs it holds that run none of its processes.
+    pub without_process: f64,
+    /// Mean utilisation of its GPUs, where NVML gives it.
+    pub utilization: Option<f64>,
+    /// Energy its GPUs used since the collector's previous reading, from NVML's counters.
+    pub joules: Option<f64>,
+    /// The other per-job GPU figures (utilisation included), as the catalog names them.
+    pub figures: Vec<(&'static Metric, f64)>,
+}
+
+impl GpuFigures {
+    pub fn new(count: f64, without_process: f64, figures: Vec<(&'static Metric, f64)>) -> Self {
+        let utilization = figures.iter().rev().find(|(m, _)| is(m, &GPU_UTILIZATION)).map(|(_, v)| *v);
+        GpuFigures { count, without_process, utilization, joules: None, figures }
+    }
+
+    /// Every figure of the job's GPUs, counts first: the per-job series and the record's.
+    pub fn series(&self) -> impl Iterator<Item = (&'static Metric, f64)> + '_ {
+        [(&GPU_COUNT, self.count), (&GPU_IDLE_COUNT, self.without_process)]
+            .into_iter()
+            .chain(self.figures.iter().copied())
+    }
+
+    /// Whether its GPUs idle: their mean utilisation under `threshold` percent (None where
+    /// NVML gives no utilisation).
+    pub fn under(&self, threshold: f64) -> Option<bool> {
+        self.utilization.map(|u| u < threshold)
+    }
+
+    /// How many of its GPUs idle: all of them under `threshold`, else those running none of
+    /// its processes.
+    pub fn idle(&self, threshold: f64) -> f64 {
+        if self.under(threshold) == Some(true) { self.count } else { self.without_process }
+    }
+}
+
+impl JobReading {
+    pub fn new(info: JobInfo) -> Self {
+        JobReading { info, job: JobFigures::default(), gpus: None }
+    }
+
+    /// Whether this reading has any figure (a job whose cgroup vanished mid-read has none).
+    pub fn has_figures(&self) -> bool {
+        !self.job.figures.is_empty() || self.job.per_core.is_some() || self.gpus.is_some()
+    }
+
+    /// Its memory limit; None when it has none (unlimited) or none was read.
+    pub fn memory_limit(&self) -> Option<f64> {
+        self.job.memory_limit.and_then(limited)
+    }
+
+    /// The most memory it is known to have held: the cgroup's high-water mark, or what it
+    /// holds now where that is more (or the kernel keeps no mark).
+    pub fn memory_peak(&self) -> Option<f64> {
+        let f = &self.job;
+        [f.memory_max, f.memory_usage, f.memory_rss].into_iter().flatten().reduce(f64::max)
+    }
+
+    /// Its peak as a percentage of its limit, where it has one.
+    pub fn memory_peak_share(&self) -> Option<f64> {
+        Some(self.memory_peak()? / self.memory_limit()? * 100.0)
+    }
+
+    /// Memory it uses now: the cgroup's usage, else its processes' resident memory.
+    pub fn memory_used(&self) -> Option<f64> {
+        self.job.memory_usage.or(self.job.memory_rss)
+    }
+
+    /// How many of its GPUs idle (see [`GpuFigures::idle`]); 0 without GPUs.
+    pub fn gpus_idle(&self, threshold: f64) -> f64 {
+        self.gpus.as_ref().map_or(0.0, |g| g.idle(threshold))
+    }
+
+    pub fn gpu_count(&self) -> Option<f64> {
+        self.gpus.as_ref().map(|g| g.count)
+    }
+
+    pub fn gpu_utilization(&self) -> Option<f64> {
+        self.gpus.as_ref().and_then(|g| g.utilization)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(figures: Vec<(&'static Metric, f64)>) -> JobReading {
+        let info = JobInfo {
+            id: "1".into(),
+            names: Default::default(),
+            node: "n1".into(),
+            user: "u".into(),
+            account: "a".into(),
+            partition: "p".into(),
+        };
+        JobReading { info, job: JobFigures::from_figures(figures), gpus: None }
+    }
+
+    #[test]
+    fn an_unlimited_or_missing_limit_is_none() {
+        assert_eq!(reading(vec![(&MEMORY_LIMIT, 9.223372036854772e18)]).memory_limit(), None, "v1 max");
+        assert_eq!(reading(vec![(&MEMORY_LIMIT, 0.0)]).memory_limit(), None);
+        assert_eq!(reading(vec![]).memory_limit(), None);
+        assert_eq!(reading(vec![(&MEMORY_LIMIT, 4e9)]).memory_limit(), Some(4e9));
+    }
+
+    #[test]
+    fn the_peak_is_the_most_of_the_mark_and_the_levels() {
+        let r = reading(vec![(&MEMORY_USAGE, 3e8), (&MEMORY_MAX, 2e8), (&MEMORY_LIMIT, 6e8)]);
+        assert_eq!(r.memory_peak(), Some(3e8), "a mark below usage (reset, or none kept)");
+        assert_eq!(r.memory_peak_share(), Some(50.0));
+        assert_eq!(reading(vec![(&MEMORY_RSS, 1e6)]).memory_peak_share(), None, "no limit, no share");
+    }
+
+    #[test]
+    fn idle_gpus_are_all_under_the_threshold_else_those_without_a_process() {
+        let g = GpuFigures::new(4.0, 1.0, vec![(&GPU_UTILIZATION, 2.0)]);
+        assert_eq!((g.under(5.0), g.idle(5.0)), (Some(true), 4.0));
+        assert_eq!((g.under(1.0), g.idle(1.0)), (Some(false), 1.0));
+        let no_nvml_utilization = GpuFigures::new(2.0, 1.0, vec![]);
+        assert_eq!((no_nvml_utilization.under(5.0), no_nvml_utilization.idle(5.0)), (None, 1.0));
+        assert_eq!(reading(vec![]).gpus_idle(5.0), 0.0);
+    }
+}

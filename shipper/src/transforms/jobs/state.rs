@@ -1,0 +1,224 @@
+//! One job as the job table keeps it between collections: the flush's means for its
+//! `job_sample` record, the integrals and peaks for its `job_summary`, and its findings.
+
+use super::super::findings::{self, JobFindings, Observation, Thresholds};
+use super::super::records::{finish, head, round};
+use crate::sample::{JobInfo, JobReading};
+use serde_json::{Map, Value, json};
+use slurm_cw_catalog::metrics::{CPU_CORE_UTILIZATION, PROCESS_CPU_USAGE, THREAD_COUNT};
+use slurm_cw_catalog::records::{self as r, kinds};
+use slurm_cw_formats::datum::format_timestamp;
+use slurm_cw_formats::record::Record;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+const JOULES_PER_KWH: f64 = 3.6e6;
+
+/// A mean over the flush.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Mean {
+    pub sum: f64,
+    pub n: f64,
+}
+
+#[derive(Debug)]
+pub(super) struct Job {
+    pub info: JobInfo,
+    pub first_seen: SystemTime,
+    pub last_seen: SystemTime,
+    /// (metric, further key: thread state or executable) -> mean over this flush.
+    pub flush: BTreeMap<(&'static str, Option<String>), Mean>,
+    pub flush_samples: u32,
+    samples: u32,
+    last_sample_at: Option<SystemTime>,
+    /// When I/O rates last came: they cover the time since (every node.process_every cycles
+    /// where they come from /proc).
+    io_at: Option<SystemTime>,
+    cpu_time: Option<f64>,
+    cpu_integrated: f64,
+    cpu_covered: f64,
+    cores: f64,
+    memory_peak: f64,
+    /// The largest limit read; None while it had none (unlimited).
+    memory_limit: Option<f64>,
+    gpus: f64,
+    gpu_seconds: f64,
+    gpu_idle_seconds: f64,
+    /// Energy its GPUs used, from NVML's counters; None while none reported.
+    gpu_joules: Option<f64>,
+    read_bytes: f64,
+    write_bytes: f64,
+    oom_kills: f64,
+    findings: JobFindings,
+    /// The last_seen of the summary a final sample wrote (a later sample means a newer summary
+    /// when the cgroup goes).
+    pub summarized: Option<SystemTime>,
+}
+
+impl Job {
+    pub fn new(info: JobInfo, at: SystemTime) -> Self {
+        Job {
+            info,
+            first_seen: at,
+            last_seen: at,
+            flush: BTreeMap::new(),
+            flush_samples: 0,
+            samples: 0,
+            last_sample_at: None,
+            io_at: None,
+            cpu_time: None,
+            cpu_integrated: 0.0,
+            cpu_covered: 0.0,
+            cores: 0.0,
+            memory_peak: 0.0,
+            memory_limit: None,
+            gpus: 0.0,
+            gpu_seconds: 0.0,
+            gpu_idle_seconds: 0.0,
+            gpu_joules: None,
+            read_bytes: 0.0,
+            write_bytes: 0.0,
+            oom_kills: 0.0,
+            findings: JobFindings::default(),
+            summarized: None,
+        }
+    }
+
+    /// Adds one reading's figures to this flush's means (the job's figures, its GPUs' as a
+    /// whole, and the thread-state and executable breakdowns).
+    fn add_to_flush(&mut self, reading: &JobReading) {
+        let mut add = |metric: &'static str, further: Option<&str>, v: f64| {
+            let m = self.flush.entry((metric, further.map(str::to_owned))).or_default();
+            m.sum += v;
+            m.n += 1.0;
+        };
+        let f = &reading.job;
+        for (m, v) in &f.figures {
+            add(m.name, None, *v);
+        }
+        if let Some(cores) = f.per_core.as_ref().filter(|c| !c.is_empty()) {
+            add(CPU_CORE_UTILIZATION.name, None, cores.iter().sum::<f64>() / cores.len() as f64);
+        }
+        if let Some(g) = &reading.gpus {
+            for (m, v) in g.series() {
+                add(m.name, None, v);
+            }
+        }
+        for (state, n) in &f.threads {
+            add(THREAD_COUNT.name, Some(state), *n);
+        }
+        for (exe, cores) in &f.by_exe {
+            add(PROCESS_CPU_USAGE.name, Some(exe), *cores);
+        }
+    }
+
+    /// The summary's and findings' integrals, and the findings, from one reading of the job.
+    pub fn absorb(
+        &mut self,
+        reading: &JobReading,
+        at: SystemTime,
+        t: &Thresholds,
+        pending: &mut Vec<Record>,
+        seq: &mut u64,
+    ) -> findings::Holding {
+        self.add_to_flush(reading);
+        let read = reading.has_figures();
+        if read {
+            self.samples += 1;
+            self.flush_samples += 1;
+        }
+        let dt = self.last_sample_at.and_then(|p| at.duration_since(p).ok()).map_or(0.0, |d| d.as_secs_f64());
+        if read {
+            self.last_sample_at = Some(at);
+        }
+        let f = &reading.job;
+        if let Some(cores) = f.cpu_usage {
+            self.cpu_integrated += cores * dt;
+            self.cpu_covered += dt;
+        }
+        if let Some(s) = f.cpu_time {
+            self.cpu_time = Some(s);
+        }
+        self.cores = self.cores.max(f.cpus_allocated.unwrap_or(0.0));
+        self.memory_peak = self.memory_peak.max(reading.memory_peak().unwrap_or(0.0));
+        if let Some(limit) = reading.memory_limit() {
+            self.memory_limit = Some(self.memory_limit.map_or(limit, |l| l.max(limit)));
+        }
+        self.oom_kills = self.oom_kills.max(f.oom_kills.unwrap_or(0.0));
+        if let Some(g) = &reading.gpus {
+            self.gpus = self.gpus.max(g.count);
+            self.gpu_seconds += g.count * dt;
+            self.gpu_idle_seconds += g.idle(t.idle_gpu_percent) * dt;
+            if let Some(j) = g.joules {
+                *self.gpu_joules.get_or_insert(0.0) += j;
+            }
+        }
+        if let (Some(read), Some(write)) = (f.read_bytes, f.write_bytes) {
+            let since = self.io_at.unwrap_or(self.first_seen);
+            let span = at.duration_since(since).unwrap_or_default().as_secs_f64();
+            self.read_bytes += read * span;
+            self.write_bytes += write * span;
+            self.io_at = Some(at);
+        }
+        let obs = Observation {
+            gpu_idle: reading.gpus.as_ref().and_then(|g| g.under(t.idle_gpu_percent)),
+            cpu_efficiency: f.cpu_utilization,
+            memory: self.memory_limit.map(|limit| (self.memory_peak, limit)),
+            age: at.duration_since(self.first_seen).unwrap_or_default(),
+        };
+        let mut new = Vec::new();
+        let holding = self.findings.observe(&obs, at, t, &mut new);
+        for n in new {
+            *seq += 1;
+            let id = format!("{}:{}:{}", self.info.node, self.info.id, n.kind);
+            let mut m = head(&self.info, kinds::JOB_FINDING, at, id);
+            m.insert(r::FINDING.name.into(), json!(n.kind));
+            m.insert(r::DETAIL.name.into(), json!(n.detail));
+            pending.push(finish(m, at).0);
+        }
+        holding
+    }
+
+    /// Its `job_summary` record.
+    pub fn summary(&self, ended_by: &str) -> Map<String, Value> {
+        let id = format!("{}:{}:summary", self.info.node, self.info.id);
+        let mut m = head(&self.info, kinds::JOB_SUMMARY, self.last_seen, id);
+        let elapsed = self.last_seen.duration_since(self.first_seen).unwrap_or(Duration::ZERO).as_secs_f64();
+        let mut put = |f: &r::Field, v: f64| {
+            m.insert(f.name.into(), json!(round(v)));
+        };
+        put(&r::SAMPLES, f64::from(self.samples));
+        put(&r::ELAPSED_SECONDS, elapsed);
+        put(&r::CPU_SECONDS, self.cpu_time.unwrap_or(self.cpu_integrated));
+        if self.cores > 0.0 {
+            put(&r::CORES_ALLOCATED, self.cores);
+            if self.cpu_covered > 0.0 {
+                put(&r::CPU_EFFICIENCY, self.cpu_integrated / (self.cores * self.cpu_covered) * 100.0);
+            }
+        }
+        if self.memory_peak > 0.0 {
+            put(&r::MEMORY_PEAK, self.memory_peak);
+        }
+        if let Some(limit) = self.memory_limit {
+            put(&r::MEMORY_REQUESTED, limit);
+            put(&r::MEMORY_PEAK_PERCENT, self.memory_peak / limit * 100.0);
+        }
+        if self.gpus > 0.0 {
+            put(&r::GPUS, self.gpus);
+            put(&r::GPU_HOURS, self.gpu_seconds / 3600.0);
+            if self.gpu_seconds > 0.0 {
+                put(&r::GPU_IDLE_PERCENT, self.gpu_idle_seconds / self.gpu_seconds * 100.0);
+            }
+        }
+        if let Some(j) = self.gpu_joules {
+            put(&r::GPU_ENERGY_KWH, j / JOULES_PER_KWH);
+        }
+        put(&r::READ_BYTES_TOTAL, self.read_bytes);
+        put(&r::WRITE_BYTES_TOTAL, self.write_bytes);
+        put(&r::OOM_KILLS, self.oom_kills);
+        m.insert(r::FIRST_SEEN.name.into(), json!(format_timestamp(self.first_seen)));
+        m.insert(r::LAST_SEEN.name.into(), json!(format_timestamp(self.last_seen)));
+        m.insert(r::ENDED_BY.name.into(), json!(ended_by));
+        m
+    }
+}

@@ -1,0 +1,71 @@
+//! The GPU collector beside the node collector on a host that runs several slurmd: a job's
+//! GPU figures belong to the node whose part of the job runs on the GPUs.
+
+mod common;
+
+use common::copy_tree;
+use slurm_cw_catalog::metrics::GPU_COUNT;
+use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
+use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::sources::Errors;
+use slurm_cw_shipper::sources::gpu::GpuCollector;
+use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeSource};
+use slurm_cw_shipper::sources::node::NodeCollector;
+use slurm_cw_shipper::transforms::findings::Thresholds;
+use slurm_cw_shipper::transforms::jobs::Jobs;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// Job 1001 has parts on two slurmd of this host (g1 and g2, as multiple-slurmd runs them);
+/// only g2's part runs a process (5242) on a GPU. Its GPU figures go in g2's reading and g2's
+/// records, never in g1's (they were guessed onto the job's first node), and its GPU series
+/// name the owner and account the node collector found.
+#[test]
+fn a_job_on_two_slurmd_of_one_host_has_its_gpus_on_the_node_that_runs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    copy_tree(&fixtures.join("cgroup/v2-kernel-docs"), &root.join("cg"));
+    copy_tree(&fixtures.join("proc/slurm-job-1001"), &root.join("proc"));
+    let slice = root.join("cg/system.slice");
+    std::fs::rename(slice.join("slurmstepd.scope"), slice.join("g1_slurmstepd.scope")).unwrap();
+    let g2 = slice.join("g2_slurmstepd.scope/job_1001");
+    copy_tree(&slice.join("g1_slurmstepd.scope/job_1001"), &g2);
+    for task in
+        ["step_extern/user/task_special", "step_0/user/task_1", "step_0/slurm", "step_batch/user/task_0"]
+    {
+        std::fs::write(g2.join(task).join("cgroup.procs"), "").unwrap();
+    }
+    std::fs::write(g2.join("step_0/user/task_0/cgroup.procs"), "5242\n").unwrap();
+    copy_tree(&root.join("proc/4242"), &root.join("proc/5242"));
+    // No GPUs in the environment: the GPUs' processes say whose they are.
+    let cfg =
+        NodeConfig { cgroup_root: root.join("cg"), proc_root: root.join("proc"), ..NodeConfig::default() };
+    let mut node = NodeCollector::new(cfg.clone(), "g1".into());
+    let (source, _gpus) =
+        FakeSource::new(vec![FakeGpu::gpu(0, 80.0).with_pids(&[5242]), FakeGpu::gpu(1, 0.0)]);
+    let mut gpu = GpuCollector::new(Box::new(source), GpuConfig::default(), cfg.clone(), "g1".into())
+        .with_jobs(node.jobs());
+    let mut jobs = Jobs::new(Thresholds::default());
+    let start = SystemTime::now() - Duration::from_secs(600);
+    let mut batch = Batch::new(start);
+    for m in 0..2 {
+        batch = Batch::new(start + Duration::from_secs(m * 60));
+        node.collect_jobs(None, &mut batch, &mut Errors::new());
+        gpu.collect_once(&mut batch, &mut Errors::new());
+        jobs.observe(&batch);
+    }
+    let on = |n: &str| batch.jobs.iter().find(|r| r.info.node == n && r.info.id == "1001").unwrap();
+    assert_eq!(on("g2").gpu_count(), Some(1.0), "{:?}", batch.jobs);
+    assert_eq!(on("g2").gpu_utilization(), Some(80.0));
+    assert_eq!(on("g1").gpus, None, "g1's part runs nothing on a GPU");
+    let s = batch.of(&GPU_COUNT).next().unwrap();
+    assert_eq!(s.dims.get("User"), Some(on("g2").info.user.as_str()));
+    assert_eq!(s.dims.get("Account"), Some("chemistry"));
+    let records: Vec<serde_json::Value> =
+        jobs.flush(batch.time).iter().map(|r| serde_json::from_str(&r.message).unwrap()).collect();
+    let sample = |n: &str| records.iter().find(|v| v["NodeName"] == n && v["Type"] == "job_sample").unwrap();
+    assert_eq!(sample("g2")["GpuCount"], 1.0);
+    assert_eq!(sample("g2")["GpuUtilization"], 80.0);
+    assert!(sample("g1").get("GpuCount").is_none(), "{records:?}");
+}
