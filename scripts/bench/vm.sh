@@ -139,9 +139,33 @@ run() {
     [ -n "$out" ] || die "--out DIR is needed"
     [ -f "$dir/root.img" ] || die "no image in $dir: run \`$0 build --version $version\` first"
     command -v qemu-system-x86_64 >/dev/null || die "qemu is missing: apt-get install qemu-system-x86"
-    local stage io t0 rc=0
+    local attempt rc
+    # A guest kernel that panics (seen once under TCG: an int3 oops in sched_clock_cpu while
+    # the host was busy, the emulator's fault, not the scenario's) powers off at once (panic=1,
+    # -no-reboot) and boots again, once.
+    for attempt in 1 2; do
+        rc=0
+        boot || rc=$?
+        if [ $rc -ne 0 ] && [ "$attempt" = 1 ] && grep -q "Kernel panic" "$out/console.log" 2>/dev/null; then
+            log "the guest kernel panicked (see $out/console.log.1); booting again"
+            mv "$out/console.log" "$out/console.log.1.keep"
+            continue
+        fi
+        break
+    done
+    [ -f "$out/console.log.1.keep" ] && mv "$out/console.log.1.keep" "$out/console.log.1"
+    [ $rc -eq 0 ] || die "qemu ended with status $rc (time limit: $limit s); see $out/console.log"
+    [ -f "$out/rc" ] || die "the guest wrote no exit status; see $out/console.log"
+    [ "$(cat "$out/rc")" = 0 ] || die "the guest script failed ($(cat "$out/rc")); see $out/guest.log"
+}
+
+# One boot of the scenario; its status is qemu's, or 3 when the kernel panicked.
+boot() {
+    local stage io t0 rc=0 keep=""
+    [ -f "$out/console.log.1.keep" ] && keep=$(mktemp) && mv "$out/console.log.1.keep" "$keep"
     rm -rf "$out"
     mkdir -p "$out"
+    [ -n "$keep" ] && mv "$keep" "$out/console.log.1.keep"
     stage=$(mktemp -d)
     io=$stage/io.img
     mkdir -p "$stage/disk/in" "$stage/disk/out"
@@ -154,7 +178,7 @@ run() {
     timeout "$((limit + 120))" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 3072 \
         -nographic -no-reboot -nic none \
         -kernel "$dir/vmlinuz" -initrd "$dir/initrd.img" \
-        -append "root=/dev/vda rw console=ttyS0 loglevel=4 systemd.unified_cgroup_hierarchy=1" \
+        -append "root=/dev/vda rw console=ttyS0 loglevel=4 systemd.unified_cgroup_hierarchy=1 panic=1 oops=panic" \
         -drive "file=$dir/root.img,if=virtio,format=raw,snapshot=on" \
         -drive "file=$io,if=virtio,format=raw" \
         < /dev/null 2>&1 | follow_console "$t0" || rc=$?
@@ -162,9 +186,10 @@ run() {
     debugfs -R "rdump /out $stage" "$io" > /dev/null 2>&1 || true
     cp -a "$stage/out/." "$out/"
     rm -rf "$stage"
-    [ $rc -eq 0 ] || die "qemu ended with status $rc (time limit: $limit s); see $out/console.log"
-    [ -f "$out/rc" ] || die "the guest wrote no exit status; see $out/console.log"
-    [ "$(cat "$out/rc")" = 0 ] || die "the guest script failed ($(cat "$out/rc")); see $out/guest.log"
+    if grep -q "Kernel panic" "$out/console.log" 2>/dev/null; then
+        return 3
+    fi
+    return $rc
 }
 
 # The input of the node role's scenario, in a new directory; prints its path.
