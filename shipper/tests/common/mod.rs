@@ -111,7 +111,10 @@ pub fn cgroupfs() -> Option<PathBuf> {
     let root = Path::new("/sys/fs/cgroup");
     let hierarchy =
         if root.join("cgroup.controllers").is_file() { root.to_owned() } else { root.join("memory") };
-    let probe = hierarchy.join(format!("slurm-cw-probe-{}", std::process::id()));
+    // One name a call: tests of one process run in parallel and would race on a shared one.
+    static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = hierarchy.join(format!("slurm-cw-probe-{}-{n}", std::process::id()));
     if std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok() {
         return Some(hierarchy);
     }
