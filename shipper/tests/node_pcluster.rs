@@ -25,15 +25,6 @@ fn sample_figure(line: &str, id: &str, field: &str) -> Option<f64> {
     r.get(field)?.as_f64()
 }
 
-/// VmRSS of a process in KiB (0 when it is gone).
-fn vm_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 #[ignore = "needs the Slurm bench started with --profile pcluster: scripts/test.sh runs it"]
 #[test]
 fn memory_and_cpu_of_a_job_without_memory_and_cpuacct_cgroups() {
@@ -55,7 +46,7 @@ fn memory_and_cpu_of_a_job_without_memory_and_cpuacct_cgroups() {
         job_state(&mem) == "RUNNING" && job_state(&burn) == "RUNNING"
     });
     // The truth first: python holds its 300 MiB (VmRSS of the job's processes, as Slurm lists them).
-    let held = || job_pids(&mem, &n[0]).iter().map(|p| vm_rss_kib(*p)).sum::<u64>() as f64 / 1024.0;
+    let held = || job_pids(&mem, &n[0]).iter().map(|p| proc_status(*p, "VmRSS")).sum::<u64>() as f64 / 1024.0;
     wait_until("the memory job holding 300 MiB", Duration::from_secs(60), || held() >= 300.0);
     // The profile is what it says: no memory cgroup for the job.
     let memory_tree = std::path::Path::new("/sys/fs/cgroup/memory");

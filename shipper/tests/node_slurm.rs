@@ -105,13 +105,8 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         runs_python(&burn, c2) && runs_python(&threads, c3) && runs_python(&files, c3)
     });
     // The workloads settled: memory touched, threads started, files open.
-    let rss_kib = |pid: &u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse::<u64>().ok())
-        })
-    };
     wait_until("the memory job to hold 300 MiB, 50 threads and 200 files", Duration::from_secs(90), || {
-        job_pids(&mem, c1).iter().filter_map(rss_kib).any(|kib| kib >= 300 * 1024)
+        job_pids(&mem, c1).iter().any(|p| proc_status(*p, "VmRSS") >= 300 * 1024)
             && job_pids(&threads, c3).iter().map(|p| proc_status(*p, "Threads")).sum::<u64>() >= 52
             && job_pids(&files, c3)
                 .iter()

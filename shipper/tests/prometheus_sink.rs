@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, bench_dir, job_pids, job_state, nodes, prometheus,
-    promql, sbatch, shipper, slurm, wait_until, workload,
+    PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, bench_dir, job_pids, job_state, nodes,
+    proc_status, prometheus, promql, sbatch, shipper, slurm, wait_until, workload,
 };
 use slurm_cw_shipper::sinks::prometheus;
 use std::io::{Read, Write};
@@ -18,14 +18,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// The resident memory of a job's processes, from Slurm's own list of them and /proc.
 fn job_rss_bytes(job: &str, node: &str) -> f64 {
-    job_pids(job, node)
-        .iter()
-        .filter_map(|p| {
-            let s = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
-            s.lines().find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse::<f64>().ok())
-        })
-        .sum::<f64>()
-        * 1024.0
+    job_pids(job, node).iter().map(|p| proc_status(*p, "VmRSS")).sum::<u64>() as f64 * 1024.0
 }
 
 #[ignore = "needs the Slurm bench and Prometheus: scripts/test.sh runs it"]

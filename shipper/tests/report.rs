@@ -103,13 +103,8 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
     // While it runs: a report from its samples alone, marked as still arriving. The truth first:
     // python holds its 300 MiB (on a busy machine touching them takes a while), then two more
     // flushes, so that a sample's mean covers only collections after it.
-    let rss_kib = |pid: u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse::<u64>().ok())
-        })
-    };
     wait_until("the memory job to hold its 300 MiB", Duration::from_secs(90), || {
-        job_pids(&mem, c1).into_iter().filter_map(rss_kib).any(|kib| kib >= 300 * 1024)
+        job_pids(&mem, c1).into_iter().any(|p| proc_status(p, "VmRSS") >= 300 * 1024)
     });
     let sample_of_mem = [(r::JOB_ID.name, mem.as_str()), (r::TYPE.name, kinds::JOB_SAMPLE)];
     let held = records(&logs, &group, &sample_of_mem).await.len();

@@ -462,12 +462,14 @@ pub fn job_pids(job: &str, node: &str) -> Vec<u32> {
     out.lines().skip(1).filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect()
 }
 
-/// A field of /proc/<pid>/status (`Threads`, say), or 0 when the process is gone.
+/// A field of /proc/<pid>/status (`Threads`; `VmRSS` in KiB, its unit left off), or 0 when the
+/// process is gone.
 pub fn proc_status(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).and_then(|v| v.trim().parse().ok()))
+            s.lines()
+                .find_map(|l| l.strip_prefix(&format!("{field}:"))?.split_whitespace().next()?.parse().ok())
         })
         .unwrap_or(0)
 }

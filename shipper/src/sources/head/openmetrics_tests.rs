@@ -53,28 +53,9 @@ fn auto_waits_longer_after_each_failure_and_openmetrics_never() {
 
 /// A loopback endpoint that answers 401 unless the request carries token `T`.
 fn wants_token() -> Url {
-    use std::io::{Read, Write};
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
     let body = |p: &str| std::fs::read_to_string(format!("{fixtures}openmetrics-{p}.txt")).unwrap();
-    let (nodes, parts) = (body("nodes"), body("partitions"));
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let mut req = [0u8; 4096];
-            let n = s.read(&mut req).unwrap_or(0);
-            let req = String::from_utf8_lossy(&req[..n]);
-            let text = if req.contains("/metrics/nodes") { &nodes } else { &parts };
-            let answer = if req.contains("X-SLURM-USER-TOKEN: T\r\n") {
-                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}", text.len())
-            } else {
-                "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_owned()
-            };
-            let _ = s.write_all(answer.as_bytes());
-        }
-    });
-    Url::parse(&format!("http://127.0.0.1:{port}")).unwrap()
+    endpoint(body("nodes"), body("partitions"), Some("T"))
 }
 
 #[tokio::test]
@@ -127,6 +108,12 @@ fn tokens_of_scontrol() {
 
 /// A loopback endpoint answering every GET with these bodies (nodes, then partitions).
 fn serving(nodes: String, parts: String) -> Url {
+    endpoint(nodes, parts, None)
+}
+
+/// A loopback endpoint with these bodies; with `token`, only to requests that carry it (else
+/// 401).
+fn endpoint(nodes: String, parts: String, token: Option<&'static str>) -> Url {
     use std::io::{Read, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
@@ -135,9 +122,14 @@ fn serving(nodes: String, parts: String) -> Url {
             let Ok(mut s) = s else { return };
             let mut req = [0u8; 4096];
             let n = s.read(&mut req).unwrap_or(0);
-            let text =
-                if String::from_utf8_lossy(&req[..n]).contains("/metrics/nodes") { &nodes } else { &parts };
-            let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}", text.len());
+            let req = String::from_utf8_lossy(&req[..n]);
+            let text = if req.contains("/metrics/nodes") { &nodes } else { &parts };
+            let allowed = token.is_none_or(|t| req.contains(&format!("X-SLURM-USER-TOKEN: {t}\r\n")));
+            let answer = if allowed {
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}", text.len())
+            } else {
+                "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_owned()
+            };
             let _ = s.write_all(answer.as_bytes());
         }
     });
