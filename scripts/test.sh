@@ -63,22 +63,24 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     fi
 fi
 
+# bench_up NAME WHAT: starts scripts/bench/NAME.sh (stopped at the end when this script started
+# it) and takes the variables it prints.
+bench_up() {
+    local env_out
+    if ! bash "$here/bench/$1.sh" status >/dev/null 2>&1; then started+=("$1"); fi
+    if env_out=$(bash "$here/bench/$1.sh" start); then
+        eval "$env_out"
+    else
+        echo "$2 did not start" >&2
+    fi
+}
+
 step "LocalStack"
-if ! bash "$here/bench/localstack.sh" status >/dev/null 2>&1; then started+=(localstack); fi
-if env_out=$(bash "$here/bench/localstack.sh" start); then
-    eval "$env_out"
-else
-    echo "LocalStack did not start" >&2
-fi
+bench_up localstack LocalStack
 
 step "Slurm"
 if [ "$(id -u)" -eq 0 ]; then
-    if ! bash "$here/bench/slurm.sh" status >/dev/null 2>&1; then started+=(slurm); fi
-    if env_out=$(bash "$here/bench/slurm.sh" start); then
-        eval "$env_out"
-    else
-        echo "Slurm did not start" >&2
-    fi
+    bench_up slurm Slurm
 else
     echo "not root: the Slurm bench needs root; Slurm tests will skip (or fail under CI)" >&2
 fi
@@ -88,12 +90,7 @@ fi
 # OTLP receiver; the OTLP read-back tests say so instead of running (BENCH_PROMETHEUS_OTLP).
 step "Prometheus"
 if [ "$(id -u)" -eq 0 ]; then
-    if ! bash "$here/bench/prometheus.sh" status >/dev/null 2>&1; then started+=(prometheus); fi
-    if env_out=$(bash "$here/bench/prometheus.sh" start); then
-        eval "$env_out"
-    else
-        echo "Prometheus did not start" >&2
-    fi
+    bench_up prometheus Prometheus
 else
     echo "not root: the Prometheus bench needs root the first time; its tests will skip (or fail under CI)" >&2
 fi
