@@ -17,6 +17,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/bench/service.sh
+source "$here/service.sh"
 # Machine-wide, like the port: every checkout finds the one LocalStack that runs, and the
 # virtual environment is installed once per machine.
 bench=${LOCALSTACK_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/localstack}
@@ -80,40 +82,19 @@ start() {
         log "with indexed CloudWatch storage (localstack_indexed_cw.py)"
     fi
     # DNS_ADDRESS=0 and DISABLE_EVENTS=1 keep it off the internet; the gateway binds loopback only.
-    TMPDIR=$state \
-    SERVICES=cloudwatch,sns,sqs,logs,events,iam,sts \
-    GATEWAY_LISTEN=127.0.0.1:$port \
-    LOCALSTACK_VOLUME_DIR=$bench/volume \
-    DNS_ADDRESS=0 DISABLE_EVENTS=1 SKIP_SSL_CERT_DOWNLOAD=1 \
-    setsid nohup "$venv/bin/python" "${main[@]}" >"$logf" 2>&1 < /dev/null &
-    echo $! > "$pidf"
-    for _ in $(seq 300); do
-        if healthy; then
-            log "ready on $url (log: $logf)"
-            print_env
-            return
-        fi
-        if ! kill -0 "$(cat "$pidf")" 2>/dev/null; then
-            log "exited during start; last lines of $logf:"
-            tail -n 20 "$logf" >&2
-            exit 1
-        fi
-        sleep 0.2
-    done
-    log "not healthy after 60 s; see $logf"
-    exit 1
+    service_start "$pidf" "$logf" healthy 300 0.2 -- env \
+        TMPDIR="$state" \
+        SERVICES=cloudwatch,sns,sqs,logs,events,iam,sts \
+        GATEWAY_LISTEN="127.0.0.1:$port" \
+        LOCALSTACK_VOLUME_DIR="$bench/volume" \
+        DNS_ADDRESS=0 DISABLE_EVENTS=1 SKIP_SSL_CERT_DOWNLOAD=1 \
+        "$venv/bin/python" "${main[@]}"
+    log "ready on $url (log: $logf)"
+    print_env
 }
 
 stop() {
-    if [ -f "$pidf" ]; then
-        local pid
-        pid=$(cat "$pidf")
-        # setsid made it a process-group leader: stop the group (it forks helpers).
-        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL -- "-$pid" 2>/dev/null || true
-        rm -f "$pidf"
-    fi
+    service_stop "$pidf"
     rm -rf "$state"
     log "stopped"
 }

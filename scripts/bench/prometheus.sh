@@ -19,9 +19,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=scripts/bench/slurm-common.sh
-source "$here/slurm-common.sh"
-root=${SLURM_TRIXIE_ROOT:-/var/cache/slurm-cw-bench/trixie}
+# shellcheck source=scripts/bench/service.sh
+source "$here/service.sh"
 install_dir=${PROMETHEUS_INSTALL_DIR:-/var/cache/slurm-cw-bench/prometheus}
 bench=${PROMETHEUS_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/prometheus}
 port=${PROMETHEUS_PORT:-29090}
@@ -44,29 +43,7 @@ has_otlp() { "$binary" --help 2>&1 | grep -q 'otlp-write-receiver'; }
 
 install_if_missing() {
     if installed; then return; fi
-    if [ ! -x "$root/usr/bin/apt-get" ]; then
-        log "making the Debian trixie root to download prometheus with (once per machine)"
-        SLURM_TRIXIE_ROOT=$root bash "$here/slurm-trixie.sh" root --version 24.11
-    fi
-    log "downloading trixie's prometheus with apt in $root"
-    local dl
-    dl=$(mktemp -d "$root/tmp/prometheus-deb.XXXXXX")
-    # apt's _apt user cannot write the directory: the download runs as root, said once by apt.
-    if ! chroot "$root" sh -c "cd /tmp/$(basename "$dl") && apt-get download -q prometheus" >"$dl.log" 2>&1; then
-        chroot "$root" apt-get update -q >>"$dl.log" 2>&1 || true
-        chroot "$root" sh -c "cd /tmp/$(basename "$dl") && apt-get download -q prometheus" >>"$dl.log" 2>&1 || {
-            log "apt-get download failed; see $dl.log"; exit 1; }
-    fi
-    local deb
-    deb=$(find "$dl" -name 'prometheus_*.deb' | head -n 1)
-    [ -n "$deb" ] || { log "no .deb downloaded; see $dl.log"; exit 1; }
-    remove_tree "$install_dir.new"
-    mkdir -p "$install_dir.new"
-    dpkg -x "$deb" "$install_dir.new"
-    remove_tree "$install_dir"
-    mv "$install_dir.new" "$install_dir"
-    remove_tree "$dl"
-    rm -f "$dl.log"
+    trixie_package prometheus "$install_dir"
     if ! installed; then
         log "the unpacked prometheus is not $want_version: $("$binary" --version 2>&1 | head -n 1)"
         exit 1
@@ -111,47 +88,25 @@ start() {
     install_if_missing
     mkdir -p "$bench"
     # Each start begins empty: series of an earlier run would answer a test's query.
-    remove_tree "$data"
+    rm -rf --one-file-system "$data"
     write_config
     local features=()
     if has_otlp; then features=(--enable-feature=otlp-write-receiver); fi
     # Scrapes and OTLP in, PromQL out, loopback only.
-    setsid nohup "$binary" \
+    service_start "$pidf" "$logf" ready 300 0.1 -- "$binary" \
         --config.file="$bench/prometheus.yml" \
         --storage.tsdb.path="$data" \
         --storage.tsdb.retention.time=1d \
         --web.listen-address="127.0.0.1:$port" \
         "${features[@]}" \
-        --log.level=warn \
-        >"$logf" 2>&1 </dev/null &
-    echo $! > "$pidf"
-    for _ in $(seq 300); do
-        if ready; then
-            log "ready on $url (log: $logf)"
-            print_env
-            return
-        fi
-        if ! kill -0 "$(cat "$pidf")" 2>/dev/null; then
-            log "exited during start; last lines of $logf:"
-            tail -n 20 "$logf" >&2
-            exit 1
-        fi
-        sleep 0.1
-    done
-    log "not ready after 30 s; see $logf"
-    exit 1
+        --log.level=warn
+    log "ready on $url (log: $logf)"
+    print_env
 }
 
 stop() {
-    if [ -f "$pidf" ]; then
-        local pid
-        pid=$(cat "$pidf")
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-        rm -f "$pidf"
-    fi
-    remove_tree "$data"
+    service_stop "$pidf"
+    rm -rf --one-file-system "$data"
     log "stopped"
 }
 
