@@ -87,12 +87,14 @@ fi
 
 # A real Prometheus (Debian trixie's 2.53.3, unpacked once): it scrapes the pull endpoint the
 # prometheus sink's tests run on 127.0.0.1:29100 and answers their PromQL. Debian's build has no
-# OTLP receiver; the OTLP read-back tests say so instead of running (BENCH_PROMETHEUS_OTLP).
-step "Prometheus"
+# OTLP receiver (the tests say so, BENCH_PROMETHEUS_OTLP): the OTLP sink's real receiver is
+# VictoriaMetrics (Debian trixie's 1.112.0, unpacked once), read back with PromQL.
+step "Prometheus and VictoriaMetrics"
 if [ "$(id -u)" -eq 0 ]; then
     bench_up prometheus Prometheus
+    bench_up victoria-metrics VictoriaMetrics
 else
-    echo "not root: the Prometheus bench needs root the first time; its tests will skip (or fail under CI)" >&2
+    echo "not root: the Prometheus and VictoriaMetrics benches need root the first time; their tests will skip (or fail under CI)" >&2
 fi
 
 step "shellcheck"

@@ -5,21 +5,14 @@
 mod common;
 
 use common::{
-    PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, bench_dir, job_pids, job_state, nodes,
-    proc_status, prometheus, promql, sbatch, shipper, slurm, wait_until, workload,
+    MIB, PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, bench_dir, job_rss_bytes, memory_job,
+    prometheus, promql, shipper, slurm, wait_until,
 };
 use slurm_cw_shipper::sinks::prometheus;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::Duration;
-
-const MIB: f64 = 1024.0 * 1024.0;
-
-/// The resident memory of a job's processes, from Slurm's own list of them and /proc.
-fn job_rss_bytes(job: &str, node: &str) -> f64 {
-    job_pids(job, node).iter().map(|p| proc_status(*p, "VmRSS")).sum::<u64>() as f64 * 1024.0
-}
 
 #[ignore = "needs the Slurm bench and Prometheus: scripts/test.sh runs it"]
 #[test]
@@ -29,24 +22,11 @@ fn prometheus_scrapes_a_real_jobs_memory_with_its_labels() {
     };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: Vec::new() };
-    let c1 = nodes()[0].clone();
-    let w = workload(&conf);
-    let job = sbatch(&[
-        "-p",
-        "batch",
-        "-w",
-        &c1,
-        "-A",
-        "physics",
-        "--mem=600M",
-        "--wrap",
-        &format!("python3 {w} memory 300 120"),
-    ]);
+    let (job, c1) = memory_job(&conf);
     cleanup.jobs.push(job.clone());
-    wait_until("the memory job to hold 300 MiB", Duration::from_secs(90), || {
-        job_state(&job) == "RUNNING" && job_rss_bytes(&job, &c1) >= 300.0 * MIB
-    });
     // Prometheus alone: no AWS at all on this path.
+    // Kept after the test, and named if it fails.
+    let log = bench_dir(&conf).join("prometheus-sink-test.log");
     let _daemon = shipper()
         .args(["--role", "node", "--sink", "prometheus"])
         .env("SLURM_CW_CLUSTER_NAME", "promtest")
@@ -56,21 +36,38 @@ fn prometheus_scrapes_a_real_jobs_memory_with_its_labels() {
         .env("SLURM_CW_PROMETHEUS__ADDRESS", PROMETHEUS_SCRAPES)
         .env("SLURM_CW_NODE__HOOK_SOCKET", bench_dir(&conf).join("hook-prometheus-test.sock"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .map(Running::new)
         .unwrap();
     let query = format!("slurm_memory_rss_bytes{{job_id=\"{job}\"}}");
-    let mut got = None;
-    wait_until("Prometheus to have scraped the job's memory", Duration::from_secs(60), || {
-        got = promql(&prom, &query);
-        got.is_some()
-    });
-    let (labels, value) = got.unwrap();
+    let mut got = Vec::new();
+    wait_until(
+        &format!("Prometheus to have scraped the job's memory (the daemon's log: {})", log.display()),
+        Duration::from_secs(60),
+        || {
+            got = promql(&prom, &query);
+            !got.is_empty()
+        },
+    );
     let truth = job_rss_bytes(&job, &c1);
+    // What the endpoint serves of the job, for when the figure is not the truth.
+    let served = || {
+        let text = scrape(PROMETHEUS_SCRAPES).unwrap_or_default();
+        let mine = format!("job_id=\"{job}\"");
+        text.lines()
+            .filter(|l| l.starts_with("slurm_memory") && l.contains(&mine))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(got.len(), 1, "one series of the job: {got:?}\nserved:\n{}", served());
+    let (labels, value) = got.remove(0);
     eprintln!("PromQL {query}: {:.1} MiB; the job's processes in /proc: {:.1} MiB", value / MIB, truth / MIB);
-    assert!((300.0 * MIB..=340.0 * MIB).contains(&value), "{value}");
-    assert!((value - truth).abs() <= truth * 0.05, "{value} against {truth}");
+    assert!(
+        (300.0 * MIB..=340.0 * MIB).contains(&value) && (value - truth).abs() <= truth * 0.05,
+        "{value} against {truth}: {labels}\nserved:\n{}",
+        served()
+    );
     // Who the job is, as Slurm says: labels per job cost bytes here, not custom metrics.
     assert_eq!(labels["account"], "physics", "{labels}");
     assert_eq!(labels["partition"], "batch", "{labels}");

@@ -53,9 +53,9 @@ pub fn prometheus() -> Option<String> {
 #[allow(dead_code)]
 pub const PROMETHEUS_SCRAPES: &str = "127.0.0.1:29100";
 
-/// The value of a PromQL instant query that answers one series, or None.
+/// The series a PromQL instant query answers: (labels, value); none when it does not answer.
 #[allow(dead_code)]
-pub fn promql(url: &str, query: &str) -> Option<(serde_json::Value, f64)> {
+pub fn promql(url: &str, query: &str) -> Vec<(serde_json::Value, f64)> {
     let (ok, out, _) = try_cmd(
         "curl",
         &[
@@ -68,14 +68,61 @@ pub fn promql(url: &str, query: &str) -> Option<(serde_json::Value, f64)> {
             &format!("query={query}"),
         ],
     );
-    if !ok {
-        return None;
+    let v: serde_json::Value =
+        if ok { serde_json::from_str(&out).unwrap_or_default() } else { Default::default() };
+    let result = v["data"]["result"].as_array().cloned().unwrap_or_default();
+    result
+        .into_iter()
+        .filter_map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
+        .collect()
+}
+
+/// The bench's OTLP receiver (VictoriaMetrics, scripts/bench/victoria-metrics.sh): its OTLP
+/// endpoint and its PromQL base, or None (outside CI) when it is not running.
+#[allow(dead_code)]
+pub fn otlp_receiver() -> Option<(String, String)> {
+    match (std::env::var("BENCH_OTLP_URL"), std::env::var("BENCH_OTLP_QUERY_URL")) {
+        (Ok(otlp), Ok(query)) if !otlp.is_empty() && !query.is_empty() => Some((otlp, query)),
+        _ => {
+            missing(
+                "the bench OTLP receiver",
+                "run `eval \"$(scripts/bench/victoria-metrics.sh start)\"` as root",
+            );
+            None
+        }
     }
-    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
-    let result = v["data"]["result"].as_array()?;
-    let one = result.first()?;
-    let value = one["value"][1].as_str()?.parse().ok()?;
-    Some((one["metric"].clone(), value))
+}
+
+#[allow(dead_code)]
+pub const MIB: f64 = 1024.0 * 1024.0;
+
+/// A job on the first node that holds 300 MiB of anonymous memory for two minutes, account
+/// `physics`, partition `batch`: (job id, node), returned once its processes hold it.
+#[allow(dead_code)]
+pub fn memory_job(conf: &Path) -> (String, String) {
+    let node = nodes()[0].clone();
+    let w = workload(conf);
+    let job = sbatch(&[
+        "-p",
+        "batch",
+        "-w",
+        &node,
+        "-A",
+        "physics",
+        "--mem=600M",
+        "--wrap",
+        &format!("python3 {w} memory 300 120"),
+    ]);
+    wait_until("the memory job to hold 300 MiB", Duration::from_secs(90), || {
+        job_state(&job) == "RUNNING" && job_rss_bytes(&job, &node) >= 300.0 * MIB
+    });
+    (job, node)
+}
+
+/// The resident memory of a job's processes, from Slurm's own list of them and /proc.
+#[allow(dead_code)]
+pub fn job_rss_bytes(job: &str, node: &str) -> f64 {
+    job_pids(job, node).iter().map(|p| proc_status(*p, "VmRSS")).sum::<u64>() as f64 * 1024.0
 }
 
 /// The bench slurm.conf, or None (outside CI) when the bench Slurm is not running.

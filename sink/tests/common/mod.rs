@@ -1,9 +1,10 @@
-//! What the sink's integration tests share: the real Prometheus started by
-//! `scripts/bench/prometheus.sh` (found through `BENCH_PROMETHEUS_URL`), a PromQL query, and a
-//! loopback HTTP receiver that records every request and answers with the status a test picks.
+//! What the sink's integration tests share: the real OTLP receivers of the benches
+//! (`scripts/bench/victoria-metrics.sh`, and `prometheus.sh` where its build has a receiver), a
+//! PromQL query, and a loopback HTTP receiver that records every request and answers with the
+//! status a test picks.
 //!
-//! A test that needs Prometheus is `#[ignore = "needs Prometheus: scripts/test.sh runs it"]`;
-//! run without it, it says why and passes outside CI; with CI=true it fails.
+//! A test that needs a bench is `#[ignore = "needs ...: scripts/test.sh runs it"]`; run without
+//! it, it says why and passes outside CI; with CI=true it fails.
 #![allow(dead_code)]
 
 use http_body_util::{BodyExt, Empty};
@@ -21,22 +22,60 @@ pub fn prometheus() -> Option<String> {
     bench_var("BENCH_PROMETHEUS_URL", "Prometheus", "run `eval \"$(scripts/bench/prometheus.sh start)\"`")
 }
 
-/// The OTLP receiver of that Prometheus, or None (outside CI) when it has none: Debian's
-/// builds disable it (scripts/bench/prometheus.sh says why and takes PROMETHEUS_BINARY).
-pub fn prometheus_otlp() -> Option<String> {
+/// A real OTLP receiver with a PromQL API, and what it calls the resource's service name and
+/// instance.
+pub struct OtlpReceiver {
+    pub name: &'static str,
+    pub otlp: String,
+    /// Its query API's base (`/api/v1/query` below it).
+    pub query: String,
+    pub service_label: &'static str,
+    pub instance_label: &'static str,
+}
+
+/// The OTLP receivers this run has: the bench's VictoriaMetrics (Debian trixie's, started by
+/// scripts/bench/victoria-metrics.sh; required with CI=true), and a Prometheus with its OTLP
+/// receiver where the bench found one (Debian's builds disable it: said, not failed).
+pub fn otlp_receivers() -> Vec<OtlpReceiver> {
+    let mut out = Vec::new();
+    if let (Some(otlp), Some(query)) = (
+        bench_var(
+            "BENCH_OTLP_URL",
+            "VictoriaMetrics (OTLP)",
+            "run `eval \"$(scripts/bench/victoria-metrics.sh start)\"`",
+        ),
+        bench_var(
+            "BENCH_OTLP_QUERY_URL",
+            "VictoriaMetrics (PromQL)",
+            "scripts/bench/victoria-metrics.sh prints it",
+        ),
+    ) {
+        // Resource attributes become labels, named as Prometheus would (dots to underscores).
+        out.push(OtlpReceiver {
+            name: "VictoriaMetrics",
+            otlp,
+            query,
+            service_label: "service_name",
+            instance_label: "service_instance_id",
+        });
+    }
     if std::env::var("BENCH_PROMETHEUS_OTLP").is_ok_and(|v| v == "missing") {
         // Not silent, and not a pass of what it checks: the bench looked and found no receiver.
         eprintln!(
-            "NOT RUN (blocked): the bench Prometheus has no OTLP receiver (Debian's builds disable it, \
-             #1080354); a build with one, named by PROMETHEUS_BINARY, runs this test"
+            "NOT RUN (blocked) against Prometheus: the bench Prometheus has no OTLP receiver (Debian's builds \
+             disable it, #1080354); a build with one, named by PROMETHEUS_BINARY, runs it"
         );
-        return None;
+    } else if let (Ok(otlp), Some(query)) = (std::env::var("BENCH_PROMETHEUS_OTLP_URL"), prometheus()) {
+        // Prometheus keeps service.name and service.instance.id as `job` and `instance`.
+        out.push(OtlpReceiver {
+            name: "Prometheus",
+            otlp,
+            query,
+            service_label: "job",
+            instance_label: "instance",
+        });
     }
-    bench_var(
-        "BENCH_PROMETHEUS_OTLP_URL",
-        "Prometheus with its OTLP receiver",
-        "scripts/bench/prometheus.sh prints it for a build that has one (Debian's do not)",
-    )
+    out
 }
 
 fn bench_var(var: &str, what: &str, how: &str) -> Option<String> {

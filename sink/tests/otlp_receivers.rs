@@ -1,14 +1,17 @@
-//! The OTLP sink against a real Prometheus 2.x with `--enable-feature=otlp-write-receiver`
-//! (`BENCH_PROMETHEUS_OTLP_URL`; Debian's builds lack the receiver, see
+//! The OTLP sink against real receivers: the bench's VictoriaMetrics (Debian trixie's 1.112.0,
+//! always; scripts/bench/victoria-metrics.sh) and a Prometheus 2.x with
+//! `--enable-feature=otlp-write-receiver` where the bench has one (Debian's builds lack it, see
 //! scripts/bench/prometheus.sh): what PromQL reads back is what was sent.
 //!
-//! What Prometheus does to names (2.x's storage/remote/otlptranslator/prometheus/
-//! normalize_name.go): it splits the name into words and appends the unit's word (`By` ->
-//! `bytes`, `%` -> `percent`, `s` -> `seconds`, `1/s` and `By/s` -> `per_second`) unless the name
-//! holds that word already, appends `ratio` to a gauge whose unit is exactly `1`, and ignores
-//! `{...}` annotations. The catalog's names already end with their unit and counts go as
-//! `{count}`, so the name Prometheus stores is exactly `series::name`, asserted here for every
-//! unit the catalog uses. `service.name` becomes the `job` label, `service.instance.id` `instance`.
+//! What both do to names (Prometheus 2.x's storage/remote/otlptranslator/prometheus/
+//! normalize_name.go; VictoriaMetrics with `-opentelemetry.usePrometheusNaming`): split the name
+//! into words and append the unit's word (`By` -> `bytes`, `%` -> `percent`, `s` -> `seconds`,
+//! `1/s` and `By/s` -> `per_second`) unless the name holds that word already, append `ratio` to
+//! a gauge whose unit is exactly `1`, and ignore `{...}` annotations. The catalog's names
+//! already end with their unit and counts go as `{count}`, so the name stored is exactly
+//! `series::name`, asserted here for every unit the catalog uses. Prometheus makes
+//! `service.name` the `job` label and `service.instance.id` `instance`; VictoriaMetrics keeps
+//! every resource attribute as a label (`service_name`, `service_instance_id`).
 
 mod common;
 
@@ -45,13 +48,20 @@ fn job_datum(metric: &'static slurm_cw_catalog::Metric, job: &str, value: DatumV
 }
 
 #[tokio::test]
-#[ignore = "needs Prometheus: scripts/test.sh runs it"]
+#[ignore = "needs VictoriaMetrics: scripts/test.sh runs it"]
 async fn a_jobs_memory_reads_back_with_promql() {
-    let (Some(base), Some(otlp)) = (common::prometheus(), common::prometheus_otlp()) else { return };
+    for r in common::otlp_receivers() {
+        eprintln!("receiver: {}", r.name);
+        a_jobs_memory_reads_back_from(&r).await;
+    }
+}
+
+async fn a_jobs_memory_reads_back_from(r: &common::OtlpReceiver) {
+    let (base, otlp) = (&r.query, &r.otlp);
     let job = fresh_job_id();
     let rss = &slurm_cw_catalog::metrics::MEMORY_RSS;
-    let mut sink = OtlpSink::new(settings(&otlp)).await.expect("the sink builds");
-    assert!(!sink.signs(), "a loopback Prometheus is not signed for");
+    let mut sink = OtlpSink::new(settings(otlp)).await.expect("the sink builds");
+    assert!(!sink.signs(), "a loopback receiver is not signed for");
     let outcome = sink.put(vec![job_datum(rss, &job, DatumValue::Value { value: 314572800.0 })]).await;
     assert_eq!(
         (outcome.sent, outcome.undelivered.len(), outcome.rejected.len()),
@@ -61,22 +71,29 @@ async fn a_jobs_memory_reads_back_with_promql() {
     );
 
     let promql = format!("slurm_memory_rss_bytes{{job_id=\"{job}\"}}");
-    let samples = common::query_until_answered(&base, &promql, DEADLINE).await;
-    assert_eq!(samples.len(), 1, "{promql}: {samples:?}");
+    let samples = common::query_until_answered(base, &promql, DEADLINE).await;
+    assert_eq!(samples.len(), 1, "{}: {promql}: {samples:?}", r.name);
     let (labels, value) = &samples[0];
     assert_eq!(value, "314572800");
     let label = |n: &str| labels.get(n).and_then(|v| v.as_str()).unwrap_or("(missing)").to_owned();
     assert_eq!(label("__name__"), "slurm_memory_rss_bytes");
     assert_eq!(
-        ["cluster_name", "user", "account", "partition", "job", "instance"].map(label),
+        ["cluster_name", "user", "account", "partition", r.service_label, r.instance_label].map(label),
         ["otlptest", "alice", "physics", "batch", "slurm-cw-shipper", "node-a"]
     );
 }
 
 #[tokio::test]
-#[ignore = "needs Prometheus: scripts/test.sh runs it"]
-async fn prometheus_names_each_unit_as_the_catalog_does_and_stores_means() {
-    let (Some(base), Some(otlp)) = (common::prometheus(), common::prometheus_otlp()) else { return };
+#[ignore = "needs VictoriaMetrics: scripts/test.sh runs it"]
+async fn receivers_name_each_unit_as_the_catalog_does_and_store_means() {
+    for r in common::otlp_receivers() {
+        eprintln!("receiver: {}", r.name);
+        names_and_means(&r).await;
+    }
+}
+
+async fn names_and_means(r: &common::OtlpReceiver) {
+    let (base, otlp) = (&r.query, &r.otlp);
     let job = fresh_job_id();
     // One metric of each unit the catalog uses, each with its own value.
     let mut units: Vec<Unit> = Vec::new();
@@ -101,7 +118,7 @@ async fn prometheus_names_each_unit_as_the_catalog_does_and_stores_means() {
         &job,
         DatumValue::Values { values: vec![10.0, 40.0], counts: vec![3.0, 1.0] },
     ));
-    let mut sink = OtlpSink::new(settings(&otlp)).await.expect("the sink builds");
+    let mut sink = OtlpSink::new(settings(otlp)).await.expect("the sink builds");
     let outcome = sink.put(datums).await;
     assert_eq!(outcome.sent, sent.len() + 2, "{:?}", outcome.last_error);
 
@@ -111,8 +128,8 @@ async fn prometheus_names_each_unit_as_the_catalog_does_and_stores_means() {
     expected.push((series::name(swap), "17.5".into()));
     for (name, value) in expected {
         let promql = format!("{name}{{job_id=\"{job}\"}}");
-        let samples = common::query_until_answered(&base, &promql, DEADLINE).await;
+        let samples = common::query_until_answered(base, &promql, DEADLINE).await;
         let values: Vec<&str> = samples.iter().map(|(_, v)| v.as_str()).collect();
-        assert_eq!(values, vec![value.as_str()], "{promql}");
+        assert_eq!(values, vec![value.as_str()], "{}: {promql}", r.name);
     }
 }
