@@ -32,7 +32,7 @@ mod http;
 #[path = "cost/otlp.rs"]
 mod otlp;
 
-use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STATE, USER};
+use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_shipper::config::Config;
 use slurm_cw_shipper::datum::format_timestamp;
@@ -205,18 +205,12 @@ fn pages(v: f64) -> f64 {
     (v / 4096.0).round() * 4096.0
 }
 
-/// One reading of a job, as `NodeCollector::emit_job` emits it on cgroup v1: memory, CPU and
-/// I/O every reading, rates from the second, processes when `with_procs`.
+/// One reading of a job, as the node collector makes it on cgroup v1: memory, CPU and I/O
+/// every reading, rates from the second, processes when `with_procs`. The pipeline makes its
+/// series.
 fn emit_job(out: &mut Batch, job: &Job, t: u64, previous: Option<u64>, with_procs: bool) {
-    // The typed reading the records and population figures read, beside the series.
     let mut figures: Vec<(&'static slurm_cw_catalog::Metric, f64)> = Vec::new();
     let (mut per_core_busy, mut threads, mut by_exe) = (None, Vec::new(), Vec::new());
-    let i = &job.info;
-    let dims = Dims::new()
-        .with(JOB_ID, i.id.as_str())
-        .with(USER, i.user.as_str())
-        .with(ACCOUNT, i.account.as_str())
-        .with(NODE_NAME, i.node.as_str());
     let n = |salt: u64| noise(job.idx, t, salt);
     let limit = job.memory_limit;
     let usage = pages(limit * (0.30 + 0.25 * n(1)));
@@ -225,10 +219,7 @@ fn emit_job(out: &mut Batch, job: &Job, t: u64, previous: Option<u64>, with_proc
     let cores = f64::from(job.cores);
     let busy = (job.efficiency + 0.05 * (n(3) - 0.5)).clamp(0.0, 1.0);
     let elapsed = (t - job.start) as f64;
-    let mut push = |m: &'static slurm_cw_catalog::Metric, v: f64| {
-        out.push(m, dims.clone(), v);
-        figures.push((m, v));
-    };
+    let mut push = |m: &'static slurm_cw_catalog::Metric, v: f64| figures.push((m, v));
     for (m, v) in [
         (&MEMORY_USAGE, usage),
         (&MEMORY_MAX, pages(limit * (0.58 + 0.02 * noise(job.idx, 0, 4)))),
@@ -258,26 +249,16 @@ fn emit_job(out: &mut Batch, job: &Job, t: u64, previous: Option<u64>, with_proc
         let per_core: Vec<f64> = (0..job.cores)
             .map(|c| (busy * 100.0 + 8.0 * (noise(job.idx, t, 100 + u64::from(c)) - 0.5)).clamp(0.0, 100.0))
             .collect();
-        out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), per_core.clone());
         per_core_busy = Some(per_core);
     }
     if with_procs {
-        for (m, v) in [(&PROCESS_COUNT, cores + 3.0), (&OPEN_FILES, 40.0 + 6.0 * cores)] {
-            out.push(m, dims.clone(), v);
-            figures.push((m, v));
-        }
+        figures.extend([(&PROCESS_COUNT, cores + 3.0), (&OPEN_FILES, 40.0 + 6.0 * cores)]);
         threads = vec![("running", (cores * busy).round()), ("sleeping", 2.0 * cores + 5.0)];
         if previous.is_some() {
             by_exe = vec![
                 ("lmp_mpi".to_owned(), cores * busy * 0.97),
                 ("python3".to_owned(), cores * busy * 0.03),
             ];
-        }
-        for (state, n) in &threads {
-            out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, *state), *n);
-        }
-        for (exe, c) in &by_exe {
-            out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *c);
         }
     }
     let job_figures =

@@ -20,10 +20,12 @@ use crate::sources::shipper::{DeliveryFigures, ShipperCollector};
 use crate::sources::slurm_jobs::SlurmJobs;
 use crate::sources::{Collector, Errors};
 use crate::transforms::derive::Derive;
+use crate::transforms::job_series;
 use crate::transforms::jobs::Jobs;
 use crate::transforms::node_sample::NodeSamples;
 use crate::transforms::population;
 use crate::transforms::shape::Shape;
+use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::record::Record;
@@ -236,19 +238,22 @@ impl Pipeline {
                 batch.jobs = read;
             }
         }
-        self.to_lanes(batch.samples, &batch.jobs);
+        self.to_lanes(batch.samples, &batch.jobs, batch.time);
     }
 
-    /// Each destination's shape of the samples, less the excluded metrics, into its aggregator.
-    fn to_lanes(&mut self, mut samples: Vec<Sample>, jobs: &[JobReading]) {
+    /// Each destination's shape of the samples and of the jobs' series (read at `time`), less
+    /// the excluded metrics, into its aggregator.
+    fn to_lanes(&mut self, mut samples: Vec<Sample>, jobs: &[JobReading], time: SystemTime) {
         let excluded = &self.excluded;
-        samples.retain(|s| !excluded.iter().any(|e| e == s.metric.name));
+        let keep = |m: &Metric| !excluded.iter().any(|e| e == m.name);
+        samples.retain(|s| keep(s.metric));
         let last = self.lanes.len().saturating_sub(1);
         for (i, lane) in self.lanes.iter_mut().enumerate() {
             // The last destination takes the samples themselves; the others a copy.
             let mine = if i == last { std::mem::take(&mut samples) } else { samples.clone() };
             let mut shaped = Vec::with_capacity(mine.len());
-            lane.shape.apply(mine, jobs, &mut shaped);
+            lane.shape.apply(mine, &mut shaped);
+            job_series::push(lane.shape, jobs, time, keep, &mut shaped);
             lane.aggregator.extend(shaped);
         }
     }
@@ -308,7 +313,7 @@ impl Pipeline {
         }
         let mut batch = Batch::new(now);
         let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
-        self.to_lanes(batch.samples, &[]);
+        self.to_lanes(batch.samples, &[], now);
         let collections = std::mem::take(&mut self.collections);
         let datums = self.lanes.iter_mut().map(|l| l.aggregator.drain()).collect();
         Flushed { datums, records, delivered, records_delivered, collections }
@@ -320,9 +325,8 @@ mod tests {
     use super::*;
     use crate::config::{JobMetrics, SinkKind};
     use crate::sample::{JobFigures, JobInfo};
-    use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, USER};
 
-    /// Answers a final sample with `answer`, after adding job 7's sample and itself.
+    /// Answers a final sample with `answer`, after adding job 7's reading.
     struct Stub(Answer);
 
     #[async_trait::async_trait(?Send)]
@@ -344,8 +348,6 @@ mod tests {
             });
             reading.job = JobFigures::from_figures(vec![(&CPU_USAGE, 1.0)]);
             out.jobs.push(reading);
-            let d = Dims::new().with(JOB_ID, job).with(USER, "u").with(ACCOUNT, "a");
-            out.push(&CPU_USAGE, d, 1.0);
             Some(self.0.clone())
         }
     }

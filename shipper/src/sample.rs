@@ -8,7 +8,7 @@ use slurm_cw_catalog::records::Field;
 use std::time::SystemTime;
 
 mod reading;
-pub use reading::{GpuFigures, JobFigures, JobReading, limited};
+pub use reading::{GpuFigures, GpuLabel, JobFigures, JobReading, limited};
 
 /// Dimension name/value pairs, kept sorted by name so equal sets compare and hash equal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,8 +89,8 @@ impl Sample {
     }
 }
 
-/// A job a node collection read, and whom it belongs to: what the job records and the
-/// population figures need beyond the per-job samples.
+/// A job a node collection read, and whom it belongs to: the per-job series' dimensions, and
+/// what the job records and the population figures name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInfo {
     pub id: String,
@@ -144,9 +144,11 @@ pub struct DeviceReading {
 #[derive(Debug)]
 pub struct Batch {
     pub time: SystemTime,
+    /// Node, cluster and shipper figures; never a job's (see `jobs`).
     pub samples: Vec<Sample>,
     /// The jobs the node collector read, one reading per (node, job), with the GPU
-    /// collector's figures of the same job and node.
+    /// collector's figures of the same job and node. Their series are made from these, in
+    /// each destination's shape (`transforms::job_series`).
     pub jobs: Vec<JobReading>,
     /// True when `jobs` is every job on the node (a full collection, not one job's final
     /// sample): a job tracked before and missing now has ended.

@@ -9,13 +9,15 @@ use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::gres_conf::GresConf;
 use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
-use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::sample::{Batch, Sample};
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::gpu::GpuCollector;
 use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeGpus, FakeSource};
 use slurm_cw_shipper::sources::node::NodeCollector;
 use slurm_cw_shipper::transforms::findings::Thresholds;
+use slurm_cw_shipper::transforms::job_series;
 use slurm_cw_shipper::transforms::jobs::Jobs;
+use slurm_cw_shipper::transforms::shape::{JobMetrics, Shape};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -61,8 +63,21 @@ impl Bench {
     }
 }
 
+/// The jobs' series of `m` in a collection, as CloudWatch takes them with per-job metrics on.
+fn of(b: &Batch, m: &'static Metric) -> Vec<Sample> {
+    let shape = Shape::CloudWatch {
+        job_metrics: JobMetrics::Metrics,
+        per_node_job_dimensions: false,
+        per_node_self_metrics: false,
+    };
+    let mut out = Vec::new();
+    job_series::push(shape, &b.jobs, b.time, |x| std::ptr::eq(x, m), &mut out);
+    out
+}
+
 fn job(b: &Batch, m: &'static Metric) -> Option<f64> {
-    let mut it = b.of(m).filter(|s| s.dims.get("JobId") == Some("1001") && s.dims.get("Gpu").is_none());
+    let series = of(b, m);
+    let mut it = series.iter().filter(|s| s.dims.get("JobId") == Some("1001") && s.dims.get("Gpu").is_none());
     let v = it.next().map(|s| s.scalar().unwrap());
     assert!(it.next().is_none(), "{} twice", m.name);
     v
@@ -97,9 +112,10 @@ fn a_job_with_a_busy_and_an_allocated_idle_gpu() {
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(2.0));
     assert_eq!(node(&out, &GPU_ERRORS), Some(0.0));
     assert_eq!(job(&out, &GPU_SM_ACTIVITY), None, "GPM needs two samples");
-    let s = out.of(&GPU_COUNT).next().unwrap();
+    let s = &of(&out, &GPU_COUNT)[0];
     assert_eq!((s.dims.get("Account"), s.dims.get("User").is_some()), (Some("chemistry"), true));
-    for s in &out.samples {
+    let series: Vec<Sample> = ALL.iter().flat_map(|m| of(&out, m)).collect();
+    for s in out.samples.iter().chain(&series) {
         assert!(
             s.metric.accepts_dimensions(s.dims.names().chain(["ClusterName"])),
             "{} {:?}",
@@ -153,13 +169,14 @@ fn mig_instances_are_attributed_and_unmeasurable_figures_absent() {
     assert_eq!(job(&out, &GPU_IDLE_COUNT), Some(1.0));
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(1.0), "MIG 3/5 is free");
     let per_gpu = |label: &str, m: &'static Metric| {
-        out.of(m).find(|s| s.dims.get("Gpu") == Some(label)).and_then(|s| s.scalar())
+        of(&out, m).iter().find(|s| s.dims.get("Gpu") == Some(label)).and_then(|s| s.scalar())
     };
     assert_eq!(per_gpu("3/1", &GPU_MEMORY_TOTAL), Some((10u64 << 30) as f64));
     assert_eq!(per_gpu("3/1", &GPU_UTILIZATION), None, "NVML cannot measure it on MIG: absent, not zero");
     assert_eq!(per_gpu("0", &GPU_UTILIZATION), Some(50.0));
     assert_eq!(job(&out, &GPU_UTILIZATION), Some(50.0), "the per-job mean ignores what MIG cannot give");
-    let s = out.of(&GPU_MEMORY_TOTAL).find(|s| s.dims.get("Gpu") == Some("3/2")).unwrap();
+    let per_gpu_total = of(&out, &GPU_MEMORY_TOTAL);
+    let s = per_gpu_total.iter().find(|s| s.dims.get("Gpu") == Some("3/2")).unwrap();
     assert_eq!(s.dims.get("NodeName"), Some("g1"));
 }
 
@@ -168,7 +185,8 @@ fn per_gpu_detail_by_uuid() {
     let cfg = GpuConfig { per_gpu_dimensions: true, uuid_dimension: true, ..GpuConfig::default() };
     let mut b = bench(four_gpus(), cfg);
     let (out, _) = b.collect();
-    let uuids: Vec<&str> = out.of(&GPU_UTILIZATION).filter_map(|s| s.dims.get("GpuUuid")).collect();
+    let series = of(&out, &GPU_UTILIZATION);
+    let uuids: Vec<&str> = series.iter().filter_map(|s| s.dims.get("GpuUuid")).collect();
     assert_eq!(uuids, vec!["GPU-fake-0000", "GPU-fake-0001"]);
 }
 
@@ -265,7 +283,8 @@ fn slurm_gpu_indices_name_minor_numbers_not_the_enumeration_order() {
     let (out, _) = b.collect();
     assert_eq!(job(&out, &GPU_COUNT), Some(2.0));
     assert_eq!(job(&out, &GPU_UTILIZATION), Some(35.0), "mean of NVML's GPUs 2 and 3");
-    let labels: Vec<&str> = out.of(&GPU_UTILIZATION).filter_map(|s| s.dims.get("Gpu")).collect();
+    let series = of(&out, &GPU_UTILIZATION);
+    let labels: Vec<&str> = series.iter().filter_map(|s| s.dims.get("Gpu")).collect();
     assert_eq!(labels, vec!["2", "3"]);
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(2.0), "NVML's GPUs 0 and 1 are nobody's");
     assert_eq!(b.collector.minor_fallbacks, 0);
@@ -288,7 +307,7 @@ fn slurm_gpu_indices_follow_the_order_gres_conf_gives() {
         let mut b = bench_with_gres_conf(gpus(), cfg, gres);
         let (out, _) = b.collect();
         let labels: Vec<String> =
-            out.of(&GPU_UTILIZATION).filter_map(|s| s.dims.get("Gpu")).map(str::to_owned).collect();
+            of(&out, &GPU_UTILIZATION).iter().filter_map(|s| s.dims.get("Gpu")).map(str::to_owned).collect();
         (labels, job(&out, &GPU_UTILIZATION))
     };
     // AutoDetect=nvml: slurmd lists them as NVML enumerates them.
@@ -338,14 +357,14 @@ fn a_final_sample_reads_the_ending_job_only_and_only_for_its_owner() {
     let mut b = bench(four_gpus(), GpuConfig::default());
     let mut out = Batch::new(SystemTime::now());
     assert_eq!(b.collector.final_sample("1001", 1001, &mut out), Some(Answer::Denied), "another user");
-    assert!(out.samples.is_empty());
+    assert!(out.samples.is_empty() && out.jobs.is_empty());
     assert_eq!(b.collector.final_sample("1001", 1000, &mut out), Some(Answer::Sampled(0)), "its user");
     assert_eq!(job(&out, &GPU_COUNT), Some(2.0));
     assert_eq!(job(&out, &GPU_UTILIZATION), Some(40.0));
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), None, "the node's own figures wait for the next cycle");
     let mut out = Batch::new(SystemTime::now());
     assert_eq!(b.collector.final_sample("77", 0, &mut out), Some(Answer::Sampled(0)), "root, no such job");
-    assert!(out.samples.is_empty());
+    assert!(out.samples.is_empty() && out.jobs.is_empty());
 }
 
 /// Job 1001 holds GPU 0 (its process) and GPU 1 (SLURM_JOB_GPUS); GPU 2 is nobody's. Each

@@ -6,24 +6,22 @@ mod common;
 use common::copy_tree;
 use slurm_cw_catalog::metrics::GPU_COUNT;
 use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
-use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::sample::{Batch, JobReading};
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::gpu::GpuCollector;
 use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeSource};
 use slurm_cw_shipper::sources::node::NodeCollector;
 use slurm_cw_shipper::transforms::findings::Thresholds;
+use slurm_cw_shipper::transforms::job_series;
 use slurm_cw_shipper::transforms::jobs::Jobs;
-use std::path::PathBuf;
+use slurm_cw_shipper::transforms::shape::{JobMetrics, Shape};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Job 1001 has parts on two slurmd of this host (g1 and g2, as multiple-slurmd runs them);
-/// only g2's part runs a process (5242) on a GPU. Its GPU figures go in g2's reading and g2's
-/// records, never in g1's (they were guessed onto the job's first node), and its GPU series
-/// name the owner and account the node collector found.
-#[test]
-fn a_job_on_two_slurmd_of_one_host_has_its_gpus_on_the_node_that_runs_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_owned();
+/// Job 1001 on two slurmd of this host (g1 and g2, as multiple-slurmd runs them), from the v2
+/// fixture: g1's part has processes 4240-4243, g2's process 5242 (a copy of 4242). Returns the
+/// node collectors' configuration.
+fn two_slurmd(root: &Path) -> NodeConfig {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     copy_tree(&fixtures.join("cgroup/v2-kernel-docs"), &root.join("cg"));
     copy_tree(&fixtures.join("proc/slurm-job-1001"), &root.join("proc"));
@@ -38,15 +36,16 @@ fn a_job_on_two_slurmd_of_one_host_has_its_gpus_on_the_node_that_runs_them() {
     }
     std::fs::write(g2.join("step_0/user/task_0/cgroup.procs"), "5242\n").unwrap();
     copy_tree(&root.join("proc/4242"), &root.join("proc/5242"));
-    // No GPUs in the environment: the GPUs' processes say whose they are.
-    let cfg =
-        NodeConfig { cgroup_root: root.join("cg"), proc_root: root.join("proc"), ..NodeConfig::default() };
+    NodeConfig { cgroup_root: root.join("cg"), proc_root: root.join("proc"), ..NodeConfig::default() }
+}
+
+/// The last batch of two cycles of the node and GPU collectors (on `gpus`), each observed by
+/// `jobs`.
+fn two_cycles(cfg: &NodeConfig, gpu_cfg: GpuConfig, gpus: Vec<FakeGpu>, jobs: &mut Jobs) -> Batch {
     let mut node = NodeCollector::new(cfg.clone(), "g1".into());
-    let (source, _gpus) =
-        FakeSource::new(vec![FakeGpu::gpu(0, 80.0).with_pids(&[5242]), FakeGpu::gpu(1, 0.0)]);
-    let mut gpu = GpuCollector::new(Box::new(source), GpuConfig::default(), cfg.clone(), "g1".into())
-        .with_jobs(node.jobs());
-    let mut jobs = Jobs::new(Thresholds::default());
+    let (source, _gpus) = FakeSource::new(gpus);
+    let mut gpu =
+        GpuCollector::new(Box::new(source), gpu_cfg, cfg.clone(), "g1".into()).with_jobs(node.jobs());
     let start = SystemTime::now() - Duration::from_secs(600);
     let mut batch = Batch::new(start);
     for m in 0..2 {
@@ -55,11 +54,37 @@ fn a_job_on_two_slurmd_of_one_host_has_its_gpus_on_the_node_that_runs_them() {
         gpu.collect_once(&mut batch, &mut Errors::new());
         jobs.observe(&batch);
     }
-    let on = |n: &str| batch.jobs.iter().find(|r| r.info.node == n && r.info.id == "1001").unwrap();
+    batch
+}
+
+fn on<'a>(batch: &'a Batch, node: &str) -> &'a JobReading {
+    batch.jobs.iter().find(|r| r.info.node == node && r.info.id == "1001").unwrap()
+}
+
+/// Only g2's part runs a process (5242) on a GPU. Its GPU figures go in g2's reading and g2's
+/// records, never in g1's (they were guessed onto the job's first node), and its GPU series
+/// name the owner and account the node collector found.
+#[test]
+fn a_job_on_two_slurmd_of_one_host_has_its_gpus_on_the_node_that_runs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // No GPUs in the environment: the GPUs' processes say whose they are.
+    let cfg = two_slurmd(dir.path());
+    let mut jobs = Jobs::new(Thresholds::default());
+    let gpus = vec![FakeGpu::gpu(0, 80.0).with_pids(&[5242]), FakeGpu::gpu(1, 0.0)];
+    let batch = two_cycles(&cfg, GpuConfig::default(), gpus, &mut jobs);
+    let on = |n: &str| on(&batch, n);
     assert_eq!(on("g2").gpu_count(), Some(1.0), "{:?}", batch.jobs);
     assert_eq!(on("g2").gpu_utilization(), Some(80.0));
     assert_eq!(on("g1").gpus, None, "g1's part runs nothing on a GPU");
-    let s = batch.of(&GPU_COUNT).next().unwrap();
+    let shape = Shape::CloudWatch {
+        job_metrics: JobMetrics::Metrics,
+        per_node_job_dimensions: false,
+        per_node_self_metrics: false,
+    };
+    let mut series = Vec::new();
+    job_series::push(shape, &batch.jobs, batch.time, |m| std::ptr::eq(m, &GPU_COUNT), &mut series);
+    assert_eq!(series.len(), 1, "{series:?}");
+    let s = &series[0];
     assert_eq!(s.dims.get("User"), Some(on("g2").info.user.as_str()));
     assert_eq!(s.dims.get("Account"), Some("chemistry"));
     let records: Vec<serde_json::Value> =

@@ -12,6 +12,7 @@ use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::{Batch, Observed};
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::node::NodeCollector;
+use slurm_cw_shipper::transforms::job_series;
 use slurm_cw_shipper::transforms::shape::{JobMetrics, Shape};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -59,7 +60,8 @@ fn rate(got: Option<f64>, delta: f64, first: (Instant, Instant), last: (Instant,
 }
 
 /// One collection, shaped as per-job metrics would be shipped (`node.job_metrics = "metrics"`,
-/// per-node detail as asked); host figures keep their node.
+/// per-node detail as asked), the jobs' series made from their readings; host figures keep
+/// their node.
 fn collect_shaped(c: &mut NodeCollector, per_node: bool) -> (Batch, Errors) {
     let mut b = Batch::new(SystemTime::now());
     let mut e = Errors::new();
@@ -74,7 +76,8 @@ fn shaped(mut b: Batch, per_node: bool) -> Batch {
         per_node_self_metrics: true,
     };
     let mut out = Vec::new();
-    shape.apply(std::mem::take(&mut b.samples), &[], &mut out);
+    shape.apply(std::mem::take(&mut b.samples), &mut out);
+    job_series::push(shape, &b.jobs, b.time, |_| true, &mut out);
     b.samples = out;
     b
 }

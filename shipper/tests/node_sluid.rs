@@ -7,7 +7,6 @@
 mod common;
 
 use common::copy_tree;
-use slurm_cw_catalog::metrics::MEMORY_USAGE;
 use slurm_cw_formats::slurm::job::JobDetail;
 use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::Batch;
@@ -62,13 +61,11 @@ fn a_sluid_directory_ships_under_the_job_id_slurm_gives() {
     let job = &b.jobs[0].info;
     assert_eq!((job.id.as_str(), job.names.sluid.as_deref()), ("1001", Some(SLUID)));
     assert_eq!((job.account.as_str(), job.partition.as_str()), ("physics", "batch"));
-    let memory: Vec<f64> = b
-        .of(&MEMORY_USAGE)
-        .filter(|s| s.dims.get("JobId") == Some("1001"))
-        .filter_map(|s| s.scalar())
-        .collect();
-    assert_eq!(memory, vec![2147483648.0], "the SLUID directory's memory.current, under the job id");
-    assert!(b.samples.iter().all(|s| s.dims.get("JobId") != Some(SLUID)), "the SLUID is no job id");
+    assert_eq!(
+        b.jobs[0].job.memory_usage,
+        Some(2147483648.0),
+        "the SLUID directory's memory.current, under the job id"
+    );
 }
 
 #[test]
@@ -79,7 +76,6 @@ fn a_sluid_slurm_has_not_named_waits_and_is_counted() {
     let (b, e) = collect(&mut c);
     assert!(b.jobs.is_empty(), "{:?}", b.jobs);
     assert_eq!(e.iter().find(|(k, _)| *k == "cgroup"), Some(("cgroup", 1)));
-    assert!(b.samples.iter().all(|s| s.dims.get("JobId").is_none()));
 }
 
 /// An unreachable slurmctld (here a `scontrol` that hangs past its 20 s timeout) must not stall

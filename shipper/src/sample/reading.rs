@@ -57,7 +57,9 @@ pub struct JobFigures {
 }
 
 impl JobFigures {
-    /// The typed figures out of a reading's figures (a figure given twice: the last).
+    /// The typed figures out of a list of figures (a figure given twice: the last), for tests
+    /// and benches that state a reading as a list; the node collector sets the fields where it
+    /// computes them (`sources::node::figures`).
     pub fn from_figures(figures: Vec<(&'static Metric, f64)>) -> Self {
         let mut f = JobFigures::default();
         for (m, v) in &figures {
@@ -98,15 +100,27 @@ pub struct GpuFigures {
     pub joules: Option<f64>,
     /// The other per-job GPU figures (utilisation included), as the catalog names them.
     pub figures: Vec<(&'static Metric, f64)>,
+    /// Each GPU's own figures, when `gpu.per_gpu_dimensions` asks for them.
+    pub per_gpu: Vec<(GpuLabel, Vec<(&'static Metric, f64)>)>,
+}
+
+/// How a GPU of a job is named in its per-GPU series (`gpu.uuid_dimension`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuLabel {
+    /// NVML's index (`3/1` for a MIG instance): the `Gpu` dimension.
+    Index(String),
+    /// Its UUID: the `GpuUuid` dimension.
+    Uuid(String),
 }
 
 impl GpuFigures {
     pub fn new(count: f64, without_process: f64, figures: Vec<(&'static Metric, f64)>) -> Self {
         let utilization = figures.iter().rev().find(|(m, _)| is(m, &GPU_UTILIZATION)).map(|(_, v)| *v);
-        GpuFigures { count, without_process, utilization, joules: None, figures }
+        GpuFigures { count, without_process, utilization, joules: None, figures, per_gpu: Vec::new() }
     }
 
-    /// Every figure of the job's GPUs, counts first: the per-job series and the record's.
+    /// Every figure of the job's GPUs together, counts first: the per-job series and the
+    /// record's.
     pub fn series(&self) -> impl Iterator<Item = (&'static Metric, f64)> + '_ {
         [(&GPU_COUNT, self.count), (&GPU_IDLE_COUNT, self.without_process)]
             .into_iter()

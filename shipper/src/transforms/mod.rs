@@ -6,11 +6,13 @@
 //! - [`node_sample`]: the node's own fabric, Lustre and RAPL figures per device, one record per
 //!   flush;
 //! - [`population`]: figures across jobs per cluster, partition and account;
-//! - [`shape`]: which per-job and per-host samples also become metrics, and with which
-//!   dimensions (`node.job_metrics`, `node.per_node_dimensions`, `self_metrics_per_node`).
+//! - [`shape`]: which series each destination takes, and with which dimensions
+//!   (`node.job_metrics`, `node.per_node_dimensions`, `self_metrics_per_node`);
+//!   [`job_series`]: per-job typed readings -> per-job series, in a destination's shape.
 
 pub mod derive;
 pub mod findings;
+pub mod job_series;
 pub mod jobs;
 pub mod node_sample;
 pub mod population;

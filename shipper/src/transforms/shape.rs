@@ -1,16 +1,20 @@
-//! Which samples become series for a destination, and with which dimensions. Collectors state
-//! facts with every dimension they know (a job sample names its node); each destination's shape
-//! ([`crate::sinks::SinkKind::shape`]) decides what it takes:
+//! Which series a destination takes, and with which dimensions. Collectors state facts with
+//! every dimension they know (a host figure names its node) and put each job's figures in its
+//! typed reading; each destination's shape ([`crate::sinks::SinkKind::shape`]) decides what
+//! it takes:
 //!
 //! - [`Shape::CloudWatch`], where every series is a custom metric billed by the hour: per-job
 //!   metrics only when `node.job_metrics` asks for them (the job records carry them anyway),
 //!   per-node detail only when asked, host figures across the cluster by default;
 //! - [`Shape::Open`], for destinations billed by the byte or not at all (OTLP, Prometheus):
-//!   every series as the collectors state it, a job's labelled with its partition too.
+//!   every series as the collectors state it, a job's labelled with its node and partition.
+//!
+//! [`Shape::apply`] shapes the samples (host, cluster and shipper figures);
+//! [`super::job_series`] makes the jobs' series out of their readings in the same shape.
 
-use crate::sample::{Dims, JobReading, Sample};
+use crate::sample::{Dims, Sample};
 use serde::Deserialize;
-use slurm_cw_catalog::dims::{CLUSTER_NAME, GPU, GPU_UUID, JOB_ID, NODE_NAME, PARTITION};
+use slurm_cw_catalog::dims::{CLUSTER_NAME, NODE_NAME};
 
 /// `node.job_metrics`: where per-job figures go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -54,57 +58,23 @@ fn without_node(d: &Dims) -> Dims {
 }
 
 impl Shape {
-    /// The samples that go on to this destination's aggregator; `jobs`: the jobs the samples
-    /// came from.
-    pub fn apply(&self, samples: Vec<Sample>, jobs: &[JobReading], out: &mut Vec<Sample>) {
+    /// The samples that go on to this destination's aggregator (the jobs' series: see
+    /// [`super::job_series`]).
+    pub fn apply(&self, samples: Vec<Sample>, out: &mut Vec<Sample>) {
         match *self {
-            Shape::CloudWatch { job_metrics, per_node_job_dimensions, per_node_self_metrics } => {
-                cloudwatch(samples, job_metrics, per_node_job_dimensions, per_node_self_metrics, out)
+            Shape::CloudWatch { per_node_self_metrics, .. } => {
+                cloudwatch(samples, per_node_self_metrics, out)
             }
-            Shape::Open => open(samples, jobs, out),
+            Shape::Open => out.extend(samples),
         }
     }
 }
 
-/// Every sample; a job's with its partition.
-fn open(samples: Vec<Sample>, jobs: &[JobReading], out: &mut Vec<Sample>) {
-    for mut s in samples {
-        if let Some(id) = s.dims.get(JOB_ID)
-            && let Some(job) = jobs.iter().map(|j| &j.info).find(|j| j.id == id)
-        {
-            s.dims.set(PARTITION, job.partition.as_str());
-        }
-        out.push(s);
-    }
-}
-
-fn cloudwatch(
-    samples: Vec<Sample>,
-    job_metrics: JobMetrics,
-    per_node_job_dimensions: bool,
-    per_node_self_metrics: bool,
-    out: &mut Vec<Sample>,
-) {
+/// Host figures across the cluster, and per node too when asked; a figure whose metric has no
+/// dimension set without the node keeps it.
+fn cloudwatch(samples: Vec<Sample>, per_node_self_metrics: bool, out: &mut Vec<Sample>) {
     for s in samples {
-        let has_node = s.dims.get(NODE_NAME).is_some();
-        if s.dims.get(JOB_ID).is_some() {
-            if !job_metrics.metrics() {
-                continue;
-            }
-            let per_gpu = s.dims.get(GPU).is_some() || s.dims.get(GPU_UUID).is_some();
-            if has_node && !per_gpu {
-                if per_node_job_dimensions {
-                    out.push(Sample { dims: without_node(&s.dims), ..s.clone() });
-                    out.push(s);
-                } else {
-                    out.push(Sample { dims: without_node(&s.dims), ..s });
-                }
-            } else {
-                out.push(s);
-            }
-            continue;
-        }
-        if !has_node {
+        if s.dims.get(NODE_NAME).is_none() {
             out.push(s);
             continue;
         }
@@ -124,26 +94,22 @@ fn cloudwatch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, USER};
-    use slurm_cw_catalog::metrics::{COLLECTOR_ERRORS, GPU_UTILIZATION, MEMORY_RSS, SHIPPER_MEMORY_RSS};
+    use slurm_cw_catalog::dims::COLLECTOR;
+    use slurm_cw_catalog::metrics::{COLLECTOR_ERRORS, SHIPPER_MEMORY_RSS};
     use std::time::SystemTime;
 
     fn s(m: &'static slurm_cw_catalog::Metric, d: Dims) -> Sample {
         Sample::new(m, d, 1.0, SystemTime::UNIX_EPOCH)
     }
 
-    fn job() -> Dims {
-        Dims::new().with(JOB_ID, "1").with(USER, "u").with(ACCOUNT, "a").with(NODE_NAME, "n1")
-    }
-
     fn shaped(shape: Shape, samples: Vec<Sample>) -> Vec<Vec<&'static str>> {
         let mut out = Vec::new();
-        shape.apply(samples, &[], &mut out);
+        shape.apply(samples, &mut out);
         out.iter().map(|s| s.dims.names().collect()).collect()
     }
 
     #[test]
-    fn by_default_no_job_metric_and_host_figures_across_the_cluster() {
+    fn by_default_host_figures_across_the_cluster() {
         let shape = Shape::CloudWatch {
             job_metrics: JobMetrics::Logs,
             per_node_job_dimensions: false,
@@ -152,7 +118,6 @@ mod tests {
         let got = shaped(
             shape,
             vec![
-                s(&MEMORY_RSS, job()),
                 s(&SHIPPER_MEMORY_RSS, Dims::new().with(NODE_NAME, "n1")),
                 s(&COLLECTOR_ERRORS, Dims::new().with(NODE_NAME, "n1").with(COLLECTOR, "cgroup")),
             ],
@@ -161,30 +126,15 @@ mod tests {
     }
 
     #[test]
-    fn options_bring_back_per_job_and_per_node_series() {
+    fn an_option_brings_back_per_node_series() {
         let shape = Shape::CloudWatch {
             job_metrics: JobMetrics::Both,
             per_node_job_dimensions: true,
             per_node_self_metrics: true,
         };
-        let per_gpu = job().with(GPU, "0");
-        let got = shaped(
-            shape,
-            vec![
-                s(&MEMORY_RSS, job()),
-                s(&GPU_UTILIZATION, per_gpu),
-                s(&SHIPPER_MEMORY_RSS, Dims::new().with(NODE_NAME, "n1")),
-            ],
-        );
-        assert_eq!(
-            got,
-            vec![
-                vec!["Account", "JobId", "User"],
-                vec!["Account", "JobId", "NodeName", "User"],
-                vec!["Account", "Gpu", "JobId", "NodeName", "User"],
-                vec![],
-                vec!["NodeName"],
-            ]
-        );
+        let got = shaped(shape, vec![s(&SHIPPER_MEMORY_RSS, Dims::new().with(NODE_NAME, "n1"))]);
+        assert_eq!(got, vec![vec![], vec!["NodeName"]]);
+        let open = shaped(Shape::Open, vec![s(&SHIPPER_MEMORY_RSS, Dims::new().with(NODE_NAME, "n1"))]);
+        assert_eq!(open, vec![vec!["NodeName"]]);
     }
 }

@@ -26,11 +26,11 @@ use super::node::table::{JobTable, SharedJobs};
 use super::{Collector, Errors};
 use crate::config::{GpuConfig, NodeConfig};
 use crate::hook::Answer;
-use crate::sample::{Batch, Dims, GpuFigures};
+use crate::sample::{Batch, Dims, GpuFigures, GpuLabel, JobInfo, JobReading, SlurmNames};
 use allocation::Allocation;
 use energy::Energy;
 use figures::job_figures;
-use slurm_cw_catalog::dims::{ACCOUNT, GPU, GPU_UUID, JOB_ID, NODE_NAME, USER};
+use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
 use slurm_cw_sink::log_once::LogOnce;
@@ -308,8 +308,8 @@ impl GpuCollector {
         Some(Allocation { indices: d.gpus_on(node).cloned().unwrap_or_default(), uuids: BTreeSet::new() })
     }
 
-    /// The job's GPU series, and its GPU figures in the reading the node collector made of
-    /// the same job on the same node (whose owner and account they take).
+    /// The job's GPU figures, in the reading the node collector made of the same job on the
+    /// same node (whose owner and account they go under).
     fn emit_job(
         &mut self,
         gj: &GpuJob,
@@ -324,30 +324,30 @@ impl GpuCollector {
         let without_process = gpus.iter().filter(|(_, busy)| !busy).count() as f64;
         let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
         figures.joules = joules;
-        let (user, account) = match out.reading_mut(&node, &job.id) {
-            Some(reading) => (reading.info.user.clone(), reading.info.account.clone()),
-            // No node collector's reading (this collector finds the jobs itself: tests).
-            None => self.owner(gj),
-        };
-        let base = Dims::new().with(JOB_ID, job.id.as_str()).with(USER, user).with(ACCOUNT, account);
-        for (m, v) in figures.series() {
-            out.push(m, base.clone(), v);
+        if self.cfg.per_gpu_dimensions {
+            figures.per_gpu = gpus
+                .iter()
+                .map(|(g, _)| {
+                    let (id, r) = &readings[*g];
+                    let label = if self.cfg.uuid_dimension {
+                        GpuLabel::Uuid(id.uuid.clone())
+                    } else {
+                        GpuLabel::Index(id.label())
+                    };
+                    (label, job_figures(&[r]))
+                })
+                .collect();
+        }
+        if out.reading_mut(&node, &job.id).is_none() {
+            // No node collector's reading: this collector finds the jobs itself (tests).
+            let (user, account) = self.owner(gj);
+            let names = SlurmNames { sluid: job.sluid.clone(), ..SlurmNames::default() };
+            let partition = super::node::owner::UNKNOWN.to_owned();
+            let info = JobInfo { id: job.id.clone(), names, node: node.clone(), user, account, partition };
+            out.jobs.push(JobReading::new(info));
         }
         if let Some(reading) = out.reading_mut(&node, &job.id) {
             reading.gpus = Some(figures);
-        }
-        if self.cfg.per_gpu_dimensions {
-            for (g, _) in gpus {
-                let (id, r) = &readings[*g];
-                let d = if self.cfg.uuid_dimension {
-                    base.clone().with(NODE_NAME, node.as_str()).with(GPU_UUID, id.uuid.as_str())
-                } else {
-                    base.clone().with(NODE_NAME, node.as_str()).with(GPU, id.label())
-                };
-                for (m, v) in job_figures(&[r]) {
-                    out.push(m, d.clone(), v);
-                }
-            }
         }
     }
 }
@@ -398,9 +398,9 @@ impl Collector for GpuCollector {
                 return Some(Answer::Denied);
             }
         }
-        let before = out.samples.len();
         self.collect_scope(Scope::Job(job), out, &mut Errors::new());
-        tracing::debug!(job, samples = out.samples.len() - before, "final GPU sample");
+        let gpus: f64 = out.jobs.iter().filter(|r| r.info.id == job).filter_map(|r| r.gpu_count()).sum();
+        tracing::debug!(job, gpus, "final GPU sample");
         // The count is of job cgroups read, the node collector's.
         Some(Answer::Sampled(0))
     }

@@ -8,8 +8,9 @@
 //! left a known directory, [`procs`] reads its processes when that set changed, every
 //! `process_every`th cycle of a job, and on its first and final sample, [`owner`] names its
 //! user and account, `figures` turns the reading into levels and per-second rates against the
-//! previous one (a job seen once has no rate yet), and this module emits the samples. Jobs and
-//! processes that vanish mid-read are skipped, never the cycle.
+//! previous one (a job seen once has no rate yet), and this module puts them in the job's typed
+//! reading ([`crate::sample::JobReading`]), whose series `transforms::job_series` makes for each
+//! destination. Jobs and processes that vanish mid-read are skipped, never the cycle.
 
 pub mod cgroup;
 pub mod config;
@@ -35,13 +36,13 @@ use super::slurm_jobs::{self, SlurmJobs};
 use super::{Collector, Errors};
 use crate::config::NodeConfig;
 use crate::hook::Answer;
-use crate::sample::{Batch, Dims, JobFigures, JobInfo, JobReading, SlurmNames};
+use crate::sample::{Batch, Dims, JobInfo, JobReading, SlurmNames};
 use cgroup::CgroupStats;
 use discover::{JobRef, Layout};
 use kv::Io;
 use owner::Owners;
-use procs::{Proc, THREAD_STATES};
-use slurm_cw_catalog::dims::{ACCOUNT, EXECUTABLE, JOB_ID, NODE_NAME, THREAD_STATE, USER};
+use procs::Proc;
+use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_sink::log_once::LogOnce;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -225,7 +226,7 @@ impl NodeCollector {
             let due = only.is_some()
                 || self.previous.get(&key).is_none_or(|p| p.cycles_since_procs + 1 >= self.cfg.process_every);
             let reading = self.read_job(job, &key, due);
-            self.emit_job(job, &key, &node, &reading, out);
+            self.push_reading(job, &key, &node, &reading, out);
             let before = self.previous.remove(&key);
             self.previous.insert(key.clone(), remember(reading, before));
             seen.insert(key);
@@ -261,8 +262,8 @@ impl NodeCollector {
         }
     }
 
-    /// Emits the samples of one reading.
-    fn emit_job(&mut self, job: &JobRef, key: &table::Key, node: &str, r: &Reading, out: &mut Batch) {
+    /// The typed reading of one job on `node`: whom it belongs to and its figures.
+    fn push_reading(&mut self, job: &JobRef, key: &table::Key, node: &str, r: &Reading, out: &mut Batch) {
         let proc_root = &self.cfg.proc_root;
         let uid = self.table.borrow_mut().uid(key, proc_root, &mut self.buf);
         let prev = self.previous.get(key);
@@ -309,44 +310,11 @@ impl NodeCollector {
             id: job.id.clone(),
             names: self.names(job),
             node: node.to_owned(),
-            user: user.clone(),
-            account: account.clone(),
+            user,
+            account,
             partition,
         };
-        // Every sample names its node: the job records are per node; whether metrics are
-        // (node.per_node_dimensions) is decided in transforms::shape.
-        let dims = Dims::new()
-            .with(JOB_ID, job.id.as_str())
-            .with(USER, user)
-            .with(ACCOUNT, account)
-            .with(NODE_NAME, node);
-        let f = figures::of(r, prev, self.ticks_per_second, self.cfg.top_executables);
-        let mut figures = JobFigures::from_figures(f.values);
-        figures.per_core = f.per_core;
-        figures.by_exe = f.by_exe;
-        if let Some(threads) = f.threads {
-            // Running and sleeping always (continuous series); the rest only when present.
-            figures.threads = THREAD_STATES
-                .iter()
-                .zip(threads)
-                .enumerate()
-                .filter(|(i, (_, n))| *n > 0 || *i < 2)
-                .map(|(_, (state, n))| (*state, n as f64))
-                .collect();
-        }
-        // The series; the records and population figures read the typed reading.
-        for (m, v) in &figures.figures {
-            out.push(m, dims.clone(), *v);
-        }
-        if let Some(d) = &figures.per_core {
-            out.push_distribution(&CPU_CORE_UTILIZATION, dims.clone(), d.clone());
-        }
-        for (state, n) in &figures.threads {
-            out.push(&THREAD_COUNT, dims.clone().with(THREAD_STATE, *state), *n);
-        }
-        for (exe, cores) in &figures.by_exe {
-            out.push(&PROCESS_CPU_USAGE, dims.clone().with(EXECUTABLE, exe.as_str()), *cores);
-        }
+        let figures = figures::of(r, prev, self.ticks_per_second, self.cfg.top_executables);
         out.jobs.push(JobReading { info, job: figures, gpus: None });
     }
 }
