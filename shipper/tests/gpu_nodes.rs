@@ -4,9 +4,9 @@
 mod common;
 
 use common::copy_tree;
-use slurm_cw_catalog::metrics::GPU_COUNT;
+use slurm_cw_catalog::metrics::{GPU_COUNT, GPU_NO_JOB_COUNT};
 use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
-use slurm_cw_shipper::sample::{Batch, JobReading};
+use slurm_cw_shipper::sample::{Batch, GpuLabel, JobReading};
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::gpu::GpuCollector;
 use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeSource};
@@ -93,4 +93,27 @@ fn a_job_on_two_slurmd_of_one_host_has_its_gpus_on_the_node_that_runs_them() {
     assert_eq!(sample("g2")["GpuCount"], 1.0);
     assert_eq!(sample("g2")["GpuUtilization"], 80.0);
     assert!(sample("g1").get("GpuCount").is_none(), "{records:?}");
+}
+
+/// Each node's part of job 1001 was allocated its own GPU (g1's processes name GPU 0 in
+/// SLURM_JOB_GPUS, g2's GPU 1) and runs nothing on it: each node's reading holds its own GPU,
+/// not the allocation of whichever node was looked at first.
+#[test]
+fn each_node_of_one_host_keeps_its_own_allocation_of_a_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = two_slurmd(dir.path());
+    let proc = &cfg.proc_root;
+    std::fs::write(proc.join("4242/environ"), "SLURM_JOB_ID=1001\0SLURM_JOB_GPUS=0\0").unwrap();
+    std::fs::write(proc.join("5242/environ"), "SLURM_JOB_ID=1001\0SLURM_JOB_GPUS=1\0").unwrap();
+    let gpu_cfg = GpuConfig { per_gpu_dimensions: true, ..GpuConfig::default() };
+    let gpus = vec![FakeGpu::gpu(0, 0.0), FakeGpu::gpu(1, 0.0), FakeGpu::gpu(2, 0.0)];
+    let batch = two_cycles(&cfg, gpu_cfg, gpus, &mut Jobs::new(Thresholds::default()));
+    let held = |n: &str| {
+        let g = on(&batch, n).gpus.clone().unwrap_or_else(|| panic!("{n}: no GPUs in {:?}", batch.jobs));
+        let labels: Vec<GpuLabel> = g.per_gpu.into_iter().map(|(l, _)| l).collect();
+        (g.count, g.without_process, labels)
+    };
+    assert_eq!(held("g1"), (1.0, 1.0, vec![GpuLabel::Index("0".into())]));
+    assert_eq!(held("g2"), (1.0, 1.0, vec![GpuLabel::Index("1".into())]));
+    assert_eq!(batch.value(&GPU_NO_JOB_COUNT, &[("NodeName", "g1")]), Some(1.0), "GPU 2 alone");
 }

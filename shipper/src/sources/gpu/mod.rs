@@ -22,7 +22,7 @@ pub mod source;
 use super::node::discover::{JobRef, Layout};
 use super::node::owner::Owners;
 
-use super::node::table::{JobTable, SharedJobs};
+use super::node::table::{self, JobTable, SharedJobs};
 use super::{Collector, Errors};
 use crate::config::{GpuConfig, NodeConfig};
 use crate::hook::Answer;
@@ -54,9 +54,10 @@ pub struct GpuCollector {
     node: NodeConfig,
     node_name: String,
     owners: Owners,
-    /// Job id -> allocation, once Slurm (or, where it cannot be asked, a job process's
-    /// environment) named it.
-    allocations: HashMap<String, Allocation>,
+    /// (node, job) -> the job's allocation on that node, once Slurm (or, where it cannot be
+    /// asked, a process of that node's part of the job) named it: a job on two slurmd of one
+    /// host has one on each.
+    allocations: HashMap<table::Key, Allocation>,
     logged: LogOnce,
     /// What Slurm says of each job; None in tests, where the environment is believed.
     slurm: Option<crate::sources::slurm_jobs::Shared>,
@@ -165,18 +166,18 @@ impl GpuCollector {
         }
         let mut pid_job: HashMap<u32, usize> = HashMap::new();
         for (i, job) in jobs.iter().enumerate() {
-            if !self.allocations.contains_key(&job.r.id)
+            if !self.allocations.contains_key(&key(&job.r))
                 && let Some(a) = self.allocation(&job.r, &job.pids)
             {
-                self.allocations.insert(job.r.id.clone(), a);
+                self.allocations.insert(key(&job.r), a);
             }
             for p in &job.pids {
                 pid_job.insert(*p, i);
             }
         }
         if let Scope::Node = scope {
-            let alive: HashSet<&str> = jobs.iter().map(|j| j.r.id.as_str()).collect();
-            self.allocations.retain(|j, _| alive.contains(j.as_str()));
+            let alive: HashSet<table::Key> = jobs.iter().map(|j| key(&j.r)).collect();
+            self.allocations.retain(|k, _| alive.contains(k));
         }
         // Autodetected, Slurm numbers GPUs as NVML does: no minor number is needed.
         let by_minor = self.gres.gpu_order(&self.node_name) != GpuOrder::Detected;
@@ -211,7 +212,7 @@ impl GpuCollector {
                 }
             }
             for (j, job) in jobs.iter().enumerate() {
-                if self.allocations.get(&job.r.id).is_some_and(|a| a.holds(id, r.minor, &orders[j])) {
+                if self.allocations.get(&key(&job.r)).is_some_and(|a| a.holds(id, r.minor, &orders[j])) {
                     holders.entry(j).or_insert(false);
                 }
             }
@@ -350,6 +351,11 @@ impl GpuCollector {
             reading.gpus = Some(figures);
         }
     }
+}
+
+/// A job's key in the job table: its node (None: this host's) and id.
+fn key(job: &JobRef) -> table::Key {
+    (job.node.clone(), job.id.clone())
 }
 
 /// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup
