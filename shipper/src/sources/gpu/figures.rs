@@ -1,6 +1,7 @@
 //! The per-job figures of the GPUs a job holds, out of each GPU's reading.
 
-use super::source::{self, Reading};
+use super::source::{self, GpuId, Reading};
+use crate::sample::GpuLabel;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 
@@ -39,4 +40,16 @@ pub(super) fn job_figures(rs: &[&Reading]) -> Vec<(&'static Metric, f64)> {
         (&GPU_NVLINK_RX_BYTES, sum(collect(rs, gpm(|g| g.nvlink_rx_bytes)))),
     ];
     figures.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
+}
+
+/// Each GPU's own figures, named by its UUID or its index.
+pub(super) fn per_gpu<'a>(
+    gpus: impl Iterator<Item = &'a (GpuId, Reading)>,
+    by_uuid: bool,
+) -> Vec<(GpuLabel, Vec<(&'static Metric, f64)>)> {
+    gpus.map(|(id, r)| {
+        let label = if by_uuid { GpuLabel::Uuid(id.uuid.clone()) } else { GpuLabel::Index(id.label()) };
+        (label, job_figures(&[r]))
+    })
+    .collect()
 }

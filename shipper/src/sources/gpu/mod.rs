@@ -26,10 +26,10 @@ use super::node::table::{self, JobTable, SharedJobs};
 use super::{Collector, Errors};
 use crate::config::{GpuConfig, NodeConfig};
 use crate::hook::Answer;
-use crate::sample::{Batch, Dims, GpuFigures, GpuLabel, JobInfo, JobReading, SlurmNames};
+use crate::sample::{Batch, Dims, GpuFigures, JobInfo, JobReading, SlurmNames};
 use allocation::Allocation;
 use energy::Energy;
-use figures::job_figures;
+use figures::{job_figures, per_gpu};
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
@@ -326,18 +326,8 @@ impl GpuCollector {
         let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
         figures.joules = joules;
         if self.cfg.per_gpu_dimensions {
-            figures.per_gpu = gpus
-                .iter()
-                .map(|(g, _)| {
-                    let (id, r) = &readings[*g];
-                    let label = if self.cfg.uuid_dimension {
-                        GpuLabel::Uuid(id.uuid.clone())
-                    } else {
-                        GpuLabel::Index(id.label())
-                    };
-                    (label, job_figures(&[r]))
-                })
-                .collect();
+            let held = gpus.iter().map(|(g, _)| &readings[*g]);
+            figures.per_gpu = per_gpu(held, self.cfg.uuid_dimension);
         }
         if out.reading_mut(&node, &job.id).is_none() {
             // No node collector's reading: this collector finds the jobs itself (tests).
