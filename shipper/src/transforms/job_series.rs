@@ -7,8 +7,7 @@
 //!   under its NodeName too when `node.per_node_dimensions` asks; the GPU figures of a job under
 //!   JobId, User and Account, and each of its GPUs (`gpu.per_gpu_dimensions`) under its NodeName
 //!   and Gpu (or GpuUuid) as well;
-//! - [`Shape::Open`]: the same series, each under the job's Partition too and, but for the GPU
-//!   figures of the job as a whole, its NodeName.
+//! - [`Shape::Open`]: the same series, each under the job's Partition and NodeName too.
 
 use super::shape::Shape;
 use crate::sample::{Dims, GpuLabel, JobReading, Observed, Sample};
@@ -78,8 +77,11 @@ pub fn push(
             put(&PROCESS_CPU_USAGE, sets, Some((EXECUTABLE, exe.as_str())), Observed::Scalar(*cores));
         }
         let Some(g) = &r.gpus else { continue };
+        // A job's GPUs on each node are its own series in Open (two slurmd of one host would
+        // otherwise give one series twice); CloudWatch's, summed over nodes, never per node.
+        let gpu_sets: &[&Dims] = if open { &[&on_node] } else { &[&job] };
         for (m, v) in g.series() {
-            put(m, &[&job], None, Observed::Scalar(v));
+            put(m, gpu_sets, None, Observed::Scalar(v));
         }
         for (label, figures) in &g.per_gpu {
             let gpu = match label {
@@ -181,7 +183,7 @@ mod tests {
         assert_eq!(got[0], ("MemoryRss", all.clone()));
         assert!(got.iter().all(|(m, _)| *m != "GpuCount"), "{got:?}");
         let gpu_job: Vec<_> = got.iter().filter(|(m, _)| *m == "GpuIdleCount").collect();
-        assert_eq!(gpu_job, [&("GpuIdleCount", vec!["Account", "JobId", "Partition", "User"])]);
+        assert_eq!(gpu_job, [&("GpuIdleCount", all.clone())], "a job's GPUs on each node");
         assert_eq!(got.iter().filter(|(m, d)| *m == "MemoryRss" && d == &all).count(), 2, "one per node");
     }
 
