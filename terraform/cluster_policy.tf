@@ -2,7 +2,8 @@
 # namespace (a node of another cluster, with that cluster's policy, cannot write this one's),
 # and writing their own streams of the job log group; nothing else. For ParallelCluster:
 # HeadNode/Iam/AdditionalIamPolicies and Scheduling/SlurmQueues[]/Iam/AdditionalIamPolicies,
-# `- Policy: <cluster_instance_policy_arn>`.
+# `- Policy: <cluster_instance_policy_arn>`. With otlp_metrics the same policy also lets the
+# shipper's `otlp` destination send to CloudWatch's OTLP endpoint: nothing else to attach.
 
 locals {
   cluster_instance_policy = {
@@ -34,12 +35,36 @@ locals {
       },
     ]
   }
+
+  # otlp_metrics: the `otlp` destination's requests to CloudWatch's OTLP endpoint,
+  # https://monitoring.<region>.amazonaws.com/v1/metrics (SigV4, service `monitoring`). That
+  # endpoint authorizes cloudwatch:PutMetricData: CloudWatchAPIKeyAccess, the managed policy of
+  # its bearer-token auth, holds PutMetricData and CallWithBearerToken (CloudWatch User Guide,
+  # CloudWatch-OTLP-MetricsBearerTokenAuth), and a StringEquals on cloudwatch:namespace, as in
+  # ShipSlurmMetrics, "implicitly denies any OTLP ingest" (iam-cw-condition-keys-namespace,
+  # "Controlling OTLP ingest"). OTLP has no namespace: this allows PutMetricData only when the
+  # request has no cloudwatch:namespace key. Every classic PutMetricData names a namespace, so a
+  # node still cannot write another cluster's. Not verified against AWS that OTLP requests lack
+  # the key: if they carry it, this grants nothing and the destination gets 403 (fails closed).
+  otlp_metrics_statement = {
+    Sid       = "ShipOtlpMetrics"
+    Effect    = "Allow"
+    Action    = "cloudwatch:PutMetricData"
+    Resource  = "*"
+    Condition = { Null = { "cloudwatch:namespace" = "true" } }
+  }
 }
 
+# One policy either way: ParallelCluster's Iam/AdditionalIamPolicies and the nodes' role
+# (nodes.tf) take it as they are. The description stays fixed: changing it replaces the policy,
+# which fails while ParallelCluster's roles have it attached.
 resource "aws_iam_policy" "cluster_instance" {
   name        = "slurm-cw-shipper-${var.cluster_name}"
   path        = var.iam_path
   description = "slurm-cw-shipper on the instances of cluster ${var.cluster_name}: cloudwatch:PutMetricData in namespace ${local.namespace}, logs:CreateLogStream and logs:PutLogEvents in ${local.job_log_group}"
-  policy      = jsonencode(local.cluster_instance_policy)
-  tags        = var.tags
+  policy = jsonencode({
+    Version   = local.cluster_instance_policy.Version
+    Statement = concat(local.cluster_instance_policy.Statement, var.otlp_metrics ? [local.otlp_metrics_statement] : [])
+  })
+  tags = var.tags
 }

@@ -1,5 +1,5 @@
 output "cluster_instance_policy_arn" {
-  description = "ARN of the IAM policy for the cluster's instances (cloudwatch:PutMetricData in the namespace, writing their streams of the job log group): ParallelCluster's Iam/AdditionalIamPolicies of the head node and the queues."
+  description = "ARN of the IAM policy for the cluster's instances (cloudwatch:PutMetricData in the namespace, and to CloudWatch's OTLP endpoint with otlp_metrics; writing their streams of the job log group): ParallelCluster's Iam/AdditionalIamPolicies of the head node and the queues."
   value       = aws_iam_policy.cluster_instance.arn
 }
 

@@ -256,3 +256,9 @@ variable "instance_role_policy_arns" {
     error_message = "instance_role_policy_arns must hold IAM policy ARNs."
   }
 }
+
+variable "otlp_metrics" {
+  description = "Let the instances send to CloudWatch's OTLP endpoint (the shipper's `otlp` destination, https://monitoring.<region>.amazonaws.com/v1/metrics): the cluster instance policy gains cloudwatch:PutMetricData for requests that carry no cloudwatch:namespace key (OTLP has no namespace); classic PutMetricData stays confined to the cluster's namespace. Whether OTLP requests lack that key is not verified against AWS: if they carry it, this grants nothing and the destination gets 403. false (default): CloudWatch's OTLP endpoint refuses the instances."
+  type        = bool
+  default     = false
+}

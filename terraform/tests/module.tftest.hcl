@@ -295,6 +295,37 @@ run "pcs" {
   }
 }
 
+# otlp_metrics: the same policy (what ParallelCluster and the nodes' role already have) gains
+# PutMetricData for requests without a namespace key, after the statements it had.
+run "otlp_metrics" {
+  command = apply
+
+  variables {
+    otlp_metrics            = true
+    create_instance_profile = true
+  }
+
+  assert {
+    condition = (
+      [for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Sid] == ["ShipSlurmMetrics", "WriteJobRecords", "NotTheLambdaCursor", "ShipOtlpMetrics"] &&
+      jsondecode(aws_iam_policy.cluster_instance.policy).Statement[0].Condition == { StringEquals = { "cloudwatch:namespace" = "Slurm/test" } } &&
+      jsondecode(aws_iam_policy.cluster_instance.policy).Statement[3] == {
+        Sid       = "ShipOtlpMetrics"
+        Effect    = "Allow"
+        Action    = "cloudwatch:PutMetricData"
+        Resource  = "*"
+        Condition = { Null = { "cloudwatch:namespace" = "true" } }
+      }
+    )
+    error_message = "otlp_metrics must add ShipOtlpMetrics (PutMetricData without a cloudwatch:namespace key) after the instance policy's statements: ${aws_iam_policy.cluster_instance.policy}"
+  }
+
+  assert {
+    condition     = aws_iam_role_policy_attachment.node_shipper[0].policy_arn == aws_iam_policy.cluster_instance.arn && output.cluster_instance_policy_arn == aws_iam_policy.cluster_instance.arn
+    error_message = "The nodes' role and ParallelCluster must get the OTLP statement through the one instance policy."
+  }
+}
+
 run "rejects_instance_profile_path_without_slashes" {
   command = plan
   variables {

@@ -118,7 +118,11 @@ def test_the_instance_policy_grants_exactly_what_the_shipper_calls():
     # `report` runs on login nodes under the job report reader policy, not the instance's.
     called = actions_called(["shipper", "sink"], skip=("shipper/src/report",))
     assert called == {"cloudwatch:PutMetricData", "logs:CreateLogStream", "logs:PutLogEvents"}, called
-    assert granted(module_locals()["cluster_instance_policy"]["Statement"]) == called
+    loc = module_locals()
+    assert granted(loc["cluster_instance_policy"]["Statement"]) == called
+    # The `otlp` destination is plain HTTP (no SDK call to find): CloudWatch's OTLP endpoint
+    # authorizes cloudwatch:PutMetricData, which the statement otlp_metrics adds grants alone.
+    assert granted([loc["otlp_metrics_statement"]]) == {"cloudwatch:PutMetricData"}
 
 
 def test_the_nodes_own_role_adds_only_what_the_pcs_agent_calls():

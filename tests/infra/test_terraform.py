@@ -164,6 +164,7 @@ def test_variable_defaults():
     assert v["job_log_retention_days"]["default"] == 30
     assert v["create_instance_profile"]["default"] is False  # no node role unless asked, as before
     assert v["instance_profile_path"]["default"] == "/" and v["instance_role_policy_arns"]["default"] == []
+    assert v["otlp_metrics"]["default"] is False and v["otlp_metrics"]["type"] == "bool"
     assert "default" not in v["cluster_name"] and "default" not in v["lambda_zip_path"]
     thresholds = v["thresholds"]["type"]
     for key, default in {
@@ -213,11 +214,34 @@ def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_onl
         assert "NotAction" not in s and "NotResource" not in s
         assert "Condition" not in s or s is metrics
     res = resources()
-    assert res[("aws_iam_policy", "cluster_instance")]["policy"] == "${jsonencode(local.cluster_instance_policy)}"
+    # These statements always, and the OTLP one after them with otlp_metrics: one policy, so
+    # ParallelCluster and the nodes' role need nothing more for OTLP.
+    assert re.fullmatch(
+        r"\$\{jsonencode\(\{\s*Version\s*=\s*local\.cluster_instance_policy\.Version,?\s*"
+        r"Statement\s*=\s*concat\(local\.cluster_instance_policy\.Statement,\s*"
+        r"var\.otlp_metrics\s*\?\s*\[local\.otlp_metrics_statement\]\s*:\s*\[\]\),?\s*\}\)\}",
+        res[("aws_iam_policy", "cluster_instance")]["policy"],
+    ), res[("aws_iam_policy", "cluster_instance")]["policy"]
     # The module's IAM managed policies: the instances' and the job report readers'.
     assert sorted(k for k in res if k[0] == "aws_iam_policy") == [
         ("aws_iam_policy", "cluster_instance"), ("aws_iam_policy", "job_report_reader"),
     ]
+
+
+def test_the_otlp_statement_allows_put_metric_data_only_without_a_namespace_key():
+    """otlp_metrics adds one statement: PutMetricData (what CloudWatch's OTLP endpoint
+    authorizes) where the request carries no cloudwatch:namespace key, as OTLP has none."""
+    s = module_locals()["otlp_metrics_statement"]
+    assert (s["Sid"], s["Effect"], as_list(s["Action"]), s["Resource"]) == (
+        "ShipOtlpMetrics", "Allow", ["cloudwatch:PutMetricData"], "*",
+    )
+    assert s["Condition"] == {"Null": {"cloudwatch:namespace": "true"}}
+    assert "NotAction" not in s and "NotResource" not in s
+    v = blocks("variable")["otlp_metrics"]
+    assert "OTLP" in v["description"] and "403" in v["description"]
+    # The description of the policy never follows otlp_metrics: a new description replaces the
+    # policy, which fails while ParallelCluster's roles have it attached.
+    assert "otlp" not in resources()[("aws_iam_policy", "cluster_instance")]["description"].lower()
 
 
 def test_job_report_reader_policy_reads_the_job_log_group_only_and_never_from_an_instance():
@@ -383,10 +407,27 @@ def with_namespace(statements: list, namespace: str) -> list:
     return json.loads(json.dumps(statements).replace("${local.namespace}", namespace))
 
 
-def put_metric_data_allowed(statements: list, namespace: str) -> bool:
-    """IAM's decision on cloudwatch:PutMetricData into `namespace` (Resource "*"): an explicit
-    Deny wins, else an Allow whose conditions all hold, else the implicit deny. Only the
-    operators the module uses are understood; another fails the test rather than guess."""
+def instance_statements(otlp_metrics: bool) -> list:
+    """The instance policy's statements as aws_iam_policy.cluster_instance joins them (its
+    expression is checked in test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_only)."""
+    loc = module_locals()
+    return [*loc["cluster_instance_policy"]["Statement"], *([loc["otlp_metrics_statement"]] if otlp_metrics else [])]
+
+
+def put_metric_data_allowed(statements: list, namespace: str | None) -> bool:
+    """IAM's decision on cloudwatch:PutMetricData (Resource "*") into `namespace`, or, with
+    None, a request without the cloudwatch:namespace key (an OTLP request): an explicit Deny
+    wins, else an Allow whose conditions all hold, else the implicit deny. Only the operators
+    the module uses are understood; another fails the test rather than guess."""
+
+    def holds(op: str, key: str, wanted) -> bool:
+        assert key == "cloudwatch:namespace", f"unexpected condition key {key}"
+        if op == "StringEquals":  # exact, case-sensitive; an absent key matches nothing
+            return namespace is not None and namespace in as_list(wanted)
+        if op == "Null":  # "true": the key is absent; "false": it is present
+            assert wanted in ("true", "false"), wanted
+            return (namespace is None) == (wanted == "true")
+        raise AssertionError(f"unexpected condition operator {op}")
 
     def applies(s: dict) -> bool:
         actions = as_list(s.get("Action", []))
@@ -395,18 +436,30 @@ def put_metric_data_allowed(statements: list, namespace: str) -> bool:
         assert "NotAction" not in s and "NotResource" not in s, s
         if not any(iam_glob(r, "*") for r in as_list(s["Resource"])):
             return False
-        for op, keys in s.get("Condition", {}).items():
-            assert op == "StringEquals", f"unexpected condition operator {op}: {s}"
-            for key, wanted in keys.items():
-                assert key == "cloudwatch:namespace", f"unexpected condition key {key}: {s}"
-                if namespace not in as_list(wanted):  # StringEquals: exact, case-sensitive
-                    return False
-        return True
+        return all(holds(op, key, wanted) for op, keys in s.get("Condition", {}).items() for key, wanted in keys.items())
 
     matching = [s for s in statements if applies(s)]
     if any(s["Effect"] == "Deny" for s in matching):
         return False
     return any(s["Effect"] == "Allow" for s in matching)
+
+
+@pytest.mark.parametrize("statement,namespace,allowed", [
+    ({"Condition": {"StringEquals": {"cloudwatch:namespace": "A"}}}, "A", True),
+    ({"Condition": {"StringEquals": {"cloudwatch:namespace": "A"}}}, "a", False),
+    ({"Condition": {"StringEquals": {"cloudwatch:namespace": "A"}}}, None, False),
+    ({"Condition": {"Null": {"cloudwatch:namespace": "true"}}}, None, True),
+    ({"Condition": {"Null": {"cloudwatch:namespace": "true"}}}, "A", False),
+    ({"Condition": {"Null": {"cloudwatch:namespace": "false"}}}, "A", True),
+    ({"Condition": {"Null": {"cloudwatch:namespace": "false"}}}, None, False),
+    ({}, None, True),
+    ({}, "B", True),
+])
+def test_the_policy_evaluator(statement, namespace, allowed):
+    """The evaluator the namespace tests rely on, on IAM's documented semantics."""
+    s = {"Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*", **statement}
+    assert put_metric_data_allowed([s], namespace) is allowed
+    assert not put_metric_data_allowed([s, {**s, "Effect": "Deny"}], namespace)
 
 
 def test_the_namespace_is_the_clusters_own_unless_set():
@@ -433,14 +486,15 @@ def test_every_cluster_name_makes_a_valid_namespace():
         assert re.fullmatch(namespace_regex, ns) and not ns.startswith(("AWS/", ":")), ns
 
 
+@pytest.mark.parametrize("otlp_metrics", [False, True], ids=["classic", "otlp_metrics"])
 @pytest.mark.parametrize("a,b", [("hpc-a", "hpc-b"), ("hpc", "hpc-prod"), ("hpc", "HPC"), ("a", "a_b")])
-def test_a_clusters_policies_cannot_put_into_another_clusters_namespace(a, b):
+def test_a_clusters_policies_cannot_put_into_another_clusters_namespace(a, b, otlp_metrics):
     """Cluster A's instance policy (and its Lambda's role) allow PutMetricData into A's
     namespace and no other: not B's, not the shared "Slurm", not one that merely starts with
-    A's."""
-    loc = module_locals()
-    for name, statements in (("instance policy", loc["cluster_instance_policy"]["Statement"]),
-                             ("Lambda role", loc["lambda_role_statements"])):
+    A's; with otlp_metrics too. A request without a namespace (OTLP) only with otlp_metrics, and
+    never by the Lambda's role."""
+    for name, statements, otlp in (("instance policy", instance_statements(otlp_metrics), otlp_metrics),
+                                   ("Lambda role", module_locals()["lambda_role_statements"], False)):
         ns_a, ns_b = cluster_namespace(a), cluster_namespace(b)
         policy_a = with_namespace(statements, ns_a)
         assert put_metric_data_allowed(policy_a, ns_a), (name, ns_a)
@@ -448,10 +502,12 @@ def test_a_clusters_policies_cannot_put_into_another_clusters_namespace(a, b):
                       "Slurm/*", f"{ns_a}*"):
             assert not put_metric_data_allowed(policy_a, other), (name, a, other)
         assert not put_metric_data_allowed(with_namespace(statements, ns_b), ns_a), (name, b, ns_a)
+        assert put_metric_data_allowed(policy_a, None) is otlp, (name, "a request without cloudwatch:namespace")
 
 
-def test_a_cluster_that_keeps_the_shared_namespace_gets_exactly_it():
-    statements = with_namespace(module_locals()["cluster_instance_policy"]["Statement"], cluster_namespace("hpc", "Slurm"))
+@pytest.mark.parametrize("otlp_metrics", [False, True], ids=["classic", "otlp_metrics"])
+def test_a_cluster_that_keeps_the_shared_namespace_gets_exactly_it(otlp_metrics):
+    statements = with_namespace(instance_statements(otlp_metrics), cluster_namespace("hpc", "Slurm"))
     assert put_metric_data_allowed(statements, "Slurm")
     assert not put_metric_data_allowed(statements, "Slurm/hpc")
 
@@ -566,6 +622,7 @@ OTHER_INPUTS = {
     "log_retention_days", "job_log_retention_days", "schedule_expression", "alarm_emails",
     "kms_key_deletion_window_in_days", "role_permissions_boundary", "iam_path", "tags",
     "pcs_jobcomp_log_group", "create_instance_profile", "instance_profile_path", "instance_role_policy_arns",
+    "otlp_metrics",
 }
 
 

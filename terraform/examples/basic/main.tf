@@ -57,6 +57,9 @@ module "slurm_cw" {
     idle_gpu_minutes = 20 # the others keep their defaults
   }
 
+  # otlp_metrics = true lets the shippers' `otlp` destination reach CloudWatch's OTLP endpoint
+  # through the same instance policy.
+
   # The job records (/slurm-cw/hpc-prod/jobs): kept 90 days.
   job_log_retention_days = 90
 
