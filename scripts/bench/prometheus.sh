@@ -79,41 +79,16 @@ scrape_configs:
 YML
 }
 
-start() {
-    if ready; then
-        log "already running on $url"
-        print_env
-        return
-    fi
-    install_if_missing
-    mkdir -p "$bench"
-    # Each start begins empty: series of an earlier run would answer a test's query.
-    rm -rf --one-file-system "$data"
+# Scrapes and OTLP in, PromQL out, loopback only.
+command_line() {
     write_config
-    local features=()
-    if has_otlp; then features=(--enable-feature=otlp-write-receiver); fi
-    # Scrapes and OTLP in, PromQL out, loopback only.
-    service_start "$pidf" "$logf" ready 300 0.1 -- "$binary" \
-        --config.file="$bench/prometheus.yml" \
-        --storage.tsdb.path="$data" \
-        --storage.tsdb.retention.time=1d \
-        --web.listen-address="127.0.0.1:$port" \
-        "${features[@]}" \
-        --log.level=warn
-    log "ready on $url (log: $logf)"
-    print_env
+    cmd=("$binary"
+        --config.file="$bench/prometheus.yml"
+        --storage.tsdb.path="$data"
+        --storage.tsdb.retention.time=1d
+        --web.listen-address="127.0.0.1:$port"
+        --log.level=warn)
+    if has_otlp; then cmd+=(--enable-feature=otlp-write-receiver); fi
 }
 
-stop() {
-    service_stop "$pidf"
-    rm -rf --one-file-system "$data"
-    log "stopped"
-}
-
-case "${1:-start}" in
-    start) start ;;
-    stop) stop ;;
-    env) print_env ;;
-    status) if ready; then echo "up on $url"; else echo "down"; exit 1; fi ;;
-    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
-esac
+service_main "$@"

@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# The caller sets the variables service_main reads (see there).
+# shellcheck disable=SC2154
 # What the benches' loopback services share (localstack.sh, prometheus.sh,
 # victoria-metrics.sh): start one in its own process group and wait until it answers, stop it,
 # and unpack a package of Debian trixie's. The caller defines log().
@@ -69,4 +71,37 @@ trixie_package() {
     rm -rf --one-file-system "$dir"
     mv "$dir.new" "$dir"
     rm -rf --one-file-system "$dl" "$dl.log"
+}
+
+# service_main ACTION: start|stop|env|status of a loopback service that keeps its data under
+# $data (emptied at each start and stop: series of an earlier run would answer a test's query).
+# The caller sets url, bench, pidf, logf and data, and defines ready, print_env,
+# install_if_missing and command_line (which writes what the service reads and sets the array
+# `cmd` to its command line).
+service_main() {
+    case "${1:-start}" in
+        start)
+            if ready; then
+                log "already running on $url"
+                print_env
+                return
+            fi
+            install_if_missing
+            mkdir -p "$bench"
+            rm -rf --one-file-system "$data"
+            local cmd=()
+            command_line
+            service_start "$pidf" "$logf" ready 300 0.1 -- "${cmd[@]}"
+            log "ready on $url (log: $logf)"
+            print_env
+            ;;
+        stop)
+            service_stop "$pidf"
+            rm -rf --one-file-system "$data"
+            log "stopped"
+            ;;
+        env) print_env ;;
+        status) if ready; then echo "up on $url"; else echo "down"; exit 1; fi ;;
+        *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+    esac
 }

@@ -56,38 +56,15 @@ print_env() {
     echo "# stop with: $here/victoria-metrics.sh stop"
 }
 
-start() {
-    if ready; then
-        log "already running on $url"
-        print_env
-        return
-    fi
-    install_if_missing
-    mkdir -p "$bench"
-    # Each start begins empty: series of an earlier run would answer a test's query.
-    rm -rf --one-file-system "$data"
-    service_start "$pidf" "$logf" ready 300 0.1 -- "$binary" \
-        -httpListenAddr="127.0.0.1:$port" \
-        -storageDataPath="$data" \
-        -retentionPeriod=1d \
-        -opentelemetry.usePrometheusNaming \
-        -search.latencyOffset=0s \
-        -search.disableCache \
-        -loggerLevel=WARN
-    log "ready on $url (log: $logf)"
-    print_env
+command_line() {
+    cmd=("$binary"
+        -httpListenAddr="127.0.0.1:$port"
+        -storageDataPath="$data"
+        -retentionPeriod=1d
+        -opentelemetry.usePrometheusNaming
+        -search.latencyOffset=0s
+        -search.disableCache
+        -loggerLevel=WARN)
 }
 
-stop() {
-    service_stop "$pidf"
-    rm -rf --one-file-system "$data"
-    log "stopped"
-}
-
-case "${1:-start}" in
-    start) start ;;
-    stop) stop ;;
-    env) print_env ;;
-    status) if ready; then echo "up on $url"; else echo "down"; exit 1; fi ;;
-    *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
-esac
+service_main "$@"

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    MIB, PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, bench_dir, job_rss_bytes, memory_job,
-    prometheus, promql, shipper, slurm, wait_until,
+    MIB, PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, job_memory_read_back, prometheus, shipper,
+    slurm, wait_until,
 };
 use slurm_cw_shipper::sinks::prometheus;
 use std::io::{Read, Write};
@@ -22,35 +22,10 @@ fn prometheus_scrapes_a_real_jobs_memory_with_its_labels() {
     };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut cleanup = SlurmCleanup { jobs: Vec::new(), nodes: Vec::new() };
-    let (job, c1) = memory_job(&conf);
-    cleanup.jobs.push(job.clone());
     // Prometheus alone: no AWS at all on this path.
-    // Kept after the test, and named if it fails.
-    let log = bench_dir(&conf).join("prometheus-sink-test.log");
-    let _daemon = shipper()
-        .args(["--role", "node", "--sink", "prometheus"])
-        .env("SLURM_CW_CLUSTER_NAME", "promtest")
-        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
-        .env("SLURM_CW_FLUSH_INTERVAL", "2s")
-        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
-        .env("SLURM_CW_PROMETHEUS__ADDRESS", PROMETHEUS_SCRAPES)
-        .env("SLURM_CW_NODE__HOOK_SOCKET", bench_dir(&conf).join("hook-prometheus-test.sock"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .map(Running::new)
-        .unwrap();
-    let query = format!("slurm_memory_rss_bytes{{job_id=\"{job}\"}}");
-    let mut got = Vec::new();
-    wait_until(
-        &format!("Prometheus to have scraped the job's memory (the daemon's log: {})", log.display()),
-        Duration::from_secs(60),
-        || {
-            got = promql(&prom, &query);
-            !got.is_empty()
-        },
-    );
-    let truth = job_rss_bytes(&job, &c1);
+    let env = [("SLURM_CW_PROMETHEUS__ADDRESS", std::ffi::OsStr::new(PROMETHEUS_SCRAPES))];
+    let mut got = job_memory_read_back(&conf, "prometheus", &env, &prom, &mut cleanup);
+    let job = got.job.clone();
     // What the endpoint serves of the job, for when the figure is not the truth.
     let served = || {
         let text = scrape(PROMETHEUS_SCRAPES).unwrap_or_default();
@@ -60,9 +35,8 @@ fn prometheus_scrapes_a_real_jobs_memory_with_its_labels() {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    assert_eq!(got.len(), 1, "one series of the job: {got:?}\nserved:\n{}", served());
-    let (labels, value) = got.remove(0);
-    eprintln!("PromQL {query}: {:.1} MiB; the job's processes in /proc: {:.1} MiB", value / MIB, truth / MIB);
+    assert_eq!(got.series.len(), 1, "one series of the job: {:?}\nserved:\n{}", got.series, served());
+    let ((labels, value), truth, c1) = (got.series.remove(0), got.truth, got.node.clone());
     assert!(
         (300.0 * MIB..=340.0 * MIB).contains(&value) && (value - truth).abs() <= truth * 0.05,
         "{value} against {truth}: {labels}\nserved:\n{}",
@@ -73,7 +47,7 @@ fn prometheus_scrapes_a_real_jobs_memory_with_its_labels() {
     assert_eq!(labels["partition"], "batch", "{labels}");
     assert_eq!(labels["user"], "root", "{labels}");
     assert_eq!(labels["node_name"], c1.as_str(), "{labels}");
-    assert_eq!(labels["cluster_name"], "promtest", "{labels}");
+    assert_eq!(labels["cluster_name"], "prometheustest", "{labels}");
     // The catalog's help and type, as served.
     let text = scrape(PROMETHEUS_SCRAPES).unwrap_or_default();
     assert!(text.contains("# TYPE slurm_memory_rss_bytes gauge\n"), "{text}");

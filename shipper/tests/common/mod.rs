@@ -119,6 +119,62 @@ pub fn memory_job(conf: &Path) -> (String, String) {
     (job, node)
 }
 
+/// What a destination read back of a real job's memory: see [`job_memory_read_back`].
+#[allow(dead_code)]
+pub struct ReadBack {
+    pub job: String,
+    pub node: String,
+    /// The series PromQL answered for the job's `slurm_memory_rss_bytes`.
+    pub series: Vec<(serde_json::Value, f64)>,
+    /// The job's processes' resident memory when it answered.
+    pub truth: f64,
+    pub daemon: Running,
+}
+
+/// A 300 MiB job ([`memory_job`], pushed to `cleanup`) and the node role beside it sending to
+/// `sink` alone (cluster `<sink>test`; `env`, the destination's settings; a collection a second,
+/// a flush every two), until PromQL at `query_url` answers the job's memory. The daemon's log
+/// stays in the bench directory, named when nothing answers.
+#[allow(dead_code)]
+pub fn job_memory_read_back(
+    conf: &Path,
+    sink: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+    query_url: &str,
+    cleanup: &mut SlurmCleanup,
+) -> ReadBack {
+    let (job, node) = memory_job(conf);
+    cleanup.jobs.push(job.clone());
+    let log = bench_dir(conf).join(format!("{sink}-sink-test.log"));
+    let daemon = shipper()
+        .args(["--role", "node", "--sink", sink])
+        .env("SLURM_CW_CLUSTER_NAME", format!("{sink}test"))
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "2s")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
+        .env("SLURM_CW_NODE__HOOK_SOCKET", bench_dir(conf).join(format!("hook-{sink}-test.sock")))
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the daemon's log"))
+        .spawn()
+        .map(Running::new)
+        .expect("the shipper starts");
+    let query = format!("slurm_memory_rss_bytes{{job_id=\"{job}\"}}");
+    let mut series = Vec::new();
+    let what = format!("{query} to be answered at {query_url} (the daemon's log: {})", log.display());
+    wait_until(&what, Duration::from_secs(60), || {
+        series = promql(query_url, &query);
+        !series.is_empty()
+    });
+    let truth = job_rss_bytes(&job, &node);
+    eprintln!(
+        "{sink}: PromQL {query}: {:?} MiB; the job's processes in /proc: {:.1} MiB",
+        series.iter().map(|(_, v)| (v / MIB * 10.0).round() / 10.0).collect::<Vec<_>>(),
+        truth / MIB
+    );
+    ReadBack { job, node, series, truth, daemon }
+}
+
 /// The resident memory of a job's processes, from Slurm's own list of them and /proc.
 #[allow(dead_code)]
 pub fn job_rss_bytes(job: &str, node: &str) -> f64 {
