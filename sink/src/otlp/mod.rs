@@ -268,7 +268,17 @@ pub fn classify(endpoint: &str, status: u16, body: &[u8]) -> Result<(), Failure>
         return Ok(());
     }
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
-    let msg = format!("OTLP export to {endpoint}: HTTP {status}: {}", text.trim());
+    let mut msg = format!("OTLP export to {endpoint}: HTTP {status}: {}", text.trim());
+    if status == 403
+        && ::http::Uri::try_from(endpoint)
+            .ok()
+            .and_then(|u| u.host().and_then(sign::cloudwatch_region).map(drop))
+            .is_some()
+    {
+        // The module's instance policy confines PutMetricData to the cluster's namespace, which
+        // refuses OTLP until its otlp_metrics statement is on.
+        msg.push_str(" (CloudWatch checks cloudwatch:PutMetricData for OTLP: set otlp_metrics = true in the Terraform module, or grant it without a cloudwatch:namespace condition)");
+    }
     Err(match status {
         400 | 413 => Failure::Invalid(msg),
         408 | 429 | 500..=599 => Failure::Transient(msg),

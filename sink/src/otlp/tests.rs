@@ -22,6 +22,14 @@ fn statuses_classify_as_the_retry_needs() {
     for s in [401, 403, 404] {
         assert!(matches!(classify("e", s, b""), Err(Failure::Persistent(_))), "{s}");
     }
+    // CloudWatch's refusal names the grant it needs; another receiver's does not.
+    let cw = "https://monitoring.us-east-1.amazonaws.com/v1/metrics";
+    let Err(Failure::Persistent(m)) = classify(cw, 403, b"denied") else { panic!("a 403 is persistent") };
+    assert!(m.contains("otlp_metrics = true"), "{m}");
+    let Err(Failure::Persistent(m)) = classify("http://127.0.0.1:4318/v1/metrics", 403, b"") else {
+        panic!()
+    };
+    assert!(!m.contains("otlp_metrics"), "{m}");
 }
 
 #[test]
