@@ -3,8 +3,8 @@
 //! TaskEpilog's final sample, or its cgroup gone at a collection), and its findings
 //! `job_finding` records. It also hands the population figures what each job holds now.
 //!
-//! It reads the collectors' typed readings (`Batch::jobs`), one per job and node, never the
-//! per-job samples (those are the series).
+//! It reads the collectors' typed readings (`Batch::jobs`), one per job and node; the same
+//! readings become the per-job series in `job_series`.
 
 mod state;
 #[cfg(test)]
