@@ -10,15 +10,13 @@
 //! first node. The exporter knows only `/sys/fs/cgroup/<controller>/slurm/`, so it runs in a
 //! mount namespace of its own where the node's `slurm_<node>` directories are bound there.
 
-use super::{SYSCALL_CYCLES, cpu_time_thread, rss_mb, strace_counts_of};
+use super::{SYSCALL_CYCLES, cpu_time_thread, cycle, rss_mb, strace_counts_of};
 use slurm_cw_shipper::config::NodeConfig;
-use slurm_cw_shipper::sample::Batch;
-use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::node::NodeCollector;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 const PORT: u16 = 19798;
 const SCRAPES: u32 = 40;
@@ -107,6 +105,9 @@ pub fn versus(args: &[String]) {
     let conf = PathBuf::from(std::env::var("BENCH_SLURM_CONF").expect("source a bench's env first"));
     let bench = conf.parent().and_then(Path::parent).expect("bench dir").to_owned();
     let workload = bench.join("workload.py");
+    // The tests leave a hard link to the checkout's file there: copying onto it would empty
+    // the source, so the name goes first.
+    let _ = std::fs::remove_file(&workload);
     std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/workload.py"), &workload)
         .unwrap();
     let mut cleanup = Cleanup { jobs: Vec::new(), exporter: None };
@@ -150,15 +151,12 @@ pub fn versus(args: &[String]) {
         let mut c = NodeCollector::new(cfg, node.clone());
         let mut n = 0;
         for _ in 0..2 {
-            let mut b = Batch::new(SystemTime::now());
-            n = c.collect_jobs(None, &mut b, &mut Errors::new());
+            n = cycle(&mut c).1;
         }
         assert_eq!(n, 2, "the collector sees the two jobs");
         let t = cpu_time_thread();
         for _ in 0..CYCLES {
-            let mut b = Batch::new(SystemTime::now());
-            c.collect_jobs(None, &mut b, &mut Errors::new());
-            std::hint::black_box(&b);
+            cycle(&mut c);
         }
         let cpu = (cpu_time_thread() - t) / CYCLES;
         let dir = tempfile::tempdir().unwrap();
