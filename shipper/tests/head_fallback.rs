@@ -75,7 +75,12 @@ impl FakeSlurm {
     fn collector(&self) -> HeadCollector {
         HeadCollector::new(
             SlurmCommands::new(Some(self.path().to_owned()), Duration::from_secs(20)),
-            HeadConfig { per_partition: true, top_pending_reasons: 20, top_rpc_types: 50, ..HeadConfig::default() },
+            HeadConfig {
+                per_partition: true,
+                top_pending_reasons: 20,
+                top_rpc_types: 50,
+                ..HeadConfig::default()
+            },
         )
     }
 }
