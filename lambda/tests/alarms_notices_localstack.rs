@@ -105,24 +105,7 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     let (ns, cluster) = (unique("FiguresTest"), unique("c"));
     let clients = clients(&url).await;
     // Backlog events to a queue through an EventBridge rule.
-    let (sqs, ev_url, ev_arn) = queue(&url, &unique("events")).await;
-    let rule = unique("backlog");
-    clients
-        .eventbridge
-        .put_rule()
-        .name(&rule)
-        .event_pattern(r#"{"source": ["slurm-cw"]}"#)
-        .send()
-        .await
-        .unwrap();
-    clients
-        .eventbridge
-        .put_targets()
-        .rule(&rule)
-        .targets(aws_sdk_eventbridge::types::Target::builder().id("q").arn(&ev_arn).build().unwrap())
-        .send()
-        .await
-        .unwrap();
+    let (sqs, ev_url) = rule_to_queue(&url, &clients, None, "backlog", r#"{"source": ["slurm-cw"]}"#).await;
 
     let at = minute_ago(8);
     let cfg = config(&ns, &cluster);

@@ -50,42 +50,14 @@ async fn launch_failure_queue(
 ) -> (String, aws_sdk_sqs::Client, String) {
     let bus = unique("pcs-bus");
     clients.eventbridge.create_event_bus().name(&bus).send().await.unwrap();
-    let (sqs, q_url, q_arn) = queue(url, &unique("pcs-events")).await;
-    let rule = unique("launch-failed");
     let pattern = serde_json::json!({ "source": ["slurm-cw"], "detail-type": [LAUNCH_FAILED_DETAIL_TYPE] });
-    clients
-        .eventbridge
-        .put_rule()
-        .name(&rule)
-        .event_bus_name(&bus)
-        .event_pattern(pattern.to_string())
-        .send()
-        .await
-        .unwrap();
-    clients
-        .eventbridge
-        .put_targets()
-        .rule(&rule)
-        .event_bus_name(&bus)
-        .targets(aws_sdk_eventbridge::types::Target::builder().id("q").arn(&q_arn).build().unwrap())
-        .send()
-        .await
-        .unwrap();
+    let (sqs, q_url) = rule_to_queue(url, clients, Some(&bus), "launch-failed", &pattern.to_string()).await;
     (bus, sqs, q_url)
 }
 
 /// Every event on the queue: those that came within `wait`, then whatever follows within 2 s.
 async fn events(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut wait = wait;
-    loop {
-        let got = messages(sqs, q, wait).await;
-        if got.is_empty() {
-            return out;
-        }
-        out.extend(got.iter().map(|m| serde_json::from_str::<Value>(m).unwrap()));
-        wait = Duration::from_secs(2);
-    }
+    drained(sqs, q, wait).await.iter().map(|m| serde_json::from_str::<Value>(m).unwrap()).collect()
 }
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]

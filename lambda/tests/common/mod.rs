@@ -203,8 +203,9 @@ pub async fn subscribed_topic(
     (topic, sqs, q_url)
 }
 
-/// The notice texts (SNS `Message`) on a subscribed queue, waiting up to `wait` for the first.
-pub async fn notices(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<String> {
+/// Every message body on queue `q`: those that came within `wait`, then whatever follows within
+/// 2 s of the last.
+pub async fn drained(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<String> {
     let mut out = Vec::new();
     let mut wait = wait;
     loop {
@@ -212,13 +213,52 @@ pub async fn notices(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<
         if got.is_empty() {
             return out;
         }
-        for body in got {
-            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            out.push(v["Message"].as_str().map_or(body.clone(), str::to_owned));
-        }
+        out.extend(got);
         // Whatever else is on its way.
         wait = Duration::from_secs(2);
     }
+}
+
+/// The notice texts (SNS `Message`) on a subscribed queue, waiting up to `wait` for the first.
+pub async fn notices(sqs: &aws_sdk_sqs::Client, q: &str, wait: Duration) -> Vec<String> {
+    drained(sqs, q, wait)
+        .await
+        .into_iter()
+        .map(|body| {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            v["Message"].as_str().map_or(body.clone(), str::to_owned)
+        })
+        .collect()
+}
+
+/// A new queue that an EventBridge rule on `bus` (the default bus when None) fills with the
+/// events `pattern` matches: (SQS client, queue URL).
+pub async fn rule_to_queue(
+    url: &str,
+    clients: &Clients,
+    bus: Option<&str>,
+    name: &str,
+    pattern: &str,
+) -> (aws_sdk_sqs::Client, String) {
+    let (sqs, q_url, q_arn) = queue(url, &unique(name)).await;
+    let rule = unique(name);
+    let target = aws_sdk_eventbridge::types::Target::builder().id("q").arn(&q_arn).build().unwrap();
+    let eb = &clients.eventbridge;
+    eb.put_rule()
+        .name(&rule)
+        .set_event_bus_name(bus.map(str::to_owned))
+        .event_pattern(pattern)
+        .send()
+        .await
+        .unwrap();
+    eb.put_targets()
+        .rule(&rule)
+        .set_event_bus_name(bus.map(str::to_owned))
+        .targets(target)
+        .send()
+        .await
+        .unwrap();
+    (sqs, q_url)
 }
 
 /// The default job log group of `cluster`, created (as the deployment does) so that the
