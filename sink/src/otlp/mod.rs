@@ -258,7 +258,7 @@ fn signs(settings: &Settings, uri: &::http::Uri) -> bool {
     match settings.sigv4 {
         SigV4::On => true,
         SigV4::Off => false,
-        SigV4::Auto => uri.host().and_then(sign::cloudwatch_region).is_some(),
+        SigV4::Auto => sign::is_cloudwatch(uri),
     }
 }
 
@@ -269,12 +269,7 @@ pub fn classify(endpoint: &str, status: u16, body: &[u8]) -> Result<(), Failure>
     }
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
     let mut msg = format!("OTLP export to {endpoint}: HTTP {status}: {}", text.trim());
-    if status == 403
-        && ::http::Uri::try_from(endpoint)
-            .ok()
-            .and_then(|u| u.host().and_then(sign::cloudwatch_region).map(drop))
-            .is_some()
-    {
+    if status == 403 && ::http::Uri::try_from(endpoint).is_ok_and(|u| sign::is_cloudwatch(&u)) {
         // The module's instance policy confines PutMetricData to the cluster's namespace, which
         // refuses OTLP until its otlp_metrics statement is on.
         msg.push_str(" (CloudWatch checks cloudwatch:PutMetricData for OTLP: set otlp_metrics = true in the Terraform module, or grant it without a cloudwatch:namespace condition)");

@@ -25,6 +25,11 @@ pub fn cloudwatch_region(host: &str) -> Option<&str> {
     plain.then_some(region)
 }
 
+/// Whether `uri` is a CloudWatch OTLP endpoint (see [`cloudwatch_region`]).
+pub fn is_cloudwatch(uri: &::http::Uri) -> bool {
+    uri.host().and_then(cloudwatch_region).is_some()
+}
+
 /// The headers SigV4 adds (`authorization`, `x-amz-date`, `x-amz-security-token` with a
 /// session token) for a request made of `method`, `uri`, `headers` and `body`, signed at `time`.
 /// Every header given is signed.
