@@ -72,29 +72,46 @@ pub async fn backlog_events(
     cluster: &str,
     changed: &[&Backlog],
 ) -> Result<()> {
-    for chunk in changed.chunks(10) {
-        let entries: Vec<PutEventsRequestEntry> = chunk
-            .iter()
-            .map(|b| {
-                let detail = serde_json::json!({
-                    "cluster": cluster,
-                    "partition": b.partition,
-                    "backlog_nodes": b.backlog_nodes,
-                    "idle_nodes": b.idle_nodes,
-                    "previous_backlog_nodes": b.previous,
-                });
-                PutEventsRequestEntry::builder()
-                    .source(EVENT_SOURCE)
-                    .detail_type(BACKLOG_DETAIL_TYPE)
-                    .detail(detail.to_string())
-                    .event_bus_name(bus)
-                    .build()
-            })
-            .collect();
-        let resp =
-            eb.put_events().set_entries(Some(entries)).send().await.context("EventBridge PutEvents")?;
+    let details = changed.iter().map(|b| {
+        serde_json::json!({
+            "cluster": cluster,
+            "partition": b.partition,
+            "backlog_nodes": b.backlog_nodes,
+            "idle_nodes": b.idle_nodes,
+            "previous_backlog_nodes": b.previous,
+        })
+    });
+    put_events(eb, bus, BACKLOG_DETAIL_TYPE, details).await
+}
+
+/// Events of `detail_type` from [`EVENT_SOURCE`] on `bus`, one a detail, ten to a PutEvents
+/// call; an entry EventBridge refuses fails the whole.
+pub async fn put_events(
+    eb: &aws_sdk_eventbridge::Client,
+    bus: &str,
+    detail_type: &str,
+    details: impl IntoIterator<Item = serde_json::Value>,
+) -> Result<()> {
+    let entries: Vec<PutEventsRequestEntry> = details
+        .into_iter()
+        .map(|detail| {
+            PutEventsRequestEntry::builder()
+                .source(EVENT_SOURCE)
+                .detail_type(detail_type)
+                .detail(detail.to_string())
+                .event_bus_name(bus)
+                .build()
+        })
+        .collect();
+    for chunk in entries.chunks(10) {
+        let resp = eb
+            .put_events()
+            .set_entries(Some(chunk.to_vec()))
+            .send()
+            .await
+            .context("EventBridge PutEvents")?;
         if resp.failed_entry_count() > 0 {
-            anyhow::bail!("EventBridge refused {} event(s)", resp.failed_entry_count());
+            anyhow::bail!("EventBridge refused {} {detail_type:?} event(s)", resp.failed_entry_count());
         }
     }
     Ok(())

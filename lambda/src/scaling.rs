@@ -22,7 +22,6 @@
 use crate::cw::rfc3339_ms;
 use anyhow::{Context, Result};
 use aws_sdk_cloudwatchlogs::Client;
-use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use slurm_cw_catalog::pcs::{LAUNCH_FAILED_DETAIL_TYPE, event, scaling as f};
@@ -272,29 +271,14 @@ pub fn remember(mut seen: Vec<(i64, String)>, now_ms: i64) -> Vec<(i64, String)>
     seen
 }
 
-/// One event per launch failure, ten to a PutEvents call.
+/// One event per launch failure.
 async fn send(eb: &aws_sdk_eventbridge::Client, t: &Target<'_>, failures: &[LaunchFailure]) -> Result<()> {
-    for chunk in failures.chunks(10) {
-        let entries: Vec<PutEventsRequestEntry> = chunk
-            .iter()
-            .map(|f| {
-                let mut detail = f.detail.clone();
-                detail.insert(event::CLUSTER.into(), t.cluster.into());
-                PutEventsRequestEntry::builder()
-                    .source(crate::notify::EVENT_SOURCE)
-                    .detail_type(LAUNCH_FAILED_DETAIL_TYPE)
-                    .detail(Value::Object(detail).to_string())
-                    .event_bus_name(t.bus)
-                    .build()
-            })
-            .collect();
-        let resp =
-            eb.put_events().set_entries(Some(entries)).send().await.context("EventBridge PutEvents")?;
-        if resp.failed_entry_count() > 0 {
-            anyhow::bail!("EventBridge refused {} launch-failure event(s)", resp.failed_entry_count());
-        }
-    }
-    Ok(())
+    let details = failures.iter().map(|f| {
+        let mut detail = f.detail.clone();
+        detail.insert(event::CLUSTER.into(), t.cluster.into());
+        Value::Object(detail)
+    });
+    crate::notify::put_events(eb, t.bus, LAUNCH_FAILED_DETAIL_TYPE, details).await
 }
 
 #[cfg(test)]
