@@ -12,7 +12,8 @@ eval "$(bash scripts/bench/slurm.sh start)"
 eval "$(bash scripts/bench/localstack.sh start)"
 
 echo "==> building slurm-cw-shipper"
-cargo build --quiet -p slurm-cw-shipper
+# --workspace: the features the tests build with, so scripts/test.sh builds the shipper once.
+cargo build --quiet --workspace --bin slurm-cw-shipper
 bin=target/debug/slurm-cw-shipper
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
