@@ -14,7 +14,7 @@ import re
 import pytest
 
 from conftest import REPO
-from test_terraform import as_list, module_locals
+from terraform_module import as_list, module_locals
 
 # SDK crate -> IAM service prefix.
 SERVICES = {
