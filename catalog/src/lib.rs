@@ -7,6 +7,7 @@
 pub mod alarms;
 pub mod dashboard;
 pub mod docs;
+pub mod events;
 pub mod generated;
 pub mod metrics;
 pub mod pcs;

@@ -33,13 +33,13 @@ pub mod scaling {
     pub const LAUNCH_FAILED: &str = "LAUNCH_FAILED";
 }
 
-/// The `detail` of a launch-failure event (source `slurm-cw`, detail-type
-/// [`LAUNCH_FAILED_DETAIL_TYPE`]): `cluster` (the Slurm cluster, as in backlog events), `time`
+/// The `detail` of a launch-failure event (source [`crate::events::SOURCE`], detail-type
+/// [`LAUNCH_FAILED_DETAIL_TYPE`]): [`CLUSTER`](crate::events::CLUSTER) (the Slurm cluster, as in backlog events), `time`
 /// (RFC 3339), and the record's own fields under their PCS names: [`scaling::RESOURCE_ID`],
 /// [`scaling::COMPUTE_NODE_GROUP_ID`], [`scaling::SCHEDULER_NODE_ID`], [`scaling::REASON_CODE`],
 /// [`scaling::DESCRIPTION`], and the [`scaling::details`] keys that were present.
 pub mod event {
-    pub const CLUSTER: &str = "cluster";
+    pub use crate::events::CLUSTER;
     pub const TIME: &str = "time";
 }
 

@@ -4,11 +4,7 @@ use crate::cluster::Backlog;
 use crate::findings::Finding;
 use anyhow::{Context, Result};
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-
-/// The `source` of autoscaling events.
-pub const EVENT_SOURCE: &str = "slurm-cw";
-/// Their `detail-type`.
-pub const BACKLOG_DETAIL_TYPE: &str = "Slurm Backlog Changed";
+use slurm_cw_catalog::events::{self, backlog};
 
 /// SNS takes messages up to 256 KB: a notice's body stays under this many bytes, and more
 /// findings than fit go out as several notices.
@@ -74,17 +70,17 @@ pub async fn backlog_events(
 ) -> Result<()> {
     let details = changed.iter().map(|b| {
         serde_json::json!({
-            "cluster": cluster,
-            "partition": b.partition,
-            "backlog_nodes": b.backlog_nodes,
-            "idle_nodes": b.idle_nodes,
-            "previous_backlog_nodes": b.previous,
+            events::CLUSTER: cluster,
+            backlog::PARTITION: b.partition,
+            backlog::BACKLOG_NODES: b.backlog_nodes,
+            backlog::IDLE_NODES: b.idle_nodes,
+            backlog::PREVIOUS_BACKLOG_NODES: b.previous,
         })
     });
-    put_events(eb, bus, BACKLOG_DETAIL_TYPE, details).await
+    put_events(eb, bus, backlog::DETAIL_TYPE, details).await
 }
 
-/// Events of `detail_type` from [`EVENT_SOURCE`] on `bus`, one a detail, ten to a PutEvents
+/// Events of `detail_type` from [`events::SOURCE`] on `bus`, one a detail, ten to a PutEvents
 /// call; an entry EventBridge refuses fails the whole.
 pub async fn put_events(
     eb: &aws_sdk_eventbridge::Client,
@@ -96,7 +92,7 @@ pub async fn put_events(
         .into_iter()
         .map(|detail| {
             PutEventsRequestEntry::builder()
-                .source(EVENT_SOURCE)
+                .source(events::SOURCE)
                 .detail_type(detail_type)
                 .detail(detail.to_string())
                 .event_bus_name(bus)

@@ -8,6 +8,7 @@ mod common;
 use aws_sdk_cloudwatch::types::{ComparisonOperator, StateValue};
 use common::*;
 use slurm_cw_catalog::alarms::{Rule, default_rules};
+use slurm_cw_catalog::events::{self, backlog};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_lambda::config::Config;
 use slurm_cw_lambda::handler::handle;
@@ -105,7 +106,14 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     let (ns, cluster) = (unique("FiguresTest"), unique("c"));
     let clients = clients(&url).await;
     // Backlog events to a queue through an EventBridge rule.
-    let (sqs, ev_url) = rule_to_queue(&url, &clients, None, "backlog", r#"{"source": ["slurm-cw"]}"#).await;
+    let (sqs, ev_url) = rule_to_queue(
+        &url,
+        &clients,
+        None,
+        "backlog",
+        &serde_json::json!({ "source": [events::SOURCE] }).to_string(),
+    )
+    .await;
 
     let at = minute_ago(8);
     let cfg = config(&ns, &cluster);
@@ -157,8 +165,10 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     let events = messages(&sqs, &ev_url, Duration::from_secs(20)).await;
     assert_eq!(events.len(), 1, "{events:?}");
     let ev: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
-    assert_eq!(ev["detail-type"], "Slurm Backlog Changed");
-    assert_eq!(ev["detail"]["partition"], "p");
-    assert_eq!(ev["detail"]["backlog_nodes"], 2.0);
-    assert_eq!(ev["detail"]["previous_backlog_nodes"], 0.0);
+    assert_eq!(ev["detail-type"], backlog::DETAIL_TYPE);
+    let detail = &ev["detail"];
+    assert_eq!(detail[events::CLUSTER], cluster.as_str());
+    assert_eq!(detail[backlog::PARTITION], "p");
+    assert_eq!(detail[backlog::BACKLOG_NODES], 2.0);
+    assert_eq!(detail[backlog::PREVIOUS_BACKLOG_NODES], 0.0);
 }

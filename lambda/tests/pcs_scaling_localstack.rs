@@ -9,6 +9,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
+use slurm_cw_catalog::events;
 use slurm_cw_catalog::pcs::{LAUNCH_FAILED_DETAIL_TYPE, event, scaling as f};
 use slurm_cw_lambda::config::Config;
 use slurm_cw_lambda::handler::{Budgets, Summary, run_within};
@@ -50,7 +51,8 @@ async fn launch_failure_queue(
 ) -> (String, aws_sdk_sqs::Client, String) {
     let bus = unique("pcs-bus");
     clients.eventbridge.create_event_bus().name(&bus).send().await.unwrap();
-    let pattern = serde_json::json!({ "source": ["slurm-cw"], "detail-type": [LAUNCH_FAILED_DETAIL_TYPE] });
+    let pattern =
+        serde_json::json!({ "source": [events::SOURCE], "detail-type": [LAUNCH_FAILED_DETAIL_TYPE] });
     let (sqs, q_url) = rule_to_queue(url, clients, Some(&bus), "launch-failed", &pattern.to_string()).await;
     (bus, sqs, q_url)
 }
@@ -120,7 +122,7 @@ async fn launch_failures_reach_eventbridge_once_with_their_reason() {
     by_node.sort_by_key(|e| e["detail"][f::SCHEDULER_NODE_ID].as_str().unwrap_or_default().to_owned());
     let (a, b) = (&by_node[0], &by_node[1]);
     assert_eq!(a["detail-type"], LAUNCH_FAILED_DETAIL_TYPE);
-    assert_eq!(a["source"], "slurm-cw");
+    assert_eq!(a["source"], events::SOURCE);
     let d = &a["detail"];
     assert_eq!(d[event::CLUSTER], cluster.as_str());
     assert_eq!(d[f::SCHEDULER_NODE_ID], "compute-2");
