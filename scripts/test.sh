@@ -74,9 +74,9 @@ fi
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 mkdir -p "$target_dir"
 free_gb=$(df -Pk "$target_dir" | awk 'NR == 2 { print int($4 / 1048576) }')
-echo "free disk beside $target_dir: ${free_gb} GB (the whole run writes about 5 GB there and 2 GB of Slurm roots and VM images under /var/cache)"
-if [ "$free_gb" -lt 8 ]; then
-    echo "warning: under 8 GB free; the build may run out of disk" >&2
+echo "free disk beside $target_dir: ${free_gb} GB (the build needs about 2.5 GB there at most under CI, and the Slurm roots and VM images 2 GB under /var/cache)"
+if [ "$free_gb" -lt 6 ]; then
+    echo "warning: under 6 GB free; the build may run out of disk" >&2
 fi
 
 # bench_up NAME WHAT: starts scripts/bench/NAME.sh (stopped at the end when this script started
