@@ -53,8 +53,12 @@ pub async fn clients(url: &str) -> Clients {
 
 /// A name no other test (or earlier run) uses.
 pub fn unique(what: &str) -> String {
+    // The count: two tests that start together can read the same clock (two once made one log
+    // group, and the second failed).
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let k = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let n = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos();
-    format!("{what}-{}-{}", std::process::id(), n % 1_000_000_000)
+    format!("{what}-{}-{}-{k}", std::process::id(), n % 1_000_000_000)
 }
 
 pub fn config(namespace: &str, cluster: &str) -> Config {
