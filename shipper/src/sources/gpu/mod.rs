@@ -166,17 +166,17 @@ impl GpuCollector {
         }
         let mut pid_job: HashMap<u32, usize> = HashMap::new();
         for (i, job) in jobs.iter().enumerate() {
-            if !self.allocations.contains_key(&key(&job.r))
+            if !self.allocations.contains_key(&job.r.key())
                 && let Some(a) = self.allocation(&job.r, &job.pids)
             {
-                self.allocations.insert(key(&job.r), a);
+                self.allocations.insert(job.r.key(), a);
             }
             for p in &job.pids {
                 pid_job.insert(*p, i);
             }
         }
         if let Scope::Node = scope {
-            let alive: HashSet<table::Key> = jobs.iter().map(|j| key(&j.r)).collect();
+            let alive: HashSet<table::Key> = jobs.iter().map(|j| j.r.key()).collect();
             self.allocations.retain(|k, _| alive.contains(k));
         }
         // Autodetected, Slurm numbers GPUs as NVML does: no minor number is needed.
@@ -212,7 +212,7 @@ impl GpuCollector {
                 }
             }
             for (j, job) in jobs.iter().enumerate() {
-                if self.allocations.get(&key(&job.r)).is_some_and(|a| a.holds(id, r.minor, &orders[j])) {
+                if self.allocations.get(&job.r.key()).is_some_and(|a| a.holds(id, r.minor, &orders[j])) {
                     holders.entry(j).or_insert(false);
                 }
             }
@@ -260,7 +260,7 @@ impl GpuCollector {
         }
         let Some(layout) = Layout::from_config(&self.node) else { return Vec::new() };
         self.own.refresh(&layout, &crate::sources::slurm_jobs::resolver(self.slurm.as_ref()));
-        let keys: Vec<_> = self.own.jobs().map(|j| (j.r.node.clone(), j.r.id.clone())).collect();
+        let keys: Vec<_> = self.own.jobs().map(|j| j.r.key()).collect();
         let mut buf = String::new();
         let mut out = Vec::new();
         for key in keys {
@@ -341,11 +341,6 @@ impl GpuCollector {
             reading.gpus = Some(figures);
         }
     }
-}
-
-/// A job's key in the job table: its node (None: this host's) and id.
-fn key(job: &JobRef) -> table::Key {
-    (job.node.clone(), job.id.clone())
 }
 
 /// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup

@@ -102,6 +102,11 @@ pub enum JobDirs {
 }
 
 impl JobRef {
+    /// Its key in the job table: its node in the path (None: this host's) and its id.
+    pub fn key(&self) -> super::table::Key {
+        (self.node.clone(), self.id.clone())
+    }
+
     /// The job directory of a v1 controller (or the v2 directory, whatever is asked).
     pub fn dir(&self, controller: &str) -> Option<&Path> {
         match &self.dirs {

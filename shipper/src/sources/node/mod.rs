@@ -221,7 +221,7 @@ impl NodeCollector {
         for job in &jobs {
             let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
             *per_node.entry(node.clone()).or_default() += 1;
-            let key = (job.node.clone(), job.id.clone());
+            let key = job.key();
             // Each job on its own count, so jobs that start apart spread the /proc reads.
             let due = only.is_some()
                 || self.previous.get(&key).is_none_or(|p| p.cycles_since_procs + 1 >= self.cfg.process_every);
@@ -350,7 +350,7 @@ impl NodeCollector {
         // Slurm's word where no process names the user.
         let slurm_uid = self.slurm.as_ref().and_then(|s| s.borrow().get(id).and_then(|d| d.user_id));
         let mut table = self.table.borrow_mut();
-        let Some(key) = table.find(id).map(|j| (j.r.node.clone(), j.r.id.clone())) else { return Ok(None) };
+        let Some(key) = table.find(id).map(|j| j.r.key()) else { return Ok(None) };
         Ok(table.uid(&key, &self.cfg.proc_root, &mut self.buf).or(slurm_uid))
     }
 }

@@ -118,7 +118,7 @@ impl JobTable {
                     }
                 }
             }
-            let key = (r.node.clone(), r.id.clone());
+            let key = r.key();
             let mut job = match self.jobs.remove(&key) {
                 Some(mut j) => {
                     if let (JobDirs::V1(known), JobDirs::V1(now)) = (&mut j.r.dirs, &r.dirs) {
