@@ -238,12 +238,12 @@ impl Pipeline {
                 batch.jobs = read;
             }
         }
-        self.to_lanes(batch.samples, &batch.jobs, batch.time);
+        self.feed_lanes(batch.samples, &batch.jobs, batch.time);
     }
 
     /// Each destination's shape of the samples and of the jobs' series (read at `time`), less
     /// the excluded metrics, into its aggregator.
-    fn to_lanes(&mut self, mut samples: Vec<Sample>, jobs: &[JobReading], time: SystemTime) {
+    fn feed_lanes(&mut self, mut samples: Vec<Sample>, jobs: &[JobReading], time: SystemTime) {
         let excluded = &self.excluded;
         let keep = |m: &Metric| !excluded.iter().any(|e| e == m.name);
         samples.retain(|s| keep(s.metric));
@@ -313,7 +313,7 @@ impl Pipeline {
         }
         let mut batch = Batch::new(now);
         let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
-        self.to_lanes(batch.samples, &[], now);
+        self.feed_lanes(batch.samples, &[], now);
         let collections = std::mem::take(&mut self.collections);
         let datums = self.lanes.iter_mut().map(|l| l.aggregator.drain()).collect();
         Flushed { datums, records, delivered, records_delivered, collections }
