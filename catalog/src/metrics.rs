@@ -54,6 +54,9 @@ const DELIVERY: &[&[&str]] = &[&[], &[NODE_NAME], &[SINK], &[NODE_NAME, SINK]];
 /// `node.population_per_user` is on. Never per job: that detail is in the job records. Each
 /// account (and user) is billed for every metric it gets: only the key figures go that far.
 const POPULATION: &[&[&str]] = &[&[], &[PARTITION], &[ACCOUNT], &[USER]];
+/// Dollars, per cluster, partition and account (each node adds its jobs' share; CloudWatch's
+/// `Sum` adds the nodes).
+const SPEND: &[&[&str]] = &[&[], &[PARTITION], &[ACCOUNT]];
 /// Across the jobs running on the nodes, per cluster and partition only: the detail behind the
 /// key figures (per account it is one Logs Insights query over the job records away).
 const POPULATION_DETAIL: &[&[&str]] = &[&[], &[PARTITION]];
@@ -326,6 +329,10 @@ catalog! {
             "Jobs whose CPU efficiency stayed under the threshold for the whole window (node.findings).";
         MEMORY_OVER_REQUESTED_JOBS = "MemoryOverRequestedJobs", Count, Total, [Node], POPULATION_DETAIL,
             "Jobs whose peak memory stayed under a threshold share of their memory limit for the whole window (node.findings).";
+        JOB_COST = "JobCost", None, Increase, [Node], SPEND,
+            "US dollars the jobs' node time cost during the period: each node adds what its jobs accrued since its last flush (price x share x hours, see *What jobs cost*); Sum over a period is the spend, per account and partition.";
+        JOB_WASTE = "JobWaste", None, Increase, [Node], SPEND,
+            "US dollars of JobCost wasted by the rule (the unused part of the resource that set the job's share), added as jobs run and end; Sum over a period.";
         JOB_RECORDS = "JobRecords", Count, Total, [Node], &[&[]],
             "Records written to the job log group: job samples, summaries and findings, and node samples (node_sample).";
     }

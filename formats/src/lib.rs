@@ -14,6 +14,7 @@ pub mod datum;
 pub mod infiniband;
 pub mod lustre;
 pub mod powercap;
+pub mod price;
 pub mod record;
 pub mod slurm;
 pub mod spool;

@@ -34,7 +34,9 @@ mod otlp;
 
 use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
+use slurm_cw_formats::slurm::node::NodeSize;
 use slurm_cw_shipper::config::Config;
+use slurm_cw_shipper::cost::{Basis, Price, Prices};
 use slurm_cw_shipper::datum::format_timestamp;
 use slurm_cw_shipper::pipeline::Delivered;
 use slurm_cw_shipper::pipeline::{Parts, Pipeline};
@@ -263,7 +265,12 @@ fn emit_job(out: &mut Batch, job: &Job, t: u64, previous: Option<u64>, with_proc
     }
     let job_figures =
         JobFigures { per_core: per_core_busy, threads, by_exe, ..JobFigures::from_figures(figures) };
-    out.jobs.push(JobReading { info: job.info.clone(), job: job_figures, gpus: None });
+    out.jobs.push(JobReading {
+        info: job.info.clone(),
+        job: job_figures,
+        gpus: None,
+        held: Default::default(),
+    });
 }
 
 /// What one simulated host sent.
@@ -842,6 +849,16 @@ async fn simulate(
                 Delivered { sink: SinkKind::Otlp, stats: Default::default(), spool: None },
             ],
             records: records.as_ref().map(|r| r.stats.clone()),
+            // Job costs on, as by default, at a configured price (c6i.16xlarge or c7i.48xlarge
+            // On-Demand in us-east-1): the JobCost and JobWaste metrics count here too.
+            prices: runs_node.then(|| {
+                let cpus = if s.cores >= 16 { 64.0 } else { 192.0 };
+                let price = Price { hourly: cpus * 0.0425, basis: Basis::Configured };
+                Prices::fixed(
+                    price,
+                    &[(node, NodeSize { cpus, memory_bytes: cpus * 8.0 * (1u64 << 30) as f64, gpus: 0.0 })],
+                )
+            }),
         };
         let role = if runs_node { Role::Node } else { Role::Head };
         Host {

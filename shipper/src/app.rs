@@ -57,6 +57,17 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     } else {
         None
     };
+    // Job costs: the price and node sizes, looked up off the collection thread.
+    let cost = (role.runs_node() && config.cost.enabled).then(|| {
+        let cmds = crate::sources::head::command::SlurmCommands::new(
+            config.slurm.bin_dir.clone(),
+            config.slurm.command_timeout,
+        );
+        let lookup = crate::cost::lookup::Lookup::new(&config.cost, cmds, Default::default());
+        // This host's own node is asked for at once, so that its first job has a size.
+        lookup.prices().size(&node);
+        lookup
+    });
     let parts = crate::pipeline::Parts {
         cluster,
         node,
@@ -69,14 +80,15 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
             })
             .collect(),
         records: records.as_ref().map(|r| r.stats.clone()),
+        prices: cost.as_ref().map(|c| c.prices().clone()),
     };
     let metrics = metrics.into_iter().map(|(_, r)| r).collect();
     let pipeline_config = config.clone();
     let make = move || Pipeline::new(&pipeline_config, role, parts);
     if cli.once {
-        crate::daemon::once(make(), metrics, records).await
+        crate::daemon::once(make(), metrics, records, cost).await
     } else {
-        crate::daemon::daemon(make, metrics, records, &config, role).await
+        crate::daemon::daemon(make, metrics, records, &config, role, cost).await
     }
 }
 

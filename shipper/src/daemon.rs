@@ -7,6 +7,7 @@
 use crate::Exit;
 use crate::collection::Collection;
 use crate::config::Config;
+use crate::cost::lookup::Lookup;
 use crate::datum::Datum;
 use crate::hook;
 use crate::pipeline::Pipeline;
@@ -21,11 +22,26 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 pub type Metrics = Route<MetricSink>;
+/// How often the price lookup wakes: it asks AWS only when its price is due, and Slurm for the
+/// sizes of nodes new jobs ran on.
+const LOOKUP_EVERY: Duration = Duration::from_secs(20);
 pub type Records = Route<RecordSink>;
 
 /// One collection, one flush, each destination drained.
-pub async fn once(mut pipeline: Pipeline, metrics: Vec<Metrics>, records: Option<Records>) -> Exit {
+pub async fn once(
+    mut pipeline: Pipeline,
+    metrics: Vec<Metrics>,
+    records: Option<Records>,
+    mut cost: Option<Lookup>,
+) -> Exit {
+    if let Some(c) = &mut cost {
+        c.refresh().await;
+    }
     pipeline.collect().await;
+    // The sizes of the nodes the collection found jobs on, before their costs are counted.
+    if let Some(c) = &mut cost {
+        c.refresh_sizes().await;
+    }
     let flushed = pipeline.flush();
     let mut results = Vec::new();
     for (mut route, datums) in metrics.into_iter().zip(flushed.datums) {
@@ -66,7 +82,16 @@ pub async fn daemon(
     records: Option<Records>,
     config: &Config,
     role: Role,
+    cost: Option<Lookup>,
 ) -> Exit {
+    if let Some(mut c) = cost {
+        tokio::spawn(async move {
+            loop {
+                c.refresh().await;
+                tokio::time::sleep(LOOKUP_EVERY).await;
+            }
+        });
+    }
     let pace = Pace {
         replay_gap: Duration::from_secs_f64(1.0 / config.spool.replay_rate),
         max_backoff: config.flush_interval,

@@ -15,6 +15,7 @@ pub mod check;
 pub mod cli;
 pub mod collection;
 pub mod config;
+pub mod cost;
 pub mod daemon;
 pub mod hook;
 pub mod install;

@@ -4,6 +4,7 @@
 
 use crate::aggregate::Aggregator;
 use crate::config::{Config, Toggle};
+use crate::cost::Prices;
 use crate::datum::Datum;
 use crate::hook::Answer;
 use crate::role::Role;
@@ -103,6 +104,8 @@ pub struct Parts {
     pub metrics: Vec<Delivered>,
     /// The job records' delivery counts, when they go anywhere.
     pub records: Option<StatsHandle>,
+    /// The node's price and the nodes' sizes, where job costs are on.
+    pub prices: Option<Prices>,
 }
 
 impl Parts {
@@ -117,6 +120,7 @@ impl Parts {
                 spool: None,
             }],
             records: Some(StatsHandle::default()),
+            prices: None,
         }
     }
 }
@@ -177,7 +181,7 @@ impl Pipeline {
         collectors: Vec<Box<dyn Collector>>,
         parts: Parts,
     ) -> Self {
-        let Parts { cluster, node, metrics, records } = parts;
+        let Parts { cluster, node, metrics, records, prices } = parts;
         let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
         let lanes = metrics
             .iter()
@@ -187,7 +191,7 @@ impl Pipeline {
             collectors,
             lanes,
             node: node.clone(),
-            jobs: role.runs_node().then(|| Jobs::new(config.node.findings.clone())),
+            jobs: role.runs_node().then(|| Jobs::new(config.node.findings.clone(), prices)),
             node_samples,
             derive: role.runs_head().then(Derive::default),
             delivery: DeliveryFigures { node, metrics, records, missed: Arc::default() },
@@ -312,11 +316,33 @@ impl Pipeline {
             trimmed += std::mem::take(&mut n.trimmed);
         }
         let mut batch = Batch::new(now);
+        if let Some(jobs) = &mut self.jobs {
+            spend(jobs.take_spent(), &mut batch);
+        }
         let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
         self.feed_lanes(batch.samples, &[], now);
         let collections = std::mem::take(&mut self.collections);
         let datums = self.lanes.iter_mut().map(|l| l.aggregator.drain()).collect();
         Flushed { datums, records, delivered, records_delivered, collections }
+    }
+}
+
+/// What the jobs cost and wasted since the last flush, per cluster, partition and account.
+fn spend(spent: crate::transforms::jobs::Spent, out: &mut Batch) {
+    use slurm_cw_catalog::dims::{ACCOUNT, PARTITION};
+    let mut sums: std::collections::BTreeMap<Dims, (f64, f64)> = std::collections::BTreeMap::new();
+    for ((account, partition), (usd, waste)) in spent {
+        for scope in
+            [Dims::new(), Dims::new().with(PARTITION, partition.as_str()), Dims::new().with(ACCOUNT, account)]
+        {
+            let e = sums.entry(scope).or_default();
+            e.0 += usd;
+            e.1 += waste;
+        }
+    }
+    for (scope, (usd, waste)) in sums {
+        out.push(&JOB_COST, scope.clone(), usd);
+        out.push(&JOB_WASTE, scope, waste);
     }
 }
 
@@ -366,6 +392,7 @@ mod tests {
                 spool: None,
             }],
             records: None,
+            prices: None,
         };
         Pipeline::from_parts(&config, Role::Node, collectors, parts)
     }

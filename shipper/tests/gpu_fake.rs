@@ -213,7 +213,7 @@ fn findings_over(gpus: Vec<FakeGpu>, minutes: u64) -> Vec<serde_json::Value> {
     let cfg =
         NodeConfig { cgroup_root: root.join("cg"), proc_root: root.join("proc"), ..NodeConfig::default() };
     let mut node = NodeCollector::new(cfg, "g1".into());
-    let mut jobs = Jobs::new(Thresholds { idle_gpu_minutes: 30, ..Thresholds::default() });
+    let mut jobs = Jobs::new(Thresholds { idle_gpu_minutes: 30, ..Thresholds::default() }, None);
     let start = SystemTime::now() - Duration::from_secs(3600);
     let mut found = Vec::new();
     for minute in 0..=minutes {

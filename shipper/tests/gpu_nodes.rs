@@ -69,7 +69,7 @@ fn a_job_on_two_slurmd_of_one_host_has_its_gpus_on_the_node_that_runs_them() {
     let dir = tempfile::tempdir().unwrap();
     // No GPUs in the environment: the GPUs' processes say whose they are.
     let cfg = two_slurmd(dir.path());
-    let mut jobs = Jobs::new(Thresholds::default());
+    let mut jobs = Jobs::new(Thresholds::default(), None);
     let gpus = vec![FakeGpu::gpu(0, 80.0).with_pids(&[5242]), FakeGpu::gpu(1, 0.0)];
     let batch = two_cycles(&cfg, GpuConfig::default(), gpus, &mut jobs);
     let on = |n: &str| on(&batch, n);
@@ -107,7 +107,7 @@ fn each_node_of_one_host_keeps_its_own_allocation_of_a_job() {
     std::fs::write(proc.join("5242/environ"), "SLURM_JOB_ID=1001\0SLURM_JOB_GPUS=1\0").unwrap();
     let gpu_cfg = GpuConfig { per_gpu_dimensions: true, ..GpuConfig::default() };
     let gpus = vec![FakeGpu::gpu(0, 0.0), FakeGpu::gpu(1, 0.0), FakeGpu::gpu(2, 0.0)];
-    let batch = two_cycles(&cfg, gpu_cfg, gpus, &mut Jobs::new(Thresholds::default()));
+    let batch = two_cycles(&cfg, gpu_cfg, gpus, &mut Jobs::new(Thresholds::default(), None));
     let held = |n: &str| {
         let g = on(&batch, n).gpus.clone().unwrap_or_else(|| panic!("{n}: no GPUs in {:?}", batch.jobs));
         let labels: Vec<GpuLabel> = g.per_gpu.into_iter().map(|(l, _)| l).collect();

@@ -34,6 +34,16 @@ pub struct JobDetail {
     pub array: Option<(u64, u64)>,
     /// (HetJobId, HetJobOffset) of a heterogeneous job's component.
     pub het: Option<(u64, u64)>,
+    /// What it holds on each node, where Slurm says (JSON).
+    pub allocation: Vec<NodeAllocation>,
+}
+
+/// What a job holds on one node, as Slurm allocated it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodeAllocation {
+    pub node: String,
+    pub cpus: Option<f64>,
+    pub memory_bytes: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -183,6 +193,11 @@ pub(super) fn split_outside_brackets(s: &str) -> Vec<&str> {
 }
 
 impl JobDetail {
+    /// What it holds on `node`.
+    pub fn allocation_on(&self, node: &str) -> Option<&NodeAllocation> {
+        self.allocation.iter().find(|a| a.node == node)
+    }
+
     /// The names Slurm also gives this job besides its id: `<array job>_<task>` for an array
     /// task, `<het job>+<offset>` for a heterogeneous job's component.
     pub fn names(&self) -> impl Iterator<Item = String> + '_ {

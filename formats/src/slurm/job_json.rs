@@ -7,7 +7,7 @@
 //! Bytes that are not UTF-8 in a user's field are replaced (`from_utf8_lossy`) rather than
 //! making the whole answer unreadable: they are in fields this parser does not read.
 
-use super::job::{JobDetail, JobError};
+use super::job::{JobDetail, JobError, NodeAllocation};
 use super::sinfo::{number, strings};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -81,7 +81,45 @@ fn detail(j: &Value) -> JobDetail {
         sluid,
         array: array_job.zip(array_task),
         het: het_job.zip(het_offset),
+        allocation: allocation(j),
     }
+}
+
+const MB: f64 = 1024.0 * 1024.0;
+
+/// CPUs and memory per node: `job_resources.nodes.allocation[]` (`name`, `cpus.count`,
+/// `memory.allocated` in MB) since 23.02; 22.05's `allocated_nodes[]` (`nodename`,
+/// `memory_allocated`) counts no CPUs per node, so a job on one node takes the job's `cpus` and
+/// others none (their cpuset then says).
+fn allocation(j: &Value) -> Vec<NodeAllocation> {
+    let res = j.get("job_resources");
+    let positive = |v: Option<&Value>| set_number(v).filter(|n| *n > 0).map(|n| n as f64);
+    if let Some(nodes) = res.and_then(|r| r.pointer("/nodes/allocation")).and_then(Value::as_array) {
+        return nodes
+            .iter()
+            .filter_map(|n| {
+                Some(NodeAllocation {
+                    node: n.get("name")?.as_str()?.to_owned(),
+                    cpus: positive(n.pointer("/cpus/count")),
+                    memory_bytes: positive(n.pointer("/memory/allocated")).map(|m| m * MB),
+                })
+            })
+            .collect();
+    }
+    let Some(nodes) = res.and_then(|r| r.get("allocated_nodes")).and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let single = nodes.len() == 1;
+    nodes
+        .iter()
+        .filter_map(|n| {
+            Some(NodeAllocation {
+                node: n.get("nodename")?.as_str()?.to_owned(),
+                cpus: if single { positive(j.get("cpus")) } else { None },
+                memory_bytes: positive(n.get("memory_allocated")).map(|m| m * MB),
+            })
+        })
+        .collect()
 }
 
 /// `gres_detail` holds one string per allocated node, in the order of the job's allocation
@@ -137,6 +175,8 @@ mod tests {
         );
         assert_eq!((d.account, d.sluid, d.array), (None, None, None));
         assert!(d.start_unix.is_some());
+        let c3 = NodeAllocation { node: "c3".into(), cpus: Some(1.0), memory_bytes: Some(100.0 * MB) };
+        assert_eq!(d.allocation, vec![c3]);
         // 25.11 (built from documentation): set/number objects, the SLUID, an array task, GPUs.
         let doc = fixture("25.11/squeue.json");
         let d = parse(&doc, "4101").unwrap();
@@ -160,6 +200,9 @@ mod tests {
         let d = parse(&fixture("26.05-real/scontrol-show-job-26.05.json"), "20000004").unwrap();
         assert_eq!((d.partition.as_deref(), d.user_name.as_deref()), (Some("debug"), Some("root")));
         assert_eq!(d.sluid.as_deref(), Some("s0HDM87JGV7900"));
+        let m4 = d.allocation_on("m4").unwrap();
+        assert_eq!((m4.cpus, m4.memory_bytes), (Some(2.0), Some(200.0 * MB)), "{:?}", d.allocation);
+        assert_eq!(d.allocation_on("m3").and_then(|a| a.cpus), Some(1.0));
         let vm = fixture("26.05-real/vm-cgroup-v2/squeue.json");
         let by_sluid = parse(&vm, "sA5SM87JS4MX00").unwrap();
         assert_eq!((by_sluid.job_id.as_str(), by_sluid.user_name.as_deref()), ("1", Some("alice")));

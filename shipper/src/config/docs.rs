@@ -91,6 +91,11 @@ pub const KEYS: &[Key] = &[
     key("gpu.enabled", Value("\"auto\""), "`auto` (on when the NVIDIA driver is present), `on`, `off`"),
     key("gpu.per_gpu_dimensions", Value("false"), "add per-GPU detail to per-job GPU metrics"),
     key("gpu.uuid_dimension", Value("false"), "per-GPU detail by UUID rather than index"),
+    key("cost.enabled", Value("true"), "job costs in dollars: `CostUsd` and `WasteUsd` in the job records and `report`, `JobCost` and `JobWaste` per account and partition (see *What jobs cost*)"),
+    key("cost.hourly_price", Unset("AWS's price of this instance"), "this node's price in dollars an hour, whatever its instance type (Savings Plans, Reserved Instances and negotiated rates are known only to you); a number, 0 or more"),
+    key("cost.prices", Value("{}"), "dollars an hour by instance type (`prices = { \"c5.xlarge\" = 0.11 }`), before AWS's prices"),
+    key("cost.lookup", Value("true"), "without a configured price, ask AWS: the Spot price on a Spot instance (`ec2:DescribeSpotPriceHistory`, hourly), else the On-Demand Linux price (`pricing:GetProducts`, kept a day); the instance type, zone and life cycle come from IMDSv2"),
+    key("cost.cache_file", Value("\"/var/lib/slurm-cw-shipper/prices.json\""), "where the On-Demand price is kept for a day, so a fleet's restart does not ask the Price List API once per node"),
     key("log.level", Value("\"warn\""), "a tracing filter (`info`, `debug`, `slurm_cw_shipper=debug`); `RUST_LOG` wins"),
     key("log.format", Value("\"text\""), "`text` or `json`"),
 ];
@@ -151,6 +156,7 @@ mod tests {
             "node",
             "node.findings",
             "gpu",
+            "cost",
             "spool",
             "log",
         ];

@@ -9,6 +9,7 @@ mod de;
 pub mod docs;
 mod namespace;
 
+pub use crate::cost::config::CostConfig;
 pub use crate::sinks::cloudwatch::config::CloudWatchConfig;
 pub use crate::sinks::config::{DeliveryConfig, SpoolConfig};
 pub use crate::sinks::logs::config::LogsConfig;
@@ -96,6 +97,7 @@ pub struct Config {
     pub head: HeadConfig,
     pub node: NodeConfig,
     pub gpu: GpuConfig,
+    pub cost: CostConfig,
     pub spool: SpoolConfig,
     pub log: LogConfig,
     /// Keys still accepted under an old name, one note each, for the log once it is set up.
@@ -134,6 +136,7 @@ impl Default for Config {
             head: HeadConfig::default(),
             node: NodeConfig::default(),
             gpu: GpuConfig::default(),
+            cost: CostConfig::default(),
             spool: SpoolConfig::default(),
             log: LogConfig::default(),
             deprecated: Vec::new(),
@@ -252,6 +255,7 @@ impl Config {
         self.cloudwatch.check()?;
         self.otlp.check()?;
         self.prometheus.check()?;
+        self.cost.check()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err("log.level", format!("{:?} is not a log filter", self.log.level));
         }

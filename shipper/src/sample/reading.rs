@@ -6,6 +6,7 @@
 use super::JobInfo;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
+use std::time::SystemTime;
 
 /// A limit this large means no limit (cgroup v1's "max" is 2^63 rounded to pages).
 const UNLIMITED: f64 = (1u64 << 60) as f64;
@@ -22,6 +23,18 @@ pub struct JobReading {
     pub job: JobFigures,
     /// Its GPUs on this node, when the GPU collector found any.
     pub gpus: Option<GpuFigures>,
+    /// What Slurm gave it on this node, and when it started: what its cost is measured by.
+    pub held: Held,
+}
+
+/// What Slurm allocated a job on one node, and when the job started, as Slurm says (never its
+/// user). Where Slurm gives no CPU or memory figure, the cgroup's (cpuset, memory limit) stand
+/// in; the GPU count is the GPU collector's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Held {
+    pub started: Option<SystemTime>,
+    pub cpus: Option<f64>,
+    pub memory_bytes: Option<f64>,
 }
 
 /// What the node collector read of a job's cgroup and processes. The figures the records,
@@ -142,7 +155,7 @@ impl GpuFigures {
 
 impl JobReading {
     pub fn new(info: JobInfo) -> Self {
-        JobReading { info, job: JobFigures::default(), gpus: None }
+        JobReading { info, job: JobFigures::default(), gpus: None, held: Held::default() }
     }
 
     /// Whether this reading has any figure (a job whose cgroup vanished mid-read has none).
@@ -181,6 +194,16 @@ impl JobReading {
         self.gpus.as_ref().map(|g| g.count)
     }
 
+    /// CPUs it holds on this node: Slurm's allocation, else its cpuset.
+    pub fn cpus_held(&self) -> Option<f64> {
+        self.held.cpus.or(self.job.cpus_allocated)
+    }
+
+    /// Memory it holds on this node: Slurm's allocation, else its cgroup's limit.
+    pub fn memory_held(&self) -> Option<f64> {
+        self.held.memory_bytes.or_else(|| self.memory_limit())
+    }
+
     pub fn gpu_utilization(&self) -> Option<f64> {
         self.gpus.as_ref().and_then(|g| g.utilization)
     }
@@ -199,7 +222,7 @@ mod tests {
             account: "a".into(),
             partition: "p".into(),
         };
-        JobReading { info, job: JobFigures::from_figures(figures), gpus: None }
+        JobReading { info, job: JobFigures::from_figures(figures), gpus: None, held: Held::default() }
     }
 
     #[test]

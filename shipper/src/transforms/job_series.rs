@@ -116,7 +116,7 @@ mod tests {
             threads: vec![("running", 2.0)],
             ..JobFigures::from_figures(vec![(&MEMORY_RSS, 1.0)])
         };
-        JobReading { info, job, gpus }
+        JobReading { info, job, gpus, held: Default::default() }
     }
 
     /// (metric, dimension names) of each series.

@@ -12,19 +12,27 @@ mod tests;
 
 use super::findings::{Holding, Thresholds};
 use super::records::{finish, head, round};
+use crate::cost::Prices;
 use crate::sample::Batch;
 use serde_json::{Map, Value, json};
 use slurm_cw_catalog::records::{self as r, endings, kinds};
 use slurm_cw_formats::record::Record;
 use state::Job;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
 
 /// (node, job id)
 type Key = (String, String);
 
+/// Dollars of cost and of waste the jobs of one account in one partition added since the last
+/// flush (the cost metrics).
+pub type Spent = BTreeMap<(String, String), (f64, f64)>;
+
 pub struct Jobs {
     thresholds: Thresholds,
+    /// The node's price and size, where job costs are on.
+    prices: Option<Prices>,
+    spent: Spent,
     jobs: HashMap<Key, Job>,
     /// Summaries and findings made since the last flush.
     pending: Vec<Record>,
@@ -34,8 +42,35 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    pub fn new(thresholds: Thresholds) -> Self {
-        Jobs { thresholds, jobs: HashMap::new(), pending: Vec::new(), seq: 0, trimmed: 0 }
+    pub fn new(thresholds: Thresholds, prices: Option<Prices>) -> Self {
+        Jobs {
+            thresholds,
+            prices,
+            spent: Spent::new(),
+            jobs: HashMap::new(),
+            pending: Vec::new(),
+            seq: 0,
+            trimmed: 0,
+        }
+    }
+
+    /// What the jobs' cost and waste added since the last call, by (account, partition).
+    pub fn take_spent(&mut self) -> Spent {
+        std::mem::take(&mut self.spent)
+    }
+
+    /// Counts a job's cost up to now and adds what is new of it to `spent`.
+    fn account_for(job: &mut Job, prices: Option<&Prices>, spent: &mut Spent) {
+        let Some(p) = prices else { return };
+        job.accrue(p);
+        let waste = job.waste().map_or(job.reported.1, |w| w.0);
+        let (usd, wasted) = (job.bill.usd - job.reported.0, waste - job.reported.1);
+        if usd != 0.0 || wasted != 0.0 {
+            let e = spent.entry((job.info.account.clone(), job.info.partition.clone())).or_default();
+            e.0 += usd;
+            e.1 += wasted;
+            job.reported = (job.bill.usd, waste);
+        }
     }
 
     /// Jobs tracked now.
@@ -58,16 +93,24 @@ impl Jobs {
             let job = self.jobs.entry(key).or_insert_with(|| Job::new(info.clone(), at));
             job.info.clone_from(info);
             job.last_seen = at;
-            out.push(job.absorb(reading, at, &self.thresholds, &mut self.pending, &mut self.seq));
+            out.push(job.absorb(
+                reading,
+                at,
+                &self.thresholds,
+                self.prices.as_ref(),
+                &mut self.pending,
+                &mut self.seq,
+            ));
         }
         if batch.all_jobs {
             let seen: HashSet<Key> =
                 batch.jobs.iter().map(|j| (j.info.node.clone(), j.info.id.clone())).collect();
             let gone: Vec<Key> = self.jobs.keys().filter(|k| !seen.contains(*k)).cloned().collect();
             for key in gone {
-                if let Some(job) = self.jobs.remove(&key)
+                if let Some(mut job) = self.jobs.remove(&key)
                     && job.summarized != Some(job.last_seen)
                 {
+                    Self::account_for(&mut job, self.prices.as_ref(), &mut self.spent);
                     let record = job.summary(endings::CGROUP_GONE);
                     self.push(record, job.last_seen);
                 }
@@ -82,6 +125,7 @@ impl Jobs {
                 if let Some(job) = self.jobs.get_mut(&key)
                     && job.summarized.is_none()
                 {
+                    Self::account_for(job, self.prices.as_ref(), &mut self.spent);
                     job.summarized = Some(job.last_seen);
                     let record = job.summary(endings::TASK_EPILOG);
                     let t = job.last_seen;
@@ -107,6 +151,7 @@ impl Jobs {
         let mut made = Vec::new();
         for key in keys {
             let Some(job) = self.jobs.get_mut(&key) else { continue };
+            Self::account_for(job, self.prices.as_ref(), &mut self.spent);
             if job.flush.is_empty() {
                 continue;
             }
@@ -133,6 +178,7 @@ impl Jobs {
                 }
             }
             job.flush_samples = 0;
+            job.put_cost(&mut m);
             made.push(m);
         }
         for m in made {

@@ -122,7 +122,7 @@ mod tests {
             account: account.into(),
             partition: "gpu".into(),
         };
-        JobReading { info, job: JobFigures::from_figures(figures), gpus }
+        JobReading { info, job: JobFigures::from_figures(figures), gpus, held: Default::default() }
     }
 
     #[test]

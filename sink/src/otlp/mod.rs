@@ -214,6 +214,7 @@ impl OtlpSink {
                 [("host", self.host.as_str()), ("content-type", PROTOBUF), ("content-encoding", "gzip")];
             let headers = sign::signature(
                 &credentials,
+                sign::SERVICE,
                 &signer.region,
                 SystemTime::now(),
                 "POST",

@@ -31,10 +31,13 @@ pub fn is_cloudwatch(uri: &::http::Uri) -> bool {
 }
 
 /// The headers SigV4 adds (`authorization`, `x-amz-date`, `x-amz-security-token` with a
-/// session token) for a request made of `method`, `uri`, `headers` and `body`, signed at `time`.
-/// Every header given is signed.
+/// session token) for a request to `service` (its signing name: `monitoring`, `ec2`,
+/// `pricing`) made of `method`, `uri`, `headers` and `body`, signed at `time`. Every header given
+/// is signed.
+#[allow(clippy::too_many_arguments)]
 pub fn signature(
     credentials: &Credentials,
+    service: &str,
     region: &str,
     time: SystemTime,
     method: &str,
@@ -46,7 +49,7 @@ pub fn signature(
     let params = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
-        .name(SERVICE)
+        .name(service)
         .time(time)
         .settings(SigningSettings::default())
         .build()

@@ -36,7 +36,7 @@ use super::slurm_jobs::{self, SlurmJobs};
 use super::{Collector, Errors};
 use crate::config::NodeConfig;
 use crate::hook::Answer;
-use crate::sample::{Batch, Dims, JobInfo, JobReading, SlurmNames};
+use crate::sample::{Batch, Dims, Held, JobInfo, JobReading, SlurmNames};
 use cgroup::CgroupStats;
 use discover::{JobRef, Layout};
 use kv::Io;
@@ -46,7 +46,7 @@ use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_sink::log_once::LogOnce;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::Instant;
+use std::time::{Duration, Instant, UNIX_EPOCH};
 use subtree::ProcCgroups;
 use table::SharedJobs;
 
@@ -315,7 +315,8 @@ impl NodeCollector {
             partition,
         };
         let figures = figures::of(r, prev, self.ticks_per_second, self.cfg.top_executables);
-        out.jobs.push(JobReading { info, job: figures, gpus: None });
+        let held = self.held(&job.id, node);
+        out.jobs.push(JobReading { info, job: figures, gpus: None, held });
     }
 }
 
@@ -328,6 +329,21 @@ impl NodeCollector {
             sluid: job.sluid.clone().or_else(|| d.and_then(|d| d.sluid.clone())),
             array_task: d.and_then(slurm_cw_formats::slurm::job::JobDetail::array_task),
             het_component: d.and_then(slurm_cw_formats::slurm::job::JobDetail::het_component),
+        }
+    }
+
+    /// What Slurm allocated job `id` on `node`, and when it started.
+    fn held(&self, id: &str, node: &str) -> Held {
+        let slurm = self.slurm.as_ref().map(|s| s.borrow());
+        let Some(d) = slurm.as_ref().and_then(|s| s.get(id)) else { return Held::default() };
+        let on = d.allocation_on(node);
+        Held {
+            started: d
+                .start_unix
+                .and_then(|t| u64::try_from(t).ok())
+                .map(|t| UNIX_EPOCH + Duration::from_secs(t)),
+            cpus: on.and_then(|a| a.cpus),
+            memory_bytes: on.and_then(|a| a.memory_bytes),
         }
     }
 

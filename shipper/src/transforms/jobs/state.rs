@@ -3,6 +3,7 @@
 
 use super::super::findings::{self, JobFindings, Observation, Thresholds};
 use super::super::records::{finish, head, round};
+use crate::cost::{self, Bill, Prices, Resource};
 use crate::sample::{JobInfo, JobReading};
 use serde_json::{Map, Value, json};
 use slurm_cw_catalog::metrics::{CPU_CORE_UTILIZATION, PROCESS_CPU_USAGE, THREAD_COUNT};
@@ -49,6 +50,14 @@ pub(super) struct Job {
     read_bytes: f64,
     write_bytes: f64,
     oom_kills: f64,
+    /// When the job started, as Slurm says.
+    started: Option<SystemTime>,
+    /// What Slurm allocated it here (else its cpuset and memory limit): the largest seen.
+    cpus_held: Option<f64>,
+    memory_held: Option<f64>,
+    pub bill: Bill,
+    /// Dollars of cost and waste already added to the cost metrics.
+    pub reported: (f64, f64),
     findings: JobFindings,
     /// The last_seen of the summary a final sample wrote (a later sample means a newer summary
     /// when the cgroup goes).
@@ -79,6 +88,11 @@ impl Job {
             read_bytes: 0.0,
             write_bytes: 0.0,
             oom_kills: 0.0,
+            started: None,
+            cpus_held: None,
+            memory_held: None,
+            bill: Bill::default(),
+            reported: (0.0, 0.0),
             findings: JobFindings::default(),
             summarized: None,
         }
@@ -118,6 +132,7 @@ impl Job {
         reading: &JobReading,
         at: SystemTime,
         t: &Thresholds,
+        prices: Option<&Prices>,
         pending: &mut Vec<Record>,
         seq: &mut u64,
     ) -> findings::Holding {
@@ -145,6 +160,10 @@ impl Job {
             self.memory_limit = Some(self.memory_limit.map_or(limit, |l| l.max(limit)));
         }
         self.oom_kills = self.oom_kills.max(f.oom_kills.unwrap_or(0.0));
+        let larger = |a: Option<f64>, b: Option<f64>| [a, b].into_iter().flatten().reduce(f64::max);
+        self.cpus_held = larger(self.cpus_held, reading.cpus_held());
+        self.memory_held = larger(self.memory_held, reading.memory_held());
+        self.started = reading.held.started.or(self.started);
         if let Some(g) = &reading.gpus {
             self.gpus = self.gpus.max(g.count);
             self.gpu_seconds += g.count * dt;
@@ -168,15 +187,78 @@ impl Job {
         };
         let mut new = Vec::new();
         let holding = self.findings.observe(&obs, at, t, &mut new);
+        if let Some(p) = prices {
+            self.accrue(p);
+        }
         for n in new {
             *seq += 1;
             let id = format!("{}:{}:{}", self.info.node, self.info.id, n.kind);
             let mut m = head(&self.info, kinds::JOB_FINDING, at, id);
             m.insert(r::FINDING.name.into(), json!(n.kind));
-            m.insert(r::DETAIL.name.into(), json!(n.detail));
+            let mut detail = n.detail;
+            if let Some((usd, fraction, resource)) = self.waste() {
+                // The same rule as the summary's, so far.
+                detail.push_str(&format!(
+                    ": ${usd:.2} of its ${:.2} so far on this node ({:.0}% of its {} unused)",
+                    self.bill.usd,
+                    fraction * 100.0,
+                    resource.as_str()
+                ));
+                self.put_waste(&mut m, usd, fraction, resource);
+            }
+            m.insert(r::DETAIL.name.into(), json!(detail));
             pending.push(finish(m, at).0);
         }
         holding
+    }
+
+    /// Counts its cost up to when it was last seen, where the node's price and size are known.
+    pub fn accrue(&mut self, prices: &Prices) {
+        let (Some(price), Some(size)) = (prices.price(), prices.size(&self.info.node)) else { return };
+        let gpus = (self.gpus > 0.0).then_some(self.gpus);
+        let Some((share, dominant)) = cost::share(self.cpus_held, self.memory_held, gpus, &size) else {
+            return;
+        };
+        // A controller's clock ahead of this node's cannot start the job after it was seen.
+        let started = self.started.map_or(self.first_seen, |s| s.min(self.first_seen));
+        self.bill.accrue(cost::Rate { price, share, dominant }, started, self.last_seen);
+    }
+
+    /// The unused fraction of `resource` so far.
+    fn unused(&self, resource: Resource) -> Option<f64> {
+        match resource {
+            Resource::Gpu => (self.gpu_seconds > 0.0).then(|| self.gpu_idle_seconds / self.gpu_seconds),
+            Resource::Cpu => (self.cores > 0.0 && self.cpu_covered > 0.0)
+                .then(|| 1.0 - self.cpu_integrated / (self.cores * self.cpu_covered)),
+            Resource::Memory => self
+                .memory_held
+                .filter(|m| *m > 0.0 && self.memory_peak > 0.0)
+                .map(|m| 1.0 - self.memory_peak / m),
+        }
+    }
+
+    /// Dollars wasted by the rule, the unused fraction, and of what.
+    pub fn waste(&self) -> Option<(f64, f64, Resource)> {
+        let (usd, fraction) = self.bill.waste(|r| self.unused(r))?;
+        Some((usd, fraction, self.bill.rate?.dominant))
+    }
+
+    fn put_waste(&self, m: &mut Map<String, Value>, usd: f64, fraction: f64, resource: Resource) {
+        m.insert(r::WASTE_USD.name.into(), json!(round(usd)));
+        m.insert(r::WASTE_RESOURCE.name.into(), json!(resource.as_str()));
+        m.insert(r::UNUSED_PERCENT.name.into(), json!(round(fraction * 100.0)));
+    }
+
+    /// Its cost so far, with the price and share behind it, into a record.
+    pub fn put_cost(&self, m: &mut Map<String, Value>) {
+        if let Some(s) = self.started {
+            m.insert(r::SLURM_START.name.into(), json!(format_timestamp(s)));
+        }
+        let Some(rate) = self.bill.rate else { return };
+        m.insert(r::COST_USD.name.into(), json!(round(self.bill.usd)));
+        m.insert(r::HOURLY_PRICE.name.into(), json!(round(rate.price.hourly)));
+        m.insert(r::SHARE.name.into(), json!(round(rate.share)));
+        m.insert(r::COST_BASIS.name.into(), json!(rate.price.basis.as_str()));
     }
 
     /// Its `job_summary` record.
@@ -216,6 +298,10 @@ impl Job {
         put(&r::READ_BYTES_TOTAL, self.read_bytes);
         put(&r::WRITE_BYTES_TOTAL, self.write_bytes);
         put(&r::OOM_KILLS, self.oom_kills);
+        self.put_cost(&mut m);
+        if let Some((usd, fraction, resource)) = self.waste() {
+            self.put_waste(&mut m, usd, fraction, resource);
+        }
         m.insert(r::FIRST_SEEN.name.into(), json!(format_timestamp(self.first_seen)));
         m.insert(r::LAST_SEEN.name.into(), json!(format_timestamp(self.last_seen)));
         m.insert(r::ENDED_BY.name.into(), json!(ended_by));

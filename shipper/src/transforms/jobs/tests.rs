@@ -26,7 +26,7 @@ fn info(id: &str) -> JobInfo {
 fn reading(id: &str, node: &str, figures: Vec<(&'static Metric, f64)>) -> JobReading {
     let mut i = info(id);
     i.node = node.into();
-    JobReading { info: i, job: JobFigures::from_figures(figures), gpus: None }
+    JobReading { info: i, job: JobFigures::from_figures(figures), gpus: None, held: Default::default() }
 }
 
 fn collection(at: u64, jobs: &[(&str, f64, f64)]) -> Batch {
@@ -57,7 +57,7 @@ fn parse(r: &Record) -> Value {
 
 #[test]
 fn one_sample_record_per_job_and_flush_then_a_summary_when_the_cgroup_goes() {
-    let mut jobs = Jobs::new(Thresholds::default());
+    let mut jobs = Jobs::new(Thresholds::default(), None);
     jobs.observe(&collection(0, &[("7", 1.0, 300e6)]));
     jobs.observe(&collection(30, &[("7", 1.0, 310e6), ("8", 0.0, 1e6)]));
     let recs = jobs.flush(t(31));
@@ -90,7 +90,7 @@ fn one_sample_record_per_job_and_flush_then_a_summary_when_the_cgroup_goes() {
 
 #[test]
 fn a_final_sample_writes_the_summary_once() {
-    let mut jobs = Jobs::new(Thresholds::default());
+    let mut jobs = Jobs::new(Thresholds::default(), None);
     jobs.observe(&collection(0, &[("9", 2.0, 1e6)]));
     let mut last = collection(10, &[("9", 2.0, 1e6)]);
     last.all_jobs = false;
@@ -105,7 +105,7 @@ fn a_final_sample_writes_the_summary_once() {
 
 #[test]
 fn a_job_asked_for_again_while_it_runs_gets_samples_and_one_more_summary_at_its_end() {
-    let mut jobs = Jobs::new(Thresholds::default());
+    let mut jobs = Jobs::new(Thresholds::default(), None);
     jobs.observe(&collection(0, &[("9", 2.0, 1e6)]));
     for at in 1..=50 {
         let mut again = collection(at, &[("9", 2.0, 2e6)]);
@@ -129,7 +129,7 @@ fn a_job_asked_for_again_while_it_runs_gets_samples_and_one_more_summary_at_its_
 #[test]
 fn gpu_figures_go_to_the_record_of_the_node_whose_gpus_they_are() {
     // Two slurmd on one host run parts of job 5; only n2's part holds GPUs.
-    let mut jobs = Jobs::new(Thresholds::default());
+    let mut jobs = Jobs::new(Thresholds::default(), None);
     for at in [0, 60] {
         let mut b = Batch::new(t(at));
         b.all_jobs = true;
@@ -160,7 +160,7 @@ fn gpu_figures_go_to_the_record_of_the_node_whose_gpus_they_are() {
 
 #[test]
 fn an_unlimited_limit_is_none_for_records_findings_and_population_alike() {
-    let mut jobs = Jobs::new(Thresholds::default());
+    let mut jobs = Jobs::new(Thresholds::default(), None);
     let unlimited = 9.223372036854772e18;
     let mut b = Batch::new(t(0));
     b.all_jobs = true;
@@ -183,7 +183,7 @@ fn an_unlimited_limit_is_none_for_records_findings_and_population_alike() {
 #[test]
 fn idle_gpus_are_decided_once_for_records_and_population() {
     // 4 GPUs, one without a process; utilisation 50% then 1% (threshold 5%).
-    let mut jobs = Jobs::new(Thresholds::default());
+    let mut jobs = Jobs::new(Thresholds::default(), None);
     let mut pop = Vec::new();
     for (at, util) in [(0, 50.0), (60, 50.0), (120, 1.0)] {
         let mut b = Batch::new(t(at));
@@ -202,4 +202,62 @@ fn idle_gpus_are_decided_once_for_records_and_population() {
     let s = recs.iter().find(|v| v["Type"] == "job_summary").unwrap();
     // GPU-seconds over 120 s: 4 x 120; idle: 1 x 60 + 4 x 60 (each reading covers the time before it).
     assert_eq!(s["GpuIdlePercent"], 62.5, "{s}");
+}
+
+#[test]
+fn a_job_costs_price_times_share_times_the_hours_it_held_the_node_from_its_slurm_start() {
+    use crate::cost::{Basis, Price, Prices};
+    use crate::sample::Held;
+    use slurm_cw_formats::slurm::node::NodeSize;
+    // A 96-core, 8-GPU node at $32 an hour; the job holds 12 cores and 2 GPUs: a quarter of it
+    // ($8 an hour). Slurm says it started an hour before this node's shipper first saw it.
+    let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 8.0 };
+    let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    let held = Held { started: Some(t(0)), cpus: Some(12.0), memory_bytes: Some(1e11) };
+    for (at, util) in [(3600, 50.0), (5400, 50.0), (7200, 0.0)] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r =
+            reading("9", "n1", vec![(&CPUS_ALLOCATED, 12.0), (&CPU_USAGE, 6.0), (&CPU_UTILIZATION, 50.0)]);
+        r.held = held.clone();
+        // Utilisation 50%, then idle: of the hour after the first reading, the first half busy
+        // and the second idle (each reading covers the time before it).
+        r.gpus = Some(GpuFigures::new(2.0, 0.0, vec![(&GPU_UTILIZATION, util)]));
+        b.jobs.push(r);
+        jobs.observe(&b);
+    }
+    let recs: Vec<Value> = jobs.flush(t(7201)).iter().map(parse).collect();
+    let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
+    // Two hours from its start at $8: $16.
+    assert_eq!(sample["CostUsd"], 16.0, "{sample}");
+    assert_eq!((sample["HourlyPrice"].as_f64(), sample["Share"].as_f64()), (Some(32.0), Some(0.25)));
+    assert_eq!(sample["CostBasis"], "configured");
+    assert_eq!(sample["SlurmStart"], format_timestamp(t(0)));
+    let spent = jobs.take_spent();
+    // The metrics get what it cost so far, and its waste by the rule so far (half of it).
+    assert_eq!(spent.get(&("phys".to_owned(), "cpu".to_owned())), Some(&(16.0, 8.0)));
+    // The job ends: its summary says the total and the waste by the rule. GPUs set the share;
+    // they idled 1 of the 2 GPU-hours read (GPU time counts from the first reading): half of $16.
+    jobs.observe(&Batch { all_jobs: true, ..Batch::new(t(9000)) });
+    let recs: Vec<Value> = jobs.flush(t(9001)).iter().map(parse).collect();
+    let s = recs.iter().find(|v| v["Type"] == "job_summary").unwrap();
+    assert_eq!(s["CostUsd"], 16.0, "the cgroup gone: no more time held after the last reading");
+    assert_eq!((s["WasteResource"].as_str(), s["UnusedPercent"].as_f64()), (Some("gpu"), Some(50.0)), "{s}");
+    assert_eq!(s["WasteUsd"], 8.0);
+    assert!(jobs.take_spent().is_empty(), "nothing new since: counted once");
+}
+
+#[test]
+fn without_a_price_or_a_node_size_no_cost_figure_at_all() {
+    use crate::cost::{Basis, Price, Prices};
+    for prices in [Prices::default(), Prices::fixed(Price { hourly: 1.0, basis: Basis::Spot }, &[])] {
+        let mut jobs = Jobs::new(Thresholds::default(), Some(prices.clone()));
+        jobs.observe(&collection(0, &[("1", 1.0, 1e9)]));
+        jobs.observe(&collection(60, &[("1", 1.0, 1e9)]));
+        let recs: Vec<Value> = jobs.flush(t(61)).iter().map(parse).collect();
+        assert!(recs.iter().all(|r| r.get("CostUsd").is_none() && r.get("WasteUsd").is_none()), "{recs:?}");
+        assert!(jobs.take_spent().is_empty());
+        assert_eq!(prices.wanted(), vec!["n1".to_owned()], "the node's size is asked for");
+    }
 }
