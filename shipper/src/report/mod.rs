@@ -5,6 +5,7 @@
 //! another user's, 2 bad arguments or configuration.
 
 pub mod access;
+pub mod cost;
 pub mod fetch;
 pub mod model;
 pub mod render;

@@ -1,6 +1,7 @@
 //! A job's records combined into one report: per node from its summary (else its samples),
 //! then the job: CPU-seconds and cores add up, memory peaks take the largest.
 
+use super::cost::{self, NodeCost};
 use serde::Serialize;
 use serde_json::Value;
 use slurm_cw_catalog::metrics::{
@@ -26,6 +27,8 @@ pub struct NodeRow {
     pub memory_requested_bytes: Option<f64>,
     pub gpus: Option<f64>,
     pub gpu_idle_percent: Option<f64>,
+    /// What the job cost on this node, where the records say.
+    pub cost: Option<NodeCost>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -58,6 +61,9 @@ pub struct Report {
     pub memory_requested_bytes: Option<f64>,
     pub per_node: Vec<NodeRow>,
     pub gpus: Vec<GpuRow>,
+    /// US dollars, summed over the nodes whose records state a cost.
+    pub cost_usd: Option<f64>,
+    pub waste_usd: Option<f64>,
     pub advice: Vec<String>,
 }
 
@@ -99,6 +105,7 @@ fn from_summary(node: &str, s: &Value) -> NodeRow {
         memory_requested_bytes: num(s, r::MEMORY_REQUESTED.name),
         gpus: num(s, r::GPUS.name),
         gpu_idle_percent: num(s, r::GPU_IDLE_PERCENT.name),
+        cost: cost::of(s),
     }
 }
 
@@ -131,6 +138,7 @@ fn from_samples(node: &str, samples: &[&Value]) -> NodeRow {
         memory_requested_bytes: limit,
         gpus: None,
         gpu_idle_percent: None,
+        cost: cost::of_samples(samples),
     }
 }
 
@@ -210,6 +218,7 @@ pub fn combine(job: &str, records: &[Value]) -> Report {
     rep.memory_peak_bytes = max_of(rows.iter().filter_map(|n| n.memory_peak_bytes));
     rep.memory_requested_bytes = max_of(rows.iter().filter_map(|n| n.memory_requested_bytes));
     rep.elapsed_seconds = max_of(rows.iter().map(|n| n.elapsed_seconds));
+    (rep.cost_usd, rep.waste_usd) = cost::total(rows.iter().map(|n| &n.cost));
     rep
 }
 
@@ -302,6 +311,24 @@ mod tests {
         let advice = advise(&rep);
         assert!(advice.iter().any(|a| a.contains("`--mem=4G`")), "{advice:?}");
         assert!(advice.iter().any(|a| a.contains("`-c 1`")), "{advice:?}");
+    }
+
+    #[test]
+    fn a_job_on_two_nodes_costs_what_both_summaries_say() {
+        let mut a = summary("a", 100.0, 4.0, 3600.0, GIB, 4.0 * GIB);
+        let mut b = summary("b", 100.0, 4.0, 3600.0, GIB, 4.0 * GIB);
+        for (s, usd, waste) in [(&mut a, 1.70, 0.85), (&mut b, 0.68, 0.34)] {
+            s[r::COST_USD.name] = json!(usd);
+            s[r::WASTE_USD.name] = json!(waste);
+            s[r::HOURLY_PRICE.name] = json!(usd);
+            s[r::SHARE.name] = json!(1.0);
+        }
+        let rep = combine("9", &[a, b]);
+        let (usd, waste) = (rep.cost_usd.unwrap(), rep.waste_usd.unwrap());
+        assert!((usd - 2.38).abs() < 1e-9 && (waste - 1.19).abs() < 1e-9, "{usd} {waste}");
+        let out = super::super::render::text(&rep, false);
+        assert!(out.contains("Cost    $2.38 on 2 node(s), of it wasted $1.19"), "{out}");
+        assert!(out.contains("cost $1.70  1.000 of the node at $1.70/h"), "{out}");
     }
 
     #[test]

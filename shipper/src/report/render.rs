@@ -1,5 +1,6 @@
 //! The report for a terminal: text bars, colour only on a terminal.
 
+use super::cost;
 use super::model::{Report, bytes};
 use std::fmt::Write;
 
@@ -106,6 +107,18 @@ pub fn text(rep: &Report, colour: bool) -> String {
             let _ = writeln!(o, "Memory  unknown");
         }
     }
+    if let Some(usd) = rep.cost_usd {
+        let nodes = rep.per_node.iter().filter(|n| n.cost.is_some()).count();
+        let _ = write!(o, "Cost    {} on {nodes} node(s)", cost::dollars(usd));
+        if let Some(w) = rep.waste_usd {
+            let _ = write!(
+                o,
+                ", of it wasted {} (the unused part of what set each node's share)",
+                cost::dollars(w)
+            );
+        }
+        let _ = writeln!(o);
+    }
     let _ = writeln!(o, "\nPer node:");
     for n in &rep.per_node {
         let eff =
@@ -120,6 +133,9 @@ pub fn text(rep: &Report, colour: bool) -> String {
             "  {:<12} {eff}  {:.0} CPU-s / {:.0} cores  {mem}  {} ({:.0} samples)",
             n.node, n.cpu_seconds, n.cores_allocated, n.source, n.samples
         );
+        if let Some(c) = &n.cost {
+            let _ = writeln!(o, "  {:<12} cost {}", "", printable(&cost::line(c)));
+        }
         if let Some(idle) = n.gpu_idle_percent {
             let _ = writeln!(o, "  {:<12} GPUs {:.0}, idle {}", "", n.gpus.unwrap_or(0.0), bar(idle, false));
         }
@@ -172,6 +188,7 @@ mod tests {
                 memory_requested_bytes: None,
                 gpus: None,
                 gpu_idle_percent: None,
+                cost: None,
             }],
             advice: vec![evil.into()],
             ..Report::default()
