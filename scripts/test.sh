@@ -202,14 +202,14 @@ slurm_bench_tests() {
 # release): Debian 13's packages in a chroot beside the 22.05 bench, made once (about a minute)
 # and cached.
 step "Slurm 24.11: the real-Slurm tests again (SLURM_24_11=0 skips)"
-slurm_bench_tests 24.11 SLURM_24_11 node_slurm head_once head_scenario report
+slurm_bench_tests 24.11 SLURM_24_11 node_slurm job_cost head_once head_scenario report
 
 # The head role on Slurm 26.05 (Debian sid's, in a chroot like 24.11's; made once, about a
 # minute, and cached): slurmctld's own OpenMetrics endpoint as the node source, checked against
 # sinfo and squeue (head_openmetrics), and the existing head tests on 26.05 (with sinfo: auto
 # keeps it there, as the bench's GPUs are not tracked by accounting).
 step "Slurm 26.05: the head role with slurmctld's OpenMetrics endpoint (SLURM_26_05=0 skips)"
-slurm_bench_tests 26.05 SLURM_26_05 head_openmetrics head_once head_scenario report
+slurm_bench_tests 26.05 SLURM_26_05 head_openmetrics head_once head_scenario report job_cost
 
 # AWS ParallelCluster's default Slurm settings (no ConstrainRAMSpace, no JobAcctGatherType): jobs
 # have no memory or cpuacct cgroup; the node role measures them from their processes. The

@@ -84,7 +84,7 @@ start() {
     # DNS_ADDRESS=0 and DISABLE_EVENTS=1 keep it off the internet; the gateway binds loopback only.
     service_start "$pidf" "$logf" healthy 300 0.2 -- env \
         TMPDIR="$state" \
-        SERVICES=cloudwatch,sns,sqs,logs,events,iam,sts \
+        SERVICES=cloudwatch,sns,sqs,logs,events,iam,sts,ec2 \
         GATEWAY_LISTEN="127.0.0.1:$port" \
         LOCALSTACK_VOLUME_DIR="$bench/volume" \
         DNS_ADDRESS=0 DISABLE_EVENTS=1 SKIP_SSL_CERT_DOWNLOAD=1 \

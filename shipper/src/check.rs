@@ -144,6 +144,12 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
         rows.push(gres_row(config));
     }
     rows.extend(host_rows(config, role.is_some_and(|r| r.runs_node())));
+    if role.is_some_and(|r| r.runs_node()) && config.cost.enabled {
+        rows.push(match crate::cost::lookup::describe(config).await {
+            Ok(d) => row("price", Status::Ok, d),
+            Err(d) => row("price", Status::Warn, d),
+        });
+    }
     rows
 }
 

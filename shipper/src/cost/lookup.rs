@@ -51,6 +51,8 @@ pub struct Lookup {
     next: Option<Instant>,
     /// What answered last, for `--check`.
     pub source: String,
+    /// Whether to log what the look-ups find (`--check` says it in its table instead).
+    log: bool,
 }
 
 /// The endpoint of `service` (the SDK's variables, else AWS's own host).
@@ -239,10 +241,12 @@ impl Lookup {
             match &price {
                 Ok(p) => {
                     self.source = format!("{} ${:.4}/h", p.basis.as_str(), p.hourly);
-                    tracing::info!(basis = p.basis.as_str(), hourly = p.hourly, "node price");
+                    if self.log {
+                        tracing::info!(basis = p.basis.as_str(), hourly = p.hourly, "node price");
+                    }
                 }
                 Err(why) => {
-                    if self.prices.missing().as_deref() != Some(why.as_str()) {
+                    if self.log && self.prices.missing().as_deref() != Some(why.as_str()) {
                         tracing::warn!(reason = %why, "no price for this node: jobs ship without cost figures");
                     }
                     self.source = format!("none: {why}");
@@ -337,6 +341,32 @@ impl Lookup {
             tracing::debug!(path = %path.display(), error = %e, "cannot keep the On-Demand price on disk");
         }
         Ok(hourly)
+    }
+}
+
+/// `--check`'s line: which source gave the price (or why none did), and this node's size as
+/// Slurm defines it.
+pub async fn describe(config: &crate::config::Config) -> Result<String, String> {
+    let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+    let mut lookup = Lookup::new(&config.cost, cmds, Prices::default());
+    lookup.log = false;
+    let node = config.node_name();
+    lookup.prices.size(&node);
+    lookup.refresh().await;
+    let size = match lookup.prices.size(&node) {
+        Some(s) => format!(
+            "; node {node}: {} CPUs, {:.0} MB, {} GPUs (scontrol show node)",
+            s.cpus,
+            s.memory_bytes / 1048576.0,
+            s.gpus
+        ),
+        None => format!("; node {node}: no size from scontrol show node, so no job share"),
+    };
+    let text = format!("{}{size}", lookup.source);
+    if lookup.prices.price().is_some() && !size.contains("no size") {
+        Ok(text)
+    } else {
+        Err(format!("{text}: jobs ship without cost figures"))
     }
 }
 
