@@ -227,6 +227,7 @@ impl Lookup {
             instance: None,
             next: None,
             source: "not looked up yet".into(),
+            log: true,
         }
     }
 
