@@ -55,6 +55,19 @@ locals {
   }
 }
 
+locals {
+  # job_cost_price_lookup: the node's price for job costs (shipper/src/cost/lookup.rs), by
+  # signed HTTPS requests, one an hour at most per node: the Spot price of a Spot instance's
+  # type in its zone, else the On-Demand price of its type (kept a day on disk). Neither action
+  # supports resource-level permissions or condition keys; both only read public prices.
+  price_lookup_statement = {
+    Sid      = "LookUpNodePrices"
+    Effect   = "Allow"
+    Action   = ["ec2:DescribeSpotPriceHistory", "pricing:GetProducts"]
+    Resource = "*"
+  }
+}
+
 # One policy either way: ParallelCluster's Iam/AdditionalIamPolicies and the nodes' role
 # (nodes.tf) take it as they are. The description stays fixed: changing it replaces the policy,
 # which fails while ParallelCluster's roles have it attached.
@@ -63,8 +76,12 @@ resource "aws_iam_policy" "cluster_instance" {
   path        = var.iam_path
   description = "slurm-cw-shipper on the instances of cluster ${var.cluster_name}: cloudwatch:PutMetricData in namespace ${local.namespace}, logs:CreateLogStream and logs:PutLogEvents in ${local.job_log_group}"
   policy = jsonencode({
-    Version   = local.cluster_instance_policy.Version
-    Statement = concat(local.cluster_instance_policy.Statement, var.otlp_metrics ? [local.otlp_metrics_statement] : [])
+    Version = local.cluster_instance_policy.Version
+    Statement = concat(
+      local.cluster_instance_policy.Statement,
+      var.otlp_metrics ? [local.otlp_metrics_statement] : [],
+      var.job_cost_price_lookup ? [local.price_lookup_statement] : [],
+    )
   })
   tags = var.tags
 }

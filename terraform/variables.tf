@@ -257,6 +257,12 @@ variable "instance_role_policy_arns" {
   }
 }
 
+variable "job_cost_price_lookup" {
+  description = "Let the instances look up their own price for job costs (slurm-cw-shipper's [cost] section): ec2:DescribeSpotPriceHistory on Spot instances, pricing:GetProducts for the On-Demand price (statement LookUpNodePrices). false: admins who configure cost.hourly_price or cost.prices need neither."
+  type        = bool
+  default     = true
+}
+
 variable "otlp_metrics" {
   description = "Let the instances send to CloudWatch's OTLP endpoint (the shipper's `otlp` destination, https://monitoring.<region>.amazonaws.com/v1/metrics): the cluster instance policy gains cloudwatch:PutMetricData for requests that carry no cloudwatch:namespace key (OTLP has no namespace); classic PutMetricData stays confined to the cluster's namespace. Whether OTLP requests lack that key is not verified against AWS: if they carry it, this grants nothing and the destination gets 403. false (default): CloudWatch's OTLP endpoint refuses the instances."
   type        = bool

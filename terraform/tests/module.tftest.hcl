@@ -165,8 +165,14 @@ run "defaults" {
         Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
         Resource = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda*"
       },
+      {
+        Sid      = "LookUpNodePrices"
+        Effect   = "Allow"
+        Action   = ["ec2:DescribeSpotPriceHistory", "pricing:GetProducts"]
+        Resource = "*"
+      },
     ]
-    error_message = "The instance policy must allow cloudwatch:PutMetricData in the namespace and writing the job log group's streams (not the Lambda's), nothing else: ${aws_iam_policy.cluster_instance.policy}"
+    error_message = "The instance policy must allow cloudwatch:PutMetricData in the namespace, writing the job log group's streams (not the Lambda's) and reading prices, nothing else: ${aws_iam_policy.cluster_instance.policy}"
   }
 
   assert {
@@ -295,6 +301,20 @@ run "pcs" {
   }
 }
 
+# job_cost_price_lookup = false (prices configured): no price look-up in the instance policy.
+run "no_price_lookup" {
+  command = plan
+
+  variables {
+    job_cost_price_lookup = false
+  }
+
+  assert {
+    condition     = [for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Sid] == ["ShipSlurmMetrics", "WriteJobRecords", "NotTheLambdaCursor"]
+    error_message = "job_cost_price_lookup = false must leave LookUpNodePrices out: ${aws_iam_policy.cluster_instance.policy}"
+  }
+}
+
 # otlp_metrics: the same policy (what ParallelCluster and the nodes' role already have) gains
 # PutMetricData for requests without a namespace key, after the statements it had.
 run "otlp_metrics" {
@@ -307,7 +327,7 @@ run "otlp_metrics" {
 
   assert {
     condition = (
-      [for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Sid] == ["ShipSlurmMetrics", "WriteJobRecords", "NotTheLambdaCursor", "ShipOtlpMetrics"] &&
+      [for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Sid] == ["ShipSlurmMetrics", "WriteJobRecords", "NotTheLambdaCursor", "ShipOtlpMetrics", "LookUpNodePrices"] &&
       jsondecode(aws_iam_policy.cluster_instance.policy).Statement[0].Condition == { StringEquals = { "cloudwatch:namespace" = "Slurm/test" } } &&
       jsondecode(aws_iam_policy.cluster_instance.policy).Statement[3] == {
         Sid       = "ShipOtlpMetrics"

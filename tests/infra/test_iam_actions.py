@@ -123,6 +123,14 @@ def test_the_instance_policy_grants_exactly_what_the_shipper_calls():
     # The `otlp` destination is plain HTTP (no SDK call to find): CloudWatch's OTLP endpoint
     # authorizes cloudwatch:PutMetricData, which the statement otlp_metrics adds grants alone.
     assert granted([loc["otlp_metrics_statement"]]) == {"cloudwatch:PutMetricData"}
+    # The node's price (job costs) is looked up by signed HTTPS requests too (no SDK call to
+    # find): the query's Action and the JSON target name them in the code, and only they are
+    # granted, by the statement job_cost_price_lookup adds.
+    lookup = code("shipper/src/cost")
+    named = {"ec2:DescribeSpotPriceHistory"} if '("Action", "DescribeSpotPriceHistory")' in lookup else set()
+    if '"AWSPriceListService.GetProducts"' in lookup:
+        named.add("pricing:GetProducts")
+    assert granted([loc["price_lookup_statement"]]) == named == {"ec2:DescribeSpotPriceHistory", "pricing:GetProducts"}
 
 
 def test_the_nodes_own_role_adds_only_what_the_pcs_agent_calls():

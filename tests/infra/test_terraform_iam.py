@@ -37,12 +37,13 @@ def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_onl
         assert "NotAction" not in s and "NotResource" not in s
         assert "Condition" not in s or s is metrics
     res = resources()
-    # These statements always, and the OTLP one after them with otlp_metrics: one policy, so
-    # ParallelCluster and the nodes' role need nothing more for OTLP.
+    # These statements always, the OTLP one with otlp_metrics and the price look-up's with
+    # job_cost_price_lookup: one policy, so ParallelCluster and the nodes' role need nothing more.
     assert re.fullmatch(
         r"\$\{jsonencode\(\{\s*Version\s*=\s*local\.cluster_instance_policy\.Version,?\s*"
-        r"Statement\s*=\s*concat\(local\.cluster_instance_policy\.Statement,\s*"
-        r"var\.otlp_metrics\s*\?\s*\[local\.otlp_metrics_statement\]\s*:\s*\[\]\),?\s*\}\)\}",
+        r"Statement\s*=\s*concat\(\s*local\.cluster_instance_policy\.Statement,\s*"
+        r"var\.otlp_metrics\s*\?\s*\[local\.otlp_metrics_statement\]\s*:\s*\[\],\s*"
+        r"var\.job_cost_price_lookup\s*\?\s*\[local\.price_lookup_statement\]\s*:\s*\[\],?\s*\),?\s*\}\)\}",
         res[("aws_iam_policy", "cluster_instance")]["policy"],
     ), res[("aws_iam_policy", "cluster_instance")]["policy"]
     # The module's IAM managed policies: the instances' and the job report readers'.
