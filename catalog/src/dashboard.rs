@@ -25,12 +25,17 @@ const JOB_LOG_GROUP: &str = "${job_log_group}";
 
 /// A SEARCH over `metric` with these dimension names, in this cluster, plus `filter` terms.
 fn search(m: &Metric, dims: &[&str], filter: &str, stat: &str) -> Value {
+    search_every(m, dims, filter, stat, 60)
+}
+
+/// [`search`] over periods of `period` seconds.
+fn search_every(m: &Metric, dims: &[&str], filter: &str, stat: &str, period: u32) -> Value {
     let mut names: Vec<&str> = dims.to_vec();
     names.push(dims::CLUSTER_NAME);
     names.sort_unstable();
     let schema = format!("{{{NS},{}}}", names.join(","));
     let expr = format!(
-        "SEARCH('{schema} MetricName=\"{}\" ClusterName=\"{CLUSTER}\"{filter}', '{stat}', 60)",
+        "SEARCH('{schema} MetricName=\"{}\" ClusterName=\"{CLUSTER}\"{filter}', '{stat}', {period})",
         m.name
     );
     json!([{ "expression": expr, "label": "", "id": format!("s{}", m.name.to_lowercase()) }])
@@ -260,9 +265,34 @@ fn cluster_layout() -> Layout {
         false,
     );
 
+    l.header("What jobs cost (US dollars an hour: price x share of the node; waste by the rule, see README *What jobs cost*)");
+    l.chart(
+        "Spend by account ($ an hour)",
+        vec![search_every(&JOB_COST, &[dims::ACCOUNT], "", "Sum", 3600)],
+        true,
+    );
+    l.chart(
+        "Spend by partition ($ an hour)",
+        vec![search_every(&JOB_COST, &[dims::PARTITION], "", "Sum", 3600)],
+        true,
+    );
+    l.chart(
+        "Waste by account ($ an hour)",
+        vec![search_every(&JOB_WASTE, &[dims::ACCOUNT], "", "Sum", 3600)],
+        true,
+    );
+
     l.header(&format!("Job records (CloudWatch Logs Insights over {JOB_LOG_GROUP})"));
     let f = |field: &crate::records::Field| field.name;
     use crate::records::{self as r, kinds};
+    l.query(
+        "Most expensive jobs in the time range (set it to a day): cost and waste over their nodes",
+        &format!(
+            "filter {ty} = '{summary}' and ispresent({cost})\n| stats sum({cost}) as cost_usd, sum({waste}) as waste_usd, count(*) as nodes by {job}, {user}, {account}, {partition}\n| sort cost_usd desc\n| limit 20",
+            ty = f(&r::TYPE), summary = kinds::JOB_SUMMARY, cost = f(&r::COST_USD), waste = f(&r::WASTE_USD),
+            job = f(&r::JOB_ID), user = f(&r::USER), account = f(&r::ACCOUNT), partition = f(&r::PARTITION),
+        ),
+    );
     l.query(
         "Top jobs by peak memory (summaries)",
         &format!(
