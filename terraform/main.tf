@@ -40,6 +40,7 @@ locals {
   # role may write no other, and the instances none of them (all start with "_lambda").
   lambda_cursor_stream         = "_lambda"
   lambda_scaling_cursor_stream = "_lambda-pcs-scaling"
+  lambda_budget_state_stream   = "_lambda-budgets"
 
   # The group AWS PCS delivers scaling logs to (not this module's), where one is given.
   pcs_scaling_log_group_arn = var.pcs_scaling_log_group == null ? "" : "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${var.pcs_scaling_log_group}"
@@ -60,6 +61,7 @@ locals {
     event_bus     = var.event_bus_name
     rules         = local.alarm_rules
     thresholds    = var.thresholds
+    budgets       = var.account_budgets
     job_log_group = aws_cloudwatch_log_group.jobs.name
     # null (no PCS stage) unless set.
     pcs_scaling_log_group = var.pcs_scaling_log_group

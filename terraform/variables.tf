@@ -257,6 +257,16 @@ variable "instance_role_policy_arns" {
   }
 }
 
+variable "account_budgets" {
+  description = "Monthly budgets in US dollars by Slurm account ({ physics = 5000 }): the Lambda sends an EventBridge event (\"Slurm Account Budget Threshold Crossed\") and a notice to the alarm topic when an account's JobCost this month (UTC) passes 80 % and 100 %, once each a month, naming its costliest jobs. {} (default): no budgets."
+  type        = map(number)
+  default     = {}
+  validation {
+    condition     = alltrue([for v in values(var.account_budgets) : v > 0])
+    error_message = "account_budgets: every budget must be above 0 dollars."
+  }
+}
+
 variable "job_cost_price_lookup" {
   description = "Let the instances look up their own price for job costs (slurm-cw-shipper's [cost] section): ec2:DescribeSpotPriceHistory on Spot instances, pricing:GetProducts for the On-Demand price (statement LookUpNodePrices). false: admins who configure cost.hourly_price or cost.prices need neither."
   type        = bool

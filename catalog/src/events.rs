@@ -17,3 +17,18 @@ pub mod backlog {
     /// [`BACKLOG_NODES`] when the last event was sent (null for the first).
     pub const PREVIOUS_BACKLOG_NODES: &str = "previous_backlog_nodes";
 }
+
+/// An account's spend this month passed a share of its budget (80 % and 100 %, once each a
+/// month). The `detail` holds [`CLUSTER`] and the keys below; dollars are numbers.
+pub mod budget {
+    pub const DETAIL_TYPE: &str = "Slurm Account Budget Threshold Crossed";
+    pub const ACCOUNT: &str = "account";
+    /// The month, `YYYY-MM` (UTC).
+    pub const MONTH: &str = "month";
+    /// The threshold crossed, in percent of the budget.
+    pub const THRESHOLD_PERCENT: &str = "threshold_percent";
+    pub const SPENT_USD: &str = "spent_usd";
+    pub const BUDGET_USD: &str = "budget_usd";
+    /// The jobs that spent most this month: a list of {job, user, cost_usd}.
+    pub const TOP_JOBS: &str = "top_jobs";
+}

@@ -39,6 +39,10 @@ pub struct Config {
     pub rules: Vec<Rule>,
     #[serde(default)]
     pub thresholds: Thresholds,
+    /// Monthly budgets in US dollars by Slurm account: an event and a notice when an account's
+    /// `JobCost` this month passes 80 % and 100 % of it.
+    #[serde(default)]
+    pub budgets: std::collections::BTreeMap<String, f64>,
     /// Accepted so that older configurations still load, and ignored: findings are read from
     /// the job records every run, and no run reads per-job series any more.
     #[serde(default)]
@@ -114,6 +118,13 @@ impl Config {
         {
             return Err(format!("{ENV}: thresholds: idle_gpu_minutes and low_cpu_minutes must be 1 to 1440"));
         }
+        for (account, usd) in &c.budgets {
+            if !(usd.is_finite() && *usd > 0.0) {
+                return Err(format!(
+                    "{ENV}: budgets.{account}: {usd} is not a budget: a number of dollars above 0"
+                ));
+            }
+        }
         let mut names = std::collections::HashSet::new();
         for r in &c.rules {
             check_rule(r).map_err(|e| format!("{ENV}: {e}"))?;
@@ -176,6 +187,17 @@ mod tests {
             Config::from_json(r#"{"cluster_name": "p", "pcs_scaling_log_group": "/aws/vendedlogs/pcs/x"}"#)
                 .unwrap();
         assert_eq!(c.pcs_scaling_log_group.as_deref(), Some("/aws/vendedlogs/pcs/x"));
+    }
+
+    #[test]
+    fn budgets_are_dollars_above_zero() {
+        let c = Config::from_json(r#"{"cluster_name": "p", "budgets": {"physics": 1000.5}}"#).unwrap();
+        assert_eq!(c.budgets.get("physics"), Some(&1000.5));
+        for bad in ["0", "-5", "\"lots\""] {
+            let e = Config::from_json(&format!(r#"{{"cluster_name": "p", "budgets": {{"chem": {bad}}}}}"#))
+                .unwrap_err();
+            assert!(e.contains("chem") || e.contains("budgets"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The scheduled Lambda: the cluster's CPU efficiency and idle GPU-hours from the nodes' totals,
 //! events when the autoscaling signal moves or (on AWS PCS) a node's launch fails, notices of the
-//! job findings the nodes record, and
+//! job findings the nodes record, notices of accounts passing their monthly budgets, and
 //! alarm upkeep, from what the shippers sent to CloudWatch. (Rates, utilisation and the
 //! autoscaling signal itself are derived on the head node, from its own readings.)
 //!
@@ -10,6 +10,7 @@
 //! cursors between runs.
 
 pub mod alarms;
+pub mod budgets;
 pub mod cluster;
 pub mod config;
 pub mod cw;

@@ -12,7 +12,7 @@ use slurm_cw_catalog::events::{self, backlog};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_lambda::config::Config;
 use slurm_cw_lambda::handler::handle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 fn with_rules(ns: &str, cluster: &str, topic: &str, rules: &[Rule], extra: &str) -> Config {
     Config::from_json(&format!(
@@ -171,4 +171,100 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     assert_eq!(detail[backlog::PARTITION], "p");
     assert_eq!(detail[backlog::BACKLOG_NODES], 2.0);
     assert_eq!(detail[backlog::PREVIOUS_BACKLOG_NODES], 0.0);
+}
+
+/// A `job_summary` record with the cost a node counted.
+fn summary(job: &str, node: &str, account: &str, usd: f64, ms: i64) -> (i64, String) {
+    use slurm_cw_catalog::records as r;
+    let v = serde_json::json!({
+        r::TYPE.name: r::kinds::JOB_SUMMARY,
+        r::RECORD_ID.name: format!("{node}:{job}:summary"),
+        r::JOB_ID.name: job,
+        r::USER.name: "alice",
+        r::ACCOUNT.name: account,
+        r::PARTITION.name: "gpu",
+        r::NODE_NAME.name: node,
+        r::COST_USD.name: usd,
+    });
+    (ms, v.to_string())
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn an_account_passing_its_budget_is_told_once_per_threshold_with_its_costliest_jobs() {
+    use slurm_cw_catalog::events::budget;
+    let Some(url) = localstack() else { return };
+    let (ns, cluster) = (unique("BudgetTest"), unique("c"));
+    let clients = clients(&url).await;
+    let group = job_group(&clients, &cluster).await;
+    let (topic, sqs, notice_q) = subscribed_topic(&url, &clients, "budget").await;
+    let pattern = serde_json::json!({ "source": [events::SOURCE], "detail-type": [budget::DETAIL_TYPE] });
+    let (eb_sqs, ev_q) = rule_to_queue(&url, &clients, None, "budget", &pattern.to_string()).await;
+    let cfg = Config::from_json(&format!(
+        r#"{{"namespace": "{ns}", "cluster_name": "{cluster}", "sns_topic_arn": "{topic}",
+             "budgets": {{"physics": 100, "chem": 100}}}}"#
+    ))
+    .unwrap();
+    // What the nodes added this month: physics $50 + $35, chem $10.
+    let (a, b) = (minute_ago(3), minute_ago(2));
+    let mut data = series(&cluster, &JOB_COST, &[("Account", "physics")], &[(a, 50.0), (b, 35.0)]);
+    data.extend(series(&cluster, &JOB_COST, &[("Account", "chem")], &[(a, 10.0)]));
+    put(&url, &ns, data).await;
+    // Its jobs' summaries: job 4242 on two nodes ($60 + $15), job 7 ($10), chem's job 9.
+    let ms = a * 1000;
+    put_records(
+        &clients.logs,
+        &group,
+        "n1",
+        &[summary("4242", "n1", "physics", 60.0, ms), summary("9", "n1", "chem", 99.0, ms)],
+    )
+    .await;
+    put_records(
+        &clients.logs,
+        &group,
+        "n2",
+        &[summary("4242", "n2", "physics", 15.0, ms), summary("7", "n2", "physics", 10.0, ms)],
+    )
+    .await;
+
+    let s = handle(&cfg, &clients, SystemTime::now()).await.unwrap();
+    let told: Vec<(&str, u32)> =
+        s.budget_crossings.iter().map(|c| (c.account.as_str(), c.threshold_percent)).collect();
+    assert_eq!(told, vec![("physics", 80)], "{:?}", s.budget_crossings);
+    let events = drained(&eb_sqs, &ev_q, Duration::from_secs(10)).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    let detail = &serde_json::from_str::<serde_json::Value>(&events[0]).unwrap()["detail"];
+    assert_eq!(
+        (detail[events::CLUSTER].as_str(), detail[budget::ACCOUNT].as_str()),
+        (Some(cluster.as_str()), Some("physics"))
+    );
+    assert_eq!(
+        (detail[budget::SPENT_USD].as_f64(), detail[budget::BUDGET_USD].as_f64()),
+        (Some(85.0), Some(100.0))
+    );
+    assert_eq!(detail[budget::THRESHOLD_PERCENT], 80);
+    assert_eq!(
+        detail[budget::TOP_JOBS][0],
+        serde_json::json!({"job": "4242", "user": "alice", "cost_usd": 75.0})
+    );
+    assert_eq!(detail[budget::TOP_JOBS][1]["job"], "7", "chem's job is not physics'");
+    let notes = notices(&sqs, &notice_q, Duration::from_secs(10)).await;
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("$85.00 of its $100.00 budget") && notes[0].contains("job 4242 (alice): $75.00"),
+        "{}",
+        notes[0]
+    );
+
+    // Again: nothing new. Then $20 more: the 100 % threshold, alone.
+    let s = handle(&cfg, &clients, SystemTime::now()).await.unwrap();
+    assert!(s.budget_crossings.is_empty(), "{:?}", s.budget_crossings);
+    put(&url, &ns, series(&cluster, &JOB_COST, &[("Account", "physics")], &[(minute_ago(1), 20.0)])).await;
+    let s = handle(&cfg, &clients, SystemTime::now()).await.unwrap();
+    let told: Vec<(&str, u32)> =
+        s.budget_crossings.iter().map(|c| (c.account.as_str(), c.threshold_percent)).collect();
+    assert_eq!(told, vec![("physics", 100)]);
+    let events = drained(&eb_sqs, &ev_q, Duration::from_secs(10)).await;
+    assert_eq!(events.len(), 1, "one event for the second threshold, none again for the first: {events:?}");
+    assert_eq!(notices(&sqs, &notice_q, Duration::from_secs(5)).await.len(), 1);
 }

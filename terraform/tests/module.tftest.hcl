@@ -98,6 +98,8 @@ run "defaults" {
         memory_over_requested_percent = 25
         backlog_change_nodes          = 1
       }
+      # No account budgets unless account_budgets is given.
+      budgets = {}
     }
     error_message = "SLURM_CW_LAMBDA_CONFIG: ${aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG}"
   }
@@ -211,6 +213,7 @@ run "defaults" {
       KeepCursors = [
         "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda",
         "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda-pcs-scaling",
+        "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda-budgets",
       ]
       WriteOwnLogs = "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test:*"
       Tracing      = "*"

@@ -173,6 +173,7 @@ FUNCTION_INPUTS = {
     "event_bus_name": "config",
     "alarm_rules": "config",  # through local.alarm_rules
     "thresholds": "config",
+    "account_budgets": "config",
     "function_name": "function",  # through local.function_name
     "lambda_zip_path": "function",
     "lambda_memory_size": "function",
