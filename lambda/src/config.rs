@@ -196,7 +196,7 @@ mod tests {
         for bad in ["0", "-5", "\"lots\""] {
             let e = Config::from_json(&format!(r#"{{"cluster_name": "p", "budgets": {{"chem": {bad}}}}}"#))
                 .unwrap_err();
-            assert!(e.contains("chem") || e.contains("budgets"), "{bad}: {e}");
+            assert!(e.contains("budgets.chem") || e.contains("expected f64 at line 1"), "{bad}: {e}");
         }
     }
 
