@@ -184,15 +184,43 @@ async fn destination_rows(config: &Config) -> Vec<Row> {
             Ok(_) => {
                 row("prometheus endpoint", Status::Ok, format!("http://{address}/metrics can be served"))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => row(
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => prometheus_held_row(address),
+            Err(e) => row(
                 "prometheus endpoint",
-                Status::Warn,
-                format!("{address} is in use: the running daemon's, or another program's"),
+                Status::Fail,
+                format!("{address}: {e}; the daemon ships to the other destinations and keeps trying it"),
             ),
-            Err(e) => row("prometheus endpoint", Status::Fail, format!("{address}: {e}")),
         });
     }
     rows
+}
+
+/// Who holds the pull address: root (the daemon's user) is most likely the running daemon;
+/// another user's program would answer scrapes with its own numbers, while the daemon ships to
+/// the other destinations and binds once the address is free.
+fn prometheus_held_row(address: &str) -> Row {
+    use crate::sinks::prometheus::holder::{describe_uid, listener_uid};
+    match listener_uid(std::path::Path::new("/proc"), address) {
+        Some(0) => row(
+            "prometheus endpoint",
+            Status::Warn,
+            format!("{address} is in use by root: the running daemon's?"),
+        ),
+        Some(uid) => row(
+            "prometheus endpoint",
+            Status::Fail,
+            format!(
+                "{address} is held by {}, not the daemon: its numbers answer scrapes; the daemon ships \
+                 to the other destinations and binds when the address is free",
+                describe_uid(uid)
+            ),
+        ),
+        None => row(
+            "prometheus endpoint",
+            Status::Warn,
+            format!("{address} is in use: the running daemon's, or another program's"),
+        ),
+    }
 }
 
 async fn aws_rows(config: &Config) -> Vec<Row> {
@@ -388,7 +416,10 @@ mod tests {
         let got: Vec<(&str, Status, &str)> =
             rows.iter().map(|r| (r.check, r.status, r.detail.as_str())).collect();
         assert_eq!(got[0], ("destinations", Status::Ok, "cloudwatch, prometheus"));
-        assert_eq!((got[1].0, got[1].1), ("prometheus endpoint", Status::Warn), "{got:?}");
+        // Held by this test's uid: root's is taken for the daemon's, another user's fails.
+        // SAFETY: getuid has no preconditions.
+        let expected = if unsafe { libc::getuid() } == 0 { Status::Warn } else { Status::Fail };
+        assert_eq!((got[1].0, got[1].1), ("prometheus endpoint", expected), "{got:?}");
         drop(held);
         let rows = rt.block_on(destination_rows(&config));
         assert_eq!(rows[1].status, Status::Ok, "{}", rows[1].detail);
