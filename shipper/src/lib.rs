@@ -18,6 +18,7 @@ pub mod config;
 pub mod daemon;
 pub mod hook;
 pub mod install;
+pub mod logging;
 pub mod pipeline;
 pub mod report;
 pub mod role;

@@ -91,7 +91,7 @@ pub const KEYS: &[Key] = &[
     key("gpu.enabled", Value("\"auto\""), "`auto` (on when the NVIDIA driver is present), `on`, `off`"),
     key("gpu.per_gpu_dimensions", Value("false"), "add per-GPU detail to per-job GPU metrics"),
     key("gpu.uuid_dimension", Value("false"), "per-GPU detail by UUID rather than index"),
-    key("log.level", Value("\"warn\""), "a tracing filter (`info`, `debug`, `slurm_cw_shipper=debug`); `RUST_LOG` wins"),
+    key("log.level", Value("\"warn\""), "a tracing filter (`info`, `debug`, `slurm_cw_shipper=debug`); `RUST_LOG` wins; the AWS SDK's own lines (its retries) show only at `debug` or where the filter names them (`warn,aws_config=warn`)"),
     key("log.format", Value("\"text\""), "`text` or `json`"),
 ];
 
