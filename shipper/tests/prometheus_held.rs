@@ -91,7 +91,7 @@ async fn a_user_holding_the_prometheus_port_stops_neither_the_daemon_nor_cloudwa
     let table = String::from_utf8_lossy(&out.stdout);
     let row = table.lines().find(|l| l.starts_with("prometheus endpoint")).unwrap_or_default();
     assert!(row.contains("FAIL") && row.contains(&format!("uid {SQUATTER}")), "{table}");
-    assert_eq!(out.status.code(), Some(1), "{table}");
+    assert_ne!(out.status.code(), Some(0), "{table}");
 
     let mut c = shipper();
     base(&mut c);
