@@ -16,6 +16,12 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     if cli.check {
         return crate::check::run(&config).await;
     }
+    // slurm.conf's SlurmUser is never the token user (`--check` has a row for it).
+    if let Some(entries) = config.slurm_conf_path().and_then(|p| crate::slurm_conf::entries(&p).ok())
+        && let Err(e) = config.head.check_with_slurm_conf(&entries)
+    {
+        return Exit::BadConfig(e.0);
+    }
     let cluster = match config.resolve_cluster_name() {
         Ok((name, _)) => name,
         Err(e) => return Exit::BadConfig(e.0),

@@ -15,6 +15,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 mod controller;
+mod destinations;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -110,9 +111,21 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
         Some(p) => rows.push(row("slurm.conf", Status::Ok, p.display().to_string())),
         None => rows.push(row("slurm.conf", Status::Warn, "not found")),
     }
+    if let Some(user) = &config.head.metrics_token_user {
+        let entries = config.slurm_conf_path().and_then(|p| crate::slurm_conf::entries(&p).ok());
+        rows.push(match entries.map(|e| config.head.check_with_slurm_conf(&e)) {
+            Some(Ok(())) => {
+                config_row("token user", Status::Ok, format!("{user}: not slurm.conf's SlurmUser"))
+            }
+            Some(Err(e)) => config_row("token user", Status::Fail, e.0),
+            None => {
+                config_row("token user", Status::Warn, format!("{user}: no slurm.conf to check SlurmUser in"))
+            }
+        });
+    }
     rows.extend(aws_rows(config).await);
     rows.push(log_group_row(config, role.is_some_and(|r| r.runs_node())).await);
-    rows.extend(destination_rows(config).await);
+    rows.extend(destinations::destination_rows(config).await);
     let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
     let head = role.is_some_and(|r| r.runs_head());
     for program in ["sinfo", "squeue", "sdiag"] {
@@ -165,40 +178,6 @@ fn host_rows(config: &Config, node_role: bool) -> Vec<Row> {
             Err(looked) => row(check, Status::Skip, looked),
         })
         .collect()
-}
-
-/// The destinations other than CloudWatch: OTLP's endpoint answers, Prometheus' address can
-/// be had.
-async fn destination_rows(config: &Config) -> Vec<Row> {
-    let names: Vec<&str> = config.sink.iter().map(SinkKind::as_str).collect();
-    let mut rows = vec![row("destinations", Status::Ok, names.join(", "))];
-    if config.sink.contains(SinkKind::Otlp) {
-        rows.push(match &config.otlp.endpoint {
-            Some(url) => {
-                let mut r = endpoint_row(url).await;
-                r.check = "otlp endpoint";
-                r
-            }
-            None => {
-                row("otlp endpoint", Status::Ok, "CloudWatch's in the region (SigV4, the aws rows above)")
-            }
-        });
-    }
-    if config.sink.contains(SinkKind::Prometheus) {
-        let address = &config.prometheus.address;
-        rows.push(match std::net::TcpListener::bind(address) {
-            Ok(_) => {
-                row("prometheus endpoint", Status::Ok, format!("http://{address}/metrics can be served"))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => row(
-                "prometheus endpoint",
-                Status::Warn,
-                format!("{address} is in use: the running daemon's, or another program's"),
-            ),
-            Err(e) => row("prometheus endpoint", Status::Fail, format!("{address}: {e}")),
-        });
-    }
-    rows
 }
 
 async fn aws_rows(config: &Config) -> Vec<Row> {
@@ -275,7 +254,7 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
     }
 }
 
-async fn endpoint_row(url: &str) -> Row {
+pub(super) async fn endpoint_row(url: &str) -> Row {
     let rest = url.split("://").nth(1).unwrap_or(url);
     let authority = rest.split('/').next().unwrap_or(rest);
     let addr = if authority.contains(':') {
@@ -381,23 +360,6 @@ mod tests {
         let mut c = Config::default();
         c.node.cgroup_root = root.to_owned();
         c
-    }
-
-    #[test]
-    fn destination_rows_say_where_figures_go_and_whether_the_pull_address_can_be_had() {
-        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut config = Config::default();
-        config.sink = crate::config::Sinks::new(vec![SinkKind::Cloudwatch, SinkKind::Prometheus]).unwrap();
-        config.prometheus.address = held.local_addr().unwrap().to_string();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let rows = rt.block_on(destination_rows(&config));
-        let got: Vec<(&str, Status, &str)> =
-            rows.iter().map(|r| (r.check, r.status, r.detail.as_str())).collect();
-        assert_eq!(got[0], ("destinations", Status::Ok, "cloudwatch, prometheus"));
-        assert_eq!((got[1].0, got[1].1), ("prometheus endpoint", Status::Warn), "{got:?}");
-        drop(held);
-        let rows = rt.block_on(destination_rows(&config));
-        assert_eq!(rows[1].status, Status::Ok, "{}", rows[1].detail);
     }
 
     #[test]

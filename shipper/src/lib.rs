@@ -19,6 +19,7 @@ pub mod cost;
 pub mod daemon;
 pub mod hook;
 pub mod install;
+pub mod logging;
 pub mod pipeline;
 pub mod report;
 pub mod role;

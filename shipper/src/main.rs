@@ -81,11 +81,12 @@ fn report(cli: &Cli, req: &report::Request) -> ExitCode {
     }
 }
 
-/// Quiet by default (warnings and errors on standard error, which journald keeps); `log.level`
-/// or RUST_LOG ask for more.
+/// Quiet by default (warnings and errors on standard error, which journald keeps; the AWS SDK's
+/// own retries only at debug, see [`slurm_cw_shipper::logging`]); `log.level` or RUST_LOG ask
+/// for more.
 fn init_logging(config: &Config) {
     let filter = std::env::var("RUST_LOG").ok().unwrap_or_else(|| config.log.level.clone());
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+    let filter = tracing_subscriber::EnvFilter::try_new(slurm_cw_shipper::logging::filter(&filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Colours only on a terminal: journald and log files get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    MIB, PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, job_memory_read_back, prometheus, shipper,
-    slurm, wait_until,
+    MIB, PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, job_memory_read_back, prometheus, scrape,
+    shipper, slurm, wait_until,
 };
 use slurm_cw_shipper::sinks::prometheus;
 use std::io::{Read, Write};
@@ -53,17 +53,6 @@ fn prometheus_scrapes_a_real_jobs_memory_with_its_labels() {
     assert!(text.contains("# TYPE slurm_memory_rss_bytes gauge\n"), "{text}");
     assert!(text.contains("# HELP slurm_memory_rss_bytes "), "{text}");
     drop(cleanup);
-}
-
-/// GET /metrics, the body of a 200.
-fn scrape(addr: &str) -> Option<String> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let (head, body) = out.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
 }
 
 /// Open files of process `pid`.

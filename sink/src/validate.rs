@@ -44,6 +44,9 @@ pub enum DropReason {
     /// A spooled flush the service refused for good while newer ones went through: moved to
     /// the spool's `aside/` directory so the rest is not held behind it.
     SetAside,
+    /// A pull endpoint that could not listen (its address held by another program): no one
+    /// could read the datum.
+    NotListening,
 }
 
 impl DropReason {
@@ -63,6 +66,7 @@ impl DropReason {
             DropReason::TooLarge => "too_large",
             DropReason::Trimmed => "trimmed",
             DropReason::SetAside => "set_aside",
+            DropReason::NotListening => "not_listening",
         }
     }
 }

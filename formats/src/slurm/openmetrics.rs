@@ -56,6 +56,19 @@ const MAX_LINE: usize = 64 * 1024;
 /// Bad lines kept with their reason; a body of 64 MiB of junk must not become millions of them.
 pub const BAD_KEPT: usize = 20;
 
+/// Parses an exposition of at most `max` items, an item being a sample line or one of its
+/// labels (each `=`); else the count, found before anything is parsed. What parsing holds
+/// grows with items, not bytes: `a 1` (4 bytes) becomes a sample of ~90, each 6-byte `b="c"`
+/// a label of ~110, so a body of millions of them is refused at the cost of one pass over it.
+pub fn parse_at_most(text: &str, max: usize) -> Result<Exposition, usize> {
+    let items: usize = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| 1 + l.bytes().filter(|b| *b == b'=').count())
+        .sum();
+    if items > max { Err(items) } else { Ok(parse(text)) }
+}
+
 /// Parses an exposition. Never fails: bad lines are counted.
 pub fn parse(text: &str) -> Exposition {
     let mut e = Exposition::default();
@@ -274,6 +287,14 @@ mod tests {
         assert!(e.value("nan_value").is_some_and(f64::is_nan));
         assert_eq!(e.series("also_good").next().and_then(|s| s.label("x")), Some("}"));
         assert!(e.eof);
+    }
+
+    #[test]
+    fn more_samples_and_labels_than_allowed_are_counted_not_parsed() {
+        let text = "# TYPE a gauge\n\na 1\na{b=\"c\",d=\"e\"} 2\n# EOF\n";
+        assert_eq!(parse_at_most(text, 4).map(|e| e.samples.len()), Ok(2));
+        assert_eq!(parse_at_most(text, 3).map(|e| e.samples.len()), Err(4), "two samples, two labels");
+        assert_eq!(parse_at_most(&"a 1\n".repeat(1000), 999).map(|e| e.samples.len()), Err(1000));
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub const KEYS: &[Key] = &[
     key("head.source", Value("\"auto\""), "node figures from slurmctld's OpenMetrics endpoint (Slurm 25.11+, `MetricsType=metrics/openmetrics`) or sinfo: `auto` (the endpoint where it is on, answers and counts the GPUs: with GresTypes=gpu, AccountingStorageTRES must track gres/gpu; else sinfo), `openmetrics`, `commands`; squeue runs either way, sdiag too unless `head.top_rpc_types = 0` (then the scheduler figures come from the endpoint)"),
     key("head.metrics_url", Unset("from slurm.conf"), "the endpoint, `http://host:port`; default: SlurmctldHost's address and the first SlurmctldPort (else 6817)"),
     key("head.metrics_token_file", Unset("none"), "a file holding a JWT for the endpoint (26.05 `MetricsAuthUsers`), read when it answers 401 or 403"),
-    key("head.metrics_token_user", Unset("none"), "else a `MetricsAuthUsers` user: `scontrol token username=<user> lifespan=3600` makes its token. Never root's own token: the daemon is root, and a user listening on the endpoint's port while slurmctld restarts would get it"),
+    key("head.metrics_token_user", Unset("none"), "else a `MetricsAuthUsers` user: `scontrol token username=<user> lifespan=3600` makes its token. Never root's nor slurm.conf's SlurmUser's (refused, exit 2): their tokens are good for every Slurm RPC, and a user listening on the endpoint's port while slurmctld restarts would get it"),
     key("exclude_metrics", Value("[]"), "metric names never shipped, to trim cost (names from docs/metrics.md)"),
     key("self_metrics_per_node", Value("false"), "host figures (the shipper's own, jobs and GPUs on the node) per node as well as across the cluster"),
     key("logs.group", Unset("`/slurm-cw/<cluster>/jobs`"), "the CloudWatch Logs group of the job records (the Terraform module creates it, with a retention)"),
@@ -96,7 +96,7 @@ pub const KEYS: &[Key] = &[
     key("cost.prices", Value("{}"), "dollars an hour by instance type (`prices = { \"c5.xlarge\" = 0.11 }`), before AWS's prices"),
     key("cost.lookup", Value("true"), "without a configured price, ask AWS: the Spot price on a Spot instance (`ec2:DescribeSpotPriceHistory`, hourly), else the On-Demand Linux price (`pricing:GetProducts`, kept a day); the instance type, zone and life cycle come from IMDSv2"),
     key("cost.cache_file", Value("\"/var/lib/slurm-cw-shipper/prices.json\""), "where the On-Demand price is kept for a day, so a fleet's restart does not ask the Price List API once per node"),
-    key("log.level", Value("\"warn\""), "a tracing filter (`info`, `debug`, `slurm_cw_shipper=debug`); `RUST_LOG` wins"),
+    key("log.level", Value("\"warn\""), "a tracing filter (`info`, `debug`, `slurm_cw_shipper=debug`); `RUST_LOG` wins; the AWS SDK's own lines (its retries) show only at `debug` or where the filter names them (`warn,aws_config=warn`)"),
     key("log.format", Value("\"text\""), "`text` or `json`"),
 ];
 

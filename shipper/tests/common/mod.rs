@@ -53,6 +53,18 @@ pub fn prometheus() -> Option<String> {
 #[allow(dead_code)]
 pub const PROMETHEUS_SCRAPES: &str = "127.0.0.1:29100";
 
+/// GET /metrics from a pull endpoint at `addr`: the body of a 200, None otherwise.
+pub fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
 /// The series a PromQL instant query answers: (labels, value); none when it does not answer.
 #[allow(dead_code)]
 pub fn promql(url: &str, query: &str) -> Vec<(serde_json::Value, f64)> {

@@ -3,18 +3,26 @@
 //! period, named from the catalog (`slurm_memory_rss_bytes{job_id="42",...}`), per-job series
 //! included (the open shape). A series not updated for three flush intervals is dropped (an
 //! ended job's). Nothing waits on disk: a scrape always reads the latest values.
+//!
+//! The address needs no privilege, so any local user may hold it first. That never stops the
+//! daemon: the other destinations start as usual, the endpoint keeps trying to bind in the
+//! background ([`bind_later`]) and each flush it cannot serve is counted as dropped
+//! (`not_listening`), until the port is free.
 
 pub mod config;
 pub mod exposition;
+pub mod holder;
 pub mod server;
 
 use crate::datum::Datum;
-use crate::sinks::delivery::Checks;
+use crate::sinks::delivery::{Checks, StatsHandle};
 use crate::sinks::open::OpenRules;
 use crate::sinks::{Context, MetricDestination};
 use exposition::Series;
 use server::Body;
 use slurm_cw_sink::outcome::Outcome;
+use slurm_cw_sink::validate::DropReason;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +31,7 @@ pub struct PrometheusSink {
     series: Series,
     body: Body,
     ttl: Duration,
+    listening: Arc<AtomicBool>,
 }
 
 impl PrometheusSink {
@@ -32,17 +41,85 @@ impl PrometheusSink {
     }
 }
 
-/// Binds the endpoint and serves it on the runtime. Fails when the address cannot be had.
+/// The first wait before binding again, doubled after each failure up to [`BIND_RETRY_MAX`].
+pub const BIND_RETRY_FIRST: Duration = Duration::from_secs(1);
+pub const BIND_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Binds the endpoint and serves it on the runtime. When the address cannot be had (another
+/// program, maybe another user's, holds it), it says so and keeps trying in the background:
+/// the daemon and its other destinations go on.
 pub async fn build(ctx: &Context<'_>) -> Result<PrometheusSink, String> {
-    let configured = &ctx.config.prometheus.address;
-    let listener = tokio::net::TcpListener::bind(configured)
-        .await
-        .map_err(|e| format!("cannot listen on prometheus.address {configured}: {e}"))?;
-    let address = listener.local_addr().map_or_else(|_| configured.clone(), |a| a.to_string());
-    tracing::info!(address, "Prometheus endpoint at http://{address}/metrics");
+    let configured = ctx.config.prometheus.address.clone();
     let body: Body = Arc::new(Mutex::new(Arc::new(String::new())));
-    tokio::spawn(server::serve(listener, body.clone()));
-    Ok(PrometheusSink { address, series: Series::default(), body, ttl: ctx.config.flush_interval * 3 })
+    let listening = Arc::new(AtomicBool::new(false));
+    let address = match tokio::net::TcpListener::bind(&configured).await {
+        Ok(listener) => {
+            let address = listener.local_addr().map_or_else(|_| configured.clone(), |a| a.to_string());
+            tracing::info!(address, "Prometheus endpoint at http://{address}/metrics");
+            listening.store(true, Ordering::Relaxed);
+            tokio::spawn(server::serve(listener, body.clone()));
+            address
+        }
+        Err(e) => {
+            let holder = holder::listener_uid(std::path::Path::new("/proc"), &configured)
+                .map_or_else(|| "another program".to_owned(), holder::describe_uid);
+            tracing::error!(
+                address = configured, error = %e, holder,
+                "cannot listen on prometheus.address; the other destinations go on, the endpoint \
+                 is tried again in the background and each flush it misses counted as dropped (not_listening)"
+            );
+            tokio::spawn(bind_later(configured.clone(), body.clone(), listening.clone()));
+            configured
+        }
+    };
+    Ok(PrometheusSink {
+        address,
+        series: Series::default(),
+        body,
+        ttl: ctx.config.flush_interval * 3,
+        listening,
+    })
+}
+
+/// Tries to bind `address` again, waiting longer after each failure, and serves it once bound.
+async fn bind_later(address: String, body: Body, listening: Arc<AtomicBool>) {
+    let mut wait = BIND_RETRY_FIRST;
+    loop {
+        tokio::time::sleep(wait).await;
+        match tokio::net::TcpListener::bind(&address).await {
+            Ok(listener) => {
+                tracing::info!(
+                    address,
+                    "Prometheus endpoint at http://{address}/metrics (the address is free now)"
+                );
+                listening.store(true, Ordering::Relaxed);
+                server::serve(listener, body).await;
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(address, error = %e, ?wait, "prometheus.address still cannot be had");
+                wait = (wait * 2).min(BIND_RETRY_MAX);
+            }
+        }
+    }
+}
+
+/// The open rules, and while the endpoint is not listening, every datum dropped as
+/// `not_listening`: no one can read it.
+struct Rules {
+    open: OpenRules,
+    listening: Arc<AtomicBool>,
+}
+
+impl Checks<Datum> for Rules {
+    fn retain_sendable(&mut self, items: &mut Vec<Datum>, stats: &StatsHandle) {
+        if !self.listening.load(Ordering::Relaxed) {
+            stats.count_drop(DropReason::NotListening, items.len() as u64);
+            items.clear();
+            return;
+        }
+        self.open.retain_sendable(items, stats);
+    }
 }
 
 #[async_trait::async_trait]
@@ -52,7 +129,7 @@ impl MetricDestination for PrometheusSink {
     }
 
     fn checks(&self) -> Box<dyn Checks<Datum>> {
-        Box::new(OpenRules::default())
+        Box::new(Rules { open: OpenRules::default(), listening: self.listening.clone() })
     }
 
     async fn put_in(&mut self, _label: &str, datums: Vec<Datum>) -> Outcome<Datum> {

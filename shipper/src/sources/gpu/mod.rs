@@ -19,7 +19,7 @@ mod job_owner;
 pub mod nvml;
 pub mod source;
 
-use super::node::discover::{JobRef, Layout};
+use super::node::discover::{JobRef, Layout, job_of_proc_cgroup};
 use super::node::owner::Owners;
 
 use super::node::table::{self, JobTable, SharedJobs};
@@ -343,24 +343,23 @@ impl GpuCollector {
     }
 }
 
-/// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup
-/// (`.../<node.job_dir_prefix><id>/...`, or `.../<SLUID>/...` on Slurm 26.05).
+/// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup: only
+/// where Slurm puts jobs ([`job_of_proc_cgroup`]), never a `job_<id>` a user made in a tree of
+/// their own (their job's, or systemd's `user@UID.service`).
 fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
     let mut text = String::new();
     if !super::node::read_into(&node.proc_root.join(pid.to_string()).join("cgroup"), &mut text) {
         return None;
     }
-    let prefix = node.job_dir_prefix.as_str();
-    // The first part that names a job directory is the job: the user owns the directories
-    // below it and may name one `job_<another id>`.
-    let part = text.split(['/', '\n']).find(|part| {
-        part.strip_prefix(prefix).is_some_and(|id| !id.is_empty())
-            || crate::sources::slurm_jobs::is_sluid(part)
-    })?;
-    match part.strip_prefix(prefix).filter(|id| !id.is_empty()) {
-        Some(id) => jobs.iter().position(|j| j.r.sluid.is_none() && j.r.id == id),
-        None => jobs.iter().position(|j| j.r.sluid.as_deref() == Some(part)),
-    }
+    let (on, id, sluid) = job_of_proc_cgroup(node, &text)?;
+    // A SLUID job keeps its SLUID once Slurm named its id.
+    jobs.iter().position(|j| {
+        j.r.node == on
+            && match &sluid {
+                Some(s) => j.r.sluid.as_ref() == Some(s),
+                None => j.r.sluid.is_none() && j.r.id == id,
+            }
+    })
 }
 
 #[async_trait::async_trait(?Send)]
@@ -403,7 +402,7 @@ mod tests {
     use crate::sources::node::discover::JobDirs;
 
     #[test]
-    fn a_gpu_process_belongs_to_the_first_job_directory_in_its_path() {
+    fn a_gpu_process_belongs_to_the_job_directory_slurm_made_never_a_users_look_alike() {
         let d = tempfile::tempdir().unwrap();
         let node = NodeConfig { proc_root: d.path().to_owned(), ..NodeConfig::default() };
         let job = |id: &str, sluid: Option<&str>| GpuJob {
@@ -426,12 +425,22 @@ mod tests {
         cgroup(1, "0::/system.slice/slurmstepd.scope/job_8/step_0/user/task_0/job_9\n");
         cgroup(2, "0::/system.slice/slurmstepd.scope/job_9/step_0/user/task_0\n");
         cgroup(3, "0::/system.slice/n1_slurmstepd.scope/s5F1M87GJ0R200/step_0/user/task_0/job_9\n");
+        // A user's own systemd tree (delegated to them): a GPU process there is no job's.
+        cgroup(4, "0::/user.slice/user-1000.slice/user@1000.service/app.slice/job_9\n");
+        cgroup(5, "0::/user.slice/user-1000.slice/user@1000.service/app.slice/s5F1M87GJ0R200\n");
         let only_9 = [job("9", None)];
         assert_eq!(job_of_pid(&node, 1, &only_9), None, "job 8's process is never job 9's");
         assert_eq!(job_of_pid(&node, 2, &only_9), Some(0));
         assert_eq!(job_of_pid(&node, 3, &only_9), None);
-        let both = [job("9", None), job("8", None), job("77", Some("s5F1M87GJ0R200"))];
+        assert_eq!(job_of_pid(&node, 4, &only_9), None, "a user's app.slice/job_9 is not job 9");
+        let mut both = vec![job("9", None), job("8", None), job("s5F1M87GJ0R200", Some("s5F1M87GJ0R200"))];
         assert_eq!(job_of_pid(&node, 1, &both), Some(1));
+        assert_eq!(job_of_pid(&node, 4, &both), None);
+        assert_eq!(job_of_pid(&node, 5, &both), None, "nor its SLUID look-alike");
+        assert_eq!(job_of_pid(&node, 3, &both), None, "node n1's job is not this host's");
+        both[2].r.node = Some("n1".into());
         assert_eq!(job_of_pid(&node, 3, &both), Some(2), "a SLUID directory, before the user's names");
+        both[2].r.id = "77".into();
+        assert_eq!(job_of_pid(&node, 3, &both), Some(2), "found by its SLUID once Slurm named its id");
     }
 }

@@ -96,6 +96,24 @@ impl HeadConfig {
     }
 }
 
+impl HeadConfig {
+    /// What slurm.conf's `entries` rule out: its SlurmUser (root when unset) as
+    /// `head.metrics_token_user`. That user's token is good for every Slurm RPC, and it goes in
+    /// clear text to whatever answers on the endpoint's port.
+    pub fn check_with_slurm_conf(&self, entries: &[(String, String)]) -> Result<(), ConfigError> {
+        let Some(user) = &self.metrics_token_user else { return Ok(()) };
+        let slurm_user = crate::slurm_conf::value(entries, "SlurmUser").unwrap_or_else(|| "root".into());
+        if *user == slurm_user {
+            return Err(ConfigError(format!(
+                "head.metrics_token_user: {user:?} is slurm.conf's SlurmUser, whose token is good for \
+                 every Slurm RPC and would go to the endpoint in clear text; name a user of \
+                 MetricsAuthUsers with no other rights"
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl SlurmConfig {
     /// The `[slurm]` keys' values.
     pub fn check(&self) -> Result<(), ConfigError> {
@@ -103,5 +121,27 @@ impl SlurmConfig {
             return Err(ConfigError("slurm.command_timeout: must be at least 100ms".into()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeadConfig;
+
+    #[test]
+    fn slurm_conf_s_slurm_user_is_never_the_token_user() {
+        let conf = |text: &str| -> Vec<(String, String)> {
+            text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect()
+        };
+        let head = |user: &str| HeadConfig { metrics_token_user: Some(user.into()), ..HeadConfig::default() };
+        let slurm = conf("ClusterName=c\nSlurmUser=slurm");
+        let e = head("slurm").check_with_slurm_conf(&slurm).unwrap_err();
+        assert!(e.0.starts_with("head.metrics_token_user: \"slurm\" is slurm.conf's SlurmUser"), "{}", e.0);
+        assert!(
+            head("SLURM").check_with_slurm_conf(&conf("slurmuser=SLURM")).is_err(),
+            "the key in any case"
+        );
+        assert!(head("slurm-metrics").check_with_slurm_conf(&slurm).is_ok());
+        assert!(HeadConfig::default().check_with_slurm_conf(&slurm).is_ok());
     }
 }

@@ -17,7 +17,7 @@ use super::config::HeadSource;
 use super::openmetrics_http::{self as http, HttpError, Url};
 use crate::config::Config;
 use crate::slurm_conf;
-use slurm_cw_formats::slurm::openmetrics::{Exposition, parse};
+use slurm_cw_formats::slurm::openmetrics::{Exposition, parse_at_most};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -136,6 +136,12 @@ impl TokenFrom {
     }
 }
 
+/// Samples and labels one collection may hold, its answers together ([`parse_at_most`]): a
+/// node has ten samples of one label in /metrics/nodes, so a cluster of 15,000 nodes fits.
+/// Each takes some 100 bytes parsed however short its text: with the byte bound, what a
+/// collection holds stays some 45 MB at most, far below the unit's `MemoryMax=128M`.
+pub const COLLECTION_ITEMS_MAX: usize = 300_000;
+
 /// Seconds a token minted for `head.metrics_token_user` lives; a 401 mints another.
 const TOKEN_LIFESPAN_S: u32 = 3600;
 
@@ -145,7 +151,9 @@ pub struct Endpoint {
     token_from: TokenFrom,
     token: Option<String>,
     timeout: Duration,
+    /// Bytes, and samples and labels, one collection may hold.
     max: usize,
+    max_items: usize,
     /// `auto` after a failure: cycles left before the next try, and the next wait (doubling to
     /// 32 cycles), so an endpoint that times out does not hold every cycle up.
     skip: u32,
@@ -162,7 +170,8 @@ impl Endpoint {
             token_from,
             token: None,
             timeout,
-            max: http::BODY_MAX,
+            max: http::COLLECTION_BYTES_MAX,
+            max_items: COLLECTION_ITEMS_MAX,
             skip: 0,
             backoff: 1,
             current: 0,
@@ -185,9 +194,10 @@ impl Endpoint {
         }
     }
 
-    /// Another bound on each body (tests).
-    pub fn with_max(mut self, max: usize) -> Self {
+    /// Other bounds on what one collection holds: bytes, and samples and labels (tests).
+    pub fn with_max(mut self, max: usize, max_items: usize) -> Self {
         self.max = max;
+        self.max_items = max_items;
         self
     }
 
@@ -299,7 +309,22 @@ impl Endpoint {
             other => other,
         };
         let (n, p, s) = answered.map_err(|e| (e.to_string(), !silent(&e)))?;
-        let nodes = parse(&n);
+        // Counted before parsed, each text dropped once parsed.
+        let mut left = self.max_items;
+        let mut bounded = |text: String, path: &str| match parse_at_most(&text, left) {
+            Ok(e) => {
+                left = left.saturating_sub(e.samples.iter().map(|s| 1 + s.labels.len()).sum());
+                Ok(e)
+            }
+            Err(items) => Err((
+                format!(
+                    "{url}{path}: {items} samples and labels, past the {} one collection may hold; dropped",
+                    self.max_items
+                ),
+                true,
+            )),
+        };
+        let nodes = bounded(n, "/metrics/nodes")?;
         let listed = nodes.series("slurm_node_cpus").next().is_some();
         match nodes.value("slurm_nodes") {
             None if !listed => {
@@ -314,7 +339,10 @@ impl Endpoint {
             }
             _ => {}
         }
-        Ok(Fetched { nodes, partitions: parse(&p), scheduler: s.map(|s| parse(&s)) })
+        let partitions = bounded(p, "/metrics/partitions")?;
+        // The scheduler's figures alone failing leaves sdiag to give them.
+        let scheduler = s.and_then(|s| bounded(s, "/metrics/scheduler").ok());
+        Ok(Fetched { nodes, partitions, scheduler })
     }
 
     async fn get_all(
@@ -323,7 +351,8 @@ impl Endpoint {
         scheduler: bool,
     ) -> Result<(String, String, Option<String>), HttpError> {
         let token = self.token.as_deref();
-        let get = |path| http::get(url, path, token, self.timeout, self.max);
+        let budget = http::Budget::new(self.max);
+        let get = |path| http::get(url, path, token, self.timeout, &budget);
         let sched = async {
             match scheduler {
                 true => get("/metrics/scheduler").await.map(Some),

@@ -1,14 +1,42 @@
 //! A small HTTP/1.1 GET over tokio's TcpStream for slurmctld's metrics endpoint: plain HTTP
 //! (slurmctld serves no TLS there), one request per connection, a time limit on the whole
-//! exchange and a bound on the body.
+//! exchange and a bound on what one collection reads ([`Budget`]), shared by its concurrent
+//! GETs. The answer is read into one buffer, looked at once as it grows (never scanned again
+//! from the start) and its body taken out in place: no second copy.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The most bytes of one answer kept (headers and body): /metrics/nodes of some 100,000 nodes.
-pub const BODY_MAX: usize = 64 << 20;
+/// Bytes one collection may read from the endpoint, its answers together (headers included).
+/// /metrics/nodes takes some 600 bytes a node: a cluster of 20,000 nodes fits. Far below the
+/// unit's `MemoryMax=128M`; a larger answer is an error, and sinfo stands in.
+pub const COLLECTION_BYTES_MAX: usize = 12 << 20;
 const HEADER_MAX: usize = 64 << 10;
+
+/// What one collection may still read, shared by its concurrent GETs.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    left: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl Budget {
+    pub fn new(limit: usize) -> Self {
+        Budget { left: Arc::new(AtomicUsize::new(limit)), limit }
+    }
+
+    /// Takes `n` bytes; false (and nothing taken) when fewer are left.
+    fn take(&self, n: usize) -> bool {
+        self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(n)).is_ok()
+    }
+
+    fn left(&self) -> usize {
+        self.left.load(Ordering::Relaxed)
+    }
+}
 
 /// `http://host:port[/prefix]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,23 +83,23 @@ pub enum HttpError {
     Timeout(String, Duration),
     #[error("{0} answered HTTP {1}")]
     Status(String, u16),
-    #[error("{0} answered more than {1} bytes; dropped")]
+    #[error("{0}: the answers of one collection passed {1} bytes; dropped")]
     TooLarge(String, usize),
     #[error("{0} answered something that is not HTTP: {1}")]
     Malformed(String, String),
 }
 
 /// GETs `path` under `url`; the body of a 200 answer, else an error (401 and 403 too, so the
-/// caller can fetch a token).
+/// caller can fetch a token). What it reads is taken from `budget`.
 pub async fn get(
     url: &Url,
     path: &str,
     token: Option<&str>,
     timeout: Duration,
-    max: usize,
+    budget: &Budget,
 ) -> Result<String, HttpError> {
     let target = format!("{url}{path}");
-    match tokio::time::timeout(timeout, exchange(url, path, token, max, &target)).await {
+    match tokio::time::timeout(timeout, exchange(url, path, token, budget, &target)).await {
         Ok(r) => r,
         Err(_) => Err(HttpError::Timeout(target, timeout)),
     }
@@ -81,7 +109,7 @@ async fn exchange(
     url: &Url,
     path: &str,
     token: Option<&str>,
-    max: usize,
+    budget: &Budget,
     target: &str,
 ) -> Result<String, HttpError> {
     let host = url.host.trim_start_matches('[').trim_end_matches(']');
@@ -101,8 +129,14 @@ async fn exchange(
         .write_all(request.as_bytes())
         .await
         .map_err(|e| HttpError::Connect(target.to_owned(), e.to_string()))?;
+    let at = |e: HttpError| match e {
+        HttpError::Malformed(_, why) => HttpError::Malformed(target.to_owned(), why),
+        other => other,
+    };
+    let too_large = || HttpError::TooLarge(target.to_owned(), budget.limit);
     let mut raw = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut head: Option<Head> = None;
     loop {
         let n = stream
             .read(&mut buf)
@@ -111,106 +145,193 @@ async fn exchange(
         if n == 0 {
             break;
         }
-        if raw.len() + n > max.saturating_add(HEADER_MAX) {
-            return Err(HttpError::TooLarge(target.to_owned(), max));
+        // Nothing past a known length: the buffer holds just the answer and never moves.
+        let n = match &head {
+            Some(Head { framing: Framing::Length(len), start, .. }) => n.min(start + len - raw.len()),
+            _ => n,
+        };
+        if !budget.take(n) {
+            return Err(too_large());
         }
         raw.extend_from_slice(&buf[..n]);
-        // Stop at Content-Length without waiting for the server to close.
-        if let Some(Ok(r)) = complete(&raw, false) {
-            return finish(r, target, max);
+        if head.is_none() {
+            head = parse_head(&raw).transpose().map_err(at)?;
+            match &head {
+                None if raw.len() > HEADER_MAX => return Err(at(malformed("headers too long"))),
+                // A length past what is left fails now; else room for all of it at once.
+                Some(Head { framing: Framing::Length(len), start, .. }) => {
+                    let more = (start + len).saturating_sub(raw.len());
+                    if more > budget.left() {
+                        return Err(too_large());
+                    }
+                    raw.reserve_exact(more);
+                }
+                // Room for all it may still read, so the buffer never moves while it grows:
+                // pages not written take no memory.
+                Some(_) => raw.reserve_exact(budget.left()),
+                None => {}
+            }
+        }
+        // Stop at the end of the body without waiting for the server to close.
+        if let Some(h) = &mut head
+            && h.whole(&raw, false).map_err(at)?
+        {
+            return finish(raw, h, target);
         }
     }
-    match complete(&raw, true) {
-        Some(r) => finish(r?, target, max),
-        None => Err(HttpError::Malformed(target.to_owned(), "answer cut short".into())),
+    if let Some(mut h) = head
+        && h.whole(&raw, true).map_err(at)?
+    {
+        return finish(raw, &h, target);
     }
+    Err(HttpError::Malformed(target.to_owned(), "answer cut short".into()))
 }
 
-/// A parsed answer: status and body.
-struct Answer {
+/// An answer's status line and headers, and how far its body has been seen.
+struct Head {
     status: u16,
-    body: Vec<u8>,
+    /// Where the body starts in the buffer.
+    start: usize,
+    framing: Framing,
 }
 
-fn finish(a: Answer, target: &str, max: usize) -> Result<String, HttpError> {
-    if a.body.len() > max {
-        return Err(HttpError::TooLarge(target.to_owned(), max));
-    }
-    if a.status != 200 {
-        return Err(HttpError::Status(target.to_owned(), a.status));
-    }
-    String::from_utf8(a.body).map_err(|_| HttpError::Malformed(target.to_owned(), "body is not UTF-8".into()))
+enum Framing {
+    /// `Content-Length`.
+    Length(usize),
+    /// Chunked: where the next chunk's size line starts, and whether the last chunk came.
+    Chunked { next: usize, done: bool },
+    /// Neither: the body ends when the server closes.
+    Close,
 }
 
-/// The answer in `raw` once it is whole (by Content-Length or chunked encoding): None while
-/// more may come; a body without either ends when the server closes (`closed`).
-fn complete(raw: &[u8], closed: bool) -> Option<Result<Answer, HttpError>> {
+/// The head of the answer in `raw`, once its blank line came; None until then.
+fn parse_head(raw: &[u8]) -> Option<Result<Head, HttpError>> {
     let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = match std::str::from_utf8(&raw[..end]) {
         Ok(h) => h,
         Err(_) => return Some(Err(malformed("headers are not UTF-8"))),
     };
-    let body = &raw[end + 4..];
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or("");
     let status = match status_line.split_whitespace().nth(1).and_then(|s| s.parse::<u16>().ok()) {
         Some(s) if status_line.starts_with("HTTP/1.") => s,
         _ => return Some(Err(malformed("no HTTP status line"))),
     };
-    let mut length = None;
-    let mut chunked = false;
+    let start = end + 4;
+    let mut framing = Framing::Close;
     for line in lines {
         let Some((k, v)) = line.split_once(':') else { continue };
         if k.trim().eq_ignore_ascii_case("content-length") {
             match v.trim().parse::<usize>() {
-                Ok(n) => length = Some(n),
+                Ok(n) if !matches!(framing, Framing::Chunked { .. }) => framing = Framing::Length(n),
+                Ok(_) => {}
                 Err(_) => return Some(Err(malformed("bad Content-Length"))),
             }
         } else if k.trim().eq_ignore_ascii_case("transfer-encoding")
             && v.to_ascii_lowercase().contains("chunked")
         {
-            chunked = true;
+            framing = Framing::Chunked { next: start, done: false };
         }
     }
-    if chunked {
-        return dechunk(body).map(|r| r.map(|body| Answer { status, body }));
+    Some(Ok(Head { status, start, framing }))
+}
+
+impl Head {
+    /// Whether the body in `raw` is whole (a body framed by neither ends when the server
+    /// closes); each chunk's size line is read once, as it comes.
+    fn whole(&mut self, raw: &[u8], closed: bool) -> Result<bool, HttpError> {
+        match &mut self.framing {
+            Framing::Length(n) => Ok(raw.len() - self.start >= *n),
+            Framing::Close => Ok(closed),
+            Framing::Chunked { next, done } => {
+                while !*done {
+                    let Some((size, data)) = chunk_at(raw, *next)? else { return Ok(false) };
+                    if size == 0 {
+                        *done = true;
+                    } else if raw.len() < data.saturating_add(size).saturating_add(2) {
+                        return Ok(false);
+                    } else {
+                        *next = data + size + 2;
+                    }
+                }
+                Ok(true)
+            }
+        }
     }
-    match length {
-        Some(n) if body.len() >= n => Some(Ok(Answer { status, body: body[..n].to_vec() })),
-        Some(_) => None,
-        None if closed => Some(Ok(Answer { status, body: body.to_vec() })),
-        None => None,
+}
+
+/// The size of the chunk whose size line starts at `at`, and where its data starts; None until
+/// the line is whole.
+fn chunk_at(raw: &[u8], at: usize) -> Result<Option<(usize, usize)>, HttpError> {
+    let rest = raw.get(at..).unwrap_or_default();
+    let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
+    let size_text = std::str::from_utf8(&rest[..eol]).ok().map(|s| s.split(';').next().unwrap_or("").trim());
+    match size_text.and_then(|s| usize::from_str_radix(s, 16).ok()) {
+        Some(size) => Ok(Some((size, at + eol + 2))),
+        None => Err(malformed("bad chunk size")),
     }
+}
+
+/// The body of a whole answer, taken out of `raw` in place.
+fn body(mut raw: Vec<u8>, head: &Head) -> Vec<u8> {
+    match head.framing {
+        Framing::Length(n) => {
+            raw.truncate(head.start + n);
+            raw.drain(..head.start);
+        }
+        Framing::Close => {
+            raw.drain(..head.start);
+        }
+        Framing::Chunked { .. } => {
+            // Each chunk's data moved down over the size lines before it.
+            let (mut read, mut write) = (head.start, 0);
+            while let Ok(Some((size, data))) = chunk_at(&raw, read) {
+                if size == 0 || data + size > raw.len() {
+                    break;
+                }
+                raw.copy_within(data..data + size, write);
+                write += size;
+                read = data + size + 2;
+            }
+            raw.truncate(write);
+        }
+    }
+    raw
+}
+
+fn finish(raw: Vec<u8>, head: &Head, target: &str) -> Result<String, HttpError> {
+    if head.status != 200 {
+        return Err(HttpError::Status(target.to_owned(), head.status));
+    }
+    String::from_utf8(body(raw, head))
+        .map_err(|_| HttpError::Malformed(target.to_owned(), "body is not UTF-8".into()))
 }
 
 fn malformed(why: &str) -> HttpError {
     HttpError::Malformed(String::new(), why.into())
 }
 
-/// A chunked body once its last chunk came; None while more may come.
-fn dechunk(mut b: &[u8]) -> Option<Result<Vec<u8>, HttpError>> {
-    let mut out = Vec::new();
-    loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = std::str::from_utf8(&b[..eol]).ok().map(|s| s.split(';').next().unwrap_or("").trim());
-        let Some(size) = size_text.and_then(|s| usize::from_str_radix(s, 16).ok()) else {
-            return Some(Err(malformed("bad chunk size")));
-        };
-        b = &b[eol + 2..];
-        if size == 0 {
-            return Some(Ok(out));
-        }
-        if b.len() < size.saturating_add(2) {
-            return None;
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[size + 2..];
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Answer {
+        status: u16,
+        body: Vec<u8>,
+    }
+
+    /// The answer in `raw` once it is whole, as the reading loop sees it.
+    fn complete(raw: &[u8], closed: bool) -> Option<Result<Answer, HttpError>> {
+        let mut head = match parse_head(raw)? {
+            Ok(h) => h,
+            Err(e) => return Some(Err(e)),
+        };
+        match head.whole(raw, closed) {
+            Ok(true) => Some(Ok(Answer { status: head.status, body: body(raw.to_vec(), &head) })),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
 
     #[test]
     fn urls() {
@@ -269,16 +390,36 @@ mod tests {
         let mut big = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n".to_vec();
         big.extend(std::iter::repeat_n(b'x', 1_000_000));
         let u = server(Some(big)).await;
-        let e = get(&u, "/metrics/nodes", None, Duration::from_secs(10), 1000).await;
+        let e = get(&u, "/metrics/nodes", None, Duration::from_secs(10), &Budget::new(1000)).await;
         assert!(matches!(e, Err(HttpError::TooLarge(_, 1000))), "{e:?}");
         let u = server(None).await;
-        let e = get(&u, "/metrics/nodes", None, Duration::from_millis(300), 1000).await;
+        let e = get(&u, "/metrics/nodes", None, Duration::from_millis(300), &Budget::new(1000)).await;
         assert!(matches!(e, Err(HttpError::Timeout(..))), "{e:?}");
         let u = server(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nx 1\ny 2".to_vec())).await;
-        assert_eq!(get(&u, "/m", Some("t"), Duration::from_secs(5), 1000).await.unwrap(), "x 1\ny ");
+        assert_eq!(
+            get(&u, "/m", Some("t"), Duration::from_secs(5), &Budget::new(1000)).await.unwrap(),
+            "x 1\ny "
+        );
+        // Chunked, cut anywhere: the same body.
+        let u = server(Some(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nx 1\n\r\n3\r\ny 2\r\n0\r\n\r\n"
+                .to_vec(),
+        ))
+        .await;
+        assert_eq!(
+            get(&u, "/m", None, Duration::from_secs(5), &Budget::new(1000)).await.unwrap(),
+            "x 1\ny 2"
+        );
+        // One budget for a collection's GETs together: the second passes it.
+        let mut half = b"HTTP/1.1 200 OK\r\nContent-Length: 600\r\n\r\n".to_vec();
+        half.extend(std::iter::repeat_n(b'x', 600));
+        let (u, budget) = (server(Some(half)).await, Budget::new(1000));
+        assert!(get(&u, "/a", None, Duration::from_secs(5), &budget).await.is_ok());
+        let e = get(&u, "/b", None, Duration::from_secs(5), &budget).await;
+        assert!(matches!(e, Err(HttpError::TooLarge(_, 1000))), "{e:?}");
         let u = server(Some(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n".to_vec())).await;
         assert!(matches!(
-            get(&u, "/m", None, Duration::from_secs(5), 1000).await,
+            get(&u, "/m", None, Duration::from_secs(5), &Budget::new(1000)).await,
             Err(HttpError::Status(_, 403))
         ));
     }

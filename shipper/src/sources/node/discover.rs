@@ -158,6 +158,47 @@ fn parse_job_dir(name: &str, prefix: &str) -> Option<(String, Option<String>)> {
     crate::sources::slurm_jobs::is_sluid(name).then(|| (name.to_owned(), Some(name.to_owned())))
 }
 
+/// A job's place, as one process's /proc/<pid>/cgroup names it: (its node in the path, the job
+/// id or SLUID, the SLUID).
+pub type ProcJob = (Option<String>, String, Option<String>);
+
+/// The job a process's cgroup (the text of /proc/<pid>/cgroup) lies in, found only where Slurm
+/// puts jobs: v1 `/<slurm>[_<node>]/uid_<uid>/<job dir>/...` in a controller's line, v2
+/// `/<v2_parent>/[<node>_]<v2_scope>/<job dir>/...`. A `job_<id>` elsewhere (below a job's
+/// own directory, or in a user's delegated `user@UID.service/app.slice/`) is a user's name
+/// and never a job's.
+pub fn job_of_proc_cgroup(cfg: &crate::config::NodeConfig, text: &str) -> Option<ProcJob> {
+    text.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let mut parts = path.split('/').filter(|p| !p.is_empty());
+        let node = if controllers.is_empty() {
+            for want in cfg.v2_parent.split('/').filter(|p| !p.is_empty()) {
+                if parts.next()? != want {
+                    return None;
+                }
+            }
+            let scope = parts.next()?;
+            match scope.strip_suffix(cfg.v2_scope.as_str()) {
+                Some("") => None,
+                Some(n) => Some(n.strip_suffix('_').filter(|n| !n.is_empty())?.to_owned()),
+                None => return None,
+            }
+        } else {
+            let slurm = parts.next()?;
+            let node = match slurm.strip_prefix(cfg.v1_slurm_dir.as_str()) {
+                Some("") => None,
+                Some(n) => Some(n.strip_prefix('_').filter(|n| !n.is_empty())?.to_owned()),
+                None => return None,
+            };
+            parts.next()?.strip_prefix("uid_")?.parse::<u32>().ok()?;
+            node
+        };
+        let (id, sluid) = parse_job_dir(parts.next()?, &cfg.job_dir_prefix)?;
+        Some((node, id, sluid))
+    })
+}
+
 fn jobs_v1(layout: &Layout) -> Vec<JobRef> {
     jobs_in(layout, V1_CONTROLLERS)
 }
@@ -259,6 +300,41 @@ pub(crate) mod tests {
         assert!(j7.process_dir().unwrap().starts_with(r.join("cpuacct")), "tasks only, no slurmstepd");
         let j8 = jobs.iter().find(|j| j.id == "8").unwrap();
         assert_eq!((j8.uid, j8.node.as_deref()), (Some(0), None));
+    }
+
+    #[test]
+    fn a_process_belongs_to_a_job_only_in_the_places_slurm_makes() {
+        let cfg = crate::config::NodeConfig::default();
+        let job = |text: &str| job_of_proc_cgroup(&cfg, text);
+        let plain = |id: &str| Some((None, id.to_owned(), None));
+        assert_eq!(job("0::/system.slice/slurmstepd.scope/job_9/step_0/user/task_0\n"), plain("9"));
+        assert_eq!(
+            job("0::/system.slice/n1_slurmstepd.scope/job_9/step_0\n"),
+            Some((Some("n1".into()), "9".into(), None))
+        );
+        let sluid = "0::/system.slice/slurmstepd.scope/s5F1M87GJ0R200/step_0/user/task_0/job_9\n";
+        assert_eq!(job(sluid), Some((None, "s5F1M87GJ0R200".into(), Some("s5F1M87GJ0R200".into()))));
+        let v1 = "12:pids:/user.slice\n4:memory:/slurm_c2/uid_1000/job_7/step_0/task_0\n0::/user.slice\n";
+        assert_eq!(job(v1), Some((Some("c2".into()), "7".into(), None)));
+        assert_eq!(job("3:cpu,cpuacct:/slurm/uid_1000/job_7/step_batch\n"), plain("7"));
+        // A user's own names: below their job, in their delegated systemd tree, or look-alikes.
+        assert_eq!(job("0::/system.slice/slurmstepd.scope/job_8/step_0/user/task_0/job_9\n"), plain("8"));
+        for hostile in [
+            "0::/user.slice/user-1000.slice/user@1000.service/app.slice/job_9\n",
+            "0::/user.slice/user-1000.slice/user@1000.service/app.slice/s5F1M87GJ0R200\n",
+            "0::/user.slice/user-1000.slice/session-3.scope/system.slice/slurmstepd.scope/job_9\n",
+            "0::/system.slice/job_9\n",
+            "0::/system.slice/evil_slurmstepd.scope.d/job_9\n",
+            "0::/system.slice/_slurmstepd.scope/job_9\n",
+            "4:memory:/user.slice/job_9\n",
+            "4:memory:/slurm/job_9\n",
+            "4:memory:/slurmx/uid_0/job_9\n",
+            "4:memory:/slurm/uid_x/job_9\n",
+            "1:name=systemd:/user.slice/user-1000.slice/user@1000.service/app.slice/job_9\n",
+            "0::/system.slice/slurmstepd.scope/notajob/job_9\n",
+        ] {
+            assert_eq!(job(hostile), None, "{hostile}");
+        }
     }
 
     #[test]
