@@ -324,6 +324,8 @@ mod tests {
         assert_eq!(c.head.metrics_token_user.take().as_deref(), Some("slurm-metrics"));
         assert!(c.otlp.endpoint.take().is_some_and(|e| e.ends_with("/v1/metrics")));
         assert_eq!(c.otlp.region.take().as_deref(), Some("us-east-1"));
+        assert_eq!(c.cost.hourly_price.take(), Some(3.06));
+        assert_eq!(std::mem::take(&mut c.cost.prices).get("p5.48xlarge"), Some(&55.04));
         assert_eq!(c, Config::default(), "every other key at its default");
     }
 
