@@ -32,7 +32,7 @@ seeds() {
         openmetrics) find "$fixtures/slurm" -name 'openmetrics-*.txt'; find "$repo/fuzz/seeds/openmetrics" -type f ;;
         cgroup_files) find "$fixtures/cgroup" -type f \( -name 'memory.*' -o -name 'cpu*' -o -name 'io.stat' -o -name 'cgroup.procs' \) | head -n 40 ;;
         lustre_stats) find "$fixtures/sys" "$fixtures/proc" -path '*lustre*' -name stats ;;
-        datum_line | spool_file | infiniband_counters | powercap_energy | gres_conf) find "$repo/fuzz/seeds/$1" -type f ;;
+        datum_line | spool_file | infiniband_counters | powercap_energy | gres_conf | aws_prices) find "$repo/fuzz/seeds/$1" -type f ;;
     esac
     if [ -d "$repo/fuzz/regressions/$1" ]; then find "$repo/fuzz/regressions/$1" -type f; fi
 }

@@ -38,6 +38,11 @@ fn replay(target: &str, bytes: &[u8]) {
                 let _ = (powercap::zone(l), powercap::name(l), powercap::micro_joules(l));
             }
         }
+        ("aws_prices", Some(t)) => {
+            drop(slurm_cw_formats::price::spot_price(t, None));
+            drop(slurm_cw_formats::price::on_demand_price(t.as_bytes()));
+            drop(slurm_cw_formats::slurm::node::parse(t, "c1"));
+        }
         (other, _) => panic!("fuzz/regressions/{other}: no such fuzz target"),
     }
 }
