@@ -393,7 +393,7 @@ catalog! {
             "Datums a destination accepted from this shipper during the flush interval: CloudWatch's without `Sink`, another destination's (otlp, prometheus) with it.";
         SHIPPER_DATUMS_DROPPED = "ShipperDatumsDropped", Count, Gauge, [Shipper],
             &[&[REASON], &[], &[NODE_NAME, REASON], &[SINK, REASON], &[NODE_NAME, SINK, REASON]],
-            "Datums dropped during the interval, by reason (non_finite, out_of_range, bad_dimension, too_many_dimensions, timestamp, rejected, queue_full, spool_full, ...) per host (another destination than CloudWatch's with its `Sink`); with ClusterName alone, the sum over reasons and destinations from every host (what the alarm watches).";
+            "Datums dropped during the interval, by reason (non_finite, out_of_range, bad_dimension, too_many_dimensions, timestamp, rejected, queue_full, spool_full, not_listening: the Prometheus endpoint could not bind its address, ...) per host (another destination than CloudWatch's with its `Sink`); with ClusterName alone, the sum over reasons and destinations from every host (what the alarm watches).";
         SHIPPER_REQUESTS = "ShipperRequests", Count, Gauge, [Shipper], DELIVERY,
             "PutMetricData requests sent during the interval, retries included.";
         SHIPPER_RETRIES = "ShipperRetries", Count, Gauge, [Shipper], DELIVERY,
