@@ -2,6 +2,7 @@
 //! `CostUsd` with the price, share and basis behind it and the waste by the rule; the job's
 //! total adds the nodes up.
 
+use super::model::{num, text};
 use serde::Serialize;
 use serde_json::Value;
 use slurm_cw_catalog::records as r;
@@ -16,14 +17,6 @@ pub struct NodeCost {
     pub waste_usd: Option<f64>,
     pub waste_resource: Option<String>,
     pub unused_percent: Option<f64>,
-}
-
-fn num(v: &Value, key: &str) -> Option<f64> {
-    v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
-}
-
-fn text(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
 /// The cost a record states, if any.

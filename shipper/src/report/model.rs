@@ -67,11 +67,12 @@ pub struct Report {
     pub advice: Vec<String>,
 }
 
-fn num(v: &Value, key: &str) -> Option<f64> {
+/// A finite number of a record's field.
+pub(super) fn num(v: &Value, key: &str) -> Option<f64> {
     v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
 }
 
-fn text(v: &Value, key: &str) -> Option<String> {
+pub(super) fn text(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
