@@ -32,6 +32,8 @@ pub struct Jobs {
     thresholds: Thresholds,
     /// The node's price and size, where job costs are on.
     prices: Option<Prices>,
+    /// When this table (this daemon) began.
+    since: SystemTime,
     spent: Spent,
     jobs: HashMap<Key, Job>,
     /// Summaries and findings made since the last flush.
@@ -46,6 +48,7 @@ impl Jobs {
         Jobs {
             thresholds,
             prices,
+            since: SystemTime::now(),
             spent: Spent::new(),
             jobs: HashMap::new(),
             pending: Vec::new(),
@@ -59,17 +62,25 @@ impl Jobs {
         std::mem::take(&mut self.spent)
     }
 
-    /// Counts a job's cost up to now and adds what is new of it to `spent`.
-    fn account_for(job: &mut Job, prices: Option<&Prices>, spent: &mut Spent) {
+    /// Counts a job's cost up to now and adds what is new of it to `spent`. The records count a
+    /// job from its Slurm start; the metrics from this daemon's start for a job that ran before
+    /// it (the daemon before it, flushing as it stopped, added the rest).
+    fn account_for(job: &mut Job, prices: Option<&Prices>, since: SystemTime, spent: &mut Spent) {
         let Some(p) = prices else { return };
         job.accrue(p);
-        let waste = job.waste().map_or(job.reported.1, |w| w.0);
-        let (usd, wasted) = (job.bill.usd - job.reported.0, waste - job.reported.1);
+        let Some(rate) = job.bill.rate else { return };
+        let hours = since.duration_since(job.start()).map_or(0.0, |d| d.as_secs_f64() / 3600.0);
+        let before = (rate.per_hour() * hours).min(job.bill.usd);
+        let prior = *job.prior.get_or_insert(before);
+        let counted = job.bill.usd - prior;
+        let share = if job.bill.usd > 0.0 { counted / job.bill.usd } else { 0.0 };
+        let waste = job.waste().map_or(job.reported.1, |w| w.0 * share);
+        let (usd, wasted) = (counted - job.reported.0, waste - job.reported.1);
         if usd != 0.0 || wasted != 0.0 {
             let e = spent.entry((job.info.account.clone(), job.info.partition.clone())).or_default();
             e.0 += usd;
             e.1 += wasted;
-            job.reported = (job.bill.usd, waste);
+            job.reported = (counted, waste);
         }
     }
 
@@ -110,7 +121,7 @@ impl Jobs {
                 if let Some(mut job) = self.jobs.remove(&key)
                     && job.summarized != Some(job.last_seen)
                 {
-                    Self::account_for(&mut job, self.prices.as_ref(), &mut self.spent);
+                    Self::account_for(&mut job, self.prices.as_ref(), self.since, &mut self.spent);
                     let record = job.summary(endings::CGROUP_GONE);
                     self.push(record, job.last_seen);
                 }
@@ -125,7 +136,7 @@ impl Jobs {
                 if let Some(job) = self.jobs.get_mut(&key)
                     && job.summarized.is_none()
                 {
-                    Self::account_for(job, self.prices.as_ref(), &mut self.spent);
+                    Self::account_for(job, self.prices.as_ref(), self.since, &mut self.spent);
                     job.summarized = Some(job.last_seen);
                     let record = job.summary(endings::TASK_EPILOG);
                     let t = job.last_seen;
@@ -151,7 +162,7 @@ impl Jobs {
         let mut made = Vec::new();
         for key in keys {
             let Some(job) = self.jobs.get_mut(&key) else { continue };
-            Self::account_for(job, self.prices.as_ref(), &mut self.spent);
+            Self::account_for(job, self.prices.as_ref(), self.since, &mut self.spent);
             if job.flush.is_empty() {
                 continue;
             }

@@ -58,6 +58,9 @@ pub(super) struct Job {
     pub bill: Bill,
     /// Dollars of cost and waste already added to the cost metrics.
     pub reported: (f64, f64),
+    /// What it had cost before this daemon started, which the daemon before it added to the
+    /// cost metrics (None until its first rate is known).
+    pub prior: Option<f64>,
     findings: JobFindings,
     /// The last_seen of the summary a final sample wrote (a later sample means a newer summary
     /// when the cgroup goes).
@@ -93,6 +96,7 @@ impl Job {
             memory_held: None,
             bill: Bill::default(),
             reported: (0.0, 0.0),
+            prior: None,
             findings: JobFindings::default(),
             summarized: None,
         }
@@ -219,9 +223,13 @@ impl Job {
         let Some((share, dominant)) = cost::share(self.cpus_held, self.memory_held, gpus, &size) else {
             return;
         };
-        // A controller's clock ahead of this node's cannot start the job after it was seen.
-        let started = self.started.map_or(self.first_seen, |s| s.min(self.first_seen));
-        self.bill.accrue(cost::Rate { price, share, dominant }, started, self.last_seen);
+        self.bill.accrue(cost::Rate { price, share, dominant }, self.start(), self.last_seen);
+    }
+
+    /// When it started, as Slurm says; a controller's clock ahead of this node's cannot start
+    /// it after it was seen.
+    pub fn start(&self) -> SystemTime {
+        self.started.map_or(self.first_seen, |s| s.min(self.first_seen))
     }
 
     /// The unused fraction of `resource` so far.

@@ -261,3 +261,29 @@ fn without_a_price_or_a_node_size_no_cost_figure_at_all() {
         assert_eq!(prices.wanted(), vec!["n1".to_owned()], "the node's size is asked for");
     }
 }
+
+#[test]
+fn a_job_that_ran_before_the_daemon_adds_to_the_metrics_only_from_the_daemons_start() {
+    use crate::cost::{Basis, Price, Prices};
+    use crate::sample::Held;
+    use slurm_cw_formats::slurm::node::NodeSize;
+    // The whole node at $10 an hour; the job started two hours before this daemon, which then
+    // reads it for one hour. Its records say $30; the metrics get the last hour's $10 (the
+    // daemon before this one added the first $20 as it stopped).
+    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    jobs.since = t(7200);
+    for at in [7200, 10800] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, 4.0)]);
+        r.held = Held { started: Some(t(0)), ..Held::default() };
+        b.jobs.push(r);
+        jobs.observe(&b);
+    }
+    let recs: Vec<Value> = jobs.flush(t(10801)).iter().map(parse).collect();
+    assert_eq!(recs[0]["CostUsd"], 30.0, "{:?}", recs[0]);
+    let spent = jobs.take_spent();
+    assert_eq!(spent.values().map(|s| s.0).sum::<f64>(), 10.0, "{spent:?}");
+}
