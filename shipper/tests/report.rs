@@ -41,6 +41,19 @@ fn within(what: &str, got: f64, lo: f64, hi: f64) {
     assert!(got >= lo && got <= hi, "{what}: {got} not in [{lo}, {hi}]");
 }
 
+const PRICE: f64 = 3.6;
+
+/// Seconds `job` held its nodes, as Slurm says (StartTime to EndTime; local time both).
+fn slurm_held_seconds(job: &str) -> f64 {
+    let text = cmd("squeue", &["-h", "-j", job, "-t", "all", "-o", "%S %e"]);
+    let secs = |t: &str| {
+        let out = std::process::Command::new("date").args(["-d", t, "+%s"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse::<f64>().unwrap()
+    };
+    let (start, end) = text.trim().split_once(' ').unwrap();
+    secs(end) - secs(start)
+}
+
 fn now_rfc3339() -> String {
     slurm_cw_formats::datum::format_timestamp(SystemTime::now())
 }
@@ -59,9 +72,11 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
     let logs = logs(&url).await;
     let group = job_log_group(&logs, "report").await;
     let interval = 2.0;
+    let namespace = unique_namespace("report");
     let shipper_child = shipper()
         .args(["--role", "node"])
-        .envs(shipper_env(&url, &unique_namespace("report")))
+        .envs(shipper_env(&url, &namespace))
+        .env("SLURM_CW_COST__HOURLY_PRICE", PRICE.to_string())
         .env("SLURM_CW_LOGS__GROUP", &group)
         .env("SLURM_CW_CLUSTER_NAME", "reporttest")
         .env("SLURM_CW_COLLECT_INTERVAL", "2s")
@@ -98,7 +113,21 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
         "--wrap",
         &format!("python3 {w} burn 1 30"),
     ]);
-    cleanup.jobs.extend([mem.clone(), burn.clone()]);
+    // Two nodes, one CPU of two on each: half of each node.
+    let two = sbatch(&[
+        "-p",
+        "debug",
+        "-N",
+        "2",
+        "-c",
+        "1",
+        "--mem=200M",
+        "-A",
+        "physics",
+        "--wrap",
+        "srun sleep 20",
+    ]);
+    cleanup.jobs.extend([mem.clone(), burn.clone(), two.clone()]);
 
     // While it runs: a report from its samples alone, marked as still arriving. The truth first:
     // python holds its 300 MiB (on a busy machine touching them takes a while), then two more
@@ -143,11 +172,11 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
             *e = e.max(c);
         }
         let done = |j: &str| matches!(job_state(j).as_str(), "COMPLETED" | "FAILED" | "");
-        done(&mem) && done(&burn)
+        done(&mem) && done(&burn) && done(&two)
     });
     let burn_truth: f64 = cpu.values().sum();
     // The summaries come at the first collection after the cgroups are gone.
-    for job in [&mem, &burn] {
+    for job in [&mem, &burn, &two] {
         let mut got = Vec::new();
         for _ in 0..10 {
             got = records(&logs, &group, &[(r::JOB_ID.name, job), (r::TYPE.name, kinds::JOB_SUMMARY)]).await;
@@ -186,6 +215,38 @@ async fn a_real_job_report_equals_what_the_jobs_did() {
     within("burn job CPU-seconds", got, burn_truth - interval - 0.5, burn_truth + 0.5);
     within("burn job cores", b["cores_allocated"].as_f64().unwrap_or(0.0), 1.0, 1.0);
     eprintln!("burn job CPU-seconds truth {burn_truth:.2}, reported {got:.2}");
+
+    // What they cost at $3.60 an hour: half a node each (one CPU of two; the memory job's
+    // 600 MB of 2000 is less), from Slurm's start to the last collection that saw them (at most
+    // one interval before their end).
+    let cost_within = |what: &str, got: f64, job: &str| {
+        let held = slurm_held_seconds(job);
+        let per_s = PRICE * 0.5 / 3600.0;
+        within(what, got, per_s * (held - interval - 1.5), per_s * (held + 1.5));
+    };
+    cost_within("memory job cost ($)", m["cost_usd"].as_f64().unwrap_or(-1.0), &mem);
+    assert_eq!(m["per_node"][0]["cost"]["basis"], json!("configured"), "{m:#}");
+    assert_eq!(m["per_node"][0]["cost"]["share"], json!(0.5));
+    let t = json_report(&url, &group, &two);
+    let nodes = t["per_node"].as_array().map_or(0, Vec::len);
+    assert_eq!(nodes, 2, "a summary per node: {t:#}");
+    let per_node: Vec<f64> =
+        (0..2).map(|i| t["per_node"][i]["cost"]["usd"].as_f64().unwrap_or(-1.0)).collect();
+    for (i, c) in per_node.iter().enumerate() {
+        cost_within(&format!("two-node job's cost on its node {i} ($)"), *c, &two);
+    }
+    let total = t["cost_usd"].as_f64().unwrap_or(-1.0);
+    assert!(
+        (total - per_node.iter().sum::<f64>()).abs() < 1e-9,
+        "report adds its nodes up: {total} vs {per_node:?}"
+    );
+    // Account physics's JobCost, as the nodes added it flush by flush (the jobs started after the
+    // daemon): what its two jobs' summaries say, within rounding.
+    let cw = cloudwatch(&url).await;
+    let physics = [("ClusterName", "reporttest"), ("Account", "physics")];
+    let spent = statistic(&cw, &namespace, "JobCost", &physics, "Sum", Duration::from_secs(600)).await;
+    let want = m["cost_usd"].as_f64().unwrap_or(0.0) + total;
+    within("account physics's JobCost ($)", spent.unwrap_or(-1.0), want * 0.99, want * 1.01);
 
     // The text form: not a terminal here, so no colour.
     let (code, text, err) = report(&url, &group, &[&mem]);
