@@ -318,6 +318,11 @@ impl Pipeline {
         let mut batch = Batch::new(now);
         if let Some(jobs) = &mut self.jobs {
             spend(jobs.take_spent(), &mut batch);
+            // Jobs without a cost figure (no price, or no node size), counted where they are.
+            if jobs.uncosted > 0 {
+                let dims = Dims::new().with(NODE_NAME, self.node.as_str()).with(COLLECTOR, "cost");
+                batch.push(&COLLECTOR_ERRORS, dims, jobs.uncosted as f64);
+            }
         }
         let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
         self.feed_lanes(batch.samples, &[], now);

@@ -1,6 +1,7 @@
 //! What jobs cost: real Slurm jobs with known allocations on nodes of known size (the bench's
 //! nodes: 2 CPUs and 2000 MB each) at a configured price, their `CostUsd` checked against
-//! price x share x hours held, computed here by hand; a Spot price through LocalStack's EC2
+//! price x share x hours held, computed here by hand (a job whose user filled its name and
+//! environment with sizes and prices included); a Spot price through LocalStack's EC2
 //! (`DescribeSpotPriceHistory`) and a loopback IMDSv2; bad prices refused with the key named.
 
 mod common;
@@ -50,7 +51,23 @@ fn a_jobs_cost_is_price_times_share_times_the_time_it_held_the_node() {
     let n = nodes();
     // One CPU of two and a quarter of the memory: half the node. All of a node. One CPU on
     // each of two nodes: half of each.
-    let shared = sbatch(&["-p", "batch", "-w", &n[0], "-c", "1", "--mem=500M", "--wrap", "sleep 300"]);
+    // Its user names it and fills its environment with what a naive reader would take for its
+    // size: no figure moves (Slurm's allocation and the node's size decide).
+    let shared = sbatch(&[
+        "-p",
+        "batch",
+        "-w",
+        &n[0],
+        "-c",
+        "1",
+        "--mem=500M",
+        "--job-name",
+        "w CPUTot=1 RealMemory=1 Share=1 CostUsd=0",
+        "--export",
+        "ALL,SLURM_CPUS_ON_NODE=2,SLURM_JOB_CPUS_PER_NODE=2,SLURM_MEM_PER_NODE=2000,SLURM_CW_COST__HOURLY_PRICE=0",
+        "--wrap",
+        "sleep 300",
+    ]);
     let exclusive = sbatch(&["-p", "batch", "-w", &n[1], "--exclusive", "--mem=100M", "--wrap", "sleep 300"]);
     let two = sbatch(&["-p", "debug", "-N", "2", "-c", "1", "--mem=200M", "--wrap", "srun sleep 300"]);
     let _cleanup =

@@ -41,6 +41,8 @@ pub struct Jobs {
     seq: u64,
     /// Records cut to fit one log event since the last flush.
     pub trimmed: u64,
+    /// Jobs the last flush could put no cost on (no price, or no size of their node).
+    pub uncosted: u64,
 }
 
 impl Jobs {
@@ -54,6 +56,7 @@ impl Jobs {
             pending: Vec::new(),
             seq: 0,
             trimmed: 0,
+            uncosted: 0,
         }
     }
 
@@ -160,9 +163,11 @@ impl Jobs {
         let mut keys: Vec<Key> = self.jobs.keys().cloned().collect();
         keys.sort();
         let mut made = Vec::new();
+        self.uncosted = 0;
         for key in keys {
             let Some(job) = self.jobs.get_mut(&key) else { continue };
             Self::account_for(job, self.prices.as_ref(), self.since, &mut self.spent);
+            self.uncosted += u64::from(self.prices.is_some() && job.bill.rate.is_none());
             if job.flush.is_empty() {
                 continue;
             }

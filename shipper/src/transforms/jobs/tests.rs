@@ -258,6 +258,7 @@ fn without_a_price_or_a_node_size_no_cost_figure_at_all() {
         let recs: Vec<Value> = jobs.flush(t(61)).iter().map(parse).collect();
         assert!(recs.iter().all(|r| r.get("CostUsd").is_none() && r.get("WasteUsd").is_none()), "{recs:?}");
         assert!(jobs.take_spent().is_empty());
+        assert_eq!(jobs.uncosted, 1, "counted");
         assert_eq!(prices.wanted(), vec!["n1".to_owned()], "the node's size is asked for");
     }
 }
