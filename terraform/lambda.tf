@@ -60,6 +60,11 @@ resource "aws_lambda_function" "this" {
       condition     = length(local.lambda_config) <= 3800
       error_message = "The Lambda's configuration (SLURM_CW_LAMBDA_CONFIG: rules and thresholds) is over 3800 bytes of JSON; Lambda allows 4 KB of environment variables. Trim alarm_rules."
     }
+    precondition {
+      # Without it another cluster's launch failures in the same group would pass as this one's.
+      condition     = var.pcs_scaling_log_group == null || var.pcs_cluster_id != null
+      error_message = "pcs_cluster_id is required with pcs_scaling_log_group: the cluster's PCS id (pcs_...)."
+    }
   }
 
   # The log groups must exist (with their retention and key) before the function first logs or

@@ -65,6 +65,7 @@ locals {
     job_log_group = aws_cloudwatch_log_group.jobs.name
     # null (no PCS stage) unless set.
     pcs_scaling_log_group = var.pcs_scaling_log_group
+    pcs_cluster_id        = var.pcs_cluster_id
   })
 
   # Alarms this module creates itself (not the Lambda) are named so that they never carry a

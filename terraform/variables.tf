@@ -218,6 +218,17 @@ variable "pcs_scaling_log_group" {
   }
 }
 
+variable "pcs_cluster_id" {
+  description = "AWS PCS only, required with pcs_scaling_log_group: the cluster's PCS id (pcs_...). The Lambda sends only the launch failures whose resource_id is this id; another cluster's records delivered to the same group are counted and skipped."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.pcs_cluster_id == null || try(can(regex("^[A-Za-z0-9_-]{1,64}$", var.pcs_cluster_id)), false)
+    error_message = "pcs_cluster_id must be a PCS cluster id (pcs_...): 1 to 64 of letters, digits, _ and -."
+  }
+}
+
 variable "pcs_jobcomp_log_group" {
   description = "AWS PCS only: the CloudWatch Logs group PCS delivers the cluster's job completion logs (PCS_JOBCOMP_LOGS: each job's state, times, nodes, instance ids and types) to. The dashboard shows the newest records from it. null (default): no such widget."
   type        = string

@@ -29,6 +29,10 @@ pub struct Config {
     /// are read from it and sent beside the backlog events. None: no PCS stage.
     #[serde(default)]
     pub pcs_scaling_log_group: Option<String>,
+    /// This cluster's AWS PCS id (`pcs_…`), required with `pcs_scaling_log_group`: records of
+    /// another cluster delivered to the same group are skipped, not sent as this one's.
+    #[serde(default)]
+    pub pcs_cluster_id: Option<String>,
     /// Alarm actions and notices go here.
     #[serde(default)]
     pub sns_topic_arn: Option<String>,
@@ -100,6 +104,17 @@ impl Config {
         }
         if let Some(g) = &c.pcs_scaling_log_group {
             check_log_group(g).map_err(|e| format!("{ENV}: pcs_scaling_log_group: {e}"))?;
+            match c.pcs_cluster_id.as_deref().map(str::trim) {
+                None | Some("") => {
+                    return Err(format!(
+                        "{ENV}: pcs_cluster_id is required with pcs_scaling_log_group (the PCS cluster's id, pcs_…)"
+                    ));
+                }
+                Some(id) if id.chars().any(|ch| ch.is_control() || ch.is_whitespace()) => {
+                    return Err(format!("{ENV}: pcs_cluster_id {id:?} is not a PCS cluster id"));
+                }
+                Some(_) => {}
+            }
         }
         c.namespace = match &c.namespace_key {
             Some(ns) => ns.clone(),
@@ -184,9 +199,10 @@ mod tests {
         assert_eq!((c.alarm_prefix().as_str(), c.job_log_group().as_str()), ("slurm-cw-p-", "/x/y"));
         assert_eq!(c.pcs_scaling_log_group, None, "no PCS stage unless asked");
         let c =
-            Config::from_json(r#"{"cluster_name": "p", "pcs_scaling_log_group": "/aws/vendedlogs/pcs/x"}"#)
+            Config::from_json(r#"{"cluster_name": "p", "pcs_scaling_log_group": "/aws/vendedlogs/pcs/x", "pcs_cluster_id": "pcs_x"}"#)
                 .unwrap();
         assert_eq!(c.pcs_scaling_log_group.as_deref(), Some("/aws/vendedlogs/pcs/x"));
+        assert_eq!(c.pcs_cluster_id.as_deref(), Some("pcs_x"));
     }
 
     #[test]
@@ -232,5 +248,13 @@ mod tests {
         assert!(e.contains("job_log_group"), "{e}");
         let e = Config::from_json(r#"{"cluster_name": "p", "pcs_scaling_log_group": ""}"#).unwrap_err();
         assert!(e.contains("pcs_scaling_log_group"), "{e}");
+        // Without the cluster's id, another cluster's records could pass as this one's.
+        for id in ["", r#", "pcs_cluster_id": """#, r#", "pcs_cluster_id": "pcs x""#] {
+            let e = Config::from_json(&format!(
+                r#"{{"cluster_name": "p", "pcs_scaling_log_group": "/aws/vendedlogs/pcs/x"{id}}}"#
+            ))
+            .unwrap_err();
+            assert!(e.contains("pcs_cluster_id"), "{id}: {e}");
+        }
     }
 }

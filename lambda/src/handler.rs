@@ -128,6 +128,8 @@ pub struct Summary {
     pub launch_failures: Vec<scaling::LaunchFailure>,
     /// Scaling records that match a launch failure but are not as PCS documents them: skipped.
     pub pcs_scaling_malformed: usize,
+    /// Launch failures of another PCS cluster in the group, skipped.
+    pub pcs_scaling_other_cluster: usize,
     pub pcs_scaling_pages: u32,
     /// The scaling scan ran out of its pages; the next run goes on with it.
     pub pcs_scaling_scan_continues: bool,
@@ -236,6 +238,8 @@ pub async fn run_within(cfg: &Config, clients: &Clients, now: SystemTime, budget
             scaling_group,
             state_group: &group,
             cluster: &cfg.cluster_name,
+            // The configuration requires it with the group; none matches no record.
+            pcs_cluster_id: cfg.pcs_cluster_id.as_deref().unwrap_or_default(),
             bus: &cfg.event_bus,
             page_limit: budgets.scaling_page_limit,
         };
@@ -248,6 +252,7 @@ pub async fn run_within(cfg: &Config, clients: &Clients, now: SystemTime, budget
         summary.record("pcs_scaling", done);
         summary.launch_failures = progress.launch_failures;
         summary.pcs_scaling_malformed = progress.malformed;
+        summary.pcs_scaling_other_cluster = progress.other_cluster;
         summary.pcs_scaling_pages = progress.filter_log_events_pages;
         summary.pcs_scaling_scan_continues = progress.scan_continues;
     }

@@ -46,6 +46,7 @@ async fn main() -> Result<(), Error> {
                 findings = summary.findings.len(),
                 launch_failures = summary.launch_failures.len(),
                 pcs_scaling_malformed = summary.pcs_scaling_malformed,
+                pcs_scaling_other_cluster = summary.pcs_scaling_other_cluster,
                 alarms_changed = summary.alarms.created_or_updated.len(),
                 failed_stages = summary.failed_stages.len(),
                 "invocation done"

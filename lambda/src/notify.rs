@@ -88,6 +88,18 @@ pub async fn put_events(
     detail_type: &str,
     details: impl IntoIterator<Item = serde_json::Value>,
 ) -> Result<()> {
+    put_events_marking(eb, bus, detail_type, details, &mut |_| {}).await
+}
+
+/// [`put_events`], telling `accepted` the index of each detail EventBridge took, also those
+/// before a refusal: a caller that remembers them sends only the rest again.
+pub async fn put_events_marking(
+    eb: &aws_sdk_eventbridge::Client,
+    bus: &str,
+    detail_type: &str,
+    details: impl IntoIterator<Item = serde_json::Value>,
+    accepted: &mut dyn FnMut(usize),
+) -> Result<()> {
     let entries: Vec<PutEventsRequestEntry> = details
         .into_iter()
         .map(|detail| {
@@ -99,16 +111,24 @@ pub async fn put_events(
                 .build()
         })
         .collect();
-    for chunk in entries.chunks(10) {
+    for (n, chunk) in entries.chunks(10).enumerate() {
         let resp = eb
             .put_events()
             .set_entries(Some(chunk.to_vec()))
             .send()
             .await
             .context("EventBridge PutEvents")?;
-        if resp.failed_entry_count() > 0 {
-            anyhow::bail!("EventBridge refused {} {detail_type:?} event(s)", resp.failed_entry_count());
+        if resp.failed_entry_count() == 0 {
+            (0..chunk.len()).for_each(|i| accepted(n * 10 + i));
+            continue;
         }
+        // The answer's entries are the request's, in order; one without an error code was taken.
+        for (i, e) in resp.entries().iter().enumerate().take(chunk.len()) {
+            if e.error_code().is_none() {
+                accepted(n * 10 + i);
+            }
+        }
+        anyhow::bail!("EventBridge refused {} {detail_type:?} event(s)", resp.failed_entry_count());
     }
     Ok(())
 }

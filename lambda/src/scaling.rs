@@ -14,7 +14,13 @@
 //! **Once.** The cursor, one event in the job log group's [`CURSOR_STREAM`] ([`crate::state`]),
 //! remembers the log events read within the window (by event id); a record delivered more than
 //! [`LOOKBACK_MINUTES`] after its event time is not reported. Events are sent before the cursor
-//! moves: a run that fails in between sends them again (at least once, never lost).
+//! moves: a run that fails in between sends them again (at least once, never lost). When
+//! EventBridge refuses a chunk, the cursor still records those it took, so that only the rest
+//! go again. A saved scan token FilterLogEvents no longer takes (they expire) starts the window
+//! again, once, instead of failing every later run.
+//!
+//! **This cluster's.** Only records whose `resource_id` is the configured `pcs_cluster_id` are
+//! sent: another cluster delivering to the same group is counted and skipped.
 //!
 //! **Malformed records.** A record that matches the pattern but lacks a documented field (or is
 //! not a JSON object) is counted in the run's summary and logged, never fatal.
@@ -145,6 +151,8 @@ pub struct Progress {
     pub already_reported: usize,
     /// Records that match the pattern but are not what PCS documents.
     pub malformed: usize,
+    /// Launch failures of another PCS cluster (another `resource_id`), skipped.
+    pub other_cluster: usize,
     pub filter_log_events_pages: u32,
     /// The page bound cut the scan: the next run goes on with it.
     pub scan_continues: bool,
@@ -157,6 +165,8 @@ pub struct Target<'a> {
     /// The job log group, where the cursor lives.
     pub state_group: &'a str,
     pub cluster: &'a str,
+    /// This cluster's PCS id: records with another `resource_id` are skipped.
+    pub pcs_cluster_id: &'a str,
     pub bus: &'a str,
     /// Events per page ([`PAGE_LIMIT`] but in tests).
     pub page_limit: i32,
@@ -188,6 +198,24 @@ async fn read_cursor(logs: &Client, group: &str) -> Result<(Cursor, i64)> {
     }
 }
 
+/// One page of the scan from `from_ms`: `token`'s page, or the first.
+async fn read_page(
+    logs: &Client,
+    t: &Target<'_>,
+    from_ms: i64,
+    token: Option<String>,
+) -> Result<aws_sdk_cloudwatchlogs::operation::filter_log_events::FilterLogEventsOutput> {
+    logs.filter_log_events()
+        .log_group_name(t.scaling_group)
+        .filter_pattern(filter_pattern())
+        .start_time(from_ms)
+        .limit(t.page_limit)
+        .set_next_token(token)
+        .send()
+        .await
+        .with_context(|| format!("FilterLogEvents {}", t.scaling_group))
+}
+
 /// One run of the stage at `now_ms`.
 pub async fn run(
     logs: &Client,
@@ -197,22 +225,27 @@ pub async fn run(
     p: &mut Progress,
 ) -> Result<()> {
     let (mut cursor, prev_ms) = read_cursor(logs, t.state_group).await?;
-    let from_ms = cursor.scan.as_ref().map_or(now_ms - LOOKBACK_MINUTES * 60_000, |s| s.from_ms);
-    let mut token = cursor.scan.take().map(|s| s.token);
+    let mut started = cursor.scan.take();
+    let mut from_ms = started.as_ref().map_or(now_ms - LOOKBACK_MINUTES * 60_000, |s| s.from_ms);
+    let mut token = started.as_ref().map(|s| s.token.clone());
     let mut seen: HashSet<String> = cursor.seen.iter().map(|(_, id)| id.clone()).collect();
-    let mut fresh = Vec::new();
+    // Launch failures read, with (event time, id): remembered once EventBridge takes them.
+    let mut fresh: Vec<(i64, String, LaunchFailure)> = Vec::new();
+    let mut restarted = false;
     loop {
         p.filter_log_events_pages += 1;
-        let resp = logs
-            .filter_log_events()
-            .log_group_name(t.scaling_group)
-            .filter_pattern(filter_pattern())
-            .start_time(from_ms)
-            .limit(t.page_limit)
-            .set_next_token(token.clone())
-            .send()
-            .await
-            .with_context(|| format!("FilterLogEvents {}", t.scaling_group))?;
+        let resp = match read_page(logs, t, from_ms, token.clone()).await {
+            Ok(r) => r,
+            // A token FilterLogEvents no longer takes (expired, refused): the window from its
+            // start again, once, as the findings stage does; what was sent is remembered.
+            Err(e) if token.is_some() && !restarted => {
+                tracing::warn!(error = %format!("{e:#}"), "a PCS scaling scan cannot go on; starting it again");
+                (restarted, started, token) = (true, None, None);
+                from_ms = now_ms - LOOKBACK_MINUTES * 60_000;
+                read_page(logs, t, from_ms, None).await?
+            }
+            Err(e) => return Err(e),
+        };
         for ev in resp.events() {
             let (Some(msg), Some(ts)) = (ev.message(), ev.timestamp()) else { continue };
             let id = ev.event_id().map_or_else(|| fallback_id(ts, msg), str::to_owned);
@@ -220,10 +253,20 @@ pub async fn run(
                 p.already_reported += 1;
                 continue;
             }
-            cursor.seen.push((ts, id));
             match parse(msg) {
-                Record::LaunchFailure(f) => fresh.push(f),
-                Record::Other => {}
+                // Another cluster's record in the same group is not this cluster's news.
+                Record::LaunchFailure(lf) if lf.field(f::RESOURCE_ID) != t.pcs_cluster_id => {
+                    p.other_cluster += 1;
+                    tracing::warn!(
+                        group = t.scaling_group,
+                        resource_id = lf.field(f::RESOURCE_ID),
+                        expected = t.pcs_cluster_id,
+                        "a PCS launch failure of another cluster; skipped"
+                    );
+                    cursor.seen.push((ts, id));
+                }
+                Record::LaunchFailure(lf) => fresh.push((ts, id, lf)),
+                Record::Other => cursor.seen.push((ts, id)),
                 Record::Malformed(why) => {
                     p.malformed += 1;
                     tracing::warn!(
@@ -232,6 +275,7 @@ pub async fn run(
                         why,
                         "a PCS scaling record is not as documented; skipped"
                     );
+                    cursor.seen.push((ts, id));
                 }
             }
         }
@@ -246,12 +290,32 @@ pub async fn run(
             Some(n) => token = Some(n),
         }
     }
-    fresh.sort_by_key(|f| f.event_ms);
-    send(eb, t, &fresh).await?;
-    p.launch_failures = fresh;
+    fresh.sort_by_key(|(_, _, lf)| lf.event_ms);
+    let mut taken = vec![false; fresh.len()];
+    let sent = send(eb, t, fresh.iter().map(|(_, _, lf)| lf), &mut |i| taken[i] = true).await;
+    for ((ts, id, lf), ok) in fresh.into_iter().zip(taken) {
+        if ok {
+            cursor.seen.push((ts, id));
+            p.launch_failures.push(lf);
+        }
+    }
+    if sent.is_err() {
+        // The same pages again next run; those EventBridge took are remembered, not sent again.
+        cursor.scan = started;
+        p.scan_continues = false;
+    }
     cursor.seen = remember(std::mem::take(&mut cursor.seen), now_ms);
     let message = serde_json::to_string(&cursor).context("scaling cursor as JSON")?;
-    crate::state::append(logs, t.state_group, CURSOR_STREAM, message, prev_ms).await
+    let saved = crate::state::append(logs, t.state_group, CURSOR_STREAM, message, prev_ms).await;
+    match sent {
+        Err(e) => {
+            if let Err(w) = saved {
+                tracing::warn!(error = %format!("{w:#}"), "could not record the launch failures sent before the refusal");
+            }
+            Err(e)
+        }
+        Ok(()) => saved,
+    }
 }
 
 /// The ids to keep: those whose event time a later window still covers, newest first, bounded.
@@ -271,14 +335,19 @@ pub fn remember(mut seen: Vec<(i64, String)>, now_ms: i64) -> Vec<(i64, String)>
     seen
 }
 
-/// One event per launch failure.
-async fn send(eb: &aws_sdk_eventbridge::Client, t: &Target<'_>, failures: &[LaunchFailure]) -> Result<()> {
-    let details = failures.iter().map(|f| {
+/// One event per launch failure; `taken` is told the index of each EventBridge took.
+async fn send<'f>(
+    eb: &aws_sdk_eventbridge::Client,
+    t: &Target<'_>,
+    failures: impl Iterator<Item = &'f LaunchFailure>,
+    taken: &mut dyn FnMut(usize),
+) -> Result<()> {
+    let details = failures.map(|f| {
         let mut detail = f.detail.clone();
         detail.insert(event::CLUSTER.into(), t.cluster.into());
         Value::Object(detail)
     });
-    crate::notify::put_events(eb, t.bus, LAUNCH_FAILED_DETAIL_TYPE, details).await
+    crate::notify::put_events_marking(eb, t.bus, LAUNCH_FAILED_DETAIL_TYPE, details, taken).await
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{MIB, SLURM_LOCK, SlurmCleanup, job_memory_read_back, otlp_receiver, slurm};
+use common::{MIB, SLURM_LOCK, SlurmCleanup, job_memory_read_back, otlp_receiver, shipper, slurm};
 use std::ffi::OsStr;
 
 #[ignore = "needs the Slurm bench and the OTLP receiver: scripts/test.sh runs it"]
@@ -37,4 +37,28 @@ fn an_otlp_receiver_gets_a_real_jobs_memory_with_its_labels() {
     assert_eq!(label("service_name"), "slurm-cw-shipper", "{labels}");
     assert_eq!(label("service_instance_id"), host.trim(), "{labels}");
     drop(cleanup);
+}
+
+/// Issue 31: SigV4 over http:// would send the instance role's session token and a replayable
+/// signature in clear text. The configuration is refused before anything runs: exit 2, naming
+/// the key.
+#[test]
+fn sigv4_over_http_exits_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    for (endpoint, sigv4) in [
+        ("http://127.0.0.1:9/v1/metrics", "on"),
+        ("http://monitoring.eu-west-1.amazonaws.com/v1/metrics", "auto"),
+    ] {
+        std::fs::write(
+            &config,
+            format!("sink = \"otlp\"\n[otlp]\nendpoint = \"{endpoint}\"\nsigv4 = \"{sigv4}\"\n"),
+        )
+        .unwrap();
+        let out = shipper().args(["--once", "--role", "node", "--config"]).arg(&config).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{endpoint} {sigv4}: {err}");
+        assert!(err.contains("bad configuration: otlp.sigv4: signing over http://"), "{err}");
+        assert!(out.stdout.is_empty(), "nothing collected or sent");
+    }
 }

@@ -89,6 +89,7 @@ run "defaults" {
       job_log_group = "/slurm-cw/test/jobs"
       # No PCS stage unless pcs_scaling_log_group is given.
       pcs_scaling_log_group = null
+      pcs_cluster_id        = null
       rules                 = jsondecode(file("${path.module}/rules/default-rules.json"))
       thresholds = {
         idle_gpu_percent              = 5
@@ -260,6 +261,7 @@ run "pcs" {
 
   variables {
     pcs_scaling_log_group     = "/aws/vendedlogs/pcs/pcs_abc123de45/scaling"
+    pcs_cluster_id            = "pcs_abc123de45"
     pcs_jobcomp_log_group     = "/aws/vendedlogs/pcs/pcs_abc123de45/jobcomp"
     create_instance_profile   = true
     instance_profile_path     = "/aws-pcs/"
@@ -269,6 +271,11 @@ run "pcs" {
   assert {
     condition     = jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).pcs_scaling_log_group == "/aws/vendedlogs/pcs/pcs_abc123de45/scaling"
     error_message = "pcs_scaling_log_group must reach the Lambda's configuration."
+  }
+
+  assert {
+    condition     = jsondecode(aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG).pcs_cluster_id == "pcs_abc123de45"
+    error_message = "pcs_cluster_id must reach the Lambda's configuration."
   }
 
   assert {
@@ -347,6 +354,15 @@ run "otlp_metrics" {
     condition     = aws_iam_role_policy_attachment.node_shipper[0].policy_arn == aws_iam_policy.cluster_instance.arn && output.cluster_instance_policy_arn == aws_iam_policy.cluster_instance.arn
     error_message = "The nodes' role and ParallelCluster must get the OTLP statement through the one instance policy."
   }
+}
+
+# Without the cluster's id, another cluster's launch failures would pass as this one's.
+run "rejects_pcs_scaling_log_group_without_pcs_cluster_id" {
+  command = plan
+  variables {
+    pcs_scaling_log_group = "/aws/vendedlogs/pcs/pcs_abc123de45/scaling"
+  }
+  expect_failures = [aws_lambda_function.this]
 }
 
 run "rejects_instance_profile_path_without_slashes" {

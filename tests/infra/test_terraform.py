@@ -153,6 +153,7 @@ def test_lambda_function():
         "thresholds": "var.thresholds",
         "job_log_group": "aws_cloudwatch_log_group.jobs.name",
         "pcs_scaling_log_group": "var.pcs_scaling_log_group",
+        "pcs_cluster_id": "var.pcs_cluster_id",
     }.items():
         assert re.search(rf"\b{key}\s*=\s*{re.escape(value)}\b", config), f"lambda_config lacks {key} = {value}: {config}"
     rules = module_locals()["alarm_rules"]
@@ -180,6 +181,7 @@ FUNCTION_INPUTS = {
     "lambda_timeout": "function",
     "lambda_reserved_concurrency": "function",
     "pcs_scaling_log_group": "config",
+    "pcs_cluster_id": "config",
 }
 # Inputs that are not the function's settings.
 OTHER_INPUTS = {
@@ -231,6 +233,7 @@ def test_default_lambda_config_fits_the_environment():
         "rules": rules,
         "job_log_group": "/slurm-cw/" + "c" * 40 + "/jobs",
         "pcs_scaling_log_group": "/aws/vendedlogs/pcs/cluster/PCS_SCALING_LOGS/pcs_abcdefghij",
+        "pcs_cluster_id": "pcs_abcdefghij",
         "thresholds": {"idle_gpu_percent": 5, "idle_gpu_minutes": 30, "low_cpu_efficiency_percent": 20,
                        "low_cpu_minutes": 60, "memory_over_requested_percent": 25, "backlog_change_nodes": 1},
     }

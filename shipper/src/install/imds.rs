@@ -1,11 +1,14 @@
 //! Instance metadata for root only. The instance role's credentials come from IMDS
 //! (169.254.169.254) to any local user; with them a job (or a login node's user) could write
-//! metrics and job records as the node. An iptables rule rejects every other user's packets to
-//! it (ip6tables for fd00:ec2::254 where there is one), and a oneshot unit adds it again at boot.
-//! Never fatal: a failure is a warning and one journal line.
+//! metrics and job records as the node, and on AWS PCS a role that may call
+//! `pcs:RegisterComputeNodeGroupInstance` hands out the cluster's Munge key. An iptables rule
+//! rejects every other user's packets to it (ip6tables for fd00:ec2::254), or, where iptables
+//! is missing, one nftables table covering both; a oneshot unit adds them again at boot.
+//! A failure is a warning and a journal line, and with `--strict` the run's exit 1; IPv6 left
+//! open (no ip6tables beside iptables) is a warning and a journal line.
 
 use super::command::Runner;
-use super::{IMDS_UNIT_TEXT, Root, files, systemd};
+use super::{IMDS_UNIT_TEXT, Root, files, log, systemd};
 
 pub const SERVICE: &str = "slurm-cw-imds-restrict.service";
 const UNIT: &str = "/etc/systemd/system/slurm-cw-imds-restrict.service";
@@ -25,30 +28,40 @@ fn args<'a>(op: &'a str, addr: &'a str) -> Vec<&'a str> {
     v
 }
 
-/// Adds the rules and the boot unit; the changes made, and the problem when the IPv4 rule or
-/// the unit could not be set.
+/// nftables where iptables is missing: one `inet` table, both addresses, loaded whole and
+/// replacing an earlier copy (the first two lines), so that loading it again adds nothing. The
+/// boot unit loads the same file.
+pub const NFT_FILE: &str = "/etc/slurm-cw-shipper/imds.nft";
+pub const NFT_TABLE: [&str; 2] = ["inet", "slurm_cw_imds"];
+pub const NFT_RULESET: &str =
+    "# Written by `slurm-cw-shipper install` where iptables is missing: instance metadata (IMDS)
+# for root only, both address families. slurm-cw-imds-restrict.service loads it at boot.
+table inet slurm_cw_imds
+delete table inet slurm_cw_imds
+table inet slurm_cw_imds {
+\tchain output {
+\t\ttype filter hook output priority 0; policy accept;
+\t\tip daddr 169.254.169.254 meta skuid != 0 reject
+\t\tip6 daddr fd00:ec2::254 meta skuid != 0 reject
+\t}
+}
+";
+
+/// Adds the rules and the boot unit; the changes made, and the problem when IPv4 IMDS stays
+/// open or the unit could not be set.
 pub fn restrict(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), String> {
     let mut problem = None;
-    for (tool, addr, required) in ENDPOINTS {
-        let outcome = if !runner.has(tool) {
-            Err(format!("{tool} not found"))
-        } else if runner.succeeds(tool, &args("-C", addr)) {
-            tracing::info!("IMDS ({addr}) already restricted to root");
-            Ok(())
-        } else {
-            runner.run(tool, &args("-I", addr)).map(|()| {
-                tracing::info!("IMDS ({addr}) restricted to root: {tool} -I {}", rule(addr).join(" "));
-                changes.push(format!("IMDS rule for {addr}"));
-            })
-        };
-        match outcome {
-            Err(e) if required => {
-                tracing::warn!("IMDS stays open to every user: {e}");
-                problem.get_or_insert(e);
-            }
-            Err(e) => tracing::info!("IMDS over IPv6 not restricted: {e}"),
-            Ok(()) => {}
-        }
+    let rules = if runner.has("iptables") {
+        with_iptables(runner, changes)
+    } else if runner.has("nft") {
+        tracing::info!("iptables not found: IMDS restricted with nftables");
+        with_nft(root, runner, changes)
+    } else {
+        Err("neither iptables nor nft found".into())
+    };
+    if let Err(e) = rules {
+        tracing::warn!("IMDS stays open to every user: {e}");
+        problem.get_or_insert(e);
     }
     // Again at every boot, before slurmd takes jobs.
     let unit = root.path(UNIT);
@@ -72,6 +85,56 @@ pub fn restrict(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Resu
     problem.map_or(Ok(()), Err)
 }
 
+/// The iptables rule (required) and the ip6tables one (said loudly when it cannot be set).
+fn with_iptables(runner: &Runner, changes: &mut Vec<String>) -> Result<(), String> {
+    let mut v4 = Ok(());
+    for (tool, addr, required) in ENDPOINTS {
+        let outcome = if !runner.has(tool) {
+            Err(format!("{tool} not found"))
+        } else if runner.succeeds(tool, &args("-C", addr)) {
+            tracing::info!("IMDS ({addr}) already restricted to root");
+            Ok(())
+        } else {
+            runner.run(tool, &args("-I", addr)).map(|()| {
+                tracing::info!("IMDS ({addr}) restricted to root: {tool} -I {}", rule(addr).join(" "));
+                changes.push(format!("IMDS rule for {addr}"));
+            })
+        };
+        match outcome {
+            Err(e) if required => v4 = Err(e),
+            // Open only where the instance enables IMDS over IPv6; it still must be seen.
+            Err(e) => {
+                let msg = format!(
+                    "IMDS over IPv6 ({addr}) stays OPEN to every user where the instance enables it: {e}"
+                );
+                tracing::warn!("{msg}");
+                log::journal(runner, "warning", &msg);
+            }
+            Ok(()) => {}
+        }
+    }
+    v4
+}
+
+/// The nftables table, from [`NFT_FILE`]: loaded when the file changed or the table is missing.
+fn with_nft(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), String> {
+    let file = root.path(NFT_FILE);
+    if let Some(dir) = file.parent() {
+        files::create_dir(dir, 0o755).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let wrote = files::write(&file, NFT_RULESET.as_bytes(), 0o644)?;
+    let [family, table] = NFT_TABLE;
+    if !wrote && runner.succeeds("nft", &["list", "table", family, table]) {
+        tracing::info!("IMDS already restricted to root (nftables table {family} {table})");
+        return Ok(());
+    }
+    let path = file.to_string_lossy();
+    runner.run("nft", &["-f", &path])?;
+    tracing::info!("IMDS (169.254.169.254, fd00:ec2::254) restricted to root: nft -f {NFT_FILE}");
+    changes.push(format!("IMDS nftables table {family} {table}"));
+    Ok(())
+}
+
 /// `--no-imds-restriction`: the rules and the boot unit taken away where an earlier run added
 /// them.
 pub fn open(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), String> {
@@ -88,6 +151,16 @@ pub fn open(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(
             tracing::info!("removed the IMDS rule for {addr} (--no-imds-restriction)");
             changes.push(format!("IMDS rule for {addr} removed"));
         }
+    }
+    let nft = root.path(NFT_FILE);
+    if runner.has("nft") && runner.succeeds("nft", &["list", "table", NFT_TABLE[0], NFT_TABLE[1]]) {
+        runner.run("nft", &["delete", "table", NFT_TABLE[0], NFT_TABLE[1]])?;
+        tracing::info!("removed the IMDS nftables table (--no-imds-restriction)");
+        changes.push("IMDS nftables table removed".into());
+    }
+    if nft.exists() {
+        files::remove(&nft)?;
+        changes.push(format!("{NFT_FILE} removed"));
     }
     let unit = root.path(UNIT);
     if unit.exists() {

@@ -26,7 +26,8 @@ pub fn run(args: &InstallArgs, root: &Root, runner: &Runner) -> Result<Vec<Strin
     let role = plan::role(root, setting, slurm_conf.as_deref())?;
     let mut changes = Vec::new();
 
-    // IMDS first: it matters whatever else fails, and it never fails the run.
+    // IMDS first: it matters whatever else fails. It fails the run only with --strict, and
+    // only once the rest is done, so that the node still ships.
     let imds = match plan::imds(root, args, role, slurm_conf.as_deref()) {
         Imds::Restrict => imds::restrict(root, runner, &mut changes),
         Imds::Open => imds::open(root, runner, &mut changes),
@@ -35,7 +36,7 @@ pub fn run(args: &InstallArgs, root: &Root, runner: &Runner) -> Result<Vec<Strin
             Ok(())
         }
     };
-    if let Err(e) = imds {
+    if let Err(e) = &imds {
         tracing::warn!("IMDS: {e}");
         log::journal(runner, "warning", &format!("IMDS stays open to job users: {e}"));
     }
@@ -91,7 +92,10 @@ pub fn run(args: &InstallArgs, root: &Root, runner: &Runner) -> Result<Vec<Strin
             tracing::info!("--edit-slurm-conf: for the head node only; slurm.conf left alone");
         }
     }
-    Ok(changes)
+    match imds {
+        Err(e) if args.strict => Err(Stop::Failed(format!("IMDS stays open to job users: {e}"))),
+        _ => Ok(changes),
+    }
 }
 
 /// The executable copied into place unless it is already there; true when copied.

@@ -1,7 +1,8 @@
 //! A fake node tree for `slurm-cw-shipper install --root`: etc/, opt/, proc/ as ParallelCluster
 //! or AWS PCS lays them out (built from their documentation and the old bootstrap's tests), and
-//! recording fakes of systemctl, iptables, ip6tables, logger and scontrol first in PATH (always
-//! all of them: the real iptables or systemctl must never run from a test).
+//! recording fakes of systemctl, iptables, ip6tables, nft, logger and scontrol first in PATH
+//! (always all of them: the real iptables or systemctl must never run from a test; a test that
+//! takes fakes away gets a PATH of the fakes and a few file tools alone).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -13,6 +14,7 @@ pub const EPILOG: &str = "opt/slurm-cw-shipper/task-epilog.sh";
 pub const CONFIG: &str = "etc/slurm-cw-shipper/config.toml";
 pub const UNIT: &str = "etc/systemd/system/slurm-cw-shipper.service";
 pub const IMDS_UNIT: &str = "etc/systemd/system/slurm-cw-imds-restrict.service";
+pub const NFT_FILE: &str = "etc/slurm-cw-shipper/imds.nft";
 pub const LOG: &str = "var/log/slurm-cw-shipper/install.log";
 pub const PC_SLURM_CONF: &str = "opt/slurm/etc/slurm.conf";
 /// The binary tests install (`--binary`): small, unlike the test build.
@@ -51,10 +53,18 @@ iptables | ip6tables)
         -D) grep -Fxq -- "$spec" "$rules" || exit 1
             grep -Fxv -- "$spec" "$rules" > "$rules.new"; mv "$rules.new" "$rules" ;;
     esac ;;
+nft)
+    case $1 in
+        -f) cp "$2" "$st/nft-ruleset" ;;
+        list) [ -e "$st/nft-ruleset" ]; exit ;;
+        delete) [ -e "$st/nft-ruleset" ] || exit 1; rm -f "$st/nft-ruleset" ;;
+    esac ;;
 esac
 exit 0
 "#;
-const FAKES: [&str; 5] = ["systemctl", "iptables", "ip6tables", "logger", "scontrol"];
+const FAKES: [&str; 6] = ["systemctl", "iptables", "ip6tables", "nft", "logger", "scontrol"];
+/// What the fakes run, for a PATH without the system's directories.
+const FILE_TOOLS: [&str; 6] = ["grep", "cat", "mv", "touch", "rm", "cp"];
 
 pub enum Kind {
     ParallelClusterHead,
@@ -149,7 +159,12 @@ impl Node {
 
     /// `slurm-cw-shipper install --root <root> args...` with the fakes; `fail` for $FAKE_FAIL.
     pub fn install(&self, args: &[&str], fail: &str) -> Output {
-        let path = format!("{}:{}", self.fakes.display(), std::env::var("PATH").unwrap_or_default());
+        let tools = self.state.join("file-tools");
+        let path = if tools.is_dir() {
+            format!("{}:{}", self.fakes.display(), tools.display())
+        } else {
+            format!("{}:{}", self.fakes.display(), std::env::var("PATH").unwrap_or_default())
+        };
         let out = Command::new(env!("CARGO_BIN_EXE_slurm-cw-shipper"))
             .arg("install")
             .arg("--root")
@@ -184,7 +199,12 @@ impl Node {
 
     /// Calls that change the node: not queries, not the journal.
     pub fn mutating_calls(&self) -> Vec<String> {
-        let query = |c: &str| c.contains(" is-enabled ") || c.contains(" is-active ") || c.contains(" -C ");
+        let query = |c: &str| {
+            c.contains(" is-enabled ")
+                || c.contains(" is-active ")
+                || c.contains(" -C ")
+                || c.starts_with("nft list ")
+        };
         self.calls().into_iter().filter(|c| !query(c) && !c.starts_with("logger ")).collect()
     }
 
@@ -198,6 +218,32 @@ impl Node {
             .lines()
             .map(str::to_owned)
             .collect()
+    }
+
+    /// Takes the fakes of `commands` away, and the system's directories from PATH, so that the
+    /// installer finds no such command (nor the real one).
+    pub fn without(&self, commands: &[&str]) {
+        for c in commands {
+            std::fs::remove_file(self.fakes.join(c)).unwrap();
+        }
+        let tools = self.state.join("file-tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        let path = std::env::var("PATH").unwrap_or_default();
+        for t in FILE_TOOLS {
+            let found = std::env::split_paths(&path).map(|d| d.join(t)).find(|p| p.is_file());
+            std::os::unix::fs::symlink(found.unwrap_or_else(|| panic!("no {t} in PATH")), tools.join(t))
+                .unwrap();
+        }
+    }
+
+    /// The real `command` (at `path`) for the installer, after [`Node::without`].
+    pub fn with_real(&self, command: &str, path: &Path) {
+        std::os::unix::fs::symlink(path, self.state.join("file-tools").join(command)).unwrap();
+    }
+
+    /// The nftables ruleset the fake `nft` loaded (empty: none).
+    pub fn nft_ruleset(&self) -> String {
+        std::fs::read_to_string(self.state.join("nft-ruleset")).unwrap_or_default()
     }
 
     pub fn set_state(&self, flag: &str, on: bool) {

@@ -41,6 +41,28 @@ impl OtlpConfig {
                  (https://monitoring.us-east-1.amazonaws.com/v1/metrics)"
             )));
         }
+        // A signed request over http:// shows the access key id, the session token and a
+        // signature anyone on the path can replay for minutes.
+        if let Some(e) = &self.endpoint
+            && let Some(rest) = e.strip_prefix("http://")
+        {
+            let host = rest.split(['/', '?', '#']).next().unwrap_or_default().to_ascii_lowercase();
+            let host = host.rsplit_once(':').map_or(host.as_str(), |(h, port)| {
+                if port.chars().all(|c| c.is_ascii_digit()) { h } else { host.as_str() }
+            });
+            let signs = match self.sigv4 {
+                SigV4Setting::On => true,
+                SigV4Setting::Off => false,
+                SigV4Setting::Auto => slurm_cw_sink::otlp::sign::cloudwatch_region(host).is_some(),
+            };
+            if signs {
+                return Err(ConfigError(format!(
+                    "otlp.sigv4: signing over http:// (otlp.endpoint {e:?}) would send the instance \
+                     role's session token and signature in clear text: use https://, or \
+                     otlp.sigv4 = \"off\" for a receiver that needs no signature"
+                )));
+            }
+        }
         Ok(())
     }
 }
@@ -49,4 +71,34 @@ impl OtlpConfig {
 pub fn cloudwatch_endpoint(region: &str) -> String {
     let domain = if region.starts_with("cn-") { "amazonaws.com.cn" } else { "amazonaws.com" };
     format!("https://monitoring.{region}.{domain}/v1/metrics")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(endpoint: &str, sigv4: SigV4Setting) -> Result<(), String> {
+        OtlpConfig { endpoint: Some(endpoint.into()), region: None, sigv4 }.check().map_err(|e| e.0)
+    }
+
+    #[test]
+    fn sigv4_over_http_is_refused_naming_the_key() {
+        for (endpoint, sigv4) in [
+            ("http://127.0.0.1:4318/v1/metrics", SigV4Setting::On),
+            // auto signs CloudWatch's endpoint, whatever the scheme.
+            ("http://monitoring.us-east-1.amazonaws.com/v1/metrics", SigV4Setting::Auto),
+            ("http://monitoring.us-east-1.amazonaws.com:80/v1/metrics", SigV4Setting::Auto),
+        ] {
+            let e = check(endpoint, sigv4).unwrap_err();
+            assert!(e.starts_with("otlp.sigv4: signing over http://") && e.contains(endpoint), "{e}");
+        }
+        for (endpoint, sigv4) in [
+            ("https://monitoring.us-east-1.amazonaws.com/v1/metrics", SigV4Setting::On),
+            ("https://aps-workspaces.us-east-1.amazonaws.com/v1/metrics", SigV4Setting::Auto),
+            ("http://127.0.0.1:4318/v1/metrics", SigV4Setting::Auto),
+            ("http://monitoring.us-east-1.amazonaws.com/v1/metrics", SigV4Setting::Off),
+        ] {
+            assert_eq!(check(endpoint, sigv4), Ok(()), "{endpoint} {sigv4:?}");
+        }
+    }
 }
