@@ -51,6 +51,9 @@ if [ "$(id -u)" -eq 0 ]; then
     # The cgroup v2 VM bench (scripts/bench/vm.sh).
     command -v qemu-system-x86_64 >/dev/null || need_apt+=(qemu-system-x86)
     command -v debugfs >/dev/null || need_apt+=(e2fsprogs)
+    # The installer's IMDS restriction, loaded for real in a network namespace.
+    command -v nft >/dev/null || [ -x /usr/sbin/nft ] || need_apt+=(nftables)
+    command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need_apt+=(iproute2)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
