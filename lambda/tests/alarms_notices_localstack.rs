@@ -111,7 +111,8 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
         &clients,
         None,
         "backlog",
-        &serde_json::json!({ "source": [events::SOURCE] }).to_string(),
+        // Backlog events alone: the tests beside it may send other slurm-cw events.
+        &serde_json::json!({ "source": [events::SOURCE], "detail-type": [backlog::DETAIL_TYPE] }).to_string(),
     )
     .await;
 
@@ -198,10 +199,13 @@ async fn an_account_passing_its_budget_is_told_once_per_threshold_with_its_costl
     let clients = clients(&url).await;
     let group = job_group(&clients, &cluster).await;
     let (topic, sqs, notice_q) = subscribed_topic(&url, &clients, "budget").await;
+    // A bus of its own: the other tests here read the default bus's slurm-cw events.
+    let bus = unique("budget-bus");
+    clients.eventbridge.create_event_bus().name(&bus).send().await.unwrap();
     let pattern = serde_json::json!({ "source": [events::SOURCE], "detail-type": [budget::DETAIL_TYPE] });
-    let (eb_sqs, ev_q) = rule_to_queue(&url, &clients, None, "budget", &pattern.to_string()).await;
+    let (eb_sqs, ev_q) = rule_to_queue(&url, &clients, Some(&bus), "budget", &pattern.to_string()).await;
     let cfg = Config::from_json(&format!(
-        r#"{{"namespace": "{ns}", "cluster_name": "{cluster}", "sns_topic_arn": "{topic}",
+        r#"{{"namespace": "{ns}", "cluster_name": "{cluster}", "sns_topic_arn": "{topic}", "event_bus": "{bus}",
              "budgets": {{"physics": 100, "chem": 100}}}}"#
     ))
     .unwrap();
