@@ -124,6 +124,48 @@ fn a_flood_of_connections_neither_stalls_collection_nor_keeps_the_endpoint_down(
     daemon.stop();
 }
 
+/// The endpoint serves each collection as it comes: with a flush ten minutes away, the first
+/// collection's figures are there at once (once, it served an empty page until the first flush).
+#[test]
+fn a_scrape_after_the_first_collection_shows_its_figures_long_before_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let mut daemon = shipper()
+        .args(["--role", "node", "--sink", "prometheus"])
+        .env("SLURM_CW_CLUSTER_NAME", "live")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "10m")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
+        .env("SLURM_CW_PROMETHEUS__ADDRESS", &addr)
+        .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .env("SLURM_CW_LOG__LEVEL", "slurm_cw_shipper::daemon=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let log = daemon.child().stderr.take().unwrap();
+    let flushed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = flushed.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(log).lines().map_while(Result::ok) {
+            if line.contains("flushed") {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    let mut text = String::new();
+    wait_until("the endpoint to serve the first collection", Duration::from_secs(30), || {
+        text = scrape(&addr).unwrap_or_default();
+        text.contains("slurm_shipper_memory_rss_bytes{cluster_name=\"live\"")
+    });
+    assert!(text.contains("# TYPE slurm_shipper_memory_rss_bytes gauge\n"), "{text}");
+    assert!(!flushed.load(std::sync::atomic::Ordering::SeqCst), "served before any flush");
+    daemon.stop();
+}
+
 /// Collections the daemon logged (`collected`, at debug level), one message each.
 fn collections(
     stderr: std::process::ChildStderr,

@@ -1,6 +1,6 @@
 //! `prometheus`: a pull endpoint for a Prometheus server, at `prometheus.address` (loopback by
-//! default). It serves what the last flushes brought: one gauge a series, the mean of its
-//! period, named from the catalog (`slurm_memory_rss_bytes{job_id="42",...}`), per-job series
+//! default). It serves each collection as it comes ([`live`]): one gauge a series, the mean of
+//! its period so far, named from the catalog (`slurm_memory_rss_bytes{job_id="42",...}`), per-job series
 //! included (the open shape). A series not updated for three flush intervals is dropped (an
 //! ended job's). Nothing waits on disk: a scrape always reads the latest values.
 //!
@@ -12,25 +12,24 @@
 pub mod config;
 pub mod exposition;
 pub mod holder;
+pub mod live;
 pub mod server;
 
 use crate::datum::Datum;
 use crate::sinks::delivery::{Checks, StatsHandle};
 use crate::sinks::open::OpenRules;
 use crate::sinks::{Context, MetricDestination};
-use exposition::Series;
+use live::Live;
 use server::Body;
 use slurm_cw_sink::outcome::Outcome;
 use slurm_cw_sink::validate::DropReason;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct PrometheusSink {
     address: String,
-    series: Series,
-    body: Body,
-    ttl: Duration,
+    live: Live,
     listening: Arc<AtomicBool>,
 }
 
@@ -72,13 +71,8 @@ pub async fn build(ctx: &Context<'_>) -> Result<PrometheusSink, String> {
             configured
         }
     };
-    Ok(PrometheusSink {
-        address,
-        series: Series::default(),
-        body,
-        ttl: ctx.config.flush_interval * 3,
-        listening,
-    })
+    let live = Live::new(body, ctx.config.flush_interval * 3);
+    Ok(PrometheusSink { address, live, listening })
 }
 
 /// Tries to bind `address` again, waiting longer after each failure, and serves it once bound.
@@ -132,17 +126,13 @@ impl MetricDestination for PrometheusSink {
         Box::new(Rules { open: OpenRules::default(), listening: self.listening.clone() })
     }
 
+    fn live(&self) -> Option<Live> {
+        Some(self.live.clone())
+    }
+
     async fn put_in(&mut self, _label: &str, datums: Vec<Datum>) -> Outcome<Datum> {
-        let now = Instant::now();
         let offered = datums.len();
-        let unknown = self.series.update(datums, now);
-        self.series.expire(now, self.ttl);
-        let text = Arc::new(self.series.render());
-        let bytes = text.len() as u64;
-        match self.body.lock() {
-            Ok(mut g) => *g = text,
-            Err(p) => *p.into_inner() = text,
-        }
+        let (unknown, bytes) = self.live.flush(datums);
         Outcome { sent: offered - unknown.len(), rejected: unknown, bytes, ..Outcome::default() }
     }
 }
