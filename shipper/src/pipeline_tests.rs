@@ -36,7 +36,7 @@ impl Collector for Stub {
 fn each_collection_is_shown_to_a_pull_endpoint_before_any_flush() {
     use crate::sinks::prometheus::{live::Live, server::Body};
     let body: Body = Arc::default();
-    let live = Live::new(body.clone(), std::time::Duration::from_secs(600));
+    let live = Live::new(body.clone(), std::time::Duration::from_secs(600), true);
     let parts = Parts {
         cluster: "c".into(),
         node: "n1".into(),

@@ -166,6 +166,55 @@ fn a_scrape_after_the_first_collection_shows_its_figures_long_before_a_flush() {
     daemon.stop();
 }
 
+/// slurm.conf's `PrivateData=jobs`: a local user's scrape shows no series of a job or a user
+/// (alice's), the aggregate ones only; without it, or with `prometheus.job_series = "on"`,
+/// they are there.
+#[test]
+fn private_data_jobs_keeps_job_and_user_series_off_the_endpoint() {
+    use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, NODE_NAME, USER};
+    use slurm_cw_catalog::metrics::{MEMORY_RSS, SHIPPER_MEMORY_RSS};
+    use slurm_cw_shipper::config::{Config, Toggle};
+    use slurm_cw_shipper::datum::{Datum, DatumValue};
+    use slurm_cw_shipper::sinks::{Context, MetricDestination};
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let datum = |metric: &str, dims: &[(&str, &str)]| Datum {
+        metric: metric.into(),
+        unit: "Bytes".into(),
+        dimensions: dims.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+        timestamp: std::time::SystemTime::now(),
+        value: DatumValue::Value { value: 42.0 },
+    };
+    // What the endpoint serves of alice's job and of the node, as a local user scrapes it.
+    let serve = |slurm_conf: &str, job_series: Toggle| -> String {
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, slurm_conf).unwrap();
+        let mut config = Config::default();
+        config.slurm.conf = Some(conf);
+        config.prometheus.address = "127.0.0.1:0".into();
+        config.prometheus.job_series = job_series;
+        let ctx = Context { config: &config, cluster: "c", namespace: "Slurm/c", node: "n1" };
+        let mut sink = rt.block_on(prometheus::build(&ctx)).unwrap();
+        let job = [(ACCOUNT, "physics"), (JOB_ID, "42"), (NODE_NAME, "n1"), (USER, "alice")];
+        let datums = vec![datum(MEMORY_RSS.name, &job), datum(SHIPPER_MEMORY_RSS.name, &[(NODE_NAME, "n1")])];
+        let outcome = rt.block_on(sink.put_in("c", datums));
+        assert!(outcome.rejected.is_empty());
+        scrape(sink.address()).unwrap()
+    };
+    let hidden = serve("ClusterName=c\nPrivateData=jobs\n", Toggle::Auto);
+    assert!(!hidden.contains("user=\"alice\"") && !hidden.contains("job_id="), "{hidden}");
+    assert!(hidden.contains("slurm_shipper_memory_rss_bytes{node_name=\"n1\"} 42"), "{hidden}");
+    for (conf, toggle) in [("ClusterName=c\n", Toggle::Auto), ("PrivateData=jobs\n", Toggle::On)] {
+        let open = serve(conf, toggle);
+        assert!(
+            open.contains(
+                "slurm_memory_rss_bytes{account=\"physics\",job_id=\"42\",node_name=\"n1\",user=\"alice\"} 42"
+            ),
+            "{conf} {toggle:?}: {open}"
+        );
+    }
+}
+
 /// Collections the daemon logged (`collected`, at debug level), one message each.
 fn collections(
     stderr: std::process::ChildStderr,

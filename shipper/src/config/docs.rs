@@ -47,6 +47,7 @@ pub const KEYS: &[Key] = &[
     key("otlp.region", Unset("the endpoint's, else `cloudwatch.region`'s"), "SigV4 signing region"),
     key("otlp.sigv4", Value("\"auto\""), "sign requests with SigV4 (service `monitoring`): `auto` (when the endpoint is CloudWatch's), `on`, `off`; signing over `http://` is refused (the session token would travel in clear text)"),
     key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it, so open it wider only behind a firewall"),
+    key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them unless slurm.conf's `PrivateData` names `jobs` or `users` (or slurm.conf cannot be read), then only aggregate series; `on` serves them whatever `PrivateData` says (every local user reads every job's figures); `off` never"),
     key("delivery.flush_jitter", Value("true"), "start flushing at a random offset in the flush interval, so a fleet does not call the API in the same second (was `cloudwatch.flush_jitter`, still read)"),
     key("delivery.max_backlog", Value("50000"), "undelivered items kept in memory per destination when the spool cannot take them; beyond it the oldest are dropped and counted (`ShipperDatumsDropped`, `Reason=queue_full`) (was `cloudwatch.max_backlog`, still read)"),
     key("spool.enabled", Value("true"), "write every flush to disk before sending it (see *Durable delivery*)"),

@@ -1,8 +1,10 @@
 //! `prometheus`: a pull endpoint for a Prometheus server, at `prometheus.address` (loopback by
 //! default). It serves each collection as it comes ([`live`]): one gauge a series, the mean of
-//! its period so far, named from the catalog (`slurm_memory_rss_bytes{job_id="42",...}`), per-job series
-//! included (the open shape). A series not updated for three flush intervals is dropped (an
-//! ended job's). Nothing waits on disk: a scrape always reads the latest values.
+//! its period so far, named from the catalog (`slurm_memory_rss_bytes{job_id="42",...}`),
+//! per-job series included (the open shape). A series not updated for three flush intervals is
+//! dropped (an ended job's). Nothing waits on disk: a scrape always reads the latest values. Where
+//! slurm.conf's `PrivateData` hides jobs or users, only aggregate series are served unless
+//! `prometheus.job_series = "on"` ([`config::serves_job_series`]).
 //!
 //! The address needs no privilege, so any local user may hold it first. That never stops the
 //! daemon: the other destinations start as usual, the endpoint keeps trying to bind in the
@@ -71,7 +73,15 @@ pub async fn build(ctx: &Context<'_>) -> Result<PrometheusSink, String> {
             configured
         }
     };
-    let live = Live::new(body, ctx.config.flush_interval * 3);
+    let slurm_conf = ctx.config.slurm_conf_path();
+    let (job_series, why) =
+        config::serves_job_series(ctx.config.prometheus.job_series, slurm_conf.as_deref());
+    if job_series {
+        tracing::info!(why, "the Prometheus endpoint serves per-job and per-user series");
+    } else {
+        tracing::info!(why, "the Prometheus endpoint serves no per-job or per-user series");
+    }
+    let live = Live::new(body, ctx.config.flush_interval * 3, job_series);
     Ok(PrometheusSink { address, live, listening })
 }
 
@@ -132,7 +142,8 @@ impl MetricDestination for PrometheusSink {
 
     async fn put_in(&mut self, _label: &str, datums: Vec<Datum>) -> Outcome<Datum> {
         let offered = datums.len();
-        let (unknown, bytes) = self.live.flush(datums);
-        Outcome { sent: offered - unknown.len(), rejected: unknown, bytes, ..Outcome::default() }
+        // Series kept private are not sent, nor refused: they are not this destination's.
+        let (unknown, private, bytes) = self.live.flush(datums);
+        Outcome { sent: offered - unknown.len() - private, rejected: unknown, bytes, ..Outcome::default() }
     }
 }
