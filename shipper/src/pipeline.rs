@@ -152,7 +152,8 @@ impl Pipeline {
                 crate::sources::head::openmetrics::resolve(config),
                 crate::sources::head::openmetrics::TokenFrom::of(&config.head),
                 config.slurm.command_timeout,
-            );
+            )
+            .trusting(crate::sources::head::openmetrics::listener_users(config));
             collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone()).with_endpoint(endpoint)));
         }
         if role.runs_node() {

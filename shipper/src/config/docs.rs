@@ -62,7 +62,7 @@ pub const KEYS: &[Key] = &[
     key("head.top_rpc_types", Value("10"), "RPC message types shipped by name (by count): two metrics each"),
     key("head.source", Value("\"auto\""), "node figures from slurmctld's OpenMetrics endpoint (Slurm 25.11+, `MetricsType=metrics/openmetrics`) or sinfo: `auto` (the endpoint where it is on, answers and counts the GPUs: with GresTypes=gpu, AccountingStorageTRES must track gres/gpu; else sinfo), `openmetrics`, `commands`; squeue runs either way, sdiag too unless `head.top_rpc_types = 0` (then the scheduler figures come from the endpoint)"),
     key("head.metrics_url", Unset("from slurm.conf"), "the endpoint, `http://host:port`; default: SlurmctldHost's address and the first SlurmctldPort (else 6817)"),
-    key("head.metrics_token_file", Unset("none"), "a file holding a JWT for the endpoint (26.05 `MetricsAuthUsers`), read when it answers 401 or 403"),
+    key("head.metrics_token_file", Unset("none"), "a file holding a JWT for the endpoint (26.05 `MetricsAuthUsers`), read when it answers 401 or 403; sent on this host only to a listener of root or SlurmUser, to another host in clear text (trust that network)"),
     key("head.metrics_token_user", Unset("none"), "else a `MetricsAuthUsers` user: `scontrol token username=<user> lifespan=3600` makes its token. Never root's nor slurm.conf's SlurmUser's (refused, exit 2): their tokens are good for every Slurm RPC, and a user listening on the endpoint's port while slurmctld restarts would get it"),
     key("exclude_metrics", Value("[]"), "metric names never shipped, to trim cost (names from docs/metrics.md)"),
     key("self_metrics_per_node", Value("false"), "host figures (the shipper's own, jobs and GPUs on the node) per node as well as across the cluster"),
