@@ -15,14 +15,14 @@ use std::time::SystemTime;
 /// CloudWatch accepts at most this many distinct values in one `Values` array.
 pub const MAX_DISTINCT_VALUES: usize = 150;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Acc {
     Stats(Stats),
     /// value (as bits, so it can be a key) -> how many times seen
     Distribution(BTreeMap<u64, f64>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
     metric: &'static Metric,
     last: SystemTime,
@@ -104,6 +104,15 @@ impl Aggregator {
         for s in samples {
             self.add(s);
         }
+    }
+
+    /// Everything accumulated so far as datums, left in place for the flush: what a pull
+    /// endpoint serves between flushes (unsorted).
+    pub fn snapshot(&self) -> Vec<Datum> {
+        self.entries
+            .iter()
+            .map(|((_, dims, _), e)| to_datum(&self.cluster, e.clone(), dims.clone()))
+            .collect()
     }
 
     /// Takes everything accumulated so far as datums, sorted by metric and dimensions so output

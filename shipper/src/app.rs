@@ -42,11 +42,13 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     }
     let ctx = Context { config: &config, cluster: &cluster, namespace: &namespace, node: &node };
     let mut metrics = Vec::new();
+    let mut live = Vec::new();
     for kind in config.sink.iter() {
         let sink = match crate::sinks::metric_sink(kind, &ctx).await {
             Ok(s) => s,
             Err(e) => return Exit::Failed(e),
         };
+        live.push(sink.live());
         metrics.push((kind, Route::open(&config, &namespace, spool_dir(&config, kind), sink)));
     }
     let records = if role.runs_node()
@@ -90,7 +92,7 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     };
     let metrics = metrics.into_iter().map(|(_, r)| r).collect();
     let pipeline_config = config.clone();
-    let make = move || Pipeline::new(&pipeline_config, role, parts);
+    let make = move || Pipeline::new(&pipeline_config, role, parts).showing_live(live);
     if cli.once {
         crate::daemon::once(make(), metrics, records, cost).await
     } else {

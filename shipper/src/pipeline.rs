@@ -70,6 +70,8 @@ fn aggregator(cluster: String, config: &Config) -> Aggregator {
 struct Lane {
     shape: Shape,
     aggregator: Aggregator,
+    /// Where each collection's aggregates so far are shown (a pull endpoint's).
+    live: Option<crate::sinks::prometheus::live::Live>,
 }
 
 /// Collectors, the transforms, one aggregator per destination and the self-metrics:
@@ -150,7 +152,8 @@ impl Pipeline {
                 crate::sources::head::openmetrics::resolve(config),
                 crate::sources::head::openmetrics::TokenFrom::of(&config.head),
                 config.slurm.command_timeout,
-            );
+            )
+            .trusting(crate::sources::head::openmetrics::listener_users(config));
             collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone()).with_endpoint(endpoint)));
         }
         if role.runs_node() {
@@ -185,7 +188,11 @@ impl Pipeline {
         let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
         let lanes = metrics
             .iter()
-            .map(|d| Lane { shape: d.sink.shape(config), aggregator: aggregator(cluster.clone(), config) })
+            .map(|d| Lane {
+                shape: d.sink.shape(config),
+                aggregator: aggregator(cluster.clone(), config),
+                live: None,
+            })
             .collect();
         Pipeline {
             collectors,
@@ -205,6 +212,15 @@ impl Pipeline {
     /// Reports collections skipped by whoever runs this pipeline, counted in `missed`.
     pub fn counting_missed(mut self, missed: Arc<AtomicU64>) -> Self {
         self.delivery.missed = missed;
+        self
+    }
+
+    /// Each destination's place to show its aggregates after every collection (see
+    /// [`crate::sinks::MetricDestination::live`]), in `sink`'s order.
+    pub fn showing_live(mut self, live: Vec<Option<crate::sinks::prometheus::live::Live>>) -> Self {
+        for (lane, live) in self.lanes.iter_mut().zip(live) {
+            lane.live = live;
+        }
         self
     }
 
@@ -293,6 +309,11 @@ impl Pipeline {
         tracing::debug!(samples = batch.samples.len(), errors = total_errors, "collected");
         self.collections += 1;
         self.add(batch);
+        for lane in &self.lanes {
+            if let Some(live) = &lane.live {
+                live.collection(lane.aggregator.snapshot());
+            }
+        }
         total_errors
     }
 
@@ -352,69 +373,5 @@ fn spend(spent: crate::transforms::jobs::Spent, out: &mut Batch) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{JobMetrics, SinkKind};
-    use crate::sample::{JobFigures, JobInfo};
-
-    /// Answers a final sample with `answer`, after adding job 7's reading.
-    struct Stub(Answer);
-
-    #[async_trait::async_trait(?Send)]
-    impl Collector for Stub {
-        fn name(&self) -> &'static str {
-            "stub"
-        }
-
-        async fn collect(&mut self, _out: &mut Batch, _errors: &mut Errors) {}
-
-        fn final_sample(&mut self, job: &str, _uid: u32, out: &mut Batch) -> Option<Answer> {
-            let mut reading = JobReading::new(JobInfo {
-                id: job.into(),
-                names: Default::default(),
-                node: "n1".into(),
-                user: "u".into(),
-                account: "a".into(),
-                partition: "p".into(),
-            });
-            reading.job = JobFigures::from_figures(vec![(&CPU_USAGE, 1.0)]);
-            out.jobs.push(reading);
-            Some(self.0.clone())
-        }
-    }
-
-    fn pipeline(answers: &[Answer]) -> Pipeline {
-        let mut config = Config::default();
-        config.node.job_metrics = JobMetrics::Both;
-        let collectors: Vec<Box<dyn Collector>> =
-            answers.iter().map(|a| Box::new(Stub(a.clone())) as Box<dyn Collector>).collect();
-        let parts = Parts {
-            cluster: "c".into(),
-            node: "n1".into(),
-            metrics: vec![Delivered {
-                sink: SinkKind::Cloudwatch,
-                stats: StatsHandle::default(),
-                spool: None,
-            }],
-            records: None,
-            prices: None,
-        };
-        Pipeline::from_parts(&config, Role::Node, collectors, parts)
-    }
-
-    #[test]
-    fn a_refused_final_sample_keeps_no_collectors_samples() {
-        for refusal in [Answer::Denied, Answer::TooSoon] {
-            let mut p = pipeline(&[Answer::Sampled(1), refusal.clone(), Answer::Sampled(0)]);
-            assert_eq!(p.final_sample("7", 1000), refusal);
-            let f = p.flush();
-            assert!(f.datums[0].iter().all(|d| d.metric != CPU_USAGE.name), "{refusal:?}");
-            assert!(f.records.is_empty(), "{refusal:?}: {:?}", f.records);
-        }
-        let mut p = pipeline(&[Answer::Sampled(1), Answer::Sampled(0)]);
-        assert_eq!(p.final_sample("7", 1000), Answer::Sampled(1));
-        let f = p.flush();
-        assert!(f.datums[0].iter().any(|d| d.metric == CPU_USAGE.name));
-        assert!(!f.records.is_empty(), "the job's summary");
-    }
-}
+#[path = "pipeline_tests.rs"]
+mod tests;

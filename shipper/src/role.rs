@@ -191,7 +191,7 @@ pub(crate) fn owned_by(meta: &std::fs::Metadata, owner: u32) -> bool {
 }
 
 /// The users a Slurm daemon runs as: root, and slurm.conf's `SlurmUser` (root when unset).
-fn daemon_users(entries: &[(String, String)]) -> Vec<u32> {
+pub(crate) fn daemon_users(entries: &[(String, String)]) -> Vec<u32> {
     let mut users = vec![0];
     if let Some(name) = crate::slurm_conf::value(entries, "SlurmUser") {
         match name.parse::<u32>().ok().or_else(|| uid_of(&name)) {

@@ -70,6 +70,13 @@ pub fn value(entries: &[(String, String)], key: &str) -> Option<String> {
     entries.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.clone())
 }
 
+/// What `PrivateData` keeps from users (`jobs`, `users`, `accounts`...), in lower case.
+pub fn private_data(entries: &[(String, String)]) -> Vec<String> {
+    value(entries, "PrivateData")
+        .map(|v| v.split(',').map(|w| w.trim().to_ascii_lowercase()).filter(|w| !w.is_empty()).collect())
+        .unwrap_or_default()
+}
+
 pub fn cluster_name(path: &Path) -> Result<Option<String>, ReadError> {
     Ok(value(&entries(path)?, "ClusterName").filter(|v| !v.is_empty()))
 }

@@ -124,6 +124,97 @@ fn a_flood_of_connections_neither_stalls_collection_nor_keeps_the_endpoint_down(
     daemon.stop();
 }
 
+/// The endpoint serves each collection as it comes: with a flush ten minutes away, the first
+/// collection's figures are there at once (once, it served an empty page until the first flush).
+#[test]
+fn a_scrape_after_the_first_collection_shows_its_figures_long_before_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let mut daemon = shipper()
+        .args(["--role", "node", "--sink", "prometheus"])
+        .env("SLURM_CW_CLUSTER_NAME", "live")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "10m")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
+        .env("SLURM_CW_PROMETHEUS__ADDRESS", &addr)
+        .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .env("SLURM_CW_LOG__LEVEL", "slurm_cw_shipper::daemon=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let log = daemon.child().stderr.take().unwrap();
+    let flushed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = flushed.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(log).lines().map_while(Result::ok) {
+            if line.contains("flushed") {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    let mut text = String::new();
+    wait_until("the endpoint to serve the first collection", Duration::from_secs(30), || {
+        text = scrape(&addr).unwrap_or_default();
+        text.contains("slurm_shipper_memory_rss_bytes{cluster_name=\"live\"")
+    });
+    assert!(text.contains("# TYPE slurm_shipper_memory_rss_bytes gauge\n"), "{text}");
+    assert!(!flushed.load(std::sync::atomic::Ordering::SeqCst), "served before any flush");
+    daemon.stop();
+}
+
+/// slurm.conf's `PrivateData=jobs`: a local user's scrape shows no series of a job or a user
+/// (alice's), the aggregate ones only; without it, or with `prometheus.job_series = "on"`,
+/// they are there.
+#[test]
+fn private_data_jobs_keeps_job_and_user_series_off_the_endpoint() {
+    use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, NODE_NAME, USER};
+    use slurm_cw_catalog::metrics::{MEMORY_RSS, SHIPPER_MEMORY_RSS};
+    use slurm_cw_shipper::config::{Config, Toggle};
+    use slurm_cw_shipper::datum::{Datum, DatumValue};
+    use slurm_cw_shipper::sinks::{Context, MetricDestination};
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let datum = |metric: &str, dims: &[(&str, &str)]| Datum {
+        metric: metric.into(),
+        unit: "Bytes".into(),
+        dimensions: dims.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+        timestamp: std::time::SystemTime::now(),
+        value: DatumValue::Value { value: 42.0 },
+    };
+    // What the endpoint serves of alice's job and of the node, as a local user scrapes it.
+    let serve = |slurm_conf: &str, job_series: Toggle| -> String {
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, slurm_conf).unwrap();
+        let mut config = Config::default();
+        config.slurm.conf = Some(conf);
+        config.prometheus.address = "127.0.0.1:0".into();
+        config.prometheus.job_series = job_series;
+        let ctx = Context { config: &config, cluster: "c", namespace: "Slurm/c", node: "n1" };
+        let mut sink = rt.block_on(prometheus::build(&ctx)).unwrap();
+        let job = [(ACCOUNT, "physics"), (JOB_ID, "42"), (NODE_NAME, "n1"), (USER, "alice")];
+        let datums = vec![datum(MEMORY_RSS.name, &job), datum(SHIPPER_MEMORY_RSS.name, &[(NODE_NAME, "n1")])];
+        let outcome = rt.block_on(sink.put_in("c", datums));
+        assert!(outcome.rejected.is_empty());
+        scrape(sink.address()).unwrap()
+    };
+    let hidden = serve("ClusterName=c\nPrivateData=jobs\n", Toggle::Auto);
+    assert!(!hidden.contains("user=\"alice\"") && !hidden.contains("job_id="), "{hidden}");
+    assert!(hidden.contains("slurm_shipper_memory_rss_bytes{node_name=\"n1\"} 42"), "{hidden}");
+    for (conf, toggle) in [("ClusterName=c\n", Toggle::Auto), ("PrivateData=jobs\n", Toggle::On)] {
+        let open = serve(conf, toggle);
+        assert!(
+            open.contains(
+                "slurm_memory_rss_bytes{account=\"physics\",job_id=\"42\",node_name=\"n1\",user=\"alice\"} 42"
+            ),
+            "{conf} {toggle:?}: {open}"
+        );
+    }
+}
+
 /// Collections the daemon logged (`collected`, at debug level), one message each.
 fn collections(
     stderr: std::process::ChildStderr,

@@ -34,8 +34,30 @@ pub async fn destination_rows(config: &Config) -> Vec<Row> {
                 format!("{address}: {e}; the daemon ships to the other destinations and keeps trying it"),
             ),
         });
+        rows.push(job_series_row(config));
     }
     rows
+}
+
+/// Whether every local user reads every job's series: a warning where slurm.conf's
+/// `PrivateData` says they should not and `prometheus.job_series = "on"` serves them anyway.
+fn job_series_row(config: &Config) -> Row {
+    use crate::config::Toggle;
+    use crate::sinks::prometheus::config::serves_job_series;
+    let conf = config.slurm_conf_path();
+    let (served, why) = serves_job_series(config.prometheus.job_series, conf.as_deref());
+    let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf.as_deref());
+    match (served, !auto_served) {
+        (true, true) => row(
+            "prometheus job series",
+            Status::Warn,
+            format!("served to every local user although {auto_why}"),
+        ),
+        (true, false) => {
+            row("prometheus job series", Status::Ok, format!("served to every local user ({why})"))
+        }
+        (false, _) => row("prometheus job series", Status::Ok, format!("aggregate series only ({why})")),
+    }
 }
 
 /// Who holds the pull address: root (the daemon's user) is most likely the running daemon;
@@ -88,5 +110,20 @@ mod tests {
         drop(held);
         let rows = rt.block_on(destination_rows(&config));
         assert_eq!(rows[1].status, Status::Ok, "{}", rows[1].detail);
+    }
+
+    #[test]
+    fn serving_job_series_against_private_data_is_a_warning() {
+        use crate::config::Toggle;
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, "PrivateData=jobs\n").unwrap();
+        let mut config = Config::default();
+        config.slurm.conf = Some(conf);
+        let status = |config: &Config| (job_series_row(config).status, job_series_row(config).detail);
+        assert_eq!(status(&config).0, Status::Ok, "{}", status(&config).1);
+        assert!(status(&config).1.starts_with("aggregate series only"), "{}", status(&config).1);
+        config.prometheus.job_series = Toggle::On;
+        assert_eq!(status(&config).0, Status::Warn, "{}", status(&config).1);
     }
 }

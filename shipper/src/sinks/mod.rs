@@ -163,6 +163,10 @@ pub trait MetricDestination: Send {
     fn label(&self) -> &str;
     /// Its rules: what it may be sent.
     fn checks(&self) -> Box<dyn Checks<Datum>>;
+    /// Where each collection's aggregates are shown between flushes (a pull endpoint's).
+    fn live(&self) -> Option<prometheus::live::Live> {
+        None
+    }
     async fn put_in(&mut self, label: &str, datums: Vec<Datum>) -> Outcome<Datum>;
 }
 

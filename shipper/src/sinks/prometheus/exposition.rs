@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 struct Point {
     value: f64,
-    /// The datum's own time, so an older period arriving late (from a retry) does not win.
+    /// The datum's own time, so an older period arriving late (a flush handed on after the
+    /// next collection was shown) does not win: unless this time is in the future, the wall
+    /// clock having stepped back since, when any newer value does.
     at: std::time::SystemTime,
     updated: Instant,
 }
@@ -27,6 +29,7 @@ impl Series {
     /// Takes the datums' values; returns those the catalog does not know (not served).
     pub fn update(&mut self, datums: Vec<Datum>, now: Instant) -> Vec<Datum> {
         let mut unknown = Vec::new();
+        let wall = std::time::SystemTime::now();
         for d in datums {
             let (Some(metric), Some(value)) = (slurm_cw_catalog::by_name(&d.metric), d.value.mean()) else {
                 unknown.push(d);
@@ -36,7 +39,7 @@ impl Series {
             let (_, points) =
                 self.by_metric.entry(series::name(metric)).or_insert_with(|| (metric, BTreeMap::new()));
             match points.get_mut(&labels) {
-                Some(p) if p.at > d.timestamp => p.updated = now,
+                Some(p) if p.at > d.timestamp && p.at <= wall => p.updated = now,
                 Some(p) => *p = Point { value, at: d.timestamp, updated: now },
                 None => {
                     points.insert(labels, Point { value, at: d.timestamp, updated: now });
@@ -166,5 +169,23 @@ mod tests {
         s.expire(now + Duration::from_secs(150), Duration::from_secs(60));
         assert_eq!(s.len(), 1);
         assert!(s.render().contains("{job_id=\"2\"} 5\n"));
+    }
+
+    #[test]
+    fn after_the_clock_steps_back_new_values_are_served() {
+        use slurm_cw_catalog::dims::JOB_ID;
+        use slurm_cw_catalog::metrics::MEMORY_RSS;
+        let mut s = Series::default();
+        let (wall, now) = (SystemTime::now(), Instant::now());
+        let v = |x| DatumValue::Value { value: x };
+        // Served while the clock was an hour ahead; then it stepped back to the right time.
+        let ahead = wall + Duration::from_secs(3600);
+        s.update(vec![datum(MEMORY_RSS.name, &[(JOB_ID, "1")], v(2.0), ahead)], now);
+        s.update(vec![datum(MEMORY_RSS.name, &[(JOB_ID, "1")], v(3.0), wall)], now + Duration::from_secs(30));
+        assert!(s.render().contains("{job_id=\"1\"} 3\n"), "{}", s.render());
+        // Once the clock is right, an older period arriving late still does not win.
+        let late = wall - Duration::from_secs(60);
+        s.update(vec![datum(MEMORY_RSS.name, &[(JOB_ID, "1")], v(9.0), late)], now + Duration::from_secs(60));
+        assert!(s.render().contains("{job_id=\"1\"} 3\n"), "{}", s.render());
     }
 }

@@ -1,6 +1,11 @@
 //! Who holds a TCP port the endpoint wants: the uid the kernel lists for the listening socket
 //! in /proc/net/tcp (tcp6), so the log and `--check` can say "held by uid 1000", not just
 //! "in use". A wildcard listener (0.0.0.0, ::) on the same port holds it too.
+//!
+//! And who answers a connection made: [`untrusted_peer`] finds the other end of a connection to
+//! this host in the same tables (an accepted socket carries its listener's uid), so a token
+//! goes to slurmctld's port only when root or SlurmUser listens there, not a user who bound
+//! it while slurmctld restarted.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -25,6 +30,49 @@ pub fn listener_uid(proc: &Path, address: &str) -> Option<u32> {
         let (ip, p) = local.split_once(':')?;
         (*state == LISTEN && p == port && (ip == exact || ip == wildcard)).then(|| uid.parse().ok())?
     })
+}
+
+/// The uid of the socket at the other end of a connection from `local` to `peer`, where that
+/// end is on this host: the entry of /proc/net/tcp (tcp6, where an IPv6 socket took an IPv4
+/// connection as `::ffff:a.b.c.d`) whose local address is `peer` and remote `local`.
+pub fn peer_uid(proc: &Path, local: SocketAddr, peer: SocketAddr) -> Option<u32> {
+    let hex = |a: SocketAddr, v6: bool| {
+        let ip = match (a.ip(), v6) {
+            (IpAddr::V4(ip), false) => hex_v4(ip.octets()),
+            (IpAddr::V4(ip), true) => hex_v6(ip.to_ipv6_mapped().octets()),
+            (IpAddr::V6(ip), _) => hex_v6(ip.octets()),
+        };
+        format!("{ip}:{:04X}", a.port())
+    };
+    let files: &[(&str, bool)] = match peer.ip() {
+        IpAddr::V4(_) => &[("net/tcp", false), ("net/tcp6", true)],
+        IpAddr::V6(_) => &[("net/tcp6", true)],
+    };
+    files.iter().find_map(|(file, v6)| {
+        let (want_local, want_remote) = (hex(peer, *v6), hex(local, *v6));
+        let text = std::fs::read_to_string(proc.join(file)).ok()?;
+        text.lines().skip(1).find_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (l, r, uid) = (f.get(1)?, f.get(2)?, f.get(7)?);
+            (*l == want_local && *r == want_remote).then(|| uid.parse().ok())?
+        })
+    })
+}
+
+/// Why the other end of a connection from `local` to `peer` is not to be trusted with a
+/// secret: it is on this host and its socket belongs to none of `trusted` (nor to this
+/// process's own uid), or it is on this host and cannot be found. None: trusted, or on another
+/// host (which only the network can vouch for).
+pub fn untrusted_peer(proc: &Path, local: SocketAddr, peer: SocketAddr, trusted: &[u32]) -> Option<String> {
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    let here = peer.ip().is_loopback() || peer.ip() == local.ip();
+    match peer_uid(proc, local, peer) {
+        Some(uid) if uid == me || trusted.contains(&uid) => None,
+        Some(uid) => Some(format!("{peer} is held by {}", describe_uid(uid))),
+        None if here => Some(format!("{peer} is on this host but its owner cannot be read in /proc/net")),
+        None => None,
+    }
 }
 
 /// The kernel prints each 32-bit word of an address in the host's byte order.
@@ -57,6 +105,23 @@ mod tests {
         assert_eq!(listener_uid(Path::new("/proc"), &address), Some(me));
         drop(held);
         assert_eq!(listener_uid(Path::new("/proc"), &address), None);
+    }
+
+    #[test]
+    fn the_other_end_of_a_loopback_connection_is_found_with_its_uid() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (local, peer) = (client.local_addr().unwrap(), client.peer_addr().unwrap());
+        // SAFETY: getuid has no preconditions.
+        let me = unsafe { libc::getuid() };
+        let proc = Path::new("/proc");
+        assert_eq!(peer_uid(proc, local, peer), Some(me), "accepted or waiting to be");
+        assert_eq!(untrusted_peer(proc, local, peer, &[]), None, "this process's own uid");
+        // A loopback peer that cannot be found is not trusted; another host's is the network's.
+        let gone: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert!(untrusted_peer(proc, local, gone, &[]).is_some());
+        let away: SocketAddr = "192.0.2.1:6817".parse().unwrap();
+        assert_eq!(untrusted_peer(proc, local, away, &[]), None);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! `prometheus`: a pull endpoint for a Prometheus server, at `prometheus.address` (loopback by
-//! default). It serves what the last flushes brought: one gauge a series, the mean of its
-//! period, named from the catalog (`slurm_memory_rss_bytes{job_id="42",...}`), per-job series
-//! included (the open shape). A series not updated for three flush intervals is dropped (an
-//! ended job's). Nothing waits on disk: a scrape always reads the latest values.
+//! default). It serves each collection as it comes ([`live`]): one gauge a series, the mean of
+//! its period so far, named from the catalog (`slurm_memory_rss_bytes{job_id="42",...}`),
+//! per-job series included (the open shape). A series not updated for three flush intervals is
+//! dropped (an ended job's). Nothing waits on disk: a scrape always reads the latest values. Where
+//! slurm.conf's `PrivateData` hides jobs or users, only aggregate series are served unless
+//! `prometheus.job_series = "on"` ([`config::serves_job_series`]).
 //!
 //! The address needs no privilege, so any local user may hold it first. That never stops the
 //! daemon: the other destinations start as usual, the endpoint keeps trying to bind in the
@@ -12,25 +14,24 @@
 pub mod config;
 pub mod exposition;
 pub mod holder;
+pub mod live;
 pub mod server;
 
 use crate::datum::Datum;
 use crate::sinks::delivery::{Checks, StatsHandle};
 use crate::sinks::open::OpenRules;
 use crate::sinks::{Context, MetricDestination};
-use exposition::Series;
+use live::Live;
 use server::Body;
 use slurm_cw_sink::outcome::Outcome;
 use slurm_cw_sink::validate::DropReason;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct PrometheusSink {
     address: String,
-    series: Series,
-    body: Body,
-    ttl: Duration,
+    live: Live,
     listening: Arc<AtomicBool>,
 }
 
@@ -72,13 +73,16 @@ pub async fn build(ctx: &Context<'_>) -> Result<PrometheusSink, String> {
             configured
         }
     };
-    Ok(PrometheusSink {
-        address,
-        series: Series::default(),
-        body,
-        ttl: ctx.config.flush_interval * 3,
-        listening,
-    })
+    let slurm_conf = ctx.config.slurm_conf_path();
+    let (job_series, why) =
+        config::serves_job_series(ctx.config.prometheus.job_series, slurm_conf.as_deref());
+    if job_series {
+        tracing::info!(why, "the Prometheus endpoint serves per-job and per-user series");
+    } else {
+        tracing::info!(why, "the Prometheus endpoint serves no per-job or per-user series");
+    }
+    let live = Live::new(body, ctx.config.flush_interval * 3, job_series);
+    Ok(PrometheusSink { address, live, listening })
 }
 
 /// Tries to bind `address` again, waiting longer after each failure, and serves it once bound.
@@ -132,17 +136,14 @@ impl MetricDestination for PrometheusSink {
         Box::new(Rules { open: OpenRules::default(), listening: self.listening.clone() })
     }
 
+    fn live(&self) -> Option<Live> {
+        Some(self.live.clone())
+    }
+
     async fn put_in(&mut self, _label: &str, datums: Vec<Datum>) -> Outcome<Datum> {
-        let now = Instant::now();
         let offered = datums.len();
-        let unknown = self.series.update(datums, now);
-        self.series.expire(now, self.ttl);
-        let text = Arc::new(self.series.render());
-        let bytes = text.len() as u64;
-        match self.body.lock() {
-            Ok(mut g) => *g = text,
-            Err(p) => *p.into_inner() = text,
-        }
-        Outcome { sent: offered - unknown.len(), rejected: unknown, bytes, ..Outcome::default() }
+        // Series kept private are not sent, nor refused: they are not this destination's.
+        let (unknown, private, bytes) = self.live.flush(datums);
+        Outcome { sent: offered - unknown.len() - private, rejected: unknown, bytes, ..Outcome::default() }
     }
 }

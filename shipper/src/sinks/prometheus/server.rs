@@ -1,8 +1,9 @@
 //! The pull endpoint's HTTP side: `GET /metrics` answers the last rendered exposition, and
 //! nothing else. Any user of the node can connect, so the server is bounded: a few connections
 //! at a time (more are closed at once), a small request head read within a deadline, and each
-//! answer a copy of text rendered at the last flush, never work per request. It runs on the
-//! runtime's thread beside delivery; collection has its own thread, so a flood slows neither.
+//! answer a copy of text rendered at the last collection or flush, never work per request. It
+//! runs on the runtime's thread beside delivery; collection has its own thread, so a flood
+//! slows neither.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +18,7 @@ pub const MAX_REQUEST: usize = 8 << 10;
 /// How long a client has to send its request, and to read the answer.
 pub const DEADLINE: Duration = Duration::from_secs(2);
 
-/// The body served, swapped whole at each flush.
+/// The body served, swapped whole at each collection and flush ([`super::live`]).
 pub type Body = Arc<Mutex<Arc<String>>>;
 
 /// Serves until the process ends.

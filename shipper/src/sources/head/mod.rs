@@ -7,6 +7,7 @@ pub mod command;
 pub mod config;
 pub mod fallback;
 pub mod openmetrics;
+mod openmetrics_describe;
 pub mod openmetrics_http;
 pub mod openmetrics_map;
 pub mod openmetrics_sched;

@@ -14,6 +14,7 @@
 
 use super::command::SlurmCommands;
 use super::config::HeadSource;
+pub use super::openmetrics_describe::describe;
 use super::openmetrics_http::{self as http, HttpError, Url};
 use crate::config::Config;
 use crate::slurm_conf;
@@ -160,6 +161,17 @@ pub struct Endpoint {
     backoff: u32,
     /// Which controller answered last (0: the primary, then the backups), tried first.
     current: usize,
+    /// Whose listener on this host may be slurmctld: root and SlurmUser ([`listener_users`]).
+    trusted: Vec<u32>,
+}
+
+/// The users slurmctld may listen as (root, and slurm.conf's SlurmUser): a listener on this
+/// host that belongs to another is sent nothing (see [`http::get`]).
+pub fn listener_users(config: &Config) -> Vec<u32> {
+    match config.slurm_conf_path().map(|p| slurm_conf::entries(&p)) {
+        Some(Ok(e)) => crate::role::daemon_users(&e),
+        _ => vec![0],
+    }
 }
 
 impl Endpoint {
@@ -175,7 +187,14 @@ impl Endpoint {
             skip: 0,
             backoff: 1,
             current: 0,
+            trusted: vec![0],
         }
+    }
+
+    /// The users whose listener on this host may be slurmctld (root alone by default).
+    pub fn trusting(mut self, users: Vec<u32>) -> Self {
+        self.trusted = users;
+        self
     }
 
     /// The endpoint that answered last, or the primary's.
@@ -299,7 +318,10 @@ impl Endpoint {
         cmds: &SlurmCommands,
         scheduler: bool,
     ) -> Result<Fetched, (String, bool)> {
-        let silent = |e: &HttpError| matches!(e, HttpError::Connect(..) | HttpError::Timeout(..));
+        // A user's listener is no controller either: the next one is tried.
+        let silent = |e: &HttpError| {
+            matches!(e, HttpError::Connect(..) | HttpError::Timeout(..) | HttpError::NotSlurm(..))
+        };
         let url = url.clone();
         let answered = match self.get_all(&url, scheduler).await {
             Err(HttpError::Status(_, 401 | 403)) => {
@@ -352,7 +374,7 @@ impl Endpoint {
     ) -> Result<(String, String, Option<String>), HttpError> {
         let token = self.token.as_deref();
         let budget = http::Budget::new(self.max);
-        let get = |path| http::get(url, path, token, self.timeout, &budget);
+        let get = |path| http::get(url, path, token, self.timeout, &budget, &self.trusted);
         let sched = async {
             match scheduler {
                 true => get("/metrics/scheduler").await.map(Some),
@@ -389,43 +411,6 @@ impl Endpoint {
             .await
             .map_err(|e| format!("the endpoint wants a token, and `scontrol token {name}` failed: {e}"))?;
         token_of(&out.stdout).ok_or_else(|| "`scontrol token` printed no SLURM_JWT=".into())
-    }
-}
-
-/// `--check`'s line: which source gives node figures, and why. Err where `head.source =
-/// openmetrics` and the endpoint fails (the commands stand in, but that is not what was asked).
-pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, String> {
-    let mut ep = Endpoint::new(
-        config.head.source,
-        resolve(config),
-        TokenFrom::of(&config.head),
-        config.slurm.command_timeout,
-    );
-    let version = match cmds.run("sinfo", &["--version"]).await {
-        Ok(o) => super::Version::parse(&o.stdout),
-        Err(_) => None,
-    };
-    if let Err(why) = ep.wanted(version) {
-        return Ok(format!("commands (sinfo): {why}"));
-    }
-    let from = ep.resolved().from.clone();
-    let release =
-        version.map(|v| format!("; Slurm {}.{:02} (sinfo --version)", v.major, v.minor)).unwrap_or_default();
-    match ep.fetch(cmds, config.head.top_rpc_types == 0).await {
-        Ok(f) => Ok(format!(
-            "openmetrics: {} ({} controller, from {from}) answers OpenMetrics, {} samples in \
-             /metrics/nodes{release}{}",
-            ep.answering().map(|u| u.to_string()).unwrap_or_default(),
-            ep.answering_role(),
-            f.nodes.samples.len(),
-            if ep.resolved().gpus_tracked {
-                ""
-            } else {
-                "; GPU figures left out (accounting does not track gres/gpu)"
-            }
-        )),
-        Err(e) if ep.mode() == HeadSource::Openmetrics => Err(format!("commands (sinfo) stand in: {e}")),
-        Err(e) => Ok(format!("commands (sinfo): the endpoint fails: {e}")),
     }
 }
 

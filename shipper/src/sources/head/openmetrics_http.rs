@@ -87,19 +87,24 @@ pub enum HttpError {
     TooLarge(String, usize),
     #[error("{0} answered something that is not HTTP: {1}")]
     Malformed(String, String),
+    #[error("{0}: {1}, neither root nor SlurmUser: not slurmctld, sent nothing (no token)")]
+    NotSlurm(String, String),
 }
 
 /// GETs `path` under `url`; the body of a 200 answer, else an error (401 and 403 too, so the
-/// caller can fetch a token). What it reads is taken from `budget`.
+/// caller can fetch a token). What it reads is taken from `budget`. A listener on this host
+/// that belongs to none of `trusted` (root and SlurmUser; this process's own uid besides) is
+/// not slurmctld: it is sent nothing, the token least of all.
 pub async fn get(
     url: &Url,
     path: &str,
     token: Option<&str>,
     timeout: Duration,
     budget: &Budget,
+    trusted: &[u32],
 ) -> Result<String, HttpError> {
     let target = format!("{url}{path}");
-    match tokio::time::timeout(timeout, exchange(url, path, token, budget, &target)).await {
+    match tokio::time::timeout(timeout, exchange(url, path, token, budget, &target, trusted)).await {
         Ok(r) => r,
         Err(_) => Err(HttpError::Timeout(target, timeout)),
     }
@@ -111,11 +116,16 @@ async fn exchange(
     token: Option<&str>,
     budget: &Budget,
     target: &str,
+    trusted: &[u32],
 ) -> Result<String, HttpError> {
     let host = url.host.trim_start_matches('[').trim_end_matches(']');
-    let mut stream = TcpStream::connect((host, url.port))
-        .await
-        .map_err(|e| HttpError::Connect(target.to_owned(), e.to_string()))?;
+    let connect = |e: std::io::Error| HttpError::Connect(target.to_owned(), e.to_string());
+    let mut stream = TcpStream::connect((host, url.port)).await.map_err(connect)?;
+    let (local, peer) = (stream.local_addr().map_err(connect)?, stream.peer_addr().map_err(connect)?);
+    let proc = std::path::Path::new("/proc");
+    if let Some(why) = crate::sinks::prometheus::holder::untrusted_peer(proc, local, peer, trusted) {
+        return Err(HttpError::NotSlurm(target.to_owned(), why));
+    }
     let mut request = format!(
         "GET {}{} HTTP/1.1\r\nHost: {}:{}\r\nAccept: text/plain\r\nConnection: close\r\n",
         url.prefix, path, url.host, url.port
@@ -390,14 +400,14 @@ mod tests {
         let mut big = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n".to_vec();
         big.extend(std::iter::repeat_n(b'x', 1_000_000));
         let u = server(Some(big)).await;
-        let e = get(&u, "/metrics/nodes", None, Duration::from_secs(10), &Budget::new(1000)).await;
+        let e = get(&u, "/metrics/nodes", None, Duration::from_secs(10), &Budget::new(1000), &[]).await;
         assert!(matches!(e, Err(HttpError::TooLarge(_, 1000))), "{e:?}");
         let u = server(None).await;
-        let e = get(&u, "/metrics/nodes", None, Duration::from_millis(300), &Budget::new(1000)).await;
+        let e = get(&u, "/metrics/nodes", None, Duration::from_millis(300), &Budget::new(1000), &[]).await;
         assert!(matches!(e, Err(HttpError::Timeout(..))), "{e:?}");
         let u = server(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nx 1\ny 2".to_vec())).await;
         assert_eq!(
-            get(&u, "/m", Some("t"), Duration::from_secs(5), &Budget::new(1000)).await.unwrap(),
+            get(&u, "/m", Some("t"), Duration::from_secs(5), &Budget::new(1000), &[]).await.unwrap(),
             "x 1\ny "
         );
         // Chunked, cut anywhere: the same body.
@@ -407,19 +417,19 @@ mod tests {
         ))
         .await;
         assert_eq!(
-            get(&u, "/m", None, Duration::from_secs(5), &Budget::new(1000)).await.unwrap(),
+            get(&u, "/m", None, Duration::from_secs(5), &Budget::new(1000), &[]).await.unwrap(),
             "x 1\ny 2"
         );
         // One budget for a collection's GETs together: the second passes it.
         let mut half = b"HTTP/1.1 200 OK\r\nContent-Length: 600\r\n\r\n".to_vec();
         half.extend(std::iter::repeat_n(b'x', 600));
         let (u, budget) = (server(Some(half)).await, Budget::new(1000));
-        assert!(get(&u, "/a", None, Duration::from_secs(5), &budget).await.is_ok());
-        let e = get(&u, "/b", None, Duration::from_secs(5), &budget).await;
+        assert!(get(&u, "/a", None, Duration::from_secs(5), &budget, &[]).await.is_ok());
+        let e = get(&u, "/b", None, Duration::from_secs(5), &budget, &[]).await;
         assert!(matches!(e, Err(HttpError::TooLarge(_, 1000))), "{e:?}");
         let u = server(Some(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n".to_vec())).await;
         assert!(matches!(
-            get(&u, "/m", None, Duration::from_secs(5), &Budget::new(1000)).await,
+            get(&u, "/m", None, Duration::from_secs(5), &Budget::new(1000), &[]).await,
             Err(HttpError::Status(_, 403))
         ));
     }
