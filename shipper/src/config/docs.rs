@@ -45,7 +45,7 @@ pub const KEYS: &[Key] = &[
     key("cloudwatch.attempt_timeout", Value("\"10s\""), "limit of one HTTP attempt"),
     key("otlp.endpoint", Unset("CloudWatch's in the region"), "OTLP/HTTP metrics URL, path included: `https://monitoring.<region>.amazonaws.com/v1/metrics`, a collector's `/v1/metrics`, Prometheus' `/api/v1/otlp/v1/metrics`; retries and timeouts are `cloudwatch.*`'s"),
     key("otlp.region", Unset("the endpoint's, else `cloudwatch.region`'s"), "SigV4 signing region"),
-    key("otlp.sigv4", Value("\"auto\""), "sign requests with SigV4 (service `monitoring`): `auto` (when the endpoint is CloudWatch's), `on`, `off`; signing over `http://` is refused (the session token would travel in clear text)"),
+    key("otlp.sigv4", Value("\"auto\""), "sign requests with SigV4 (service `monitoring`, or `aps` for Amazon Managed Service for Prometheus' `aps-workspaces` hosts): `auto` (when the endpoint is CloudWatch's or AMP's), `on`, `off`; signing over `http://` is refused (the session token would travel in clear text)"),
     key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it, so open it wider only behind a firewall"),
     key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them unless slurm.conf's `PrivateData` names `jobs` or `users` (or slurm.conf cannot be read), then only aggregate series; `on` serves them whatever `PrivateData` says (every local user reads every job's figures); `off` never"),
     key("delivery.flush_jitter", Value("true"), "start flushing at a random offset in the flush interval, so a fleet does not call the API in the same second (was `cloudwatch.flush_jitter`, still read)"),

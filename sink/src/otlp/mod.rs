@@ -1,7 +1,7 @@
 //! The OTLP sink: metrics as OTLP/HTTP protobuf, gzip, to CloudWatch's OTLP endpoint
 //! (`https://monitoring.<region>.amazonaws.com/v1/metrics`, SigV4 with service `monitoring`),
-//! Amazon Managed Prometheus, a collector or Prometheus' own receiver
-//! (`/api/v1/otlp/v1/metrics`).
+//! Amazon Managed Prometheus (`aps-workspaces.<region>.amazonaws.com`, SigV4 with service
+//! `aps`), a collector or Prometheus' own receiver (`/api/v1/otlp/v1/metrics`).
 //!
 //! What a datum becomes: one point of a Gauge, whatever the catalog's kind (Increase, Total or
 //! Gauge). A datum is already an aggregate over a period, and Prometheus 2.53's OTLP receiver
@@ -214,7 +214,7 @@ impl OtlpSink {
                 [("host", self.host.as_str()), ("content-type", PROTOBUF), ("content-encoding", "gzip")];
             let headers = sign::signature(
                 &credentials,
-                sign::SERVICE,
+                sign::service_for(&self.host),
                 &signer.region,
                 SystemTime::now(),
                 "POST",
@@ -251,7 +251,7 @@ fn parse(settings: &Settings) -> Result<(::http::Uri, String, Option<String>), S
         return Err(bad("must not hold credentials"));
     }
     let region =
-        settings.region.clone().or_else(|| sign::cloudwatch_region(authority.host()).map(str::to_owned));
+        settings.region.clone().or_else(|| sign::aws_endpoint(authority.host()).map(|(_, r)| r.to_owned()));
     Ok((uri.clone(), authority.as_str().to_owned(), region))
 }
 
@@ -259,7 +259,7 @@ fn signs(settings: &Settings, uri: &::http::Uri) -> bool {
     match settings.sigv4 {
         SigV4::On => true,
         SigV4::Off => false,
-        SigV4::Auto => sign::is_cloudwatch(uri),
+        SigV4::Auto => uri.host().and_then(sign::aws_endpoint).is_some(),
     }
 }
 

@@ -53,7 +53,7 @@ impl OtlpConfig {
             let signs = match self.sigv4 {
                 SigV4Setting::On => true,
                 SigV4Setting::Off => false,
-                SigV4Setting::Auto => slurm_cw_sink::otlp::sign::cloudwatch_region(host).is_some(),
+                SigV4Setting::Auto => slurm_cw_sink::otlp::sign::aws_endpoint(host).is_some(),
             };
             if signs {
                 return Err(ConfigError(format!(
