@@ -79,15 +79,36 @@ esac
 
 region=$(sed -n 's/^cfn_region=//p' "$ROOT/etc/parallelcluster/cfnconfig" 2>/dev/null | tail -n 1 | tr -d "\"'[:space:]")
 
+# The most a download may be: the shipper is about 20 MB; a source that sends more is not it,
+# and must not fill the root disk.
+MAX_BYTES=268435456
+
 # fetch SRC DEST: the reason logged when it cannot.
 fetch() {
     local out
     case $1 in
         s3://*) out=$(aws s3 cp --only-show-errors ${region:+--region "$region"} "$1" "$2" 2>&1) ;;
-        https://* | file://*) out=$(curl -fsSL --proto '=https,file' --retry 3 --max-time 600 -o "$2" -- "$1" 2>&1) ;;
+        https://* | file://*) out=$(curl -fsSL --proto '=https,file' --retry 3 --max-time 600 --max-filesize "$MAX_BYTES" -o "$2" -- "$1" 2>&1) ;;
         *) out=$(cp -- "$ROOT$1" "$2" 2>&1) ;;
     esac || { log "$1: $out"; return 1; }
     [ -s "$2" ] || { log "$1 is empty"; return 1; }
+    [ "$(stat -c %s -- "$2")" -le "$MAX_BYTES" ] || { log "$1 is over $MAX_BYTES bytes: refused"; return 1; }
+}
+
+# private PATH: whether only root can have written PATH and every directory above it (a local
+# source whose SHA256SUMS beside it a user could replace proves nothing).
+private() {
+    local p=$1 owner mode
+    while :; do
+        [ -e "$p" ] || return 1
+        owner=$(stat -Lc %u -- "$p") mode=$(stat -Lc %a -- "$p")
+        [ "$owner" = 0 ] || return 1
+        # Group or others may write (sticky directories such as /tmp included: any user may put
+        # a file there first).
+        (( (8#$mode & 8#022) == 0 )) || return 1
+        if [ "$p" = / ] || [ "$p" = "${ROOT:-/}" ]; then break; fi
+        p=$(dirname -- "$p")
+    done
 }
 
 tmp=$(mkdir -p -- "$ROOT${BIN%/*}" && mktemp "$ROOT${BIN%/*}/.slurm-cw-shipper.XXXXXX") || fail 1 "cannot create a file in ${BIN%/*}"
@@ -96,6 +117,15 @@ trap 'rm -f -- "$tmp"' EXIT
 if [ -n "$want" ]; then
     want=${want,,}
 else
+    # A local source's checksum file proves something only where no user could have put both.
+    case $src in
+        /*) local_src=$ROOT$src ;;
+        file://*) local_src=${src#file://} ;;
+        *) local_src='' ;;
+    esac
+    if [ -n "$local_src" ] && ! { private "$local_src" && private "${local_src%/*}/SHA256SUMS"; }; then
+        fail 1 "$src or the SHA256SUMS beside it can be written by a user other than root: give --sha256"
+    fi
     fetch "${src%/*}/SHA256SUMS" "$tmp" || fail 1 "no checksum for $src: give --sha256, or put SHA256SUMS (scripts/release.sh writes it) beside it"
     want=$(awk -v f="${src##*/}" '{ n = $2; sub(/^\*/, "", n); if (n == f) { print tolower($1); exit } }' "$tmp")
     [[ $want =~ ^[0-9a-f]{64}$ ]] || fail 1 "SHA256SUMS beside $src has no line for ${src##*/}: give --sha256"

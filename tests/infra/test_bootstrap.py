@@ -247,3 +247,38 @@ def test_example_cluster_config():
     assert all(a[a.index("--role") + 1] == "node" for a in queues)
     assert all("--edit-slurm-conf" not in a and "--strict" not in a for a in [head, *queues])
     assert config["HeadNode"]["Imds"]["Secured"] is True
+
+
+@pytest.mark.parametrize("writable", ["the directory", "SHA256SUMS"])
+def test_a_local_source_a_user_could_write_needs_sha256(node, writable):
+    """A path on the node without --sha256: the SHA256SUMS beside it proves something only where
+    no user could have put both there (a world-writable directory such as /tmp, a file a user
+    may rewrite); with --sha256 the same source is fine."""
+    d = node.root / "opt/drop"
+    d.mkdir(parents=True)
+    (d / NAME).write_bytes(BINARY)
+    (d / "SHA256SUMS").write_text(sums(**{NAME: BINARY}))
+    (d if writable == "the directory" else d / "SHA256SUMS").chmod(0o1777 if writable == "the directory" else 0o666)
+    node.run(["--binary", f"/opt/drop/{NAME}", "--role", "node"])
+    assert_failed(node, "can be written by a user other than root: give --sha256")
+    assert not (node.root / BIN).exists()
+    node.log.write_text("")
+    node.run(["--binary", f"/opt/drop/{NAME}", "--sha256", sha256(BINARY), "--role", "node"])
+    assert (node.root / BIN).read_bytes() == BINARY
+    # Only root can write it: its SHA256SUMS is taken.
+    d.chmod(0o755)
+    (d / "SHA256SUMS").chmod(0o644)
+    (node.root / BIN).unlink()
+    node.run(["--binary", f"/opt/drop/{NAME}", "--role", "node"])
+    assert (node.root / BIN).read_bytes() == BINARY
+
+
+def test_a_download_over_the_size_bound_is_refused(node, tmp_path):
+    """A source that sends more than 256 MiB is not the shipper, and must not fill the disk: a
+    sparse 300 MiB file over curl (file://) is cut off and refused."""
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(300 * 1024 * 1024)
+    node.run(["--binary", f"file://{big}", "--sha256", "0" * 64, "--role", "node"])
+    assert_failed(node, f"could not fetch file://{big}")
+    assert not (node.root / BIN).exists()
