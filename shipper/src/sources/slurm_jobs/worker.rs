@@ -18,6 +18,9 @@ use std::time::Duration;
 const IN_FLIGHT: usize = 4;
 /// Keys waiting to be asked at most; past it a key is asked in a later collection.
 const QUEUE: usize = 1024;
+/// Without `scontrol --json` (22.05), one `squeue --json --all` answers every key waiting; at
+/// most one such listing of the whole queue this often, however many jobs start.
+const QUEUE_GAP: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
@@ -41,6 +44,7 @@ impl Worker {
     pub fn start(cmds: SlurmCommands) -> Worker {
         let (asks, asked) = mpsc::sync_channel::<String>(QUEUE);
         let (answer, answers) = mpsc::channel::<Answer>();
+        let requeue = asks.clone();
         let spawned = std::thread::Builder::new().name("slurm-lookups".into()).spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
@@ -49,7 +53,7 @@ impl Worker {
                     return;
                 }
             };
-            rt.block_on(serve(cmds, asked, answer));
+            rt.block_on(serve(cmds, asked, answer, requeue));
         });
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the Slurm lookups' thread; jobs ship as unknown");
@@ -75,12 +79,18 @@ impl Worker {
     }
 }
 
-async fn serve(cmds: SlurmCommands, asked: mpsc::Receiver<String>, answer: mpsc::Sender<Answer>) {
+async fn serve(
+    cmds: SlurmCommands,
+    asked: mpsc::Receiver<String>,
+    answer: mpsc::Sender<Answer>,
+    requeue: mpsc::SyncSender<String>,
+) {
     let cmds = Arc::new(cmds);
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let asked = Arc::new(Mutex::new(asked));
     // Set once scontrol says it has no --json (Slurm 22.05).
     let queue_only = Arc::new(AtomicBool::new(false));
+    let mut listed_at: Option<tokio::time::Instant> = None;
     loop {
         // The std receiver blocks: wait on it off the runtime's thread, then take what else
         // is waiting.
@@ -91,8 +101,18 @@ async fn serve(cmds: SlurmCommands, asked: mpsc::Receiver<String>, answer: mpsc:
             Some(std::iter::once(first).chain(r.try_iter()).collect::<Vec<_>>())
         })
         .await;
-        let Ok(Some(keys)) = next else { return };
+        let Ok(Some(mut keys)) = next else { return };
         if queue_only.load(Ordering::Relaxed) {
+            // One listing per gap: the keys that come meanwhile ride on it.
+            if let Some(at) = listed_at {
+                tokio::time::sleep_until(at + QUEUE_GAP).await;
+            }
+            if let Ok(r) = asked.lock() {
+                keys.extend(r.try_iter());
+            }
+            keys.sort();
+            keys.dedup();
+            listed_at = Some(tokio::time::Instant::now());
             for a in from_queue(&cmds, keys).await {
                 let _ = answer.send(a);
             }
@@ -101,6 +121,7 @@ async fn serve(cmds: SlurmCommands, asked: mpsc::Receiver<String>, answer: mpsc:
         for key in keys {
             let Ok(permit) = slots.clone().acquire_owned().await else { return };
             let (cmds, answer, queue_only) = (cmds.clone(), answer.clone(), queue_only.clone());
+            let requeue = requeue.clone();
             tokio::spawn(async move {
                 let result = match lookup(&cmds, &key).await {
                     Err(Failure::Command(CommandError::Failed { all_stderr, .. }))
@@ -111,14 +132,18 @@ async fn serve(cmds: SlurmCommands, asked: mpsc::Receiver<String>, answer: mpsc:
                                 "scontrol has no --json (Slurm before 23.02): jobs are looked up in squeue --json"
                             );
                         }
-                        from_queue(&cmds, vec![key.clone()])
-                            .await
-                            .pop()
-                            .map_or(Err(Failure::NotThisJob), |a| a.1)
+                        drop(permit);
+                        // Back in line, for the next listing of the whole queue with the others.
+                        if requeue.try_send(key.clone()).is_ok() {
+                            return;
+                        }
+                        Err(Failure::NotThisJob)
                     }
-                    other => other,
+                    other => {
+                        drop(permit);
+                        other
+                    }
                 };
-                drop(permit);
                 let _ = answer.send((key, result));
             });
         }
@@ -158,4 +183,59 @@ fn failure(r: Result<JobDetail, slurm_cw_formats::slurm::job::JobError>) -> Resu
         slurm_cw_formats::slurm::job::JobError::NoJobId => Failure::NotThisJob,
         _ => Failure::Unreadable,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Instant;
+
+    /// Slurm 22.05's commands: scontrol without --json, squeue listing jobs 1 to 30 and logging
+    /// each call.
+    fn slurm_22_05(dir: &std::path::Path) -> std::path::PathBuf {
+        let log = dir.join("calls");
+        let jobs: Vec<String> =
+            (1..=30).map(|i| format!(r#"{{"job_id": {i}, "account": "a{i}"}}"#)).collect();
+        let scripts = [
+            ("scontrol", "echo \"scontrol: unrecognized option '--json'\" >&2; exit 1".to_owned()),
+            (
+                "squeue",
+                format!("echo squeue >> {}; echo '{{\"jobs\": [{}]}}'", log.display(), jobs.join(",")),
+            ),
+        ];
+        for (name, body) in scripts {
+            let p = dir.join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        log
+    }
+
+    #[test]
+    fn without_scontrol_json_the_whole_queue_is_listed_once_for_many_new_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = slurm_22_05(dir.path());
+        let w = Worker::start(SlurmCommands::new(Some(dir.path().to_owned()), Duration::from_secs(10)));
+        // Twenty jobs start together, as on a node that takes a burst of array tasks.
+        for i in 1..=20 {
+            assert!(w.ask(&i.to_string()));
+        }
+        let mut answered = Vec::new();
+        let until = Instant::now() + Duration::from_secs(60);
+        while answered.len() < 20 && Instant::now() < until {
+            answered.extend(w.answers(Some(Duration::from_secs(1))));
+        }
+        assert_eq!(answered.len(), 20, "every job answered");
+        assert!(
+            answered
+                .iter()
+                .all(|(k, a)| a.as_ref().is_ok_and(|d| d.job_id == *k && d.account == Some(format!("a{k}"))))
+        );
+        let calls = std::fs::read_to_string(&log).unwrap().lines().count();
+        // The first scontrol refusals come in up to IN_FLIGHT at once and requeue their jobs:
+        // at most two listings of the queue (one for the first refusal's batch, one for the rest
+        // after the gap), never one a job.
+        assert!((1..=2).contains(&calls), "squeue --json --all ran {calls} times for 20 jobs");
+    }
 }
