@@ -137,3 +137,45 @@ async fn cloudwatch_endpoints_are_signed_and_others_are_not() {
         OtlpSink::with_credentials(auto("http://127.0.0.1:9/v1/metrics"), credentials).expect("builds");
     assert!(!other.signs());
 }
+
+fn epoch_s(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_secs() as i64
+}
+
+#[tokio::test]
+async fn a_clock_ten_minutes_off_signs_again_with_the_endpoints_time() {
+    // The endpoint's clock is 10 minutes ahead of this host's; like AWS it refuses a signature
+    // more than 5 minutes off (403) and says its time in `Date`.
+    let ahead = 600;
+    let r = common::receiver_with(move |c, _| {
+        let server = SystemTime::now() + Duration::from_secs(ahead);
+        let server_s = epoch_s(server);
+        let signed = c.header("x-amz-date").map_or(0, |d| epoch_s(amz_date(d)));
+        let date = time::OffsetDateTime::from(server)
+            .format(&time::format_description::well_known::Rfc2822)
+            .expect("a date");
+        let status = if (signed - server_s).abs() > 300 { 403 } else { 200 };
+        (status, vec![("date".to_owned(), date)])
+    })
+    .await;
+    let mut s = settings(&r.url);
+    s.backoff = Backoff { base: Duration::from_millis(1), cap: Duration::from_millis(1), max_retries: 2 };
+    let credentials =
+        SharedCredentialsProvider::new(Credentials::new(KEY_ID, SECRET, Some(TOKEN.into()), None, "test"));
+    let mut sink = OtlpSink::with_credentials(s, credentials).expect("a sink");
+    let datum = slurm_cw_sink::cloudwatch::datum(
+        "c1",
+        &slurm_cw_catalog::metrics::MEMORY_RSS,
+        [("JobId".to_owned(), "42".to_owned())],
+        SystemTime::now(),
+        DatumValue::Value { value: 1.0 },
+    );
+    let out = sink.put(vec![datum]).await;
+    assert_eq!((out.sent, out.undelivered.len()), (1, 0), "{:?}", out.last_error);
+    let dates: Vec<i64> =
+        r.requests().iter().map(|c| c.header("x-amz-date").map_or(0, |d| epoch_s(amz_date(d)))).collect();
+    let now = epoch_s(SystemTime::now());
+    assert_eq!(dates.len(), 2, "refused once, then taken: {dates:?}");
+    assert!((dates[0] - now).abs() < 60, "first signed with this host's clock: {dates:?}");
+    assert!((dates[1] - (now + ahead as i64)).abs() < 60, "then with the endpoint's: {dates:?}");
+}

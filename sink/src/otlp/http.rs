@@ -10,16 +10,24 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The most of an answer's body read: OTLP answers are a few bytes, error texts a few hundred.
 pub const MAX_RESPONSE: usize = 64 * 1024;
 
-/// What came back: the status and the first [`MAX_RESPONSE`] bytes of the body.
+/// What came back: the status, the server's clock (its `Date` header) and the first
+/// [`MAX_RESPONSE`] bytes of the body.
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
+    pub date: Option<SystemTime>,
     pub body: Vec<u8>,
+}
+
+/// An HTTP `Date` (`Wed, 26 Nov 2026 20:00:00 GMT`).
+pub fn http_date(text: &str) -> Option<SystemTime> {
+    let t = time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc2822).ok()?;
+    Some(SystemTime::from(t))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +36,18 @@ pub enum HttpError {
     Timeout(Duration),
     #[error("{0}")]
     Send(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_dates() {
+        let t = http_date("Thu, 26 Nov 2026 20:00:00 GMT").unwrap();
+        assert_eq!(t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs(), 1_795_723_200);
+        assert_eq!(http_date("yesterday"), None);
+    }
 }
 
 #[derive(Clone)]
@@ -77,13 +97,18 @@ impl Http {
                 .await
                 .map_err(|e| HttpError::Send(crate::failure::source_chain(&e)))?;
             let status = response.status().as_u16();
+            let date = response
+                .headers()
+                .get(::http::header::DATE)
+                .and_then(|d| d.to_str().ok())
+                .and_then(http_date);
             // An answer longer than the bound keeps its status; its text is not needed.
             let body = match Limited::new(response.into_body(), MAX_RESPONSE).collect().await {
                 Ok(collected) => collected.to_bytes().to_vec(),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => b"(answer too long)".to_vec(),
                 Err(e) => return Err(HttpError::Send(format!("reading the answer: {e}"))),
             };
-            Ok(Answer { status, body })
+            Ok(Answer { status, date, body })
         };
         tokio::time::timeout(timeout, exchange).await.map_err(|_| HttpError::Timeout(timeout))?
     }

@@ -216,7 +216,7 @@ impl OtlpSink {
                 &credentials,
                 sign::service_for(&self.host),
                 &signer.region,
-                SystemTime::now(),
+                signer.now(),
                 "POST",
                 &self.settings.endpoint,
                 &signed,
@@ -235,6 +235,18 @@ impl OtlpSink {
             .send(request, self.settings.attempt_timeout)
             .await
             .map_err(|e| Failure::Transient(format!("OTLP export to {}: {e}", self.settings.endpoint)))?;
+        // A refused signature from a clock too far off: the next attempt signs with the
+        // server's time, not never again (a permanent 403 would only grow the spool).
+        let corrected = match (&mut self.signer, answer.date) {
+            (Some(signer), Some(date)) => signer.server_time(date),
+            _ => false,
+        };
+        if corrected && matches!(answer.status, 401 | 403) {
+            return Err(Failure::Transient(format!(
+                "OTLP export to {}: HTTP {}: signed with a clock too far from the endpoint's; corrected",
+                self.settings.endpoint, answer.status
+            )));
+        }
         classify(&self.settings.endpoint, answer.status, &answer.body)?;
         Ok(encode::partial_success(&answer.body))
     }

@@ -85,16 +85,50 @@ pub fn signature(
     Ok(headers.into_iter().map(|h| (h.name(), h.value().to_owned())).collect())
 }
 
+/// SigV4 accepts a request time within 5 minutes of the server's; past this the signer takes
+/// the server's clock.
+const SKEW_TOLERATED: Duration = Duration::from_secs(240);
+
 #[derive(Debug)]
 pub struct Signer {
     provider: SharedCredentialsProvider,
     pub region: String,
     cached: Option<Credentials>,
+    /// The server's clock minus this host's, in seconds, where they differ by more than
+    /// [`SKEW_TOLERATED`]; 0 otherwise.
+    skew_s: i64,
 }
 
 impl Signer {
     pub fn new(provider: SharedCredentialsProvider, region: String) -> Self {
-        Signer { provider, region, cached: None }
+        Signer { provider, region, cached: None, skew_s: 0 }
+    }
+
+    /// The time to sign with: this host's clock, corrected by the server's where it is off.
+    pub fn now(&self) -> SystemTime {
+        let now = SystemTime::now();
+        let by = Duration::from_secs(self.skew_s.unsigned_abs());
+        if self.skew_s >= 0 { now + by } else { now.checked_sub(by).unwrap_or(now) }
+    }
+
+    /// Takes the server's clock (an answer's `Date`) where this host's is too far from it for
+    /// SigV4; returns whether the correction changed.
+    pub fn server_time(&mut self, date: SystemTime) -> bool {
+        let now = SystemTime::now();
+        let skew = match date.duration_since(now) {
+            Ok(ahead) => ahead.as_secs() as i64,
+            Err(behind) => -(behind.duration().as_secs() as i64),
+        };
+        let skew = if skew.unsigned_abs() > SKEW_TOLERATED.as_secs() { skew } else { 0 };
+        let changed = (skew - self.skew_s).unsigned_abs() > 1;
+        if changed {
+            tracing::warn!(
+                skew_s = skew,
+                "this host's clock is off from the OTLP endpoint's: signing with the endpoint's time"
+            );
+            self.skew_s = skew;
+        }
+        changed
     }
 
     /// The credentials to sign with now.

@@ -173,6 +173,13 @@ impl Receiver {
 }
 
 pub async fn receiver(answer: impl Fn(&Captured, usize) -> u16 + Send + Sync + 'static) -> Receiver {
+    receiver_with(move |c, n| (answer(c, n), Vec::new())).await
+}
+
+/// [`receiver`] whose answers carry headers too (a `Date`, say).
+pub async fn receiver_with(
+    answer: impl Fn(&Captured, usize) -> (u16, Vec<(String, String)>) + Send + Sync + 'static,
+) -> Receiver {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
     let url = format!("http://{}/v1/metrics", listener.local_addr().expect("its address"));
     let requests = Arc::new(Mutex::new(Vec::new()));
@@ -190,8 +197,9 @@ pub async fn receiver(answer: impl Fn(&Captured, usize) -> u16 + Send + Sync + '
                         all.push(captured.clone());
                         all.len() - 1
                     };
-                    let status = answer(&captured, n);
-                    let reply = format!("HTTP/1.1 {status} Scripted\r\ncontent-length: 0\r\n\r\n");
+                    let (status, headers) = answer(&captured, n);
+                    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+                    let reply = format!("HTTP/1.1 {status} Scripted\r\n{extra}content-length: 0\r\n\r\n");
                     if stream.get_mut().write_all(reply.as_bytes()).await.is_err() {
                         return;
                     }
