@@ -36,7 +36,7 @@ use http_body_util::Full;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use slurm_cw_catalog::Metric;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// What a request body (before gzip) stays under by default.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1_000_000;
