@@ -1,5 +1,6 @@
 use super::*;
 use crate::datum::DatumValue;
+use std::time::SystemTime;
 
 fn datum(metric: &str, job: &str) -> Datum {
     Datum {
