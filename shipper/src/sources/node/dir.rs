@@ -32,6 +32,15 @@ const MAX_RECORD: usize = 280;
 
 /// Calls `each(name, kind)` for every entry of `dir` but `.` and `..`.
 pub fn entries(dir: &Path, mut each: impl FnMut(&OsStr, Kind)) -> io::Result<()> {
+    entries_while(dir, |name, kind| {
+        each(name, kind);
+        true
+    })
+}
+
+/// [`entries`] until `each` returns false: a directory a job's user made wide is read no
+/// further than its reader needs.
+pub fn entries_while(dir: &Path, mut each: impl FnMut(&OsStr, Kind) -> bool) -> io::Result<()> {
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY).open(dir)?;
     let mut buf = [0u64; WORDS];
     loop {
@@ -47,19 +56,19 @@ pub fn entries(dir: &Path, mut each: impl FnMut(&OsStr, Kind)) -> io::Result<()>
         let n = (n as usize).min(BUF_BYTES);
         // SAFETY: the first `n` bytes of `buf` were written by the kernel; u8 has no alignment.
         let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
-        records(bytes, &mut each);
-        if n == 0 || BUF_BYTES - n >= MAX_RECORD {
+        if !records(bytes, &mut each) || n == 0 || BUF_BYTES - n >= MAX_RECORD {
             return Ok(());
         }
     }
 }
 
 /// Walks linux_dirent64 records: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
-fn records(mut bytes: &[u8], each: &mut impl FnMut(&OsStr, Kind)) {
+/// False when `each` asked to stop.
+fn records(mut bytes: &[u8], each: &mut impl FnMut(&OsStr, Kind) -> bool) -> bool {
     while bytes.len() >= 19 {
         let len = usize::from(u16::from_ne_bytes([bytes[16], bytes[17]]));
         if len < 19 || len > bytes.len() {
-            return;
+            return true;
         }
         let name = &bytes[19..len];
         let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
@@ -69,10 +78,13 @@ fn records(mut bytes: &[u8], each: &mut impl FnMut(&OsStr, Kind)) {
                 libc::DT_UNKNOWN => Kind::Unknown,
                 _ => Kind::Other,
             };
-            each(OsStr::from_bytes(name), kind);
+            if !each(OsStr::from_bytes(name), kind) {
+                return false;
+            }
         }
         bytes = &bytes[len..];
     }
+    true
 }
 
 /// How many entries `dir` has, `.` and `..` left out.
@@ -91,23 +103,53 @@ pub fn subdirs(dir: &Path) -> Vec<String> {
 /// The names of the subdirectories of `dir`, whatever their bytes (a job's user names the
 /// directories below its steps).
 pub fn subdir_names(dir: &Path) -> Vec<std::ffi::OsString> {
+    subdir_names_at_most(dir, usize::MAX).0
+}
+
+/// At most `max` names of the subdirectories of `dir`, and whether it has more: reading stops
+/// there.
+pub fn subdir_names_at_most(dir: &Path, max: usize) -> (Vec<std::ffi::OsString>, bool) {
     let mut out = Vec::new();
-    let _ = entries(dir, |name, kind| {
+    let mut more = false;
+    let _ = entries_while(dir, |name, kind| {
         let is_dir = match kind {
             Kind::Dir => true,
             Kind::Other => false,
             Kind::Unknown => std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_dir()),
         };
         if is_dir {
+            if out.len() == max {
+                more = true;
+                return false;
+            }
             out.push(name.to_owned());
         }
+        true
     });
-    out
+    (out, more)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wide_directory_is_read_no_further_than_asked() {
+        let d = tempfile::tempdir().unwrap();
+        for i in 0..2000 {
+            std::fs::create_dir(d.path().join(format!("d{i}"))).unwrap();
+        }
+        let (names, more) = subdir_names_at_most(d.path(), 100);
+        assert_eq!((names.len(), more), (100, true));
+        let mut seen = 0;
+        entries_while(d.path(), |_, _| {
+            seen += 1;
+            seen < 10
+        })
+        .unwrap();
+        assert_eq!(seen, 10, "no entry past the tenth is looked at");
+        assert_eq!(subdir_names_at_most(d.path(), 5000), (subdir_names(d.path()), false));
+    }
 
     #[test]
     fn lists_like_read_dir_in_one_call_or_many() {

@@ -155,7 +155,14 @@ fn walk_pids(
     use std::os::unix::fs::MetadataExt;
     // Every name, UTF-8 or not: a directory a user named with other bytes still holds
     // processes.
-    let list = |d: &Path| super::dir::subdir_names(d).into_iter().map(|n| d.join(n)).collect::<Vec<_>>();
+    // A directory wider than the whole bound is read no further than the bound: a user who
+    // made 300,000 of them costs a listing of MAX_DIRS, not of all of them.
+    let wide = std::cell::Cell::new(false);
+    let list = |d: &Path| {
+        let (names, more) = super::dir::subdir_names_at_most(d, MAX_DIRS);
+        wide.set(wide.get() | more);
+        names.into_iter().map(|n| d.join(n)).collect::<Vec<_>>()
+    };
     let depth_of = |p: &Path| p.strip_prefix(dir).map_or(0, |r| r.components().count());
     let entered = |p: &PathBuf| p.file_name().is_some_and(&enter) && depth_of(p) <= MAX_DEPTH;
     let mut cut = false;
@@ -195,19 +202,15 @@ fn walk_pids(
             out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
         held += usize::from(procs.is_some());
-        let (mut children, known) = match known_links {
+        let (children, known) = match known_links {
             Some(n) if n == links => (known_children, true),
             _ => (list(&d), false),
         };
-        // One directory as wide as the whole bound is kept no wider.
-        if children.len() > MAX_DIRS {
-            children.truncate(MAX_DIRS);
-            cut = true;
-        }
         cut |= children.iter().any(|c| depth_of(c) > MAX_DEPTH);
         stack.extend(children.iter().filter(|c| entered(c)).map(|c| (c.clone(), known.then(|| d.clone()))));
         found.dirs.insert(d, Dir { links, children, procs });
     }
+    let cut = cut || wide.get();
     found.cut = cut;
     *tree = found;
     out.sort_unstable();
