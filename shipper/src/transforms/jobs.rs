@@ -72,7 +72,10 @@ impl Jobs {
         let Some(p) = prices else { return };
         job.accrue(p);
         let Some(rate) = job.bill.rate else { return };
-        let hours = since.duration_since(job.start()).map_or(0.0, |d| d.as_secs_f64() / 3600.0);
+        // Slurm's start is to the second: a job whose start second holds the daemon's may have
+        // started after it.
+        let started = job.start() + std::time::Duration::from_secs(1);
+        let hours = since.duration_since(started).map_or(0.0, |d| d.as_secs_f64() / 3600.0);
         let before = (rate.per_hour() * hours).min(job.bill.usd);
         let prior = *job.prior.get_or_insert(before);
         let counted = job.bill.usd - prior;

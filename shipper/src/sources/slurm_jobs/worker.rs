@@ -19,8 +19,10 @@ const IN_FLIGHT: usize = 4;
 /// Keys waiting to be asked at most; past it a key is asked in a later collection.
 const QUEUE: usize = 1024;
 /// Without `scontrol --json` (22.05), one `squeue --json --all` answers every key waiting; at
-/// most one such listing of the whole queue this often, however many jobs start.
-const QUEUE_GAP: Duration = Duration::from_secs(10);
+/// most one such listing of the whole queue a second, however many jobs start (the keys of
+/// one collection come together: one listing a collection), and every job still answered
+/// within the collection's wait.
+const QUEUE_GAP: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
