@@ -842,11 +842,15 @@ async fn simulate(
             node: node.to_owned(),
             metrics: vec![
                 Delivered {
-                    sink: SinkKind::Cloudwatch,
+                    sink: SinkKind::default(),
                     stats: metrics.stats.clone(),
                     spool: metrics.spool.clone(),
                 },
-                Delivered { sink: SinkKind::Otlp, stats: Default::default(), spool: None },
+                Delivered {
+                    sink: SinkKind::named("otlp").expect("registered"),
+                    stats: Default::default(),
+                    spool: None,
+                },
             ],
             records: records.as_ref().map(|r| r.stats.clone()),
             // Job costs on, as by default, at a configured price (c6i.16xlarge or c7i.48xlarge

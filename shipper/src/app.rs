@@ -5,7 +5,7 @@
 use crate::Exit;
 use crate::cli::Cli;
 use crate::config::Config;
-use crate::sinks::{Context, SinkKind};
+use crate::sinks::{Context, Records, SinkKind};
 
 pub use crate::daemon::SHUTDOWN_GRACE;
 pub use crate::pipeline::{Flushed, Pipeline};
@@ -46,21 +46,19 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     for kind in config.sink.iter() {
         let sink = match crate::sinks::metric_sink(kind, &ctx).await {
             Ok(s) => s,
-            Err(e) => return Exit::Failed(e),
+            Err(e) => return Exit::Failed(e.to_string()),
         };
         live.push(sink.live());
         metrics.push((kind, Route::open(&config, &namespace, spool_dir(&config, kind), sink)));
     }
-    let records = if role.runs_node()
-        && config.node.job_metrics.records()
-        && (config.sink.contains(SinkKind::Cloudwatch) || config.sink.contains(SinkKind::Stdout))
-    {
+    let to = crate::sinks::records_for(&config.sink);
+    let records = if role.runs_node() && config.node.job_metrics.records() && to != Records::None {
         let group = config.logs.group_for(&cluster);
         let sink = match crate::sinks::logs::build(&ctx, &group).await {
             Ok(s) => s,
             Err(e) => return Exit::Failed(e.to_string()),
         };
-        let dir = config.sink.contains(SinkKind::Cloudwatch).then(|| config.spool.dir.join("logs"));
+        let dir = (to == Records::Logs).then(|| config.spool.dir.join("logs"));
         Some(Route::open(&config, &group, dir, sink))
     } else {
         None
@@ -100,12 +98,7 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     }
 }
 
-/// A destination's spool directory: CloudWatch's is `spool.dir` itself (as before there were
-/// others), another's a directory of its name in it; none for those that do not spool.
+/// A destination's spool directory ([`SinkKind::spool_dir`]).
 pub fn spool_dir(config: &Config, kind: SinkKind) -> Option<std::path::PathBuf> {
-    match kind {
-        SinkKind::Cloudwatch => Some(config.spool.dir.clone()),
-        k if k.spools() => Some(config.spool.dir.join(k.as_str())),
-        _ => None,
-    }
+    kind.spool_dir(&config.spool.dir)
 }

@@ -4,7 +4,7 @@
 //! 2 when the configuration itself cannot work (no cluster name, no role).
 
 use crate::Exit;
-use crate::config::{Config, SinkKind};
+use crate::config::Config;
 use crate::role::detect as detect_role;
 use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::gpu::source::GpuSource;
@@ -47,7 +47,7 @@ pub struct Row {
     pub config: bool,
 }
 
-fn row(check: &'static str, status: Status, detail: impl Into<String>) -> Row {
+pub(crate) fn row(check: &'static str, status: Status, detail: impl Into<String>) -> Row {
     Row { check, status, detail: detail.into(), config: false }
 }
 
@@ -181,7 +181,7 @@ fn host_rows(config: &Config, node_role: bool) -> Vec<Row> {
 }
 
 async fn aws_rows(config: &Config) -> Vec<Row> {
-    if !config.sink.contains(SinkKind::Cloudwatch) && !config.sink.contains(SinkKind::Otlp) {
+    if !config.sink.iter().any(|k| k.component().uses_aws()) {
         return vec![row("aws", Status::Skip, "no AWS destination in sink")];
     }
     let sdk = match crate::aws::sdk_config(config.cloudwatch.region.as_deref()).await {
@@ -234,8 +234,8 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
     if !node_role || !config.node.job_metrics.records() {
         return row(check, Status::Skip, "no job records on this role (node.job_metrics)");
     }
-    if !config.sink.contains(SinkKind::Cloudwatch) {
-        return row(check, Status::Skip, "records go to CloudWatch Logs with the cloudwatch sink only");
+    if crate::sinks::records_for(&config.sink) != crate::sinks::Records::Logs {
+        return row(check, Status::Skip, "no destination named sends job records to CloudWatch Logs");
     }
     let Ok((cluster, _)) = config.resolve_cluster_name() else {
         return row(check, Status::Skip, "no cluster name");
@@ -254,7 +254,7 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
     }
 }
 
-pub(super) async fn endpoint_row(url: &str) -> Row {
+pub(crate) async fn endpoint_row(url: &str) -> Row {
     let rest = url.split("://").nth(1).unwrap_or(url);
     let authority = rest.split('/').next().unwrap_or(rest);
     let addr = if authority.contains(':') {

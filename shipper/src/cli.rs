@@ -23,7 +23,7 @@ pub struct Cli {
     pub once: bool,
     /// Where figures go (overrides `sink`): one destination or several, comma-separated
     /// (`cloudwatch,prometheus`); `stdout` prints one JSON line per datum.
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::config::SinkKind::parse)]
     pub sink: Vec<crate::config::SinkKind>,
     /// Check the configuration and what the shipper needs here, print a table, exit.
     #[arg(long, conflicts_with = "once")]
@@ -75,7 +75,7 @@ impl Cli {
             };
         }
         if !self.sink.is_empty() {
-            // Each named once (`--sink otlp,otlp` means otlp).
+            // Each named once (`--sink stdout,stdout` means stdout).
             let mut kinds = Vec::new();
             for k in &self.sink {
                 if !kinds.contains(k) {

@@ -18,6 +18,7 @@ pub mod config;
 pub mod cost;
 pub mod daemon;
 pub mod hook;
+pub mod http_client;
 pub mod install;
 pub mod logging;
 pub mod pipeline;

@@ -117,7 +117,7 @@ impl Parts {
             cluster: cluster.to_owned(),
             node: node.to_owned(),
             metrics: vec![Delivered {
-                sink: crate::sinks::SinkKind::Cloudwatch,
+                sink: crate::sinks::SinkKind::default(),
                 stats: StatsHandle::default(),
                 spool: None,
             }],

@@ -40,7 +40,7 @@ fn each_collection_is_shown_to_a_pull_endpoint_before_any_flush() {
     let parts = Parts {
         cluster: "c".into(),
         node: "n1".into(),
-        metrics: [SinkKind::Cloudwatch, SinkKind::Prometheus]
+        metrics: [SinkKind::named("cloudwatch").unwrap(), SinkKind::named("prometheus").unwrap()]
             .map(|sink| Delivered { sink, stats: StatsHandle::default(), spool: None })
             .into(),
         records: None,
@@ -70,7 +70,11 @@ fn pipeline(answers: &[Answer]) -> Pipeline {
     let parts = Parts {
         cluster: "c".into(),
         node: "n1".into(),
-        metrics: vec![Delivered { sink: SinkKind::Cloudwatch, stats: StatsHandle::default(), spool: None }],
+        metrics: vec![Delivered {
+            sink: SinkKind::named("cloudwatch").unwrap(),
+            stats: StatsHandle::default(),
+            spool: None,
+        }],
         records: None,
         prices: None,
     };

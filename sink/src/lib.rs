@@ -9,7 +9,6 @@ pub mod cloudwatch;
 pub mod failure;
 pub mod log_once;
 pub mod logs;
-pub mod otlp;
 pub mod outcome;
 pub mod retry;
 pub mod send;

@@ -1,5 +1,5 @@
 //! The OTLP sink's share of the cost bench: the bytes it would send for a scenario, encoded
-//! and gzipped by the sink's own encoder (`slurm_cw_sink::otlp::bodies`, the requests `put`
+//! and gzipped by the sink's own encoder (`slurm_cw_shipper::sinks::otlp::client::bodies`, the requests `put`
 //! makes), of the pipeline's OTLP destination (per-job series labelled by job, user, account
 //! and partition; cluster figures as for CloudWatch). CloudWatch bills OTLP metrics by the GB
 //! ingested, with no per-metric charge, counting each data point's serialized size with its
@@ -10,8 +10,9 @@
 //! Logs' ingestion price).
 
 use slurm_cw_catalog::series;
+use slurm_cw_shipper::sinks::otlp::client::{DEFAULT_MAX_REQUEST_BYTES, bodies, resource};
+use slurm_cw_shipper::sinks::otlp::encode;
 use slurm_cw_sink::datum::Datum;
-use slurm_cw_sink::otlp::{DEFAULT_MAX_REQUEST_BYTES, bodies, encode, resource};
 
 /// Dollars per GB when `COST_OTLP_PER_GB` is not set: an assumption, not a published price.
 pub const DEFAULT_PER_GB: f64 = 0.50;

@@ -20,34 +20,30 @@ pub struct Key {
     pub meaning: &'static str,
 }
 
-const fn key(key: &'static str, default: Shown, meaning: &'static str) -> Key {
+pub const fn key(key: &'static str, default: Shown, meaning: &'static str) -> Key {
     Key { key, default, meaning }
 }
 
 use Shown::{Unset, Value};
 
-/// Every key, in the README's order.
+/// Every key, in the README's order: the top-level keys, each destination's section (its folder's
+/// [`crate::sinks::Component::keys`], in the registry's order), then the other sections.
+pub fn keys() -> Vec<&'static Key> {
+    let (top, rest) = KEYS.split_at(KEYS.iter().position(|k| k.key.contains('.')).unwrap_or(KEYS.len()));
+    let sinks = crate::sinks::REGISTRY.iter().flat_map(|c| c.keys());
+    top.iter().chain(sinks).chain(rest).collect()
+}
+
+/// The keys of no destination's own section.
 #[rustfmt::skip]
-pub const KEYS: &[Key] = &[
+const KEYS: &[Key] = &[
     key("cluster_name", Unset("slurm.conf `ClusterName`"), "the `ClusterName` dimension of every metric"),
     key("namespace", Unset("`Slurm/<cluster>`"), "CloudWatch namespace: letters, digits, spaces and `. - _ / # :`, not `AWS/...`; one per cluster lets IAM keep each cluster's nodes to their own (see *Moving an existing cluster*)"),
     key("node_name", Unset("short host name"), "the `NodeName` dimension of this host's own figures"),
     key("role", Value("\"auto\""), "`auto`, `node`, `head` or `all`"),
     key("collect_interval", Value("\"30s\""), "how often collectors sample"),
     key("flush_interval", Value("\"120s\""), "how often aggregated samples are sent (one billed `PutMetricData` request per flush); samples in between become one `StatisticValues` (or `Values`/`Counts`) datum per series and minute"),
-    key("sink", Value("\"cloudwatch\""), "where figures go: `cloudwatch` (metrics, and job records to CloudWatch Logs), `otlp`, `prometheus`, `stdout`, or several (`[\"cloudwatch\", \"prometheus\"]`; `cloudwatch,prometheus` in `SLURM_CW_SINK`); each with its own spool directory and failure counts (see *Destinations*)"),
-    key("cloudwatch.region", Unset("AWS_REGION, profile, or instance metadata"), "AWS region"),
-    key("cloudwatch.endpoint", Unset("the SDK's"), "endpoint URL (`AWS_ENDPOINT_URL_CLOUDWATCH` and `AWS_ENDPOINT_URL` work too)"),
-    key("cloudwatch.storage_resolution", Value("60"), "`60` or `1` (high resolution)"),
-    key("cloudwatch.max_retries", Value("6"), "retries of one request after throttling, 5xx or network errors"),
-    key("cloudwatch.retry_base_delay", Value("\"500ms\""), "backoff ceiling of the first retry; doubles per retry, full jitter"),
-    key("cloudwatch.retry_max_delay", Value("\"20s\""), "largest backoff ceiling"),
-    key("cloudwatch.attempt_timeout", Value("\"10s\""), "limit of one HTTP attempt"),
-    key("otlp.endpoint", Unset("CloudWatch's in the region"), "OTLP/HTTP metrics URL, path included: `https://monitoring.<region>.amazonaws.com/v1/metrics`, a collector's `/v1/metrics`, Prometheus' `/api/v1/otlp/v1/metrics`; retries and timeouts are `cloudwatch.*`'s"),
-    key("otlp.region", Unset("the endpoint's, else `cloudwatch.region`'s"), "SigV4 signing region"),
-    key("otlp.sigv4", Value("\"auto\""), "sign requests with SigV4 (service `monitoring`, or `aps` for Amazon Managed Service for Prometheus' `aps-workspaces` hosts): `auto` (when the endpoint is CloudWatch's or AMP's), `on`, `off`; signing over `http://` is refused (the session token would travel in clear text)"),
-    key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it, so open it wider only behind a firewall"),
-    key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them unless slurm.conf's `PrivateData` names `jobs` or `users` (or slurm.conf cannot be read), then only aggregate series; `on` serves them whatever `PrivateData` says (every local user reads every job's figures); `off` never"),
+    key("sink", Value("\"cloudwatch\""), "where figures go: a destination of *Destinations* (`cloudwatch`: metrics, and job records to CloudWatch Logs), or several (`[\"cloudwatch\", \"prometheus\"]`; `cloudwatch,prometheus` in `SLURM_CW_SINK`); each with its own spool directory and failure counts (see *Destinations*)"),
     key("delivery.flush_jitter", Value("true"), "start flushing at a random offset in the flush interval, so a fleet does not call the API in the same second (was `cloudwatch.flush_jitter`, still read)"),
     key("delivery.max_backlog", Value("50000"), "undelivered items kept in memory per destination when the spool cannot take them; beyond it the oldest are dropped and counted (`ShipperDatumsDropped`, `Reason=queue_full`) (was `cloudwatch.max_backlog`, still read)"),
     key("spool.enabled", Value("true"), "write every flush to disk before sending it (see *Durable delivery*)"),
@@ -108,7 +104,7 @@ pub const END: &str = "<!-- end of the configuration table -->";
 /// The markdown table.
 pub fn markdown_table() -> String {
     let mut out = String::from("| key | default | meaning |\n|---|---|---|\n");
-    for k in KEYS {
+    for k in keys() {
         let default = match k.default {
             // Strings without their quotes: what a person types is the text.
             Value(v) => format!("`{}`", v.trim_matches('"')),
@@ -142,16 +138,22 @@ mod tests {
         list.split('`').skip(1).step_by(2).map(|k| format!("{prefix}{k}")).collect()
     }
 
+    /// Whether the configuration has a section of that name.
+    fn serde_keys_known(section: &str) -> bool {
+        let e =
+            toml::from_str::<Config>(&format!("[{section}]\nno_such_key_ = 1\n")).unwrap_err().to_string();
+        !e.contains(&format!("unknown field `{section}`"))
+    }
+
     #[test]
     fn every_key_has_a_line_and_no_line_is_not_a_key() {
         let mut want = BTreeSet::new();
-        let sections = [
+        // The destinations' sections, from the registry, and the others.
+        let mut sections: Vec<&str> = crate::sinks::names();
+        sections.extend([
             "",
-            "cloudwatch",
             "delivery",
             "logs",
-            "otlp",
-            "prometheus",
             "slurm",
             "head",
             "node",
@@ -160,8 +162,10 @@ mod tests {
             "cost",
             "spool",
             "log",
-        ];
-        for s in sections {
+        ]);
+        let sections: Vec<&str> =
+            sections.into_iter().filter(|s| s.is_empty() || serde_keys_known(s)).collect();
+        for s in sections.iter().copied() {
             want.extend(serde_keys(s));
         }
         // Sections are not keys; the old places of moved keys are read but not documented.
@@ -171,7 +175,7 @@ mod tests {
         want.remove("node.findings");
         want.remove("cloudwatch.flush_jitter");
         want.remove("cloudwatch.max_backlog");
-        let have: BTreeSet<String> = KEYS.iter().map(|k| k.key.to_owned()).collect();
+        let have: BTreeSet<String> = keys().iter().map(|k| k.key.to_owned()).collect();
         assert_eq!(have, want, "keys documented vs keys the configuration has");
     }
 
@@ -179,7 +183,7 @@ mod tests {
     fn every_default_shown_is_the_real_one() {
         let mut text = String::new();
         let mut section = "";
-        let mut sorted: Vec<&Key> = KEYS.iter().collect();
+        let mut sorted: Vec<&Key> = keys();
         sorted.sort_by_key(|k| k.key.rsplit_once('.').map_or("", |(s, _)| s));
         for k in sorted {
             let Value(v) = k.default else { continue };

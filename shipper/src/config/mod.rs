@@ -332,17 +332,23 @@ mod tests {
     #[test]
     fn destinations_by_name_or_list_from_the_file_or_the_environment() {
         let c = Config::from_toml("", "t", env(&[("SLURM_CW_SINK", "prometheus")])).unwrap();
-        assert_eq!(c.sink, SinkKind::Prometheus);
+        assert_eq!(c.sink, SinkKind::named("prometheus").unwrap());
         let c = Config::from_toml(
             "sink = [\"cloudwatch\", \"otlp\"]\n[otlp]\nendpoint = \"http://127.0.0.1:1/v1/metrics\"\n",
             "t",
             env(&[("SLURM_CW_PROMETHEUS__ADDRESS", "127.0.0.1:29100")]),
         )
         .unwrap();
-        assert_eq!(c.sink.iter().collect::<Vec<_>>(), [SinkKind::Cloudwatch, SinkKind::Otlp]);
+        assert_eq!(
+            c.sink.iter().collect::<Vec<_>>(),
+            [SinkKind::named("cloudwatch").unwrap(), SinkKind::named("otlp").unwrap()]
+        );
         assert_eq!(c.prometheus.address, "127.0.0.1:29100");
         let c = Config::from_toml("", "t", env(&[("SLURM_CW_SINK", "cloudwatch,prometheus")])).unwrap();
-        assert!(c.sink.contains(SinkKind::Prometheus) && c.sink.contains(SinkKind::Cloudwatch));
+        assert!(
+            c.sink.contains(SinkKind::named("prometheus").unwrap())
+                && c.sink.contains(SinkKind::named("cloudwatch").unwrap())
+        );
         for (bad, says) in [
             ("sink = \"kafka\"", "unknown destination"),
             ("[prometheus]\naddress = \"localhost\"", "prometheus.address"),
@@ -360,7 +366,7 @@ mod tests {
         assert_eq!(c.namespace_for("prod").unwrap(), "Slurm/prod", "one namespace per cluster");
         assert_eq!(c.collect_interval, Duration::from_secs(30));
         assert_eq!(c.flush_interval, Duration::from_secs(120));
-        assert_eq!(c.sink, SinkKind::Cloudwatch);
+        assert_eq!(c.sink, SinkKind::named("cloudwatch").unwrap());
         assert_eq!(c.role, RoleSetting::Auto);
         assert_eq!(c.cloudwatch.storage_resolution, 60);
     }

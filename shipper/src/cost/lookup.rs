@@ -4,20 +4,19 @@
 //! refreshed about hourly, with jitter) or the On-Demand price (`pricing:GetProducts`, kept on
 //! disk for a day). Node sizes come from `scontrol show node -o <name>`.
 //!
-//! AWS is called by signed HTTPS requests (SigV4, the OTLP client's signer) rather than two
+//! AWS is called by signed HTTPS requests (SigV4, [`crate::http_client::sign`]) rather than two
 //! more SDK crates: one request each, an hour apart at most. Endpoints follow the SDK's
 //! variables: `AWS_ENDPOINT_URL_EC2`, `AWS_ENDPOINT_URL_PRICING`, `AWS_ENDPOINT_URL`, and IMDS's
 //! `AWS_EC2_METADATA_SERVICE_ENDPOINT` and `AWS_EC2_METADATA_DISABLED`.
 
 use super::config::CostConfig;
 use super::{Basis, Price, Prices};
+use crate::http_client::{Http, sign};
 use crate::sources::head::command::SlurmCommands;
 use bytes::Bytes;
 use http_body_util::Full;
 use slurm_cw_formats::price::{on_demand_price, spot_price};
 use slurm_cw_formats::slurm::node;
-use slurm_cw_sink::otlp::http::Http;
-use slurm_cw_sink::otlp::sign;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const IMDS: &str = "http://169.254.169.254";

@@ -18,7 +18,7 @@ use slurm_cw_sink::outcome::Outcome;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Where a delivery sends: a metric destination (CloudWatch, OTLP, Prometheus, standard output)
+/// Where a delivery sends: a metric destination (any of [`crate::sinks::REGISTRY`])
 /// or the job records' (CloudWatch Logs, standard output).
 #[allow(async_fn_in_trait)]
 pub trait Destination {

@@ -12,6 +12,7 @@
 //! [`pacing`] in front of each, one [`spool`] directory each ([`route`]).
 
 pub mod cloudwatch;
+pub mod component;
 pub mod config;
 pub mod delivery;
 pub mod logs;
@@ -27,54 +28,92 @@ pub use slurm_cw_sink::validate;
 
 use crate::config::Config;
 use crate::datum::Datum;
-use crate::transforms::shape::Shape;
+pub use component::{BuildError, Component, Records, Spool};
 use delivery::{Checks, Destination};
 use serde::Deserialize;
 use slurm_cw_sink::outcome::Outcome;
 
-/// A destination's name in the configuration (`sink`) and on the command line (`--sink`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum SinkKind {
-    Cloudwatch,
-    Stdout,
-    Otlp,
-    Prometheus,
-}
+/// The registry: every destination, one line each; the first is the default `sink`.
+pub static REGISTRY: &[&dyn Component] = &[&cloudwatch::Spec, &stdout::Spec, &otlp::Spec, &prometheus::Spec];
+
+/// A destination named in the configuration (`sink`) or on the command line (`--sink`).
+#[derive(Clone, Copy)]
+pub struct SinkKind(&'static dyn Component);
 
 impl SinkKind {
+    /// The registered destination of that name (any case).
+    pub fn named(name: &str) -> Option<SinkKind> {
+        REGISTRY.iter().find(|c| c.name().eq_ignore_ascii_case(name.trim())).map(|c| SinkKind(*c))
+    }
+
+    /// `--sink`'s parser.
+    pub fn parse(name: &str) -> Result<SinkKind, String> {
+        SinkKind::named(name).ok_or_else(|| format!("unknown destination {name:?}: {}", names().join(", ")))
+    }
+
     pub fn as_str(self) -> &'static str {
-        match self {
-            SinkKind::Cloudwatch => "cloudwatch",
-            SinkKind::Stdout => "stdout",
-            SinkKind::Otlp => "otlp",
-            SinkKind::Prometheus => "prometheus",
-        }
+        self.0.name()
+    }
+
+    /// What the destination is: how it is built, what it takes.
+    pub fn component(self) -> &'static dyn Component {
+        self.0
     }
 
     /// Which series the destination takes.
-    pub fn shape(self, config: &Config) -> Shape {
-        match self {
-            SinkKind::Cloudwatch | SinkKind::Stdout => cloudwatch::shape(config),
-            SinkKind::Otlp | SinkKind::Prometheus => Shape::Open,
-        }
+    pub fn shape(self, config: &Config) -> crate::transforms::shape::Shape {
+        self.0.shape(config)
     }
 
-    /// Whether undelivered flushes wait on disk (a pull endpoint has nothing to send again).
+    /// Whether undelivered flushes wait on disk.
     pub fn spools(self) -> bool {
-        matches!(self, SinkKind::Cloudwatch | SinkKind::Otlp)
+        self.0.spool() != Spool::None
+    }
+
+    /// Its spool directory under `spool.dir`, if it spools.
+    pub fn spool_dir(self, spool_root: &std::path::Path) -> Option<std::path::PathBuf> {
+        match self.0.spool() {
+            Spool::None => None,
+            Spool::Root => Some(spool_root.to_path_buf()),
+            Spool::Own => Some(spool_root.join(self.as_str())),
+        }
     }
 }
 
-/// The registry: the destination of metrics a name stands for.
-pub async fn metric_sink(kind: SinkKind, ctx: &Context<'_>) -> Result<MetricSink, String> {
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", kind.as_str());
-    Ok(match kind {
-        SinkKind::Cloudwatch => Box::new(cloudwatch::build(ctx).await.map_err(|e| err(&e))?),
-        SinkKind::Stdout => Box::new(stdout::StdoutSink::new(ctx.namespace)),
-        SinkKind::Otlp => Box::new(otlp::build(ctx).await.map_err(|e| err(&e))?),
-        SinkKind::Prometheus => Box::new(prometheus::build(ctx).await.map_err(|e| err(&e))?),
-    })
+impl Default for SinkKind {
+    fn default() -> Self {
+        SinkKind(REGISTRY[0])
+    }
+}
+
+impl PartialEq for SinkKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SinkKind {}
+
+impl std::fmt::Debug for SinkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every registered destination's name.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|c| c.name()).collect()
+}
+
+/// The destination of metrics a name stands for.
+pub async fn metric_sink(kind: SinkKind, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
+    kind.0.build(ctx).await
+}
+
+/// Where job records go with these destinations: CloudWatch Logs where one of them sends
+/// there, else standard output where one prints, else nowhere.
+pub fn records_for(sinks: &Sinks) -> Records {
+    sinks.iter().map(|k| k.0.records()).max().unwrap_or(Records::None)
 }
 
 /// What a destination is built from.
@@ -113,6 +152,11 @@ impl Sinks {
         self.0.contains(&kind)
     }
 
+    /// Whether a destination of that name is among them.
+    pub fn names(&self, name: &str) -> bool {
+        self.0.iter().any(|k| k.as_str() == name)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = SinkKind> + '_ {
         self.0.iter().copied()
     }
@@ -120,7 +164,7 @@ impl Sinks {
 
 impl Default for Sinks {
     fn default() -> Self {
-        Sinks::one(SinkKind::Cloudwatch)
+        Sinks::one(SinkKind::default())
     }
 }
 
@@ -145,12 +189,7 @@ impl<'de> Deserialize<'de> for Sinks {
         };
         let mut kinds = Vec::new();
         for n in names {
-            let kind = <SinkKind as clap::ValueEnum>::from_str(&n, true).map_err(|_| {
-                serde::de::Error::custom(format!(
-                    "unknown destination {n:?}: cloudwatch, stdout, otlp or prometheus"
-                ))
-            })?;
-            kinds.push(kind);
+            kinds.push(SinkKind::parse(&n).map_err(serde::de::Error::custom)?);
         }
         Sinks::new(kinds).map_err(serde::de::Error::custom)
     }
@@ -202,9 +241,9 @@ mod tests {
 
     #[test]
     fn a_name_a_list_or_names_with_commas() {
-        assert_eq!(parse("sink = \"prometheus\"").unwrap(), SinkKind::Prometheus);
+        assert_eq!(parse("sink = \"prometheus\"").unwrap(), SinkKind::named("prometheus").unwrap());
         let both = parse("sink = [\"cloudwatch\", \"otlp\"]").unwrap();
-        assert!(both.contains(SinkKind::Cloudwatch) && both.contains(SinkKind::Otlp));
+        assert!(both.names("cloudwatch") && both.names("otlp"));
         assert_eq!(parse("sink = \"cloudwatch, otlp\"").unwrap(), both);
         assert!(parse("sink = \"kafka\"").unwrap_err().contains("unknown destination \"kafka\""));
         assert!(parse("sink = [\"otlp\", \"otlp\"]").unwrap_err().contains("named twice"));

@@ -1,6 +1,6 @@
-//! What the destinations outside CloudWatch ([`super::otlp`], [`super::prometheus`]) share:
-//! their rules. They take any finite number and many labels, and no CloudWatch limit applies
-//! (a name longer than CloudWatch allows, a series with 31 labels).
+//! What the destinations of the open shape share: their rules. They take any finite number and
+//! many labels, and no CloudWatch limit applies (a name longer than CloudWatch allows, a series
+//! with 31 labels).
 
 use crate::datum::Datum;
 use crate::sinks::delivery::{Checks, StatsHandle};

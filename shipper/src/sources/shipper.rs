@@ -114,7 +114,7 @@ impl DeliveryFigures {
             let mut s = d.stats.take();
             taken.push(s.clone());
             let dims = match d.sink {
-                SinkKind::Cloudwatch | SinkKind::Stdout => {
+                plain if plain.component().plain_self_metrics() => {
                     // Records drops count with CloudWatch's (once, with the first such route).
                     if std::mem::take(&mut first_plain) {
                         for (reason, n) in std::mem::take(&mut records_dropped) {

@@ -1,12 +1,12 @@
 //! Which series a destination takes, and with which dimensions. Collectors state facts with
 //! every dimension they know (a host figure names its node) and put each job's figures in its
-//! typed reading; each destination's shape ([`crate::sinks::SinkKind::shape`]) decides what
+//! typed reading; each destination's shape ([`crate::sinks::Component::shape`]) decides what
 //! it takes:
 //!
 //! - [`Shape::CloudWatch`], where every series is a custom metric billed by the hour: per-job
 //!   metrics only when `node.job_metrics` asks for them (the job records carry them anyway),
 //!   per-node detail only when asked, host figures across the cluster by default;
-//! - [`Shape::Open`], for destinations billed by the byte or not at all (OTLP, Prometheus):
+//! - [`Shape::Open`], for destinations billed by the byte or not at all (see each one's `shape`):
 //!   every series as the collectors state it, a job's labelled with its node and partition.
 //!
 //! [`Shape::apply`] shapes the samples (host, cluster and shipper figures);

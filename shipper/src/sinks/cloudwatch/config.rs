@@ -1,9 +1,23 @@
 //! `[cloudwatch]`: the PutMetricData client's settings (region, endpoint, resolution, retries).
 
+use crate::config::docs::Shown::{Unset, Value};
+use crate::config::docs::{Key, key};
 use crate::config::{ConfigError, duration, opt_string};
 use crate::sinks::config::DeliveryConfig;
 use serde::Deserialize;
 use std::time::Duration;
+
+/// This section's lines of the README's configuration table ([`crate::config::docs`]).
+#[rustfmt::skip]
+pub const KEYS: &[Key] = &[
+    key("cloudwatch.region", Unset("AWS_REGION, profile, or instance metadata"), "AWS region"),
+    key("cloudwatch.endpoint", Unset("the SDK's"), "endpoint URL (`AWS_ENDPOINT_URL_CLOUDWATCH` and `AWS_ENDPOINT_URL` work too)"),
+    key("cloudwatch.storage_resolution", Value("60"), "`60` or `1` (high resolution)"),
+    key("cloudwatch.max_retries", Value("6"), "retries of one request after throttling, 5xx or network errors"),
+    key("cloudwatch.retry_base_delay", Value("\"500ms\""), "backoff ceiling of the first retry; doubles per retry, full jitter"),
+    key("cloudwatch.retry_max_delay", Value("\"20s\""), "largest backoff ceiling"),
+    key("cloudwatch.attempt_timeout", Value("\"10s\""), "limit of one HTTP attempt"),
+];
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -9,13 +9,51 @@ pub use slurm_cw_sink::cloudwatch::*;
 
 use crate::datum::Datum;
 use crate::sinks::delivery::{Checks, StatsHandle};
-use crate::sinks::{Context, MetricDestination};
+use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};
 use crate::transforms::shape::Shape;
 use slurm_cw_sink::aws::NoCaCertificates;
 use slurm_cw_sink::outcome::Outcome;
 use slurm_cw_sink::retry::Backoff;
 use slurm_cw_sink::validate::Validator;
 use std::time::SystemTime;
+
+/// `cloudwatch` in the registry.
+pub struct Spec;
+
+#[async_trait::async_trait]
+impl crate::sinks::Component for Spec {
+    fn name(&self) -> &'static str {
+        "cloudwatch"
+    }
+
+    fn keys(&self) -> &'static [crate::config::docs::Key] {
+        config::KEYS
+    }
+
+    fn shape(&self, config: &crate::config::Config) -> Shape {
+        shape(config)
+    }
+
+    fn spool(&self) -> Spool {
+        Spool::Root
+    }
+
+    fn records(&self) -> Records {
+        Records::Logs
+    }
+
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
+    fn plain_self_metrics(&self) -> bool {
+        true
+    }
+
+    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        Ok(Box::new(build(ctx).await.map_err(|e| BuildError::new(self.name(), e))?))
+    }
+}
 
 /// Every series is a custom metric billed by the hour: per-job series only when
 /// `node.job_metrics` asks, per-node detail only when asked.

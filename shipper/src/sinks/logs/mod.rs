@@ -66,11 +66,10 @@ impl Destination for RecordSink {
     }
 }
 
-/// The job records' destination: CloudWatch Logs, or standard output when `sink` names
-/// `stdout` and not `cloudwatch`. Fails without CA certificates.
+/// The job records' destination: CloudWatch Logs, or standard output when no destination named
+/// sends them to CloudWatch Logs ([`crate::sinks::records_for`]). Fails without CA certificates.
 pub async fn build(ctx: &Context<'_>, group: &str) -> Result<RecordSink, NoCaCertificates> {
-    use crate::sinks::SinkKind;
-    Ok(if ctx.config.sink.contains(SinkKind::Cloudwatch) {
+    Ok(if crate::sinks::records_for(&ctx.config.sink) == crate::sinks::Records::Logs {
         RecordSink::Logs(LogsSink::new(settings(ctx.config, group, ctx.node)).await?)
     } else {
         RecordSink::Stdout(StdoutSink::new(group))

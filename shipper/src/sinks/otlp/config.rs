@@ -1,7 +1,17 @@
 //! `[otlp]`: where OpenTelemetry metrics go, and how they are signed.
 
+use crate::config::docs::Shown::{Unset, Value};
+use crate::config::docs::{Key, key};
 use crate::config::{ConfigError, opt_string};
 use serde::Deserialize;
+
+/// This section's lines of the README's configuration table ([`crate::config::docs`]).
+#[rustfmt::skip]
+pub const KEYS: &[Key] = &[
+    key("otlp.endpoint", Unset("CloudWatch's in the region"), "OTLP/HTTP metrics URL, path included: `https://monitoring.<region>.amazonaws.com/v1/metrics`, a collector's `/v1/metrics`, Prometheus' `/api/v1/otlp/v1/metrics`; retries and timeouts are `cloudwatch.*`'s"),
+    key("otlp.region", Unset("the endpoint's, else `cloudwatch.region`'s"), "SigV4 signing region"),
+    key("otlp.sigv4", Value("\"auto\""), "sign requests with SigV4 (service `monitoring`, or `aps` for Amazon Managed Service for Prometheus' `aps-workspaces` hosts): `auto` (when the endpoint is CloudWatch's or AMP's), `on`, `off`; signing over `http://` is refused (the session token would travel in clear text)"),
+];
 
 /// `otlp.sigv4`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -53,7 +63,7 @@ impl OtlpConfig {
             let signs = match self.sigv4 {
                 SigV4Setting::On => true,
                 SigV4Setting::Off => false,
-                SigV4Setting::Auto => slurm_cw_sink::otlp::sign::aws_endpoint(host).is_some(),
+                SigV4Setting::Auto => super::endpoint::aws_endpoint(host).is_some(),
             };
             if signs {
                 return Err(ConfigError(format!(

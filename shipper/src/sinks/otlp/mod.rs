@@ -1,19 +1,64 @@
 //! `otlp`: OpenTelemetry metrics over HTTP (protobuf, gzip) to CloudWatch's OTLP endpoint
 //! (signed with SigV4), Amazon Managed Prometheus, a collector or Prometheus' own receiver.
-//! The client is the slurm-cw-sink crate's ([`slurm_cw_sink::otlp`]); here are its section of
-//! the configuration and its place among the destinations: the open shape (per-job series
-//! labelled by job, user, account and partition cost bytes there, not metrics), the open rules,
-//! and a spool of its own.
+//! Here: its place among the destinations ([`Spec`]: the open shape, as per-job series labelled
+//! by job, user, account and partition cost bytes there, not metrics; the open rules; a spool of
+//! its own), its section of the configuration ([`config`]), the [`client`] and its protobuf
+//! [`encode`]r, and which AWS service an endpoint is ([`endpoint`]).
 
+pub mod client;
 pub mod config;
+pub mod encode;
+pub mod endpoint;
 
+use crate::check::{Row, Status, endpoint_row, row};
+use crate::config::Config;
 use crate::datum::Datum;
 use crate::sinks::delivery::Checks;
 use crate::sinks::open::OpenRules;
-use crate::sinks::{Context, MetricDestination};
+use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Spool};
+pub use client::{OtlpSink, Settings, SigV4, resource};
 use config::SigV4Setting;
-use slurm_cw_sink::otlp::{self as client, OtlpSink, SigV4};
 use slurm_cw_sink::outcome::Outcome;
+
+/// `otlp` in the registry.
+pub struct Spec;
+
+#[async_trait::async_trait]
+impl crate::sinks::Component for Spec {
+    fn name(&self) -> &'static str {
+        "otlp"
+    }
+
+    fn keys(&self) -> &'static [crate::config::docs::Key] {
+        config::KEYS
+    }
+
+    fn spool(&self) -> Spool {
+        Spool::Own
+    }
+
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
+    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        Ok(Box::new(build(ctx).await.map_err(|e| BuildError::new(self.name(), e))?))
+    }
+
+    /// Whether the endpoint answers.
+    async fn check(&self, config: &Config) -> Vec<Row> {
+        vec![match &config.otlp.endpoint {
+            Some(url) => {
+                let mut r = endpoint_row(url).await;
+                r.check = "otlp endpoint";
+                r
+            }
+            None => {
+                row("otlp endpoint", Status::Ok, "CloudWatch's in the region (SigV4, the aws rows above)")
+            }
+        }]
+    }
+}
 
 /// The client, to `otlp.endpoint` (CloudWatch's in the region when not set).
 pub async fn build(ctx: &Context<'_>) -> Result<OtlpSink, String> {

@@ -1,8 +1,17 @@
 //! `[prometheus]`: where the pull endpoint listens.
 
+use crate::config::docs::Shown::Value;
+use crate::config::docs::{Key, key};
 use crate::config::{ConfigError, Toggle, string};
 use serde::Deserialize;
 use std::path::Path;
+
+/// This section's lines of the README's configuration table ([`crate::config::docs`]).
+#[rustfmt::skip]
+pub const KEYS: &[Key] = &[
+    key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it, so open it wider only behind a firewall"),
+    key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them unless slurm.conf's `PrivateData` names `jobs` or `users` (or slurm.conf cannot be read), then only aggregate series; `on` serves them whatever `PrivateData` says (every local user reads every job's figures); `off` never"),
+];
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -11,6 +11,7 @@
 //! background ([`bind_later`]) and each flush it cannot serve is counted as dropped
 //! (`not_listening`), until the port is free.
 
+pub mod check;
 pub mod config;
 pub mod exposition;
 pub mod holder;
@@ -20,7 +21,7 @@ pub mod server;
 use crate::datum::Datum;
 use crate::sinks::delivery::{Checks, StatsHandle};
 use crate::sinks::open::OpenRules;
-use crate::sinks::{Context, MetricDestination};
+use crate::sinks::{BuildError, Context, MetricDestination, MetricSink};
 use live::Live;
 use server::Body;
 use slurm_cw_sink::outcome::Outcome;
@@ -28,6 +29,28 @@ use slurm_cw_sink::validate::DropReason;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// `prometheus` in the registry.
+pub struct Spec;
+
+#[async_trait::async_trait]
+impl crate::sinks::Component for Spec {
+    fn name(&self) -> &'static str {
+        "prometheus"
+    }
+
+    fn keys(&self) -> &'static [crate::config::docs::Key] {
+        config::KEYS
+    }
+
+    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        Ok(Box::new(build(ctx).await.map_err(|e| BuildError::new(self.name(), e))?))
+    }
+
+    async fn check(&self, config: &crate::config::Config) -> Vec<crate::check::Row> {
+        check::rows(config)
+    }
+}
 
 pub struct PrometheusSink {
     address: String,

@@ -4,10 +4,36 @@
 //! without AWS.
 
 use crate::datum::Datum;
-use crate::sinks::MetricDestination;
 use crate::sinks::delivery::Checks;
+use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records};
 use slurm_cw_sink::outcome::Outcome;
 use std::io::Write;
+
+/// `stdout` in the registry: CloudWatch's shape and rules, job records beside the datums.
+pub struct Spec;
+
+#[async_trait::async_trait]
+impl crate::sinks::Component for Spec {
+    fn name(&self) -> &'static str {
+        "stdout"
+    }
+
+    fn shape(&self, config: &crate::config::Config) -> crate::transforms::shape::Shape {
+        crate::sinks::cloudwatch::shape(config)
+    }
+
+    fn records(&self) -> Records {
+        Records::Stdout
+    }
+
+    fn plain_self_metrics(&self) -> bool {
+        true
+    }
+
+    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        Ok(Box::new(StdoutSink::new(ctx.namespace)))
+    }
+}
 
 pub struct StdoutSink {
     label: String,

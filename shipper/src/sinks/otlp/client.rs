@@ -20,22 +20,21 @@
 //! full-jitter backoff; a request refused as invalid (400, 413) is split until the datum it
 //! refuses alone is dropped; 401, 403, 404 keep the datums for later (`undelivered`).
 
-pub mod encode;
-pub mod http;
-pub mod sign;
-
-use crate::aws::NoCaCertificates;
+use super::encode;
+use super::endpoint;
 use crate::datum::Datum;
-use crate::failure::Failure;
-use crate::log_once::LogOnce;
-use crate::outcome::Outcome;
-use crate::retry::Backoff;
+use crate::http_client::{self as http, sign};
 use aws_credential_types::provider::SharedCredentialsProvider;
 use bytes::Bytes;
 use http_body_util::Full;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use slurm_cw_catalog::Metric;
+use slurm_cw_sink::aws::NoCaCertificates;
+use slurm_cw_sink::failure::Failure;
+use slurm_cw_sink::log_once::LogOnce;
+use slurm_cw_sink::outcome::Outcome;
+use slurm_cw_sink::retry::Backoff;
 use std::time::Duration;
 
 /// What a request body (before gzip) stays under by default.
@@ -113,7 +112,7 @@ impl OtlpSink {
     pub async fn new(settings: Settings) -> Result<Self, SetupError> {
         let (uri, host, region) = parse(&settings)?;
         let signer = if signs(&settings, &uri) {
-            let sdk = crate::aws::sdk_config(region.as_deref()).await?;
+            let sdk = slurm_cw_sink::aws::sdk_config(region.as_deref()).await?;
             let region = region
                 .or_else(|| sdk.region().map(|r| r.to_string()))
                 .ok_or_else(|| SetupError::NoRegion(settings.endpoint.clone()))?;
@@ -195,7 +194,7 @@ impl OtlpSink {
         self.unknown += unknown.len() as u64;
         let chunks = chunks(known, self.settings.max_request_bytes);
         let endpoint = self.settings.endpoint.clone();
-        let mut outcome = crate::send::send_all(self, &endpoint, chunks).await;
+        let mut outcome = slurm_cw_sink::send::send_all(self, &endpoint, chunks).await;
         outcome.rejected.extend(unknown);
         outcome
     }
@@ -214,7 +213,7 @@ impl OtlpSink {
                 [("host", self.host.as_str()), ("content-type", PROTOBUF), ("content-encoding", "gzip")];
             let headers = sign::signature(
                 &credentials,
-                sign::service_for(&self.host),
+                endpoint::service_for(&self.host),
                 &signer.region,
                 signer.now(),
                 "POST",
@@ -262,8 +261,10 @@ fn parse(settings: &Settings) -> Result<(::http::Uri, String, Option<String>), S
     if authority.as_str().contains('@') {
         return Err(bad("must not hold credentials"));
     }
-    let region =
-        settings.region.clone().or_else(|| sign::aws_endpoint(authority.host()).map(|(_, r)| r.to_owned()));
+    let region = settings
+        .region
+        .clone()
+        .or_else(|| endpoint::aws_endpoint(authority.host()).map(|(_, r)| r.to_owned()));
     Ok((uri.clone(), authority.as_str().to_owned(), region))
 }
 
@@ -271,7 +272,7 @@ fn signs(settings: &Settings, uri: &::http::Uri) -> bool {
     match settings.sigv4 {
         SigV4::On => true,
         SigV4::Off => false,
-        SigV4::Auto => uri.host().and_then(sign::aws_endpoint).is_some(),
+        SigV4::Auto => uri.host().and_then(endpoint::aws_endpoint).is_some(),
     }
 }
 
@@ -282,7 +283,7 @@ pub fn classify(endpoint: &str, status: u16, body: &[u8]) -> Result<(), Failure>
     }
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
     let mut msg = format!("OTLP export to {endpoint}: HTTP {status}: {}", text.trim());
-    if status == 403 && ::http::Uri::try_from(endpoint).is_ok_and(|u| sign::is_cloudwatch(&u)) {
+    if status == 403 && ::http::Uri::try_from(endpoint).is_ok_and(|u| endpoint::is_cloudwatch(&u)) {
         // The module's instance policy confines PutMetricData to the cluster's namespace, which
         // refuses OTLP until its otlp_metrics statement is on.
         msg.push_str(" (CloudWatch checks cloudwatch:PutMetricData for OTLP: set otlp_metrics = true in the Terraform module, or grant it without a cloudwatch:namespace condition)");
@@ -353,7 +354,7 @@ fn chunks(datums: Vec<Datum>, max_bytes: usize) -> Vec<Vec<Datum>> {
     out
 }
 
-impl crate::send::Requests<Datum> for OtlpSink {
+impl slurm_cw_sink::send::Requests<Datum> for OtlpSink {
     const SERVICE: &'static str = "OTLP";
 
     fn size(d: &Datum) -> usize {
@@ -394,4 +395,5 @@ impl crate::send::Requests<Datum> for OtlpSink {
 }
 
 #[cfg(test)]
+#[path = "client_tests.rs"]
 mod tests;

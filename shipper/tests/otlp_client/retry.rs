@@ -2,10 +2,10 @@
 //! each test scripts: retried (503), split until the bad datum is dropped (400), kept for later
 //! (unreachable, 403), and a metric the catalog does not know dropped and counted.
 
-mod common;
+use crate::common;
 
+use slurm_cw_shipper::sinks::otlp::{OtlpSink, Settings, SigV4, resource};
 use slurm_cw_sink::datum::{Datum, DatumValue};
-use slurm_cw_sink::otlp::{OtlpSink, Settings, SigV4, resource};
 use slurm_cw_sink::retry::Backoff;
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +17,7 @@ fn settings(endpoint: &str, max_retries: u32) -> Settings {
         resource: resource("c1", "n1"),
         backoff: Backoff { base: Duration::from_millis(5), cap: Duration::from_millis(20), max_retries },
         attempt_timeout: Duration::from_secs(5),
-        max_request_bytes: slurm_cw_sink::otlp::DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes: slurm_cw_shipper::sinks::otlp::client::DEFAULT_MAX_REQUEST_BYTES,
     }
 }
 

@@ -13,11 +13,11 @@
 //! `service.name` the `job` label and `service.instance.id` `instance`; VictoriaMetrics keeps
 //! every resource attribute as a label (`service_name`, `service_instance_id`).
 
-mod common;
+use crate::common;
 
 use slurm_cw_catalog::{Unit, series};
+use slurm_cw_shipper::sinks::otlp::{OtlpSink, Settings, SigV4, resource};
 use slurm_cw_sink::datum::{Datum, DatumValue, Stats};
-use slurm_cw_sink::otlp::{OtlpSink, Settings, SigV4, resource};
 use slurm_cw_sink::retry::Backoff;
 use std::time::{Duration, SystemTime};
 
@@ -31,7 +31,7 @@ fn settings(endpoint: &str) -> Settings {
         resource: resource("otlptest", "node-a"),
         backoff: Backoff { base: Duration::from_millis(50), cap: Duration::from_secs(1), max_retries: 3 },
         attempt_timeout: Duration::from_secs(10),
-        max_request_bytes: slurm_cw_sink::otlp::DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes: slurm_cw_shipper::sinks::otlp::client::DEFAULT_MAX_REQUEST_BYTES,
     }
 }
 

@@ -4,14 +4,14 @@
 //! with the AWS SDK's own signer (aws-sigv4) at the recorded `x-amz-date`: the Authorization
 //! header must be that signature, and a body changed after signing must not verify.
 
-mod common;
+use crate::common;
 
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
+use slurm_cw_shipper::sinks::otlp::{OtlpSink, Settings, SigV4, resource};
 use slurm_cw_sink::datum::DatumValue;
-use slurm_cw_sink::otlp::{OtlpSink, Settings, SigV4, resource};
 use slurm_cw_sink::retry::Backoff;
 use std::time::{Duration, SystemTime};
 
@@ -27,7 +27,7 @@ fn settings(endpoint: &str) -> Settings {
         resource: resource("c1", "n1"),
         backoff: Backoff { base: Duration::from_millis(1), cap: Duration::from_millis(1), max_retries: 0 },
         attempt_timeout: Duration::from_secs(5),
-        max_request_bytes: slurm_cw_sink::otlp::DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes: slurm_cw_shipper::sinks::otlp::client::DEFAULT_MAX_REQUEST_BYTES,
     }
 }
 

@@ -2,17 +2,20 @@
 //! rustls and the system's CA certificates, connections kept for the next flush. The answer's
 //! body is read up to [`MAX_RESPONSE`] bytes: a receiver cannot make the shipper hold more.
 
-use crate::aws::NoCaCertificates;
+pub mod sign;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use slurm_cw_sink::aws::NoCaCertificates;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// The most of an answer's body read: OTLP answers are a few bytes, error texts a few hundred.
+/// The most of an answer's body read: the answers taken are a few bytes to a few kilobytes, error
+/// texts a few hundred.
 pub const MAX_RESPONSE: usize = 64 * 1024;
 
 /// What came back: the status, the server's clock (its `Date` header) and the first
@@ -61,7 +64,7 @@ impl Http {
     pub fn new(https: bool, connect_timeout: Duration) -> Result<Self, NoCaCertificates> {
         let mut roots = rustls::RootCertStore::empty();
         if https {
-            crate::aws::ca_certificates()?;
+            slurm_cw_sink::aws::ca_certificates()?;
             roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
         }
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -95,7 +98,7 @@ impl Http {
                 .client
                 .request(request)
                 .await
-                .map_err(|e| HttpError::Send(crate::failure::source_chain(&e)))?;
+                .map_err(|e| HttpError::Send(slurm_cw_sink::failure::source_chain(&e)))?;
             let status = response.status().as_u16();
             let date = response
                 .headers()

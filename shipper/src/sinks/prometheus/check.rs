@@ -1,0 +1,89 @@
+//! `--check`'s rows for the pull endpoint: whether its address can be had (and who holds it when
+//! it cannot), and whether it serves per-job series.
+
+use crate::check::{Row, Status, row};
+use crate::config::Config;
+
+/// Whether the address can be had, and the job series row.
+pub fn rows(config: &Config) -> Vec<Row> {
+    let address = &config.prometheus.address;
+    let endpoint = match std::net::TcpListener::bind(address) {
+        Ok(_) => row("prometheus endpoint", Status::Ok, format!("http://{address}/metrics can be served")),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => prometheus_held_row(address),
+        Err(e) => row(
+            "prometheus endpoint",
+            Status::Fail,
+            format!("{address}: {e}; the daemon ships to the other destinations and keeps trying it"),
+        ),
+    };
+    vec![endpoint, job_series_row(config)]
+}
+
+/// Whether every local user reads every job's series: a warning where slurm.conf's
+/// `PrivateData` says they should not and `prometheus.job_series = "on"` serves them anyway.
+fn job_series_row(config: &Config) -> Row {
+    use super::config::serves_job_series;
+    use crate::config::Toggle;
+    let conf = config.slurm_conf_path();
+    let (served, why) = serves_job_series(config.prometheus.job_series, conf.as_deref());
+    let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf.as_deref());
+    match (served, !auto_served) {
+        (true, true) => row(
+            "prometheus job series",
+            Status::Warn,
+            format!("served to every local user although {auto_why}"),
+        ),
+        (true, false) => {
+            row("prometheus job series", Status::Ok, format!("served to every local user ({why})"))
+        }
+        (false, _) => row("prometheus job series", Status::Ok, format!("aggregate series only ({why})")),
+    }
+}
+
+/// Who holds the pull address: root (the daemon's user) is most likely the running daemon;
+/// another user's program would answer scrapes with its own numbers, while the daemon ships to
+/// the other destinations and binds once the address is free.
+fn prometheus_held_row(address: &str) -> Row {
+    use super::holder::{describe_uid, listener_uid};
+    match listener_uid(std::path::Path::new("/proc"), address) {
+        Some(0) => row(
+            "prometheus endpoint",
+            Status::Warn,
+            format!("{address} is in use by root: the running daemon's?"),
+        ),
+        Some(uid) => row(
+            "prometheus endpoint",
+            Status::Fail,
+            format!(
+                "{address} is held by {}, not the daemon: its numbers answer scrapes; the daemon ships \
+                 to the other destinations and binds when the address is free",
+                describe_uid(uid)
+            ),
+        ),
+        None => row(
+            "prometheus endpoint",
+            Status::Warn,
+            format!("{address} is in use: the running daemon's, or another program's"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serving_job_series_against_private_data_is_a_warning() {
+        use crate::config::Toggle;
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, "PrivateData=jobs\n").unwrap();
+        let mut config = Config::default();
+        config.slurm.conf = Some(conf);
+        let status = |config: &Config| (job_series_row(config).status, job_series_row(config).detail);
+        assert_eq!(status(&config).0, Status::Ok, "{}", status(&config).1);
+        assert!(status(&config).1.starts_with("aggregate series only"), "{}", status(&config).1);
+        config.prometheus.job_series = Toggle::On;
+        assert_eq!(status(&config).0, Status::Warn, "{}", status(&config).1);
+    }
+}
