@@ -13,7 +13,7 @@ variable "cluster_name" {
 }
 
 variable "namespace" {
-  description = "CloudWatch namespace the shippers publish to and the Lambda reads from and writes to (the shipper's `namespace` key). Default (null): \"Slurm/<cluster_name>\", the shipper's default too. The instance policy and the Lambda may put metric data in this namespace only, so one per cluster keeps each cluster's nodes out of the others' figures, alarms and autoscaling events; \"Slurm\" keeps the namespace older versions shared (see the README, \"Moving an existing cluster\")."
+  description = "CloudWatch namespace the shippers publish to and the Lambda reads from and writes to (the shipper's `namespace` key). Default (null): \"Slurm/<cluster_name>\", the shipper's default too. The instance policy and the Lambda may put metric data in this namespace only, so one per cluster keeps each cluster's nodes out of the others' figures, alarms and autoscaling events; \"Slurm\" keeps the namespace older versions shared (see docs/deploying.md, \"Moving an existing cluster\")."
   type        = string
   default     = null
 

@@ -1,7 +1,8 @@
-//! The README's configuration table, made from the code: every key of [`Config`] with its
-//! default and what it means. Tests fail when a key of the configuration has no line here, when
-//! a default shown here is not `Config::default()`'s, and when the README's table is stale
-//! (`SLURM_CW_WRITE_DOCS=1 cargo test -p slurm-cw-shipper --lib config::docs` rewrites it).
+//! The configuration table of docs/configuration.md, made from the code: every key of
+//! [`Config`] with its default and what it means. Tests fail when a key of the configuration has
+//! no line here, when a default shown here is not `Config::default()`'s, and when the table in
+//! docs/configuration.md is stale (`SLURM_CW_WRITE_DOCS=1 cargo test -p slurm-cw-shipper --lib
+//! config::docs` rewrites it).
 
 /// A key's default as the table shows it.
 #[derive(Debug, Clone, Copy)]
@@ -26,7 +27,7 @@ pub const fn key(key: &'static str, default: Shown, meaning: &'static str) -> Ke
 
 use Shown::{Unset, Value};
 
-/// Every key, in the README's order: the top-level keys, each destination's section (its folder's
+/// Every key, in the table's order: the top-level keys, each destination's section (its folder's
 /// [`crate::sinks::Component::keys`], in the registry's order), then the other sections.
 pub fn keys() -> Vec<&'static Key> {
     let (top, rest) = KEYS.split_at(KEYS.iter().position(|k| k.key.contains('.')).unwrap_or(KEYS.len()));
@@ -75,7 +76,7 @@ const KEYS: &[Key] = &[
     key("node.proc_root", Value("\"/proc\""), "root of /proc (also where Lustre clients up to 2.11 keep their stats)"),
     key("node.sys_root", Value("\"/sys\""), "root of /sys: EFA and InfiniBand counters, RAPL, Lustre 2.12+ stats in debugfs (see *EFA, Lustre and CPU power*)"),
     key("node.hook_socket", Value("\"/run/slurm-cw-shipper/hook.sock\""), "where the daemon listens for `--job-ended`"),
-    key("node.job_metrics", Value("\"logs\""), "where per-job figures go: `logs` (job records), `metrics` (per-job custom metrics: 27 to 50 billed metrics a job, a full hour each, see [docs/cost.md](docs/cost.md)) or `both`"),
+    key("node.job_metrics", Value("\"logs\""), "where per-job figures go: `logs` (job records), `metrics` (per-job custom metrics: 27 to 50 billed metrics a job, a full hour each, see [docs/cost.md](cost.md)) or `both`"),
     key("node.population_per_user", Value("false"), "job population metrics per user as well as per cluster, partition and account"),
     key("node.findings.idle_gpu_percent", Value("5.0"), "a job's GPUs under this utilisation count as idle (`job_finding` idle_gpu)"),
     key("node.findings.idle_gpu_minutes", Value("30"), "... for this many minutes without a break"),
@@ -97,7 +98,7 @@ const KEYS: &[Key] = &[
     key("log.format", Value("\"text\""), "`text` or `json`"),
 ];
 
-/// Where the generated table sits in the README.
+/// Where the generated table sits in docs/configuration.md.
 pub const BEGIN: &str = "<!-- configuration table: generated from shipper/src/config/docs.rs -->";
 pub const END: &str = "<!-- end of the configuration table -->";
 
@@ -199,17 +200,17 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_table_is_fresh() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
-        let readme = std::fs::read_to_string(path).unwrap();
-        let fresh = with_table(&readme).expect("the README has the table's markers");
+    fn the_docs_table_is_fresh() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md");
+        let page = std::fs::read_to_string(path).unwrap();
+        let fresh = with_table(&page).expect("docs/configuration.md has the table's markers");
         if std::env::var("SLURM_CW_WRITE_DOCS").is_ok() {
             std::fs::write(path, &fresh).unwrap();
             return;
         }
         assert!(
-            readme == fresh,
-            "the README's configuration table is stale: \
+            page == fresh,
+            "the configuration table of docs/configuration.md is stale: \
              SLURM_CW_WRITE_DOCS=1 cargo test -p slurm-cw-shipper --lib config::docs"
         );
     }

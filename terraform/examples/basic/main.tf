@@ -49,7 +49,7 @@ module "slurm_cw" {
 
   cluster_name = "hpc-prod"
   # namespace: by default "Slurm/hpc-prod", the shippers' default too. namespace = "Slurm"
-  # keeps the one older versions shared (README: "Moving an existing cluster").
+  # keeps the one older versions shared (docs/deploying.md: "Moving an existing cluster").
   lambda_zip_path = var.lambda_zip_path
   alarm_emails    = var.alarm_emails
 
