@@ -26,6 +26,16 @@ locals {
         Resource = "${aws_cloudwatch_log_group.jobs.arn}:log-stream:*"
       },
       {
+        # The `emf` destination's events: each node creates its stream in the metrics group and
+        # writes to it. CloudWatch makes metrics of them in the events' own namespace, which
+        # IAM cannot confine (no cloudwatch:namespace key on PutLogEvents): a node could write
+        # another namespace's metrics this way, as any writer of a log group can.
+        Sid      = "WriteMetricEvents"
+        Effect   = "Allow"
+        Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+        Resource = "${aws_cloudwatch_log_group.emf.arn}:log-stream:*"
+      },
+      {
         # The Lambda's cursors live in the same group, in streams named "_lambda...": a node
         # writing there could make the Lambda skip findings or launch failures.
         Sid      = "NotTheLambdaCursor"

@@ -46,7 +46,7 @@ locals {
         Resource  = "*"
       },
       {
-        # CloudWatch Logs encrypts the module's two log groups, and no other. Names, not the
+        # CloudWatch Logs encrypts the module's three log groups, and no other. Names, not the
         # groups' ARNs: the groups need the key first.
         Sid       = "CloudWatchLogsEncryptsTheLogGroups"
         Effect    = "Allow"
@@ -58,6 +58,7 @@ locals {
             "kms:EncryptionContext:aws:logs:arn" = [
               "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${local.log_group}",
               "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${local.job_log_group}",
+              "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${local.emf_log_group}",
             ]
           }
         }

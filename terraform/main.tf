@@ -32,6 +32,8 @@ locals {
   # The nodes' job records (jobs.tf); the shipper's default `logs.group` and the Lambda's default
   # job_log_group are the same name.
   job_log_group = "/slurm-cw/${var.cluster_name}/jobs"
+  # The `emf` destination's events (metrics.tf); the shipper's default `emf.log_group`.
+  emf_log_group = "/slurm-cw/${var.cluster_name}/metrics"
 
   # The cluster's own namespace unless one is given, as the shipper and the Lambda default to
   # (catalog::default_namespace): IAM confines PutMetricData by namespace, not by ClusterName.

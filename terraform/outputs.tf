@@ -3,6 +3,11 @@ output "cluster_instance_policy_arn" {
   value       = aws_iam_policy.cluster_instance.arn
 }
 
+output "emf_log_group_name" {
+  description = "The emf destination's log group (/slurm-cw/<cluster_name>/metrics): the shipper's `emf.log_group`."
+  value       = aws_cloudwatch_log_group.emf.name
+}
+
 output "job_log_group_name" {
   description = "The job log group (/slurm-cw/<cluster_name>/jobs): the shipper's `logs.group`, the Lambda's job_log_group."
   value       = aws_cloudwatch_log_group.jobs.name

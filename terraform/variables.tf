@@ -101,6 +101,17 @@ variable "job_log_retention_days" {
   }
 }
 
+variable "emf_log_retention_days" {
+  description = "Retention of the emf destination's log group (/slurm-cw/<cluster_name>/metrics) in days: CloudWatch extracts the metrics when the events arrive, so a day is enough."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.emf_log_retention_days)
+    error_message = "emf_log_retention_days must be one of CloudWatch Logs' retention values: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653."
+  }
+}
+
 variable "schedule_expression" {
   description = "EventBridge schedule of the Lambda: rate(...) or cron(...)."
   type        = string

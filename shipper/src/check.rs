@@ -241,17 +241,8 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
         return row(check, Status::Skip, "no cluster name");
     };
     let group = config.logs.group_for(&cluster);
-    let settings = crate::sinks::logs::settings(config, &group, &config.node_name());
-    let stream = settings.stream.clone();
-    let mut sink = match crate::sinks::logs::LogsSink::new(settings).await {
-        Ok(sink) => sink,
-        Err(e) => return row(check, Status::Fail, e.to_string()),
-    };
-    match tokio::time::timeout(Duration::from_secs(15), sink.probe()).await {
-        Ok(Ok(())) => row(check, Status::Ok, format!("{group} (stream {stream})")),
-        Ok(Err(e)) => row(check, Status::Fail, e),
-        Err(_) => row(check, Status::Fail, format!("{group}: no answer in 15 s")),
-    }
+    crate::sinks::logs::probe_row(check, crate::sinks::logs::settings(config, &group, &config.node_name()))
+        .await
 }
 
 pub(crate) async fn endpoint_row(url: &str) -> Row {

@@ -5,7 +5,10 @@
 //!
 //! The shipper runs the node role on the cgroup v2 fixture job (one JobsOnNode sample per
 //! collection), logs each flush with the number of collections in it, and the sum of those is
-//! compared with JobsOnNode's SampleCount in LocalStack.
+//! compared with JobsOnNode's SampleCount in LocalStack. Each test runs for each destination
+//! that sends metrics to CloudWatch: `cloudwatch` (PutMetricData; SampleCount from
+//! GetMetricStatistics) and `emf` (PutLogEvents; the JobsOnNode values of the events, as
+//! CloudWatch would extract them: LocalStack does not).
 
 mod common;
 
@@ -32,9 +35,80 @@ struct Run {
     reader: std::thread::JoinHandle<()>,
 }
 
-fn start(endpoint: &str, namespace: &str, cluster: &str, spool: &Path, root: &Path) -> Run {
+/// The destination a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Dest {
+    CloudWatch,
+    Emf,
+}
+
+impl Dest {
+    fn name(self) -> &'static str {
+        match self {
+            Dest::CloudWatch => "cloudwatch",
+            Dest::Emf => "emf",
+        }
+    }
+
+    /// A cluster name of its own for one test and destination.
+    fn cluster(self, test: &str) -> String {
+        format!("{test}-{}-{}", self.name(), std::process::id())
+    }
+
+    /// Where its flushes wait, under `spool.dir`.
+    fn spool(self, spool: &Path) -> PathBuf {
+        match self {
+            Dest::CloudWatch => spool.to_path_buf(),
+            Dest::Emf => spool.join("emf"),
+        }
+    }
+
+    /// What the destination needs in the service first (the Terraform module makes it).
+    async fn prepare(self, url: &str, cluster: &str) {
+        if self == Dest::Emf {
+            let group = format!("/slurm-cw/{cluster}/metrics");
+            let r = logs(url).await.create_log_group().log_group_name(&group).send().await;
+            if let Err(e) = r {
+                assert!(format!("{e:?}").contains("ResourceAlreadyExists"), "CreateLogGroup {group}: {e:?}");
+            }
+        }
+    }
+
+    /// JobsOnNode's SampleCount for the cluster, as CloudWatch holds it.
+    async fn samples(self, url: &str, ns: &str, cluster: &str) -> f64 {
+        match self {
+            Dest::CloudWatch => samples(url, ns, cluster).await,
+            Dest::Emf => {
+                // LocalStack may store the last events a moment after it answered.
+                let mut last = -1.0;
+                loop {
+                    let n = emf_samples(url, ns, cluster).await;
+                    if n == last {
+                        return n;
+                    }
+                    last = n;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+}
+
+/// JobsOnNode values across the cluster in its EMF events.
+async fn emf_samples(url: &str, ns: &str, cluster: &str) -> f64 {
+    let group = format!("/slurm-cw/{cluster}/metrics");
+    let dims = vec![("ClusterName".to_owned(), cluster.to_owned())];
+    common::emf::metrics(&logs(url).await, &group)
+        .await
+        .into_iter()
+        .filter(|m| m.name == JOBS_ON_NODE.name && m.namespace == ns && m.dims == dims)
+        .map(|m| m.values.len() as f64)
+        .sum()
+}
+
+fn start(dest: Dest, endpoint: &str, namespace: &str, cluster: &str, spool: &Path, root: &Path) -> Run {
     let mut child = shipper()
-        .args(["--role", "node"])
+        .args(["--role", "node", "--sink", dest.name()])
         .envs(shipper_env(endpoint, namespace))
         .env("SLURM_CW_CLUSTER_NAME", cluster)
         .env("SLURM_CW_NODE_NAME", "n1")
@@ -129,9 +203,20 @@ fn upstream(url: &str) -> SocketAddr {
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
-async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off() {
+async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off_cloudwatch() {
+    throttling_500s_and_dropped_connections_lose_nothing_and_back_off(Dest::CloudWatch).await;
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off_emf() {
+    throttling_500s_and_dropped_connections_lose_nothing_and_back_off(Dest::Emf).await;
+}
+
+async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off(dest: Dest) {
     let Some(url) = localstack() else { return };
-    let (ns, cluster) = (unique_namespace("faults"), format!("faults-{}", std::process::id()));
+    let (ns, cluster) = (unique_namespace("faults"), dest.cluster("faults"));
+    dest.prepare(&url, &cluster).await;
     let root = fixture_root();
     let spool = root.path().join("spool");
     // A third throttled, a fifth failing, a seventh dropped before it reaches LocalStack.
@@ -144,14 +229,14 @@ async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off() {
             _ => Fault::Forward,
         }),
     );
-    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    let run = start(dest, &proxy.url(), &ns, &cluster, &spool, root.path());
     let c = &proxy.counts;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     wait_until("every fault, and ten collections flushed through them", Duration::from_secs(180), || {
         load(&c.throttled) >= 2 && load(&c.errors) >= 1 && load(&c.dropped) >= 1 && run.flushed() >= 10
     });
     proxy.set_plan(Box::new(|_| Fault::Forward));
-    wait_for_empty_spool(&spool, Duration::from_secs(60));
+    wait_for_empty_spool(&dest.spool(&spool), Duration::from_secs(60));
     let flushed = run.stop();
     eprintln!(
         "proxy saw {} requests: {} throttled, {} HTTP 500, {} dropped, {} forwarded; peak {:.1} requests/s over 1 s, {:.2}/s over 5 s",
@@ -166,16 +251,27 @@ async fn throttling_500s_and_dropped_connections_lose_nothing_and_back_off() {
     assert!(load(&c.throttled) >= 2 && load(&c.errors) >= 1 && load(&c.dropped) >= 1, "the faults happened");
     assert!(proxy.peak_rate(Duration::from_secs(5)) < 10.0, "retries back off instead of hammering");
     assert!(flushed >= 10);
-    assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "every flushed sample once");
+    assert_eq!(dest.samples(&url, &ns, &cluster).await, flushed as f64, "every flushed sample once");
 }
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
-async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
+async fn localstack_stopped_while_the_shipper_runs_then_started_again_cloudwatch() {
+    localstack_stopped_while_the_shipper_runs_then_started_again(Dest::CloudWatch).await;
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn localstack_stopped_while_the_shipper_runs_then_started_again_emf() {
+    localstack_stopped_while_the_shipper_runs_then_started_again(Dest::Emf).await;
+}
+
+async fn localstack_stopped_while_the_shipper_runs_then_started_again(dest: Dest) {
     let Some(_) = localstack() else { return };
     // A LocalStack of its own, on another port, that this test stops and starts.
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/localstack.sh");
-    let port = 4500 + (std::process::id() % 60) as u16;
+    // Each destination's run its own port (both run at once), neither LocalStack's 4566.
+    let port = if dest == Dest::Emf { 4600 } else { 4500 } + (std::process::id() % 60) as u16;
     let bench = tempfile::tempdir().unwrap();
     let ls_run = |verb: &str| {
         Command::new("bash")
@@ -195,36 +291,37 @@ async fn localstack_stopped_while_the_shipper_runs_then_started_again() {
         let _ = ls_run("stop");
     }));
     let url = format!("http://127.0.0.1:{port}");
-    let (ns, cluster) = (unique_namespace("outage"), format!("outage-{}", std::process::id()));
+    let (ns, cluster) = (unique_namespace("outage"), dest.cluster("outage"));
     let root = fixture_root();
     let spool = root.path().join("spool");
 
     // LocalStack is down while the shipper runs for several flush intervals...
     ls("stop");
-    let run = start(&url, &ns, &cluster, &spool, root.path());
+    let run = start(dest, &url, &ns, &cluster, &spool, root.path());
     wait_until("three flushes spooled, and the shipper saying why", Duration::from_secs(120), || {
-        spool_files(&spool) >= 3 && run.log_has("cannot deliver")
+        spool_files(&dest.spool(&spool)) >= 3 && run.log_has("cannot deliver")
     });
-    let during = spool_files(&spool);
+    let during = spool_files(&dest.spool(&spool));
     // ...then comes back: the backlog goes out, oldest first.
     let started = Instant::now();
     ls("start");
-    wait_for_empty_spool(&spool, Duration::from_secs(60));
+    dest.prepare(&url, &cluster).await;
+    wait_for_empty_spool(&dest.spool(&spool), Duration::from_secs(60));
     eprintln!("{during} spooled flushes delivered {:?} after LocalStack started", started.elapsed());
     let (mut flushed, mut log) = run.stop_with_log();
     // The last flush, at SIGTERM, may not get through a LocalStack that has just started (two
     // cores, other tests beside it); then it waits in the spool for the next start, as it would
     // for the next boot of a node.
-    let left = spool_files(&spool);
+    let left = spool_files(&dest.spool(&spool));
     if left > 0 {
         eprintln!("{left} flush(es) left in the spool at SIGTERM; delivered by the next start");
-        let run = start(&url, &ns, &cluster, &spool, root.path());
-        wait_for_empty_spool(&spool, Duration::from_secs(60));
+        let run = start(dest, &url, &ns, &cluster, &spool, root.path());
+        wait_for_empty_spool(&dest.spool(&spool), Duration::from_secs(60));
         let (n, more) = run.stop_with_log();
         flushed += n;
         log.extend(more);
     }
-    let stored = samples(&url, &ns, &cluster).await;
+    let stored = dest.samples(&url, &ns, &cluster).await;
     assert_eq!(
         stored,
         flushed as f64,
@@ -246,9 +343,21 @@ impl<F: FnOnce()> Drop for Defer<F> {
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
-async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_batch_in_flight() {
+async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_batch_in_flight_cloudwatch() {
+    kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_batch_in_flight(Dest::CloudWatch)
+        .await;
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_batch_in_flight_emf() {
+    kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_batch_in_flight(Dest::Emf).await;
+}
+
+async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_batch_in_flight(dest: Dest) {
     let Some(url) = localstack() else { return };
-    let (ns, cluster) = (unique_namespace("crash"), format!("crash-{}", std::process::id()));
+    let (ns, cluster) = (unique_namespace("crash"), dest.cluster("crash"));
+    dest.prepare(&url, &cluster).await;
     let root = fixture_root();
     let spool = root.path().join("spool");
     // The first requests go through; from the fourth on, requests are held (in flight) for 4 s.
@@ -256,7 +365,7 @@ async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_bat
         upstream(&url),
         Box::new(|n| if n < 3 { Fault::Forward } else { Fault::Hold(Duration::from_secs(4)) }),
     );
-    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    let run = start(dest, &proxy.url(), &ns, &cluster, &spool, root.path());
     let held = || proxy.counts.held.load(std::sync::atomic::Ordering::Relaxed);
     wait_until("a request in flight", Duration::from_secs(30), || held() > 0);
     // kill -9 while CloudWatch has the batch and the shipper has not heard back.
@@ -271,12 +380,12 @@ async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_bat
 
     // Restarted on the same spool: it sends what the dead one had not been told was delivered.
     proxy.set_plan(Box::new(|_| Fault::Forward));
-    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    let run = start(dest, &proxy.url(), &ns, &cluster, &spool, root.path());
     // Running (its SIGTERM handler in place) once it has flushed.
     wait_until("the restarted shipper's first flush", Duration::from_secs(60), || run.flushed() >= 1);
-    wait_for_empty_spool(&spool, Duration::from_secs(60));
+    wait_for_empty_spool(&dest.spool(&spool), Duration::from_secs(60));
     let second = run.stop();
-    let got = samples(&url, &ns, &cluster).await;
+    let got = dest.samples(&url, &ns, &cluster).await;
     let flushed = (first + second) as f64;
     eprintln!("flushed {flushed} samples over both runs; CloudWatch holds {got}");
     assert!(got >= flushed, "nothing flushed is lost: {got} < {flushed}");
@@ -288,50 +397,73 @@ async fn kill_9_during_a_flush_loses_nothing_flushed_and_repeats_at_most_the_bat
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
-async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_loses_nothing() {
+async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_loses_nothing_cloudwatch() {
+    sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_loses_nothing(Dest::CloudWatch)
+        .await;
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_loses_nothing_emf() {
+    sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_loses_nothing(Dest::Emf).await;
+}
+
+async fn sigterm_while_cloudwatch_cannot_be_reached_exits_0_in_bounded_time_and_loses_nothing(dest: Dest) {
     let Some(url) = localstack() else { return };
-    let (ns, cluster) = (unique_namespace("sigterm"), format!("sigterm-{}", std::process::id()));
+    let (ns, cluster) = (unique_namespace("sigterm"), dest.cluster("sigterm"));
+    dest.prepare(&url, &cluster).await;
     let root = fixture_root();
     let spool = root.path().join("spool");
     // Every request is held for longer than the attempt timeout: a flush is always in flight.
     let proxy = Proxy::start(upstream(&url), Box::new(|_| Fault::Hold(Duration::from_secs(30))));
-    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
+    let run = start(dest, &proxy.url(), &ns, &cluster, &spool, root.path());
     let held = || proxy.counts.held.load(std::sync::atomic::Ordering::Relaxed);
     wait_until("a request in flight and two flushes spooled", Duration::from_secs(60), || {
-        held() > 0 && spool_files(&spool) >= 2
+        held() > 0 && spool_files(&dest.spool(&spool)) >= 2
     });
     let asked = Instant::now();
     let first = run.stop();
     let took = asked.elapsed();
     eprintln!(
         "SIGTERM during an outage: exited 0 after {took:?} with {} flushes spooled",
-        spool_files(&spool)
+        spool_files(&dest.spool(&spool))
     );
     assert!(took < slurm_cw_shipper::app::SHUTDOWN_GRACE + Duration::from_secs(5), "bounded: {took:?}");
-    assert!(spool_files(&spool) >= 2, "what was not delivered waits in the spool");
+    assert!(spool_files(&dest.spool(&spool)) >= 2, "what was not delivered waits in the spool");
 
     // The next start delivers it.
     proxy.set_plan(Box::new(|_| Fault::Forward));
-    let run = start(&proxy.url(), &ns, &cluster, &spool, root.path());
-    wait_for_empty_spool(&spool, Duration::from_secs(60));
+    let run = start(dest, &proxy.url(), &ns, &cluster, &spool, root.path());
+    wait_for_empty_spool(&dest.spool(&spool), Duration::from_secs(60));
     let second = run.stop();
     // Held requests time out on the shipper's side but may still reach LocalStack later; wait
     // for the held ones to be released before counting.
     wait_until("the held requests to reach LocalStack", Duration::from_secs(120), || held() == 0);
-    let got = samples(&url, &ns, &cluster).await;
+    let got = dest.samples(&url, &ns, &cluster).await;
     assert!(got >= (first + second) as f64, "nothing flushed is lost: {got} < {first} + {second}");
 }
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]
 #[tokio::test]
-async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why() {
+async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why_cloudwatch() {
+    a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why(Dest::CloudWatch).await;
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why_emf() {
+    a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why(Dest::Emf).await;
+}
+
+async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why(dest: Dest) {
     let Some(url) = localstack() else { return };
     if unsafe { libc::geteuid() } != 0 {
         assert!(std::env::var("CI").is_err(), "CI runs as root to mount a small tmpfs");
         eprintln!("SKIPPED: mounting a small tmpfs needs root");
         return;
     }
-    let (ns, cluster) = (unique_namespace("fulldisk"), format!("fulldisk-{}", std::process::id()));
+    let (ns, cluster) = (unique_namespace("fulldisk"), dest.cluster("fulldisk"));
+    dest.prepare(&url, &cluster).await;
     let root = fixture_root();
     let spool = root.path().join("spool");
     std::fs::create_dir_all(&spool).unwrap();
@@ -346,7 +478,7 @@ async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why() {
     // Fill it up.
     let filler = spool.join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 128 << 10]);
-    let run = start(&url, &ns, &cluster, &spool, root.path());
+    let run = start(dest, &url, &ns, &cluster, &spool, root.path());
     wait_until("the shipper to say what is wrong", Duration::from_secs(60), || {
         run.log_has("No space left on device")
     });
@@ -357,7 +489,11 @@ async fn a_full_disk_under_the_spool_keeps_the_daemon_running_and_says_why() {
         run.log_has("the spool takes data again")
     });
     let flushed = run.stop();
-    assert_eq!(samples(&url, &ns, &cluster).await, flushed as f64, "held in memory meanwhile, all delivered");
+    assert_eq!(
+        dest.samples(&url, &ns, &cluster).await,
+        flushed as f64,
+        "held in memory meanwhile, all delivered"
+    );
 }
 
 impl Run {

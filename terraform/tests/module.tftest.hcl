@@ -41,11 +41,16 @@ mock_provider "aws" {
   }
 }
 
-# Two log groups and two policies: the mock's defaults above are the Lambda's group and the
+# Three log groups and two policies: the mock's defaults above are the Lambda's group and the
 # instance policy.
 override_resource {
   target = aws_cloudwatch_log_group.jobs
   values = { arn = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs" }
+}
+
+override_resource {
+  target = aws_cloudwatch_log_group.emf
+  values = { arn = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/metrics" }
 }
 
 override_resource {
@@ -125,11 +130,23 @@ run "defaults" {
   }
 
   assert {
+    condition = (
+      aws_cloudwatch_log_group.emf.name == "/slurm-cw/test/metrics" &&
+      aws_cloudwatch_log_group.emf.retention_in_days == 1 &&
+      aws_cloudwatch_log_group.emf.kms_key_id == aws_kms_key.this.arn &&
+      output.emf_log_group_name == "/slurm-cw/test/metrics" &&
+      one([for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Resource if s.Sid == "WriteMetricEvents"]) == "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/metrics:log-stream:*"
+    )
+    error_message = "The emf log group must be /slurm-cw/<cluster_name>/metrics, kept a day, encrypted with the module's key, its streams writable by the instances."
+  }
+
+  assert {
     condition = one([for s in jsondecode(aws_kms_key.this.policy).Statement : s.Condition.ArnEquals["kms:EncryptionContext:aws:logs:arn"] if s.Sid == "CloudWatchLogsEncryptsTheLogGroups"]) == [
       "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test",
       "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs",
+      "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/metrics",
     ]
-    error_message = "The key policy must let CloudWatch Logs encrypt the module's two log groups and no other: ${aws_kms_key.this.policy}"
+    error_message = "The key policy must let CloudWatch Logs encrypt the module's three log groups and no other: ${aws_kms_key.this.policy}"
   }
 
   assert {
@@ -161,6 +178,12 @@ run "defaults" {
         Effect   = "Allow"
         Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
         Resource = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:*"
+      },
+      {
+        Sid      = "WriteMetricEvents"
+        Effect   = "Allow"
+        Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+        Resource = "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/metrics:log-stream:*"
       },
       {
         Sid      = "NotTheLambdaCursor"
@@ -320,7 +343,7 @@ run "no_price_lookup" {
   }
 
   assert {
-    condition     = [for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Sid] == ["ShipSlurmMetrics", "WriteJobRecords", "NotTheLambdaCursor"]
+    condition     = [for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Sid] == ["ShipSlurmMetrics", "WriteJobRecords", "WriteMetricEvents", "NotTheLambdaCursor"]
     error_message = "job_cost_price_lookup = false must leave LookUpNodePrices out: ${aws_iam_policy.cluster_instance.policy}"
   }
 }
@@ -337,9 +360,9 @@ run "otlp_metrics" {
 
   assert {
     condition = (
-      [for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Sid] == ["ShipSlurmMetrics", "WriteJobRecords", "NotTheLambdaCursor", "ShipOtlpMetrics", "LookUpNodePrices"] &&
+      [for s in jsondecode(aws_iam_policy.cluster_instance.policy).Statement : s.Sid] == ["ShipSlurmMetrics", "WriteJobRecords", "WriteMetricEvents", "NotTheLambdaCursor", "ShipOtlpMetrics", "LookUpNodePrices"] &&
       jsondecode(aws_iam_policy.cluster_instance.policy).Statement[0].Condition == { StringEquals = { "cloudwatch:namespace" = "Slurm/test" } } &&
-      jsondecode(aws_iam_policy.cluster_instance.policy).Statement[3] == {
+      jsondecode(aws_iam_policy.cluster_instance.policy).Statement[4] == {
         Sid       = "ShipOtlpMetrics"
         Effect    = "Allow"
         Action    = "cloudwatch:PutMetricData"

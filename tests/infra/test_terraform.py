@@ -185,7 +185,7 @@ FUNCTION_INPUTS = {
 }
 # Inputs that are not the function's settings.
 OTHER_INPUTS = {
-    "log_retention_days", "job_log_retention_days", "schedule_expression", "alarm_emails",
+    "log_retention_days", "job_log_retention_days", "emf_log_retention_days", "schedule_expression", "alarm_emails",
     "kms_key_deletion_window_in_days", "role_permissions_boundary", "iam_path", "tags",
     "pcs_jobcomp_log_group", "create_instance_profile", "instance_profile_path", "instance_role_policy_arns",
     "otlp_metrics", "job_cost_price_lookup",

@@ -17,7 +17,7 @@ from terraform_module import MODULE_FILES, as_list, blocks, module_locals, resou
 def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_only():
     policy = module_locals()["cluster_instance_policy"]
     statements = {s["Sid"]: s for s in policy["Statement"]}
-    assert list(statements) == ["ShipSlurmMetrics", "WriteJobRecords", "NotTheLambdaCursor"]
+    assert list(statements) == ["ShipSlurmMetrics", "WriteJobRecords", "WriteMetricEvents", "NotTheLambdaCursor"]
     metrics = statements["ShipSlurmMetrics"]
     assert metrics["Effect"] == "Allow"
     assert as_list(metrics["Action"]) == ["cloudwatch:PutMetricData"]
@@ -28,6 +28,11 @@ def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_onl
     assert sorted(as_list(records["Action"])) == ["logs:CreateLogStream", "logs:PutLogEvents"]
     # Streams of the job group only: both actions are authorized on the stream.
     assert records["Resource"] == "${aws_cloudwatch_log_group.jobs.arn}:log-stream:*"
+    # The emf destination's events: streams of the metrics group only.
+    events = statements["WriteMetricEvents"]
+    assert events["Effect"] == "Allow"
+    assert sorted(as_list(events["Action"])) == ["logs:CreateLogStream", "logs:PutLogEvents"]
+    assert events["Resource"] == "${aws_cloudwatch_log_group.emf.arn}:log-stream:*"
     deny = statements["NotTheLambdaCursor"]
     assert deny["Effect"] == "Deny" and sorted(as_list(deny["Action"])) == sorted(as_list(records["Action"]))
     # Every cursor stream of the Lambda ("_lambda", "_lambda-pcs-scaling"): all start so.
@@ -99,6 +104,18 @@ def test_job_log_group():
     # lets CloudWatch Logs use it for this group).
     assert group["kms_key_id"] == "${aws_kms_key.this.arn}"
     assert blocks("output")["job_log_group_name"]["value"] == "${aws_cloudwatch_log_group.jobs.name}"
+
+
+def test_emf_log_group():
+    """The emf destination's group: the shipper's default name, kept a day by default, encrypted
+    with the module's key."""
+    loc = module_locals()
+    assert loc["emf_log_group"] == "/slurm-cw/${var.cluster_name}/metrics"
+    group = resources()[("aws_cloudwatch_log_group", "emf")]
+    assert group["name"] == "${local.emf_log_group}"
+    assert group["retention_in_days"] == "${var.emf_log_retention_days}"
+    assert group["kms_key_id"] == "${aws_kms_key.this.arn}"
+    assert blocks("output")["emf_log_group_name"]["value"] == "${aws_cloudwatch_log_group.emf.name}"
 
 
 def test_lambda_role_statements():
@@ -356,7 +373,7 @@ def test_kms_key_policy():
     assert logs["Principal"] == {"Service": "logs.${local.region}.${data.aws_partition.current.dns_suffix}"}
     group_arn = "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:"
     assert logs["Condition"] == {"ArnEquals": {"kms:EncryptionContext:aws:logs:arn": [
-        group_arn + "${local.log_group}", group_arn + "${local.job_log_group}",
+        group_arn + "${local.log_group}", group_arn + "${local.job_log_group}", group_arn + "${local.emf_log_group}",
     ]}}
     for s in statements.values():
         assert s["Principal"] != "*" and s["Principal"] != {"AWS": "*"}

@@ -12,6 +12,7 @@ mod namespace;
 pub use crate::cost::config::CostConfig;
 pub use crate::sinks::cloudwatch::config::CloudWatchConfig;
 pub use crate::sinks::config::{DeliveryConfig, SpoolConfig};
+pub use crate::sinks::emf::config::EmfConfig;
 pub use crate::sinks::logs::config::LogsConfig;
 pub use crate::sinks::otlp::config::OtlpConfig;
 pub use crate::sinks::prometheus::config::PrometheusConfig;
@@ -93,6 +94,7 @@ pub struct Config {
     pub logs: LogsConfig,
     pub otlp: OtlpConfig,
     pub prometheus: PrometheusConfig,
+    pub emf: EmfConfig,
     pub slurm: SlurmConfig,
     pub head: HeadConfig,
     pub node: NodeConfig,
@@ -132,6 +134,7 @@ impl Default for Config {
             logs: LogsConfig::default(),
             otlp: OtlpConfig::default(),
             prometheus: PrometheusConfig::default(),
+            emf: EmfConfig::default(),
             slurm: SlurmConfig::default(),
             head: HeadConfig::default(),
             node: NodeConfig::default(),
@@ -255,6 +258,7 @@ impl Config {
         self.cloudwatch.check()?;
         self.otlp.check()?;
         self.prometheus.check()?;
+        self.emf.check()?;
         self.cost.check()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err("log.level", format!("{:?} is not a log filter", self.log.level));
@@ -324,6 +328,8 @@ mod tests {
         assert_eq!(c.head.metrics_token_user.take().as_deref(), Some("slurm-metrics"));
         assert!(c.otlp.endpoint.take().is_some_and(|e| e.ends_with("/v1/metrics")));
         assert_eq!(c.otlp.region.take().as_deref(), Some("us-east-1"));
+        assert_eq!(c.emf.log_group.take().as_deref(), Some("/slurm-cw/my-cluster/metrics"));
+        assert_eq!(c.emf.log_stream.take().as_deref(), Some("node-1"));
         assert_eq!(c.cost.hourly_price.take(), Some(3.06));
         assert_eq!(std::mem::take(&mut c.cost.prices).get("p5.48xlarge"), Some(&55.04));
         assert_eq!(c, Config::default(), "every other key at its default");

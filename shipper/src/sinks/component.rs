@@ -67,7 +67,7 @@ pub trait Component: Sync {
     fn plain_self_metrics(&self) -> bool {
         false
     }
-    /// Its section's lines of the README's configuration table.
+    /// Its section's lines of the configuration table (docs/configuration.md).
     fn keys(&self) -> &'static [crate::config::docs::Key] {
         &[]
     }

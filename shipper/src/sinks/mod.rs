@@ -15,6 +15,7 @@ pub mod cloudwatch;
 pub mod component;
 pub mod config;
 pub mod delivery;
+pub mod emf;
 pub mod logs;
 pub mod open;
 pub mod otlp;
@@ -34,7 +35,8 @@ use serde::Deserialize;
 use slurm_cw_sink::outcome::Outcome;
 
 /// The registry: every destination, one line each; the first is the default `sink`.
-pub static REGISTRY: &[&dyn Component] = &[&cloudwatch::Spec, &stdout::Spec, &otlp::Spec, &prometheus::Spec];
+pub static REGISTRY: &[&dyn Component] =
+    &[&cloudwatch::Spec, &stdout::Spec, &otlp::Spec, &prometheus::Spec, &emf::Spec];
 
 /// A destination named in the configuration (`sink`) or on the command line (`--sink`).
 #[derive(Clone, Copy)]

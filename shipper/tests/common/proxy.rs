@@ -1,6 +1,7 @@
 //! A fault-injecting HTTP proxy on 127.0.0.1 between the shipper and LocalStack: by plan, a
-//! request is forwarded, answered with CloudWatch's `Throttling` (HTTP 400, the rpcv2-cbor
-//! error shape the SDK reads), answered with a 500, dropped without an answer, or held before
+//! request is forwarded, answered with a throttling error (HTTP 400, in the service's protocol:
+//! CloudWatch's rpcv2-cbor `Throttling`, CloudWatch Logs' JSON `ThrottlingException`), answered
+//! with a 500, dropped without an answer, or held before
 //! it is forwarded (a request in flight). It counts requests, with their times.
 
 #[path = "../../../tests/support/http.rs"]
@@ -50,6 +51,29 @@ pub struct Proxy {
 }
 
 /// CBOR of `{"__type": <code>, "message": <message>}` (short strings only).
+/// An error in the protocol of the request's service: CloudWatch's rpcv2-cbor (`code`), or
+/// CloudWatch Logs' awsJson1.1 (`json_code`), as each service answers.
+fn error_in_protocol(
+    req: &http::Message,
+    code: &str,
+    json_code: &str,
+    message: &str,
+) -> ([(&'static str, String); 2], Vec<u8>) {
+    if req.header("content-type").is_some_and(|t| t.starts_with("application/x-amz-json")) {
+        let body = serde_json::json!({"__type": json_code, "message": message}).to_string().into_bytes();
+        return (
+            [
+                ("content-type", "application/x-amz-json-1.1".to_owned()),
+                ("x-amzn-errortype", json_code.to_owned()),
+            ],
+            body,
+        );
+    }
+    let cbor =
+        [("content-type", "application/cbor".to_owned()), ("smithy-protocol", "rpc-v2-cbor".to_owned())];
+    (cbor, cbor_error(code, message))
+}
+
 fn cbor_error(code: &str, message: &str) -> Vec<u8> {
     let text = |s: &str| {
         let mut v = vec![0x60 | s.len() as u8];
@@ -133,30 +157,29 @@ fn serve(
     while let Some(req) = read_message(&mut r) {
         let n = counts.requests.fetch_add(1, Ordering::Relaxed);
         counts.times.lock().unwrap_or_else(|e| e.into_inner()).push(Instant::now());
-        let cbor =
-            [("content-type", "application/cbor".to_owned()), ("smithy-protocol", "rpc-v2-cbor".to_owned())];
+        let error =
+            |code: &str, json_code: &str, message: &str| error_in_protocol(&req, code, json_code, message);
         let denied = deny.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(needle) = denied
             && req.body.windows(needle.len()).any(|w| w == needle.as_slice())
         {
             counts.errors.fetch_add(1, Ordering::Relaxed);
-            respond(&mut w, "400 Bad Request", &cbor, &cbor_error("AccessDenied", "not authorized"));
+            let (headers, body) = error("AccessDenied", "AccessDeniedException", "not authorized");
+            respond(&mut w, "400 Bad Request", &headers, &body);
             continue;
         }
         let fault = (plan.lock().unwrap_or_else(|e| e.into_inner()))(n);
         match fault {
             Fault::Throttle => {
                 counts.throttled.fetch_add(1, Ordering::Relaxed);
-                respond(&mut w, "400 Bad Request", &cbor, &cbor_error("Throttling", "Rate exceeded"));
+                let (headers, body) = error("Throttling", "ThrottlingException", "Rate exceeded");
+                respond(&mut w, "400 Bad Request", &headers, &body);
             }
             Fault::ServerError => {
                 counts.errors.fetch_add(1, Ordering::Relaxed);
-                respond(
-                    &mut w,
-                    "500 Internal Server Error",
-                    &cbor,
-                    &cbor_error("InternalServiceFault", "injected"),
-                );
+                let (headers, body) =
+                    error("InternalServiceFault", "ServiceUnavailableException", "injected");
+                respond(&mut w, "500 Internal Server Error", &headers, &body);
             }
             Fault::Drop | Fault::Down => {
                 counts.dropped.fetch_add(1, Ordering::Relaxed);

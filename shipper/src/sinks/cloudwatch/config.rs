@@ -7,7 +7,7 @@ use crate::sinks::config::DeliveryConfig;
 use serde::Deserialize;
 use std::time::Duration;
 
-/// This section's lines of the README's configuration table ([`crate::config::docs`]).
+/// This section's lines of the configuration table (docs/configuration.md) ([`crate::config::docs`]).
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("cloudwatch.region", Unset("AWS_REGION, profile, or instance metadata"), "AWS region"),

@@ -30,20 +30,31 @@ impl LogsConfig {
 impl LogsConfig {
     /// The `[logs]` keys' values.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if let Some(g) = &self.group
-            && (g.is_empty()
+        check_group("logs.group", self.group.as_deref())?;
+        check_stream("logs.stream", self.stream.as_deref())
+    }
+}
+
+/// A log group name as CloudWatch Logs takes it, where one is set.
+pub fn check_group(key: &str, group: Option<&str>) -> Result<(), ConfigError> {
+    match group {
+        Some(g)
+            if g.is_empty()
                 || g.len() > 512
-                || !g.chars().all(|c| c.is_ascii_alphanumeric() || "_-/.#".contains(c)))
+                || !g.chars().all(|c| c.is_ascii_alphanumeric() || "_-/.#".contains(c)) =>
         {
-            return Err(ConfigError(
-                "logs.group: must be 1 to 512 characters of letters, digits and _ - / . #".into(),
-            ));
+            Err(ConfigError(format!("{key}: must be 1 to 512 characters of letters, digits and _ - / . #")))
         }
-        if let Some(s) = &self.stream
-            && (s.is_empty() || s.len() > 512 || s.contains(':') || s.contains('*'))
-        {
-            return Err(ConfigError("logs.stream: must be 1 to 512 characters without ':' or '*'".into()));
+        _ => Ok(()),
+    }
+}
+
+/// A log stream name as CloudWatch Logs takes it, where one is set.
+pub fn check_stream(key: &str, stream: Option<&str>) -> Result<(), ConfigError> {
+    match stream {
+        Some(s) if s.is_empty() || s.len() > 512 || s.contains(':') || s.contains('*') => {
+            Err(ConfigError(format!("{key}: must be 1 to 512 characters without ':' or '*'")))
         }
-        Ok(())
+        _ => Ok(()),
     }
 }

@@ -87,3 +87,19 @@ pub fn settings(config: &crate::config::Config, group: &str, node: &str) -> Sett
         attempt_timeout: cw.attempt_timeout,
     }
 }
+
+/// `--check`'s row for a log group the node writes: it must exist (the Terraform module creates
+/// it); the node's stream is created here if missing.
+pub async fn probe_row(check: &'static str, settings: Settings) -> crate::check::Row {
+    use crate::check::{Status, row};
+    let (group, stream) = (settings.group.clone(), settings.stream.clone());
+    let mut sink = match LogsSink::new(settings).await {
+        Ok(sink) => sink,
+        Err(e) => return row(check, Status::Fail, e.to_string()),
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(15), sink.probe()).await {
+        Ok(Ok(())) => row(check, Status::Ok, format!("{group} (stream {stream})")),
+        Ok(Err(e)) => row(check, Status::Fail, e),
+        Err(_) => row(check, Status::Fail, format!("{group}: no answer in 15 s")),
+    }
+}

@@ -5,7 +5,7 @@ use crate::config::docs::{Key, key};
 use crate::config::{ConfigError, opt_string};
 use serde::Deserialize;
 
-/// This section's lines of the README's configuration table ([`crate::config::docs`]).
+/// This section's lines of the configuration table (docs/configuration.md) ([`crate::config::docs`]).
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("otlp.endpoint", Unset("CloudWatch's in the region"), "OTLP/HTTP metrics URL, path included: `https://monitoring.<region>.amazonaws.com/v1/metrics`, a collector's `/v1/metrics`, Prometheus' `/api/v1/otlp/v1/metrics`; retries and timeouts are `cloudwatch.*`'s"),

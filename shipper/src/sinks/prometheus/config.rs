@@ -6,7 +6,7 @@ use crate::config::{ConfigError, Toggle, string};
 use serde::Deserialize;
 use std::path::Path;
 
-/// This section's lines of the README's configuration table ([`crate::config::docs`]).
+/// This section's lines of the configuration table (docs/configuration.md) ([`crate::config::docs`]).
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it, so open it wider only behind a firewall"),

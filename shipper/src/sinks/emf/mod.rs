@@ -1,0 +1,157 @@
+//! `emf`: the same metrics as `cloudwatch`, written as CloudWatch Logs events in the embedded
+//! metric format ([`encode`]) to a log group of their own (`emf.log_group`) through
+//! PutLogEvents, which CloudWatch turns into metrics as they arrive. No `PutMetricData`
+//! request is billed; the log bytes are ($0.50/GB ingested), and each metric is billed as a
+//! custom metric as with `cloudwatch` (docs/cost.md weighs the two). Its shape and rules are
+//! CloudWatch's; it spools in `spool.dir/emf`, and job records go to CloudWatch Logs as with
+//! `cloudwatch`.
+
+pub mod config;
+pub mod encode;
+
+use crate::check::{Row, Status, row};
+use crate::config::Config;
+use crate::datum::Datum;
+use crate::sinks::cloudwatch::PutMetricDataRules;
+use crate::sinks::delivery::Checks;
+use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};
+use crate::transforms::shape::Shape;
+use slurm_cw_sink::logs::LogsSink;
+use slurm_cw_sink::outcome::Outcome;
+use std::collections::HashMap;
+
+/// `emf` in the registry.
+pub struct Spec;
+
+#[async_trait::async_trait]
+impl crate::sinks::Component for Spec {
+    fn name(&self) -> &'static str {
+        "emf"
+    }
+
+    fn keys(&self) -> &'static [crate::config::docs::Key] {
+        config::KEYS
+    }
+
+    fn shape(&self, config: &Config) -> Shape {
+        crate::sinks::cloudwatch::shape(config)
+    }
+
+    fn spool(&self) -> Spool {
+        Spool::Own
+    }
+
+    fn records(&self) -> Records {
+        Records::Logs
+    }
+
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
+    fn plain_self_metrics(&self) -> bool {
+        true
+    }
+
+    async fn check(&self, config: &Config) -> Vec<Row> {
+        vec![group_row(config).await]
+    }
+
+    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        let group = ctx.config.emf.group_for(ctx.cluster);
+        let logs = LogsSink::new(settings(ctx.config, &group, ctx.node))
+            .await
+            .map_err(|e| BuildError::new(self.name(), e))?;
+        tracing::info!(group, "embedded metric format events destination");
+        Ok(Box::new(EmfSink {
+            logs,
+            group,
+            namespace: ctx.namespace.to_owned(),
+            resolution: ctx.config.cloudwatch.storage_resolution,
+        }))
+    }
+}
+
+/// The Logs client's settings for the events: `[emf]`'s group and stream, the rest as the job
+/// records'.
+fn settings(config: &Config, group: &str, node: &str) -> slurm_cw_sink::logs::Settings {
+    let mut settings = crate::sinks::logs::settings(config, group, node);
+    settings.stream = config.emf.log_stream.clone().unwrap_or_else(|| node.to_owned());
+    settings
+}
+
+/// The log group's row: it must exist (the Terraform module creates it); this node's stream is
+/// created here if missing.
+async fn group_row(config: &Config) -> Row {
+    let check = "emf log group";
+    let Ok((cluster, _)) = config.resolve_cluster_name() else {
+        return row(check, Status::Skip, "no cluster name");
+    };
+    let group = config.emf.group_for(&cluster);
+    crate::sinks::logs::probe_row(check, settings(config, &group, &config.node_name())).await
+}
+
+pub struct EmfSink {
+    logs: LogsSink,
+    group: String,
+    namespace: String,
+    resolution: i32,
+}
+
+#[async_trait::async_trait]
+impl MetricDestination for EmfSink {
+    fn label(&self) -> &str {
+        &self.namespace
+    }
+
+    fn checks(&self) -> Box<dyn Checks<Datum>> {
+        Box::new(PutMetricDataRules::default())
+    }
+
+    async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> Outcome<Datum> {
+        let encoded = encode::encode(namespace, self.resolution, &datums);
+        // Which events a message stands for (equal messages carry equal datums' parts).
+        let mut events: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, r) in encoded.records.iter().enumerate() {
+            events.entry(r.message.as_str()).or_default().push(i);
+        }
+        let sent = self.logs.put_in(&self.group, encoded.records.clone()).await;
+        let mut sources_of = |records: &[slurm_cw_sink::record::Record]| -> Vec<usize> {
+            let mut out: Vec<usize> = Vec::new();
+            for r in records {
+                if let Some(i) = events.get_mut(r.message.as_str()).and_then(Vec::pop) {
+                    out.extend_from_slice(&encoded.sources[i]);
+                }
+            }
+            out
+        };
+        // A datum split over several events goes again whole if any part did not go.
+        let undelivered = sources_of(&sent.undelivered);
+        let rejected: Vec<usize> =
+            sources_of(&sent.rejected).into_iter().filter(|i| !undelivered.contains(i)).collect();
+        let mut fate = vec![0u8; datums.len()];
+        for i in rejected {
+            fate[i] = 1;
+        }
+        for i in undelivered {
+            fate[i] = 2;
+        }
+        let mut out = Outcome {
+            requests: sent.requests,
+            retries: sent.retries,
+            bytes: sent.bytes,
+            last_error: sent.last_error,
+            persistent: sent.persistent,
+            fatal: sent.fatal,
+            ..Outcome::default()
+        };
+        for (d, f) in datums.into_iter().zip(fate) {
+            match f {
+                0 => out.sent += 1,
+                1 => out.rejected.push(d),
+                _ => out.undelivered.push(d),
+            }
+        }
+        out
+    }
+}
