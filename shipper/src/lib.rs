@@ -7,6 +7,8 @@
 //! `validate` and `cloudwatch` live in the slurm-cw-sink crate, which the Lambda shares, and
 //! are re-exported here.
 
+#![deny(unsafe_code)]
+
 pub use slurm_cw_sink::{aws, datum};
 
 pub mod aggregate;
@@ -28,6 +30,7 @@ pub mod sample;
 pub mod sinks;
 pub mod slurm_conf;
 pub mod sources;
+pub mod sys;
 pub mod transforms;
 
 /// How the process ends.

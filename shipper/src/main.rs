@@ -1,3 +1,5 @@
+#![deny(unsafe_code)]
+
 use clap::Parser;
 use slurm_cw_shipper::Exit;
 use slurm_cw_shipper::app;

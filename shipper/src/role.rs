@@ -194,33 +194,12 @@ pub(crate) fn owned_by(meta: &std::fs::Metadata, owner: u32) -> bool {
 pub(crate) fn daemon_users(entries: &[(String, String)]) -> Vec<u32> {
     let mut users = vec![0];
     if let Some(name) = crate::slurm_conf::value(entries, "SlurmUser") {
-        match name.parse::<u32>().ok().or_else(|| uid_of(&name)) {
+        match name.parse::<u32>().ok().or_else(|| crate::sys::user::uid_of(&name)) {
             Some(uid) => users.push(uid),
             None => tracing::warn!(user = %name, "slurm.conf's SlurmUser is no user on this host"),
         }
     }
     users
-}
-
-/// The uid of user `name`, or None.
-fn uid_of(name: &str) -> Option<u32> {
-    let cname = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: passwd is plain data; all-zero is a valid value that getpwnam_r overwrites.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    loop {
-        // SAFETY: getpwnam_r writes into `pwd` and `buf`, which outlive the call; `cname` is
-        // NUL-terminated; `result` points at `pwd` or is null.
-        let rc = unsafe {
-            libc::getpwnam_r(cname.as_ptr(), &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result)
-        };
-        if rc == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 4, 0);
-            continue;
-        }
-        return (rc == 0 && !result.is_null()).then_some(pwd.pw_uid);
-    }
 }
 
 /// True when a Slurm daemon `name` runs: a process of that name whose real uid is one of
@@ -307,8 +286,7 @@ mod tests {
     }
 
     pub(super) fn me() -> u32 {
-        // SAFETY: geteuid has no preconditions.
-        unsafe { libc::geteuid() }
+        crate::sys::euid()
     }
 
     pub(super) struct Host {
@@ -393,8 +371,6 @@ mod tests {
 
     #[test]
     fn slurm_user_by_name() {
-        assert_eq!(uid_of("root"), Some(0));
-        assert_eq!(uid_of("no-such-user-slurm-cw"), None);
         let entries = vec![("SlurmUser".to_owned(), "root".to_owned())];
         assert_eq!(daemon_users(&entries), vec![0, 0]);
     }

@@ -32,8 +32,7 @@ mod tests {
             rows.iter().map(|r| (r.check, r.status, r.detail.as_str())).collect();
         assert_eq!(got[0], ("destinations", Status::Ok, "cloudwatch, prometheus"));
         // Held by this test's uid: root's is taken for the daemon's, another user's fails.
-        // SAFETY: getuid has no preconditions.
-        let expected = if unsafe { libc::getuid() } == 0 { Status::Warn } else { Status::Fail };
+        let expected = if crate::sys::uid() == 0 { Status::Warn } else { Status::Fail };
         assert_eq!((got[1].0, got[1].1), ("prometheus endpoint", expected), "{got:?}");
         drop(held);
         let rows = rt.block_on(destination_rows(&config));

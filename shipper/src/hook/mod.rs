@@ -306,7 +306,7 @@ mod tests {
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {
                 let a = if r.job == "7" { Answer::Sampled(1) } else { Answer::Denied };
-                assert_eq!(r.uid, unsafe { libc::getuid() });
+                assert_eq!(r.uid, crate::sys::uid());
                 let _ = r.reply.send(a);
             }
         });

@@ -19,8 +19,7 @@ pub struct Caller {
 impl Caller {
     /// The real uid of this process and its name.
     pub fn current() -> Caller {
-        // SAFETY: getuid has no preconditions.
-        let uid = unsafe { libc::getuid() };
+        let uid = crate::sys::uid();
         Caller { uid, name: user_name(uid) }
     }
 
@@ -70,6 +69,6 @@ mod tests {
     fn the_caller_is_named_from_the_passwd_database() {
         assert_eq!(user_name(0).as_deref(), Some("root"));
         let me = Caller::current();
-        assert_eq!(me.uid, unsafe { libc::getuid() });
+        assert_eq!(me.uid, crate::sys::uid());
     }
 }

@@ -249,13 +249,10 @@ pub const ASIDE: &str = "aside";
 /// An exclusive lock on the spool directory, taken without waiting; the error names the
 /// process that holds it.
 fn lock(dir: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
     let path = dir.join(LOCK);
     let mut f =
         std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
-    // SAFETY: flock on a file descriptor this function owns.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let err = std::io::Error::last_os_error();
+    if let Err(err) = crate::sys::fs::lock_exclusive_now(&f) {
         if err.kind() == std::io::ErrorKind::WouldBlock {
             let holder = std::fs::read_to_string(&path).unwrap_or_default();
             return Err(std::io::Error::new(

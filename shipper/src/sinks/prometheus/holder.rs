@@ -64,8 +64,7 @@ pub fn peer_uid(proc: &Path, local: SocketAddr, peer: SocketAddr) -> Option<u32>
 /// process's own uid), or it is on this host and cannot be found. None: trusted, or on another
 /// host (which only the network can vouch for).
 pub fn untrusted_peer(proc: &Path, local: SocketAddr, peer: SocketAddr, trusted: &[u32]) -> Option<String> {
-    // SAFETY: getuid has no preconditions.
-    let me = unsafe { libc::getuid() };
+    let me = crate::sys::uid();
     let here = peer.ip().is_loopback() || peer.ip() == local.ip();
     match peer_uid(proc, local, peer) {
         Some(uid) if uid == me || trusted.contains(&uid) => None,
@@ -100,8 +99,7 @@ mod tests {
     fn the_listener_of_a_port_is_found_with_its_uid() {
         let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = held.local_addr().unwrap().to_string();
-        // SAFETY: getuid has no preconditions.
-        let me = unsafe { libc::getuid() };
+        let me = crate::sys::uid();
         assert_eq!(listener_uid(Path::new("/proc"), &address), Some(me));
         drop(held);
         assert_eq!(listener_uid(Path::new("/proc"), &address), None);
@@ -112,8 +110,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (local, peer) = (client.local_addr().unwrap(), client.peer_addr().unwrap());
-        // SAFETY: getuid has no preconditions.
-        let me = unsafe { libc::getuid() };
+        let me = crate::sys::uid();
         let proc = Path::new("/proc");
         assert_eq!(peer_uid(proc, local, peer), Some(me), "accepted or waiting to be");
         assert_eq!(untrusted_peer(proc, local, peer, &[]), None, "this process's own uid");

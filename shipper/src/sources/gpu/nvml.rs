@@ -194,7 +194,9 @@ impl NvmlSource {
     }
 }
 
-/// nvmlDeviceGetGpuInstanceId of a MIG device handle (not wrapped by nvml-wrapper).
+/// nvmlDeviceGetGpuInstanceId of a MIG device handle (not wrapped by nvml-wrapper): the one
+/// call into the NVML library outside nvml-wrapper's safe API.
+#[allow(unsafe_code)]
 fn gpu_instance_id(nvml: &Nvml, mig: &Device) -> Option<u32> {
     let f = nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref().ok()?;
     let mut id: std::os::raw::c_uint = 0;

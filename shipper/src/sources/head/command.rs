@@ -313,8 +313,7 @@ mod tests {
 
     #[test]
     fn pcs_release_is_the_newest_trusted_one() {
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
+        let me = crate::sys::euid();
         let root = tempfile::tempdir().unwrap();
         let scheduler = root.path().join("scheduler");
         let mode =

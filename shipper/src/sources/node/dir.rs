@@ -9,7 +9,6 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -23,9 +22,8 @@ pub enum Kind {
     Unknown,
 }
 
-/// Buffer for one getdents64 call, 8-byte aligned as its records are.
-const WORDS: usize = 2048;
-const BUF_BYTES: usize = WORDS * 8;
+/// Buffer for one getdents64 call.
+const BUF_BYTES: usize = 16 * 1024;
 
 /// The longest record: 19 bytes of header, a 255-byte name and its NUL, rounded up to 8.
 const MAX_RECORD: usize = 280;
@@ -42,20 +40,10 @@ pub fn entries(dir: &Path, mut each: impl FnMut(&OsStr, Kind)) -> io::Result<()>
 /// further than its reader needs.
 pub fn entries_while(dir: &Path, mut each: impl FnMut(&OsStr, Kind) -> bool) -> io::Result<()> {
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY).open(dir)?;
-    let mut buf = [0u64; WORDS];
+    let mut buf = vec![0u8; BUF_BYTES];
     loop {
-        // SAFETY: the kernel writes at most BUF_BYTES bytes into `buf`, which holds that many.
-        let n = unsafe { libc::syscall(libc::SYS_getdents64, f.as_raw_fd(), buf.as_mut_ptr(), BUF_BYTES) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        let n = (n as usize).min(BUF_BYTES);
-        // SAFETY: the first `n` bytes of `buf` were written by the kernel; u8 has no alignment.
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
+        let bytes = crate::sys::fs::getdents64(&f, &mut buf)?;
+        let n = bytes.len();
         if !records(bytes, &mut each) || n == 0 || BUF_BYTES - n >= MAX_RECORD {
             return Ok(());
         }

@@ -39,19 +39,8 @@ pub fn open_now() -> usize {
 pub fn budget() -> usize {
     static BUDGET: OnceLock<usize> = OnceLock::new();
     *BUDGET.get_or_init(|| {
-        // SAFETY: getrlimit and setrlimit read and write the struct we pass.
-        let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
-            return 0;
-        }
-        let want = l.rlim_max.min(65_536);
-        if l.rlim_cur < want {
-            let raised = libc::rlimit { rlim_cur: want, rlim_max: l.rlim_max };
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-                l.rlim_cur = want;
-            }
-        }
-        usize::try_from(l.rlim_cur / 2).unwrap_or(usize::MAX)
+        let limit = crate::sys::limits::raise_open_files(65_536);
+        usize::try_from(limit / 2).unwrap_or(usize::MAX)
     })
 }
 

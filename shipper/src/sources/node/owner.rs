@@ -17,27 +17,7 @@ pub const MISS_RETRY_MAX: Duration = Duration::from_secs(300);
 /// The dimension value of a user or account that cannot be found.
 pub const UNKNOWN: &str = "unknown";
 
-/// The user name of `uid`, or None.
-pub fn user_name(uid: u32) -> Option<String> {
-    let mut buf = vec![0u8; 4096];
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    loop {
-        // SAFETY: getpwuid_r writes into `pwd` and `buf`, which outlive the call; `result`
-        // points at `pwd` or is null.
-        let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result) };
-        if rc == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 4, 0);
-            continue;
-        }
-        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
-            return None;
-        }
-        // SAFETY: pw_name is a NUL-terminated string inside `buf`.
-        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
-        return name.to_str().ok().map(str::to_owned);
-    }
-}
+pub use crate::sys::user::user_name;
 
 /// Cached user names and accounts.
 #[derive(Debug, Default)]

@@ -146,12 +146,7 @@ pub fn uid(proc_root: &Path, pid: u32) -> Option<u32> {
 /// True when `path` is a procfs mount (so /proc/<pid>/fd sizes are fd counts on new kernels).
 pub fn is_procfs(path: &Path) -> bool {
     const PROC_SUPER_MAGIC: i64 = 0x9fa0;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: statfs fills the struct we pass; `c` is a valid C string.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    unsafe { libc::statfs(c.as_ptr(), &mut s) == 0 && s.f_type as i64 == PROC_SUPER_MAGIC }
+    crate::sys::fs::filesystem_type(path) == Some(PROC_SUPER_MAGIC)
 }
 
 /// At most this much of a process's environment is read: a job can make its own as large as

@@ -1,0 +1,43 @@
+//! Filesystem calls std does not offer.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// One getdents64 on the open directory `dir`: the linux_dirent64 records the kernel wrote
+/// into `buf` (as many bytes as it wrote; none at the end of the directory).
+pub fn getdents64<'b>(dir: &File, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
+    loop {
+        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which holds that many.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = (n as usize).min(buf.len());
+        return Ok(&buf[..n]);
+    }
+}
+
+/// An exclusive lock on `f`, taken without waiting: `WouldBlock` when another holds it.
+pub fn lock_exclusive_now(f: &File) -> io::Result<()> {
+    // SAFETY: flock on a file descriptor `f` owns for the call.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The filesystem type (statfs's f_type) of `path`, or None when it cannot be asked.
+pub fn filesystem_type(path: &Path) -> Option<i64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statfs is plain data; all-zero is a valid value that statfs overwrites.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs fills the struct we pass; `c` is a valid C string.
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut s) };
+    (rc == 0).then_some(s.f_type as i64)
+}

@@ -1,0 +1,13 @@
+//! Every call into libc, each behind a safe function: the rest of the crate denies `unsafe`
+//! (lib.rs), so what touches raw memory is here to read in one place.
+//!
+//! - [`user`]: who this process is, and the passwd database (names and uids);
+//! - [`fs`]: a directory's entries with one getdents64, an exclusive lock, a filesystem's type;
+//! - [`limits`]: the open-file limit.
+#![allow(unsafe_code)]
+
+pub mod fs;
+pub mod limits;
+pub mod user;
+
+pub use user::{euid, uid};
