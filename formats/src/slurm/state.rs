@@ -4,7 +4,7 @@
 //!
 //! Every value a parser can give is in a list ([`NODE_STATES`], [`NODE_FLAGS`], [`job_states`],
 //! [`JOB_FLAGS`]); anything else becomes `other`. The catalog's help texts name every one of
-//! them, and a test keeps the two in step (shipper/tests/state_help.rs).
+//! them, and a test keeps the two in step (shipper/tests/it/state_help.rs).
 
 pub use super::job_state::*;
 

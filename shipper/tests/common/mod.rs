@@ -8,6 +8,8 @@
 
 pub mod emf;
 pub mod proxy;
+pub mod sdiag_forms;
+pub mod sinfo_rows;
 
 use aws_sdk_cloudwatch::Client;
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};

@@ -80,9 +80,13 @@ fn event_of(
     metrics: &[(&str, &str, &[f64], &[usize])],
 ) -> (Record, Vec<usize>) {
     let names: Vec<&str> = dims.iter().map(|(n, _)| n.as_str()).collect();
+    // StorageResolution 60 is the specification's default: left out, as it is on every event.
     let declared: Vec<Value> = metrics
         .iter()
-        .map(|(name, unit, _, _)| json!({"Name": name, "Unit": unit, "StorageResolution": resolution}))
+        .map(|(name, unit, _, _)| match resolution {
+            60 => json!({"Name": name, "Unit": unit}),
+            r => json!({"Name": name, "Unit": unit, "StorageResolution": r}),
+        })
         .collect();
     let mut body = Map::new();
     body.insert(

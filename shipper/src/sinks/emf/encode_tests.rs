@@ -56,7 +56,7 @@ fn one_event_per_dimension_set_and_minute_with_the_spec_s_directive() {
     let d = &job_event["_aws"]["CloudWatchMetrics"][0];
     assert_eq!(d["Namespace"], "Slurm/c1");
     assert_eq!(d["Dimensions"], json!([["ClusterName", "JobId"]]));
-    assert_eq!(d["Metrics"][0], json!({"Name": "CpuUsage", "Unit": "Bytes", "StorageResolution": 60}));
+    assert_eq!(d["Metrics"][0], json!({"Name": "CpuUsage", "Unit": "Bytes"}), "60 s resolution, the default");
     assert_eq!(job_event["JobId"], "42");
     assert_eq!(job_event["MemoryRss"], json!([100.0, 300.0, 200.0]));
     assert_eq!(job_event["CpuUsage"], json!(50.0));
@@ -73,6 +73,7 @@ fn more_than_100_values_or_metrics_go_into_further_events() {
         datums.push(datum(&format!("M{i:03}"), &dims, t, DatumValue::Value { value: i as f64 }));
     }
     let out = encode("ns", 1, &datums);
+    assert!(out.records[0].message.contains(r#""StorageResolution":1"#), "high resolution said");
     let mut big = Vec::new();
     let mut metrics = 0;
     for r in &out.records {

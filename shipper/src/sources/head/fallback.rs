@@ -3,7 +3,7 @@
 //! sdiag runs `--json` from 23.02 and falls back to plain text. A format once refused is not
 //! tried again while the daemon runs.
 //!
-//! What Slurm prints when it refuses (each test in shipper/tests/head_fallback.rs says which it
+//! What Slurm prints when it refuses (each test in shipper/tests/it/head_fallback.rs says which it
 //! fakes):
 //! - a text field it does not know: sinfo and squeue print `<prog>: error: Invalid job format
 //!   specification: <field>` on standard error, leave the column empty and exit 0 (real output

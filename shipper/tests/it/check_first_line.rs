@@ -3,9 +3,7 @@
 //! terminal shows them. The AWS SDK warned at each retry of its metadata look-ups before it
 //! (eight long WARN lines); those belong at debug, where they still show.
 
-mod common;
-
-use common::shipper;
+use crate::common::shipper;
 use std::process::Stdio;
 
 /// `--check` with no AWS settings and instance metadata refused: everything it printed, in

@@ -3,9 +3,7 @@
 //! Values must equal the files; rates must follow counter changes; missing files and
 //! vanishing jobs and processes only leave figures out.
 
-mod common;
-
-use common::copy_tree;
+use crate::common::copy_tree;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_shipper::config::NodeConfig;

@@ -3,9 +3,7 @@
 //! takes a reading, changes the counters as a real node would over the interval, takes a
 //! second reading 30 or 60 s later, and checks the rates, the record and the resets exactly.
 
-mod common;
-
-use common::copy_tree;
+use crate::common::copy_tree;
 use serde_json::{Value, json};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;

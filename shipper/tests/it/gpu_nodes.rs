@@ -1,9 +1,7 @@
 //! The GPU collector beside the node collector on a host that runs several slurmd: a job's
 //! GPU figures belong to the node whose part of the job runs on the GPUs.
 
-mod common;
-
-use common::copy_tree;
+use crate::common::copy_tree;
 use slurm_cw_catalog::metrics::{GPU_COUNT, GPU_NO_JOB_COUNT};
 use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
 use slurm_cw_shipper::sample::{Batch, GpuLabel, JobReading};

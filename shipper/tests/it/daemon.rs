@@ -1,9 +1,7 @@
 //! The daemon loop: samples between flushes are aggregated, and SIGTERM flushes what is
 //! buffered before a clean exit.
 
-mod common;
-
-use common::{Running, shipper, wait_until};
+use crate::common::{Running, shipper, wait_until};
 use slurm_cw_catalog::metrics::{SHIPPER_DATUMS_SENT, SHIPPER_MEMORY_RSS};
 use slurm_cw_shipper::app::SHUTDOWN_GRACE;
 use slurm_cw_shipper::datum::{Datum, DatumValue};

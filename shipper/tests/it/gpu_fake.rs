@@ -2,9 +2,7 @@
 //! allocated to the job with nothing running on it, MIG instances, a lost GPU, and GPUs with
 //! and without GPM.
 
-mod common;
-
-use common::copy_tree;
+use crate::common::copy_tree;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::gres_conf::GresConf;

@@ -5,10 +5,8 @@
 //! a GPU job on n4, a completed, a failed and a cancelled job, six pending (Resources,
 //! Dependency, four array tasks that no batch node can take).
 
-#[path = "common/sdiag_forms.rs"]
-mod sdiag_forms;
-#[path = "common/sinfo_rows.rs"]
-mod sinfo_rows;
+use crate::common::sdiag_forms;
+use crate::common::sinfo_rows;
 
 use sinfo_rows::{cluster_sum, node_states};
 use slurm_cw_catalog::metrics::*;

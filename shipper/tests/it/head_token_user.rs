@@ -5,9 +5,7 @@
 //! And a user who binds slurmctld's port on the controller (while it restarts) gets no token:
 //! a listener on this host owned by neither root nor SlurmUser is sent nothing.
 
-mod common;
-
-use common::shipper;
+use crate::common::shipper;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
 use slurm_cw_shipper::sources::head::config::HeadSource;
 use slurm_cw_shipper::sources::head::openmetrics::{Endpoint, Resolved, TokenFrom};

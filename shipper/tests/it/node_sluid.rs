@@ -4,9 +4,7 @@
 //! the SLUID, never the job's environment), with the SLUID as a record field; until Slurm has
 //! named it, the job waits and is counted. The real 26.05.5 run is tests/vm_cgroup_v2.rs.
 
-mod common;
-
-use common::copy_tree;
+use crate::common::copy_tree;
 use slurm_cw_formats::slurm::job::JobDetail;
 use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::Batch;

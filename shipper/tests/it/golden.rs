@@ -3,11 +3,9 @@
 //! (fake sinfo, squeue and sdiag printing the real Slurm 22.05 captures), compared line by line
 //! with `tests/fixtures/golden/*.txt`. Any change in what is shipped shows up here and in review.
 //!
-//! `UPDATE_GOLDEN=1 cargo test -p slurm-cw-shipper --test golden` rewrites the files.
+//! `UPDATE_GOLDEN=1 cargo test -p slurm-cw-shipper --test it golden::` rewrites the files.
 
-mod common;
-
-use common::{copy_tree, shipper};
+use crate::common::{copy_tree, shipper};
 use serde_json::Value;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::{
@@ -105,7 +103,7 @@ fn check_golden(name: &str, stdout: &str) {
     }
     panic!(
         "the shipped output differs from {} ({} line(s); - expected, + shipped now):\n{}\n\n\
-         If the change is intended: UPDATE_GOLDEN=1 cargo test -p slurm-cw-shipper --test golden, \
+         If the change is intended: UPDATE_GOLDEN=1 cargo test -p slurm-cw-shipper --test it golden::, \
          and review the file's diff.",
         path.display(),
         diff.len(),

@@ -3,10 +3,8 @@
 //! built from Slurm's source (see tests/fixtures/slurm/README.md). Malformed and truncated
 //! output must give errors or partial results, never a panic.
 
-#[path = "common/sdiag_forms.rs"]
-mod sdiag_forms;
-#[path = "common/sinfo_rows.rs"]
-mod sinfo_rows;
+use crate::common::sdiag_forms;
+use crate::common::sinfo_rows;
 
 use sinfo_rows::{cluster_sum, node_states};
 use slurm_cw_catalog::Metric;

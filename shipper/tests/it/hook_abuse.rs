@@ -12,9 +12,9 @@
 //! running job (1002, a copy of 1001 with its processes owned by that abuser). The honest user
 //! must still get every final sample of its job, and the summaries written stay one a job.
 
-mod common;
+use crate::common;
 
-use common::{Running, copy_tree, shipper};
+use crate::common::{Running, copy_tree, shipper};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -532,7 +532,7 @@ fn several_users_flooding_leave_the_honest_user_its_samples_and_write_one_summar
         .iter()
         .map(|uid| {
             std::process::Command::new(&me)
-                .args(["flood_child", "--exact", "--nocapture", "--test-threads=1"])
+                .args(["hook_abuse::flood_child", "--exact", "--nocapture", "--test-threads=1"])
                 .env("HOOK_ABUSE_FLOOD", format!("{} {flood_secs}", socket.display()))
                 .uid(*uid)
                 .gid(*uid)

@@ -3,9 +3,7 @@
 //! them adds only the catalog's NodeHardware metrics across the cluster, the host collector's
 //! own duration and error series, and one node_sample record.
 
-mod common;
-
-use common::copy_tree;
+use crate::common::copy_tree;
 use slurm_cw_catalog::{Group, by_name};
 use slurm_cw_shipper::config::{Config, Toggle};
 use slurm_cw_shipper::pipeline::{Flushed, Parts, Pipeline};

@@ -5,9 +5,7 @@
 //! system's places, so an empty directory and a file that holds no certificate stand for a
 //! bare host.
 
-mod common;
-
-use common::shipper;
+use crate::common::shipper;
 use std::path::Path;
 use std::process::Output;
 

@@ -4,7 +4,7 @@
 //! a counted failure, and the process's peak RSS grows by far less than the body. Alone in its
 //! test binary, so no other test moves the peak.
 
-mod common;
+use crate::common;
 
 use slurm_cw_shipper::config::Config;
 use slurm_cw_shipper::sample::Batch;
