@@ -1,5 +1,7 @@
-//! What the shipper costs in CloudWatch a month, at list prices (us-east-1), for two clusters:
+//! What the shipper costs in CloudWatch a month, at list prices (us-east-1), for three clusters:
 //!
+//! - C: the most common ParallelCluster cluster: one queue of dynamic nodes scaling to zero, on
+//!   average 2 busy 8 hours a day, 200 jobs a day of 5 minutes (3 accounts);
 //! - A: 64 nodes, 2,000 jobs a day of 30 minutes (2 partitions, 10 accounts);
 //! - B: 1,000 nodes, 100,000 jobs a day of 5 minutes (8 partitions, 50 accounts).
 //!
@@ -18,7 +20,8 @@
 //! priced, and compared with the target; then again with `node.job_metrics = "metrics"` (per-job
 //! custom metrics, the old default), the baseline. See docs/cost.md for the model. In that run
 //! the same flushes are also encoded as the OTLP sink sends them (cost/otlp.rs): its bytes a
-//! month, priced at `COST_OTLP_PER_GB`.
+//! month, priced at `COST_OTLP_PER_GB`, and as the `emf` destination sends them (cost/emf.rs):
+//! the same metrics, no PutMetricData requests, their log bytes.
 //!
 //! `scripts/cost.sh` (LocalStack, the Lambda build, this bench). Alone:
 //! `eval "$(scripts/bench/localstack.sh start)"; COST_LAMBDA_BOOTSTRAP=target/debug/bootstrap
@@ -27,6 +30,8 @@
 //! `COST_EXCLUDE=Name,...` and `COST_TOP_RPC_TYPES=n` try `exclude_metrics` and
 //! `head.top_rpc_types`.
 
+#[path = "cost/emf.rs"]
+mod emf;
 #[path = "../../tests/support/http.rs"]
 mod http;
 #[path = "cost/otlp.rs"]
@@ -96,9 +101,26 @@ struct Scenario {
     resource: &'static str,
     first_job: u64,
     target: f64,
+    /// Hours a day the nodes run (dynamic nodes scale to zero otherwise); the head runs always.
+    busy_hours: f64,
 }
 
-const SCENARIOS: [Scenario; 2] = [
+const SCENARIOS: [Scenario; 3] = [
+    Scenario {
+        name: "C",
+        nodes: 2,
+        jobs_per_day: 200.0,
+        job_minutes: 5,
+        partitions: 1,
+        accounts: 3,
+        sim_nodes: 2,
+        cores: 16,
+        memory_gib: 64,
+        resource: "c6i32xlarge",
+        first_job: 12_000,
+        target: 10.0,
+        busy_hours: 8.0,
+    },
     Scenario {
         name: "A",
         nodes: 64,
@@ -111,7 +133,8 @@ const SCENARIOS: [Scenario; 2] = [
         memory_gib: 64,
         resource: "c6i32xlarge",
         first_job: 481_000,
-        target: 100.0,
+        target: 50.0,
+        busy_hours: 24.0,
     },
     Scenario {
         name: "B",
@@ -125,7 +148,8 @@ const SCENARIOS: [Scenario; 2] = [
         memory_gib: 16,
         resource: "hpc7a96xlarge",
         first_job: 3_620_000,
-        target: 1_000.0,
+        target: 250.0,
+        busy_hours: 24.0,
     },
 ];
 
@@ -169,7 +193,8 @@ struct Job {
 /// evenly spaced, round robin over the nodes; those started up to one duration before `t0`
 /// are running when the hour begins.
 fn jobs_for(s: &Scenario, t0: u64, nodes: &[String]) -> Vec<Job> {
-    let per_second = s.jobs_per_day * s.sim_nodes as f64 / s.nodes as f64 / 86_400.0;
+    // The day's jobs arrive while the nodes run.
+    let per_second = s.jobs_per_day * s.sim_nodes as f64 / s.nodes as f64 / (s.busy_hours * 3600.0);
     let gap = 1.0 / per_second;
     let duration = s.job_minutes * 60;
     let first = t0 - duration;
@@ -299,7 +324,9 @@ struct Host {
     seen: HashMap<String, (u64, u32)>,
     process_every: u32,
     cluster: String,
+    namespace: String,
     otlp: otlp::OtlpBytes,
+    emf: emf::EmfBytes,
 }
 
 impl Host {
@@ -364,6 +391,7 @@ impl Host {
         cloudwatch.retain(|d| d.dimension(slurm_cw_catalog::dims::SINK).is_none());
         self.sent.datums += cloudwatch.len() as u64;
         self.otlp.flush(&self.cluster, &self.node, open);
+        self.emf.flush(&self.namespace, &cloudwatch);
         let held = self.metrics.intake.take(cloudwatch);
         self.metrics.delivery.hold(held);
         deliver(&mut self.metrics, "PutMetricData").await;
@@ -767,6 +795,8 @@ struct Run {
     seconds: f64,
     otlp_nodes: otlp::OtlpBytes,
     otlp_head: otlp::OtlpBytes,
+    emf_nodes: emf::EmfBytes,
+    emf_head: emf::EmfBytes,
 }
 
 async fn simulate(
@@ -875,7 +905,9 @@ async fn simulate(
             seen: HashMap::new(),
             process_every: c.node.process_every.max(1),
             cluster: cluster.clone(),
+            namespace: namespace.clone(),
             otlp: otlp::OtlpBytes::default(),
+            emf: emf::EmfBytes::default(),
         }
     };
     let mut hosts: Vec<(Host, Option<Vec<Job>>)> = Vec::new();
@@ -909,7 +941,7 @@ async fn simulate(
                     }
                 }
                 host.finish();
-                (host.runs_node, host.sent, host.otlp)
+                (host.runs_node, host.sent, host.otlp, host.emf)
             })
         })
         .collect();
@@ -924,13 +956,16 @@ async fn simulate(
         .await;
     let (mut nodes, mut head_sent) = (Sent::default(), Sent::default());
     let (mut otlp_nodes, mut otlp_head) = (otlp::OtlpBytes::default(), otlp::OtlpBytes::default());
-    for (is_node, sent, otlp) in &results {
+    let (mut emf_nodes, mut emf_head) = (emf::EmfBytes::default(), emf::EmfBytes::default());
+    for (is_node, sent, otlp, emf) in &results {
         if *is_node {
             nodes.add(sent);
             otlp_nodes.add(otlp);
+            emf_nodes.add(emf);
         } else {
             head_sent.add(sent);
             otlp_head.add(otlp);
+            emf_head.add(emf);
         }
     }
     let lambda = bootstrap.map(|b| {
@@ -949,6 +984,8 @@ async fn simulate(
         seconds: started.elapsed().as_secs_f64(),
         otlp_nodes,
         otlp_head,
+        emf_nodes,
+        emf_head,
     }
 }
 
@@ -989,6 +1026,8 @@ fn alarm_metrics() -> usize {
 /// A month of the whole cluster, from one simulated hour of a few of its nodes.
 #[derive(Debug, Default)]
 struct Month {
+    /// PutMetricData requests of the Lambda alone (the rest are the shipper's).
+    lambda_requests: f64,
     metric_months: f64,
     steady_metrics: f64,
     job_metric_hours: f64,
@@ -1012,7 +1051,12 @@ fn month(r: &Run) -> Month {
     // Series per partition and per account, at the scenario's counts (all accounts run jobs every hour).
     let partitions = scope("partition") / l.partitions.len().max(1) as f64 * s.partitions as f64;
     let accounts = scope("account") / l.accounts.len().max(1) as f64 * s.accounts as f64;
-    let steady = scope("cluster") + partitions + accounts + scope("user") + scope("node") * scale;
+    // Series only the nodes' figures feed are billed the hours the nodes run; the head's,
+    // the shipper's own (the head sends them too) and the Lambda's every hour.
+    let busy = s.busy_hours / 24.0;
+    let node_only = l.by_role.get("node").copied().unwrap_or(0) as f64;
+    let steady = scope("cluster") + partitions + accounts + scope("user") + scope("node") * scale * busy
+        - node_only * (1.0 - busy);
     // A job's series are billed for each clock hour they get data: 1 + duration/60 on average.
     let per_job = scope("job") / l.jobs.len().max(1) as f64;
     let jobs_a_month = s.jobs_per_day * HOURS / 24.0;
@@ -1027,14 +1071,15 @@ fn month(r: &Run) -> Month {
     // Requests a minute: a node's, the head's, and the Lambda's (one run a minute).
     let minutes = SIM_SECONDS as f64 / 60.0;
     let node_requests = r.nodes.metric_requests as f64 / (s.sim_nodes as f64 * minutes);
-    let put_requests = (node_requests * s.nodes as f64
-        + r.head.metric_requests as f64 / minutes
-        + (lambda.datums_published as f64 / 1000.0).ceil())
-        * MINUTES;
-    let log_gb = r.nodes.log_bytes as f64 * scale * HOURS / 1e9;
+    let lambda_requests = (lambda.datums_published as f64 / 1000.0).ceil() * MINUTES;
+    let put_requests = (node_requests * s.nodes as f64 * busy + r.head.metric_requests as f64 / minutes)
+        * MINUTES
+        + lambda_requests;
+    let log_gb = r.nodes.log_bytes as f64 * scale * busy * HOURS / 1e9;
     let logs_usd =
         log_gb * LOG_INGEST_PER_GB + log_gb * (RETENTION_DAYS * 24.0 / HOURS) * LOG_STORE_PER_GB_MONTH;
     let mut m = Month {
+        lambda_requests,
         metric_months,
         steady_metrics: steady,
         job_metric_hours,
@@ -1145,7 +1190,7 @@ fn main() {
         return;
     };
     let bootstrap = std::env::var_os("COST_LAMBDA_BOOTSTRAP").map(PathBuf::from).filter(|p| p.is_file());
-    let wanted = std::env::var("COST_SCENARIOS").unwrap_or_else(|_| "A,B".into());
+    let wanted = std::env::var("COST_SCENARIOS").unwrap_or_else(|_| "C,A,B".into());
     let modes = std::env::var("COST_MODES").unwrap_or_else(|_| "logs,metrics".into());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     println!(
@@ -1173,7 +1218,16 @@ fn main() {
                     default_total = Some(m.total);
                     // What the OTLP destination beside it sends: its own shape, per-job series
                     // included whatever node.job_metrics says.
-                    otlp::print(s.name, s.sim_nodes, s.nodes, &run.otlp_nodes, &run.otlp_head, m.total);
+                    otlp::print(
+                        s.name,
+                        s.sim_nodes,
+                        s.nodes,
+                        s.busy_hours / 24.0,
+                        &run.otlp_nodes,
+                        &run.otlp_head,
+                        m.total,
+                    );
+                    emf::print(s, &run, &m);
                 }
             }
         }

@@ -68,12 +68,14 @@ pub fn print(
     scenario: &str,
     sim_nodes: usize,
     nodes: usize,
+    busy: f64,
     node_bytes: &OtlpBytes,
     head: &OtlpBytes,
     cloudwatch_usd: f64,
 ) {
     let hours = 730.0;
-    let scale = nodes as f64 / sim_nodes as f64;
+    // The nodes send the hours they run (busy, of a day); the head always.
+    let scale = nodes as f64 / sim_nodes as f64 * busy;
     let month = |n: u64, h: u64| (n as f64 * scale + h as f64) * hours;
     let gb_plain = month(node_bytes.plain, head.plain) / 1e9;
     let gb_gzip = month(node_bytes.gzip, head.gzip) / 1e9;
