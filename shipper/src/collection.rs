@@ -5,8 +5,8 @@
 //! again but counted (`ShipperCollectionsMissed`); the hook answers `busy` meanwhile instead of
 //! keeping its caller waiting.
 
-use crate::hook::Answer;
 use crate::pipeline::{Flushed, Pipeline};
+use crate::sources::FinalSample;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 enum Work {
     Collect,
     Flush,
-    Final { job: String, uid: u32, reply: oneshot::Sender<Answer> },
+    Final { job: String, uid: u32, reply: oneshot::Sender<FinalSample> },
 }
 
 /// The daemon's handle on the collection thread.
@@ -110,7 +110,7 @@ impl Collection {
     /// the answer would come after the hook's caller gave up.
     pub fn final_sample(&self, req: crate::hook::Request) {
         if self.stuck() {
-            let _ = req.reply.send(Answer::Busy);
+            let _ = req.reply.send(FinalSample::Busy);
             return;
         }
         let _ = self.work.send(Work::Final { job: req.job, uid: req.uid, reply: req.reply });

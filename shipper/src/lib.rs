@@ -23,6 +23,7 @@ pub mod hook;
 pub mod http_client;
 pub mod install;
 pub mod logging;
+pub mod peer;
 pub mod pipeline;
 pub mod report;
 pub mod role;

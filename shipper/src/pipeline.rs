@@ -6,18 +6,19 @@ use crate::aggregate::Aggregator;
 use crate::config::{Config, Toggle};
 use crate::cost::Prices;
 use crate::datum::Datum;
-use crate::hook::Answer;
 use crate::role::Role;
 use crate::sample::{Batch, Dims, JobReading, Sample};
 use crate::sinks::delivery::{DeliveryStats, StatsHandle};
+pub use crate::sinks::self_metrics::Delivered;
+use crate::sinks::self_metrics::DeliveryFigures;
+use crate::sources::FinalSample;
 use crate::sources::gpu::GpuCollector;
 use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::head::HeadCollector;
 use crate::sources::head::command::SlurmCommands;
 use crate::sources::host::{HostCollector, Roots};
 use crate::sources::node::NodeCollector;
-pub use crate::sources::shipper::Delivered;
-use crate::sources::shipper::{DeliveryFigures, ShipperCollector};
+use crate::sources::shipper::ShipperCollector;
 use crate::sources::slurm_jobs::SlurmJobs;
 use crate::sources::{Collector, Errors};
 use crate::transforms::derive::Derive;
@@ -228,18 +229,18 @@ impl Pipeline {
     /// refuses (the node collector, which runs first, decides whose job it is and how often it
     /// may be asked) ends the request: no later collector is asked and no sample is kept, not
     /// even those of collectors asked before.
-    pub fn final_sample(&mut self, job: &str, uid: u32) -> Answer {
+    pub fn final_sample(&mut self, job: &str, uid: u32) -> FinalSample {
         let mut batch = Batch::new(SystemTime::now());
         let mut total = 0;
         for c in &mut self.collectors {
             match c.final_sample(job, uid, &mut batch) {
-                Some(Answer::Sampled(n)) => total += n,
+                Some(FinalSample::Sampled(n)) => total += n,
                 Some(refused) => return refused,
                 None => {}
             }
         }
         self.add(batch);
-        Answer::Sampled(total)
+        FinalSample::Sampled(total)
     }
 
     /// Through the transforms into the aggregator, less the excluded metrics.

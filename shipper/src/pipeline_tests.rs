@@ -5,7 +5,7 @@ use crate::config::{JobMetrics, SinkKind};
 use crate::sample::{JobFigures, JobInfo};
 
 /// Answers a final sample with `answer`, after adding job 7's reading.
-struct Stub(Answer);
+struct Stub(FinalSample);
 
 #[async_trait::async_trait(?Send)]
 impl Collector for Stub {
@@ -17,7 +17,7 @@ impl Collector for Stub {
         out.push(&SHIPPER_MEMORY_RSS, Dims::new().with(NODE_NAME, "n1"), 5.0);
     }
 
-    fn final_sample(&mut self, job: &str, _uid: u32, out: &mut Batch) -> Option<Answer> {
+    fn final_sample(&mut self, job: &str, _uid: u32, out: &mut Batch) -> Option<FinalSample> {
         let mut reading = JobReading::new(JobInfo {
             id: job.into(),
             names: Default::default(),
@@ -46,7 +46,7 @@ fn each_collection_is_shown_to_a_pull_endpoint_before_any_flush() {
         records: None,
         prices: None,
     };
-    let collectors: Vec<Box<dyn Collector>> = vec![Box::new(Stub(Answer::Sampled(0)))];
+    let collectors: Vec<Box<dyn Collector>> = vec![Box::new(Stub(FinalSample::Sampled(0)))];
     let mut p = Pipeline::from_parts(&Config::default(), Role::Node, collectors, parts)
         .showing_live(vec![None, Some(live)]);
     let served = || body.lock().map(|b| b.to_string()).unwrap_or_default();
@@ -62,7 +62,7 @@ fn each_collection_is_shown_to_a_pull_endpoint_before_any_flush() {
     assert!(f.datums[1].iter().any(|d| d.metric == SHIPPER_MEMORY_RSS.name), "{:?}", f.datums[1]);
 }
 
-fn pipeline(answers: &[Answer]) -> Pipeline {
+fn pipeline(answers: &[FinalSample]) -> Pipeline {
     let mut config = Config::default();
     config.node.job_metrics = JobMetrics::Both;
     let collectors: Vec<Box<dyn Collector>> =
@@ -83,15 +83,15 @@ fn pipeline(answers: &[Answer]) -> Pipeline {
 
 #[test]
 fn a_refused_final_sample_keeps_no_collectors_samples() {
-    for refusal in [Answer::Denied, Answer::TooSoon] {
-        let mut p = pipeline(&[Answer::Sampled(1), refusal.clone(), Answer::Sampled(0)]);
+    for refusal in [FinalSample::Denied, FinalSample::TooSoon] {
+        let mut p = pipeline(&[FinalSample::Sampled(1), refusal.clone(), FinalSample::Sampled(0)]);
         assert_eq!(p.final_sample("7", 1000), refusal);
         let f = p.flush();
         assert!(f.datums[0].iter().all(|d| d.metric != CPU_USAGE.name), "{refusal:?}");
         assert!(f.records.is_empty(), "{refusal:?}: {:?}", f.records);
     }
-    let mut p = pipeline(&[Answer::Sampled(1), Answer::Sampled(0)]);
-    assert_eq!(p.final_sample("7", 1000), Answer::Sampled(1));
+    let mut p = pipeline(&[FinalSample::Sampled(1), FinalSample::Sampled(0)]);
+    assert_eq!(p.final_sample("7", 1000), FinalSample::Sampled(1));
     let f = p.flush();
     assert!(f.datums[0].iter().any(|d| d.metric == CPU_USAGE.name));
     assert!(!f.records.is_empty(), "the job's summary");

@@ -7,11 +7,10 @@
 pub mod aws;
 pub mod cloudwatch;
 pub mod failure;
-pub mod log_once;
 pub mod logs;
 pub mod outcome;
 pub mod retry;
 pub mod send;
 pub mod validate;
 
-pub use slurm_cw_formats::{datum, record};
+pub use slurm_cw_formats::{datum, log_once, record};

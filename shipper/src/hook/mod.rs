@@ -25,7 +25,7 @@
 //!   and one log line per run of failures.
 //!
 //! What a request costs the main loop is bounded too: a job id the job table does not know is
-//! looked for by listing the job cgroups again at most once per [`LOOKUP_EVERY`] (in between
+//! looked for by listing the job cgroups again at most once per [`crate::sources::node::LOOKUP_EVERY`] (in between
 //! the answer is `busy`, and the client asks again), and a running job asked for again gets a
 //! sample, not another summary (the summary rule is in `transforms::jobs`).
 //!
@@ -35,6 +35,7 @@
 mod client;
 mod gate;
 
+use crate::sources::FinalSample;
 pub use client::{request, socket_path};
 use gate::{Gate, Refused, Slot, lock};
 use std::path::Path;
@@ -47,10 +48,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// How long the hook waits for the daemon; a job's end must not wait longer on us.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// How often a job id the job table does not know may make the node collector list the job
-/// cgroups again. A job that started since the last listing is found by the client's next try.
-pub const LOOKUP_EVERY: Duration = Duration::from_millis(500);
 
 /// The longest request line read: a job id is at most 64 bytes.
 pub const MAX_REQUEST: u64 = 128;
@@ -102,30 +99,16 @@ pub struct Request {
     pub job: String,
     /// The requesting process's uid, from the socket's peer credentials.
     pub uid: u32,
-    pub reply: oneshot::Sender<Answer>,
+    pub reply: oneshot::Sender<FinalSample>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// Sampled; the number of job cgroups read.
-    Sampled(usize),
-    /// The requester is neither root nor the job's user.
-    Denied,
-    /// Asked again within a second.
-    TooSoon,
-    /// Ask again: collection is stuck on a read (the sample would come after the caller gave
-    /// up), or the job is unknown and the job table was listed too recently to look again.
-    Busy,
-}
-
-impl Answer {
-    fn line(&self) -> String {
-        match self {
-            Answer::Sampled(n) => format!("ok {n}\n"),
-            Answer::Denied => "denied\n".into(),
-            Answer::TooSoon => "too-soon\n".into(),
-            Answer::Busy => String::from_utf8_lossy(BUSY).into_owned(),
-        }
+/// The final sample's wire line.
+fn wire_line(a: &FinalSample) -> String {
+    match a {
+        FinalSample::Sampled(n) => format!("ok {n}\n"),
+        FinalSample::Denied => "denied\n".into(),
+        FinalSample::TooSoon => "too-soon\n".into(),
+        FinalSample::Busy => String::from_utf8_lossy(BUSY).into_owned(),
     }
 }
 
@@ -248,7 +231,7 @@ async fn handle(
         Err(mpsc::error::TrySendError::Closed(_)) => return Ok(()),
     }
     match tokio::time::timeout(limits.answer_timeout, answer).await {
-        Ok(Ok(a)) => reply(&mut write, a.line().as_bytes(), limits.write_timeout).await,
+        Ok(Ok(a)) => reply(&mut write, wire_line(&a).as_bytes(), limits.write_timeout).await,
         // The daemon is stopping.
         Ok(Err(_)) => Ok(()),
         Err(_) => reply(&mut write, BUSY, limits.write_timeout).await,
@@ -284,7 +267,7 @@ mod tests {
                 std::future::pending::<()>().await;
             }
             while let Some(r) = rx.recv().await {
-                let _ = r.reply.send(Answer::Sampled(1));
+                let _ = r.reply.send(FinalSample::Sampled(1));
             }
             drop(rx);
         });
@@ -305,7 +288,7 @@ mod tests {
         tokio::spawn(serve(listener, tx));
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {
-                let a = if r.job == "7" { Answer::Sampled(1) } else { Answer::Denied };
+                let a = if r.job == "7" { FinalSample::Sampled(1) } else { FinalSample::Denied };
                 assert_eq!(r.uid, crate::sys::uid());
                 let _ = r.reply.send(a);
             }

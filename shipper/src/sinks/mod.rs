@@ -22,6 +22,7 @@ pub mod otlp;
 pub mod pacing;
 pub mod prometheus;
 pub mod route;
+pub mod self_metrics;
 pub mod spool;
 pub mod stdout;
 

@@ -40,6 +40,21 @@ impl Errors {
     }
 }
 
+/// What asking a collector for a job's final sample gave (the hook, `crate::hook`, says it on
+/// its socket).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinalSample {
+    /// Sampled; the number of job cgroups read.
+    Sampled(usize),
+    /// The requester is neither root nor the job's user.
+    Denied,
+    /// Asked again within a second.
+    TooSoon,
+    /// Ask again: collection is stuck on a read (the sample would come after the caller gave
+    /// up), or the job is unknown and the job table was listed too recently to look again.
+    Busy,
+}
+
 #[async_trait::async_trait(?Send)]
 pub trait Collector {
     /// The `Collector` dimension of this collector's duration.
@@ -51,7 +66,7 @@ pub trait Collector {
 
     /// The final sample of one job that is ending, asked for by a process of user `uid` (see
     /// [`crate::hook`]). None from collectors that know nothing of jobs.
-    fn final_sample(&mut self, _job: &str, _uid: u32, _out: &mut Batch) -> Option<crate::hook::Answer> {
+    fn final_sample(&mut self, _job: &str, _uid: u32, _out: &mut Batch) -> Option<FinalSample> {
         None
     }
 

@@ -350,18 +350,22 @@ fn without_a_minor_number_the_enumeration_index_is_matched_and_counted() {
 
 #[test]
 fn a_final_sample_reads_the_ending_job_only_and_only_for_its_owner() {
-    use slurm_cw_shipper::hook::Answer;
     use slurm_cw_shipper::sources::Collector;
+    use slurm_cw_shipper::sources::FinalSample;
     let mut b = bench(four_gpus(), GpuConfig::default());
     let mut out = Batch::new(SystemTime::now());
-    assert_eq!(b.collector.final_sample("1001", 1001, &mut out), Some(Answer::Denied), "another user");
+    assert_eq!(b.collector.final_sample("1001", 1001, &mut out), Some(FinalSample::Denied), "another user");
     assert!(out.samples.is_empty() && out.jobs.is_empty());
-    assert_eq!(b.collector.final_sample("1001", 1000, &mut out), Some(Answer::Sampled(0)), "its user");
+    assert_eq!(b.collector.final_sample("1001", 1000, &mut out), Some(FinalSample::Sampled(0)), "its user");
     assert_eq!(job(&out, &GPU_COUNT), Some(2.0));
     assert_eq!(job(&out, &GPU_UTILIZATION), Some(40.0));
     assert_eq!(node(&out, &GPU_NO_JOB_COUNT), None, "the node's own figures wait for the next cycle");
     let mut out = Batch::new(SystemTime::now());
-    assert_eq!(b.collector.final_sample("77", 0, &mut out), Some(Answer::Sampled(0)), "root, no such job");
+    assert_eq!(
+        b.collector.final_sample("77", 0, &mut out),
+        Some(FinalSample::Sampled(0)),
+        "root, no such job"
+    );
     assert!(out.samples.is_empty() && out.jobs.is_empty());
 }
 
@@ -377,10 +381,10 @@ fn set_energy(gpus: &FakeGpus, mj: [u64; 3]) {
 #[test]
 fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_nothing() {
     use slurm_cw_shipper::config::{Config, JobMetrics};
-    use slurm_cw_shipper::hook::Answer;
     use slurm_cw_shipper::pipeline::{Parts, Pipeline};
     use slurm_cw_shipper::role::Role;
     use slurm_cw_shipper::sources::Collector;
+    use slurm_cw_shipper::sources::FinalSample;
     let gpus = vec![FakeGpu::gpu(0, 80.0).with_pids(&[4242]), FakeGpu::gpu(1, 0.0), FakeGpu::gpu(2, 0.0)];
     let mut b = bench(gpus, GpuConfig::default());
     let root = b._dir.path().to_owned();
@@ -410,13 +414,13 @@ fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_not
     let flushed = p.flush_at(at(3));
     assert!(flushed.datums[0].iter().any(|d| d.metric == GPU_COUNT.name), "the cycles' GPU figures");
     // Another user asks for the job's final sample: nothing is read or kept.
-    assert_eq!(p.final_sample("1001", 1001), Answer::Denied);
+    assert_eq!(p.final_sample("1001", 1001), FinalSample::Denied);
     let flushed = p.flush_at(at(3));
     assert!(flushed.datums[0].iter().all(|d| d.metric != GPU_COUNT.name), "no GPU figure after a denial");
     assert!(flushed.records.is_empty(), "{:?}", flushed.records);
     // The driver reloads (counters from zero), then the job's TaskEpilog asks.
     set_energy(&b.gpus, [12_000_000, 3_000_000, 1_000_000]);
-    assert_eq!(p.final_sample("1001", 1000), Answer::Sampled(1));
+    assert_eq!(p.final_sample("1001", 1000), FinalSample::Sampled(1));
     let flushed = p.flush_at(at(4));
     assert!(flushed.datums[0].iter().any(|d| d.metric == GPU_COUNT.name), "the final sample's GPU figures");
     let summary = flushed

@@ -597,7 +597,7 @@ fn several_users_flooding_leave_the_honest_user_its_samples_and_write_one_summar
     // Unknown ids: each answered `denied` cost one listing of the jobs, at most one per
     // LOOKUP_EVERY; the rest were told to ask again.
     let listings = n("unknown denied");
-    let bound = flood_took.as_secs_f64() / slurm_cw_shipper::hook::LOOKUP_EVERY.as_secs_f64() + 1.0;
+    let bound = flood_took.as_secs_f64() / slurm_cw_shipper::sources::node::LOOKUP_EVERY.as_secs_f64() + 1.0;
     assert!(listings >= 1 && listings as f64 <= bound, "{listings} listings, bound {bound}: {answers:?}");
     let unknown: usize = answers.iter().filter(|(k, _)| k.starts_with("unknown ")).map(|(_, n)| n).sum();
     assert_eq!(unknown, listings + n("unknown busy") + n("unknown too-many"), "{answers:?}");

@@ -429,8 +429,8 @@ fn a_process_named_outside_ascii_is_shipped_under_an_escaped_name_never_dropped(
 
 #[test]
 fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
-    use slurm_cw_shipper::hook::Answer;
     use slurm_cw_shipper::sources::Collector;
+    use slurm_cw_shipper::sources::FinalSample;
     let (_tmp, cg, proc) = v2_job_tree();
     let step_daemon = cg.join(V2_JOB).join("step_0/slurm/cgroup.procs");
     assert_eq!(
@@ -447,8 +447,8 @@ fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
     assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0), "slurmstepd is not the job's work");
 
     let mut out = Batch::new(SystemTime::now());
-    assert_eq!(c.final_sample("1001", 1001, &mut out), Some(Answer::Denied), "another user");
-    assert_eq!(c.final_sample("1001", 1000, &mut out), Some(Answer::Sampled(1)), "the job's own user");
+    assert_eq!(c.final_sample("1001", 1001, &mut out), Some(FinalSample::Denied), "another user");
+    assert_eq!(c.final_sample("1001", 1000, &mut out), Some(FinalSample::Sampled(1)), "the job's own user");
     std::thread::sleep(Duration::from_millis(1100));
-    assert_eq!(c.final_sample("1001", 0, &mut out), Some(Answer::Sampled(1)), "root");
+    assert_eq!(c.final_sample("1001", 0, &mut out), Some(FinalSample::Sampled(1)), "root");
 }

@@ -44,7 +44,7 @@ fn job_series_row(config: &Config) -> Row {
 /// another user's program would answer scrapes with its own numbers, while the daemon ships to
 /// the other destinations and binds once the address is free.
 fn prometheus_held_row(address: &str) -> Row {
-    use super::holder::{describe_uid, listener_uid};
+    use crate::peer::{describe_uid, listener_uid};
     match listener_uid(std::path::Path::new("/proc"), address) {
         Some(0) => row(
             "prometheus endpoint",

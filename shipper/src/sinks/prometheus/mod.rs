@@ -14,7 +14,6 @@
 pub mod check;
 pub mod config;
 pub mod exposition;
-pub mod holder;
 pub mod live;
 pub mod server;
 
@@ -85,8 +84,8 @@ pub async fn build(ctx: &Context<'_>) -> Result<PrometheusSink, String> {
             address
         }
         Err(e) => {
-            let holder = holder::listener_uid(std::path::Path::new("/proc"), &configured)
-                .map_or_else(|| "another program".to_owned(), holder::describe_uid);
+            let holder = crate::peer::listener_uid(std::path::Path::new("/proc"), &configured)
+                .map_or_else(|| "another program".to_owned(), crate::peer::describe_uid);
             tracing::error!(
                 address = configured, error = %e, holder,
                 "cannot listen on prometheus.address; the other destinations go on, the endpoint \

@@ -25,15 +25,15 @@ use super::node::owner::Owners;
 use super::node::table::{self, JobTable, SharedJobs};
 use super::{Collector, Errors};
 use crate::config::{GpuConfig, NodeConfig};
-use crate::hook::Answer;
 use crate::sample::{Batch, Dims, GpuFigures, JobInfo, JobReading, SlurmNames};
+use crate::sources::FinalSample;
 use allocation::Allocation;
 use energy::Energy;
 use figures::{job_figures, per_gpu};
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
-use slurm_cw_sink::log_once::LogOnce;
+use slurm_cw_formats::log_once::LogOnce;
 use source::{GpuId, GpuSource, ReadError, Reading};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -380,19 +380,19 @@ impl Collector for GpuCollector {
     /// The ending job's GPU figures now (its TaskEpilog), so a job shorter than a cycle has
     /// some. The node collector runs first and answers for the request (owner, rate); this
     /// checks the owner again where it finds the job itself.
-    fn final_sample(&mut self, job: &str, uid: u32, out: &mut Batch) -> Option<Answer> {
+    fn final_sample(&mut self, job: &str, uid: u32, out: &mut Batch) -> Option<FinalSample> {
         self.source.as_ref()?;
         if uid != 0 {
             let owner = self.jobs().into_iter().find(|j| j.r.id == job).and_then(|j| j.uid);
             if owner != Some(uid) {
-                return Some(Answer::Denied);
+                return Some(FinalSample::Denied);
             }
         }
         self.collect_scope(Scope::Job(job), out, &mut Errors::new());
         let gpus: f64 = out.jobs.iter().filter(|r| r.info.id == job).filter_map(|r| r.gpu_count()).sum();
         tracing::debug!(job, gpus, "final GPU sample");
         // The count is of job cgroups read, the node collector's.
-        Some(Answer::Sampled(0))
+        Some(FinalSample::Sampled(0))
     }
 }
 

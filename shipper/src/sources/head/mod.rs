@@ -23,7 +23,7 @@ use crate::sample::{Batch, Dims};
 use command::{CommandError, Output, SlurmCommands};
 use fallback::{Format, PartFormat, run_part};
 use slurm_cw_catalog::metrics::{SLURMCTLD_RESPONSE_TIME, SLURMCTLD_UP};
-use slurm_cw_sink::log_once::LogOnce;
+use slurm_cw_formats::log_once::LogOnce;
 use std::collections::HashMap;
 
 /// A Slurm release, from `sinfo --version` (`slurm 23.11.4`, `slurm-wlm 22.05.8`).

@@ -9,7 +9,7 @@ use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::{FABRIC_ERRORS, FABRIC_RX_BYTES, FABRIC_TX_BYTES};
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::infiniband::{self as ib, CounterSet, PortTotals};
-use slurm_cw_sink::log_once::LogOnce;
+use slurm_cw_formats::log_once::LogOnce;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

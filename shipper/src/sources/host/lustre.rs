@@ -9,7 +9,7 @@ use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::{LUSTRE_METADATA_OPS, LUSTRE_READ_BYTES, LUSTRE_WRITE_BYTES};
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::lustre::{self as fmt, Totals};
-use slurm_cw_sink::log_once::LogOnce;
+use slurm_cw_formats::log_once::LogOnce;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;

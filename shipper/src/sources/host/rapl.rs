@@ -11,7 +11,7 @@ use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::CPU_PACKAGE_POWER;
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::powercap;
-use slurm_cw_sink::log_once::LogOnce;
+use slurm_cw_formats::log_once::LogOnce;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

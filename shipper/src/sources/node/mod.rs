@@ -28,6 +28,11 @@ pub mod subtree;
 pub mod table;
 
 use rates::remember;
+/// How often a job id the job table does not know may make the collector list the job cgroups
+/// again (a final sample asked for through the hook). A job that started since the last
+/// listing is found by the client's next try.
+pub const LOOKUP_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
 pub use read::{read_bytes, read_end, read_into};
 
 pub use slurm_cw_formats::cgroup as kv;
@@ -35,8 +40,8 @@ pub use slurm_cw_formats::cgroup as kv;
 use super::slurm_jobs::{self, SlurmJobs};
 use super::{Collector, Errors};
 use crate::config::NodeConfig;
-use crate::hook::Answer;
 use crate::sample::{Batch, Dims, Held, JobInfo, JobReading, SlurmNames};
+use crate::sources::FinalSample;
 use cgroup::CgroupStats;
 use discover::{JobRef, Layout};
 use kv::Io;
@@ -44,7 +49,7 @@ use owner::Owners;
 use procs::Proc;
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
-use slurm_cw_sink::log_once::LogOnce;
+use slurm_cw_formats::log_once::LogOnce;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 use subtree::ProcCgroups;
@@ -349,15 +354,15 @@ impl NodeCollector {
 
     /// Whom job `id` runs as, from the job table. A job the table does not know yet (started
     /// since the last cycle) is looked for by listing the jobs again, at most once per
-    /// [`crate::hook::LOOKUP_EVERY`] so that unknown ids cost little: `Err(Busy)` in between.
-    fn owner(&mut self, id: &str) -> Result<Option<u32>, Answer> {
+    /// [`LOOKUP_EVERY`] so that unknown ids cost little: `Err(Busy)` in between.
+    fn owner(&mut self, id: &str) -> Result<Option<u32>, FinalSample> {
         if self.layout().is_none() {
             return Ok(None);
         }
         let known = self.table.borrow().find(id).is_some();
         if !known {
-            if self.looked_up_at.is_some_and(|t| t.elapsed() < crate::hook::LOOKUP_EVERY) {
-                return Err(Answer::Busy);
+            if self.looked_up_at.is_some_and(|t| t.elapsed() < LOOKUP_EVERY) {
+                return Err(FinalSample::Busy);
             }
             self.looked_up_at = Some(Instant::now());
             // Finds jobs started since the last cycle; a SLUID is named by Slurm once a job.
@@ -385,9 +390,9 @@ impl Collector for NodeCollector {
         self.final_at.retain(|_, t| t.elapsed().as_secs() < 60);
     }
 
-    fn final_sample(&mut self, job: &str, uid: u32, out: &mut Batch) -> Option<Answer> {
+    fn final_sample(&mut self, job: &str, uid: u32, out: &mut Batch) -> Option<FinalSample> {
         if self.final_at.get(job).is_some_and(|t| t.elapsed().as_secs_f64() < 1.0) {
-            return Some(Answer::TooSoon);
+            return Some(FinalSample::TooSoon);
         }
         if uid != 0 {
             self.layout()?;
@@ -396,12 +401,12 @@ impl Collector for NodeCollector {
                 Err(again) => return Some(again),
             };
             if owner != Some(uid) {
-                return Some(Answer::Denied);
+                return Some(FinalSample::Denied);
             }
         }
         self.final_at.insert(job.to_owned(), Instant::now());
         let n = self.collect_jobs(Some(job), out, &mut Errors::new());
         tracing::debug!(job, jobs = n, "final sample");
-        Some(Answer::Sampled(n))
+        Some(FinalSample::Sampled(n))
     }
 }

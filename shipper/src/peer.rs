@@ -1,6 +1,6 @@
-//! Who holds a TCP port the endpoint wants: the uid the kernel lists for the listening socket
-//! in /proc/net/tcp (tcp6), so the log and `--check` can say "held by uid 1000", not just
-//! "in use". A wildcard listener (0.0.0.0, ::) on the same port holds it too.
+//! Who is at the other end of a local TCP socket, from /proc/net/tcp (tcp6). Who holds a port
+//! the Prometheus endpoint wants: the uid the kernel lists for the listening socket, so the log
+//! and `--check` can say "held by uid 1000", not just "in use". A wildcard listener (0.0.0.0, ::) on the same port holds it too.
 //!
 //! And who answers a connection made: [`untrusted_peer`] finds the other end of a connection to
 //! this host in the same tables (an accepted socket carries its listener's uid), so a token
