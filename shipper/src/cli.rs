@@ -1,6 +1,6 @@
 //! The command line. Other tools and tests rely on these flags; keep them stable.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -17,7 +17,7 @@ pub struct Cli {
     pub config: Option<PathBuf>,
     /// Which collectors run; detected when not given (slurmctld: head, slurmd: node).
     #[arg(long, value_enum)]
-    pub role: Option<RoleArg>,
+    pub role: Option<crate::config::Role>,
     /// Collect once, flush once, exit (0 when delivered).
     #[arg(long)]
     pub once: bool,
@@ -56,23 +56,12 @@ pub enum Command {
     },
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum RoleArg {
-    Node,
-    Head,
-    All,
-}
-
 impl Cli {
     /// Applies the command line over the configuration file.
     pub fn apply_to(&self, config: &mut crate::config::Config) {
-        use crate::config::{RoleSetting, Sinks};
-        if let Some(r) = self.role {
-            config.role = match r {
-                RoleArg::Node => RoleSetting::Node,
-                RoleArg::Head => RoleSetting::Head,
-                RoleArg::All => RoleSetting::All,
-            };
+        use crate::config::Sinks;
+        if self.role.is_some() {
+            config.role = self.role;
         }
         if !self.sink.is_empty() {
             // Each named once (`--sink stdout,stdout` means stdout).

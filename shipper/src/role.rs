@@ -1,7 +1,7 @@
 //! Which role this host plays: `head` (slurmctld, or a login node: see [`login_node`]),
 //! `node` (slurmd), or `all`.
 
-use crate::config::{Config, RoleSetting};
+use crate::config::Config;
 use std::path::Path;
 
 /// This host's role, and why: the configured one, else what the host shows.
@@ -21,30 +21,7 @@ pub fn detect(config: &Config) -> Result<(Role, String), String> {
     )
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Node,
-    Head,
-    All,
-}
-
-impl Role {
-    pub fn runs_head(self) -> bool {
-        matches!(self, Role::Head | Role::All)
-    }
-
-    pub fn runs_node(self) -> bool {
-        matches!(self, Role::Node | Role::All)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Node => "node",
-            Role::Head => "head",
-            Role::All => "all",
-        }
-    }
-}
+pub use crate::config::Role;
 
 /// Where to look, so tests can point at a fake root.
 pub struct Probe<'a> {
@@ -65,12 +42,9 @@ pub struct Probe<'a> {
 /// Only what a job's user cannot fake counts: root's ParallelCluster file, slurm.conf naming
 /// this host, Slurm daemons run by root or `SlurmUser` from a root-owned program, and root's
 /// Slurm tree. A process name alone does not: anyone can run a program named `slurmctld`.
-pub fn resolve(setting: RoleSetting, probe: &Probe) -> Result<(Role, String), String> {
-    match setting {
-        RoleSetting::Node => return Ok((Role::Node, "configured".into())),
-        RoleSetting::Head => return Ok((Role::Head, "configured".into())),
-        RoleSetting::All => return Ok((Role::All, "configured".into())),
-        RoleSetting::Auto => {}
+pub fn resolve(setting: Option<Role>, probe: &Probe) -> Result<(Role, String), String> {
+    if let Some(role) = setting {
+        return Ok((role, "configured".into()));
     }
     if let Some(found) = parallelcluster_role(probe) {
         return found;
@@ -316,7 +290,7 @@ mod tests {
                 trusted_owner: owner,
                 pcs_root: &pcs,
             };
-            resolve(RoleSetting::Auto, &probe)
+            resolve(None, &probe)
         }
     }
 

@@ -8,6 +8,7 @@
 mod de;
 pub mod docs;
 mod namespace;
+mod role;
 
 pub use crate::cost::config::CostConfig;
 pub use crate::sinks::cloudwatch::config::CloudWatchConfig;
@@ -23,6 +24,7 @@ pub use crate::sources::node::config::{CgroupVersion, NodeConfig};
 pub use crate::transforms::findings::Thresholds;
 pub use crate::transforms::shape::JobMetrics;
 pub(crate) use de::{duration, opt_string, string};
+pub use role::Role;
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
@@ -36,15 +38,6 @@ pub const ENV_PREFIX: &str = "SLURM_CW_";
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RoleSetting {
-    Auto,
-    Node,
-    Head,
-    All,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -74,8 +67,9 @@ pub struct Config {
     /// The `NodeName` dimension of this host's own figures; the short host name when not set.
     #[serde(deserialize_with = "opt_string")]
     pub node_name: Option<String>,
-    /// auto | node | head | all (`--role` overrides it).
-    pub role: RoleSetting,
+    /// auto (None: detected) | node | head | all (`--role` overrides it).
+    #[serde(deserialize_with = "role::setting")]
+    pub role: Option<Role>,
     /// How often collectors sample.
     #[serde(deserialize_with = "duration")]
     pub collect_interval: Duration,
@@ -123,7 +117,7 @@ impl Default for Config {
             cluster_name: None,
             namespace: None,
             node_name: None,
-            role: RoleSetting::Auto,
+            role: None,
             collect_interval: Duration::from_secs(30),
             flush_interval: Duration::from_secs(120),
             sink: Sinks::default(),
@@ -373,7 +367,7 @@ mod tests {
         assert_eq!(c.collect_interval, Duration::from_secs(30));
         assert_eq!(c.flush_interval, Duration::from_secs(120));
         assert_eq!(c.sink, SinkKind::named("cloudwatch").unwrap());
-        assert_eq!(c.role, RoleSetting::Auto);
+        assert_eq!(c.role, None);
         assert_eq!(c.cloudwatch.storage_resolution, 60);
     }
 

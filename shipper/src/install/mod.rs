@@ -16,7 +16,6 @@ mod slurm_conf_edit;
 mod steps;
 mod systemd;
 
-use crate::cli::RoleArg;
 use std::path::PathBuf;
 
 pub use files::Root;
@@ -41,7 +40,7 @@ pub struct InstallArgs {
     /// type, slurmctld or slurmd running, slurm.conf naming this host). PCS compute node groups
     /// run before slurmd starts: pass `--role node` there.
     #[arg(long, value_enum)]
-    pub role: Option<RoleArg>,
+    pub role: Option<crate::config::Role>,
     /// The ClusterName dimension; default slurm.conf's ClusterName, else ParallelCluster's
     /// cluster name (cfnconfig `stack_name`). Must match the Terraform module's.
     #[arg(long, value_name = "NAME")]

@@ -2,8 +2,7 @@
 //! reader with its `Include`s, the configuration's checks) on the node's tree under `--root`.
 
 use super::{InstallArgs, Root, Stop};
-use crate::cli::RoleArg;
-use crate::config::{Config, RoleSetting};
+use crate::config::Config;
 use crate::role::{self, Role};
 use std::path::{Path, PathBuf};
 
@@ -41,7 +40,7 @@ pub enum Imds {
 }
 
 /// The configured role, and checks the arguments that need no node: Err is exit 2.
-pub fn check_args(args: &InstallArgs) -> Result<RoleSetting, Stop> {
+pub fn check_args(args: &InstallArgs) -> Result<Option<Role>, Stop> {
     if let Some(p) = &args.slurm_conf
         && !p.is_absolute()
     {
@@ -49,12 +48,7 @@ pub fn check_args(args: &InstallArgs) -> Result<RoleSetting, Stop> {
     }
     // The configuration's own checks, on what the arguments would write.
     config_text(args.cluster_name.as_deref().unwrap_or("x"), args, "auto")?;
-    Ok(match args.role {
-        None => RoleSetting::Auto,
-        Some(RoleArg::Node) => RoleSetting::Node,
-        Some(RoleArg::Head) => RoleSetting::Head,
-        Some(RoleArg::All) => RoleSetting::All,
-    })
+    Ok(args.role)
 }
 
 /// A ParallelCluster login node, left alone unless a role is given: the head node ships the
@@ -64,7 +58,7 @@ pub fn parallelcluster_login_node(root: &Root, args: &InstallArgs) -> bool {
 }
 
 /// The role, given or detected; the reason is logged.
-pub fn role(root: &Root, setting: RoleSetting, slurm_conf: Option<&Path>) -> Result<Role, Stop> {
+pub fn role(root: &Root, setting: Option<Role>, slurm_conf: Option<&Path>) -> Result<Role, Stop> {
     let proc_root = root.path("/proc");
     let host = hostname(root);
     let probe = role::Probe {

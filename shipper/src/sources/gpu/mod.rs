@@ -32,8 +32,8 @@ use energy::Energy;
 use figures::{job_figures, per_gpu};
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
-use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
 use slurm_cw_formats::log_once::LogOnce;
+use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
 use source::{GpuId, GpuSource, ReadError, Reading};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
