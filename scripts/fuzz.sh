@@ -23,13 +23,13 @@ fi
 
 seeds() {
     case "$1" in
-        sinfo_text) find "$fixtures/slurm" -name 'sinfo*.txt' ;;
-        sinfo_json) find "$fixtures/slurm" -name 'sinfo*.json' ;;
-        squeue_text) find "$fixtures/slurm" -name 'squeue*.txt' ;;
-        squeue_json) find "$fixtures/slurm" -name 'squeue*.json' ;;
-        sdiag_text) find "$fixtures/slurm" -name 'sdiag*.txt' ;;
-        sdiag_json) find "$fixtures/slurm" -name 'sdiag*.json' ;;
-        openmetrics) find "$fixtures/slurm" -name 'openmetrics-*.txt'; find "$repo/fuzz/seeds/openmetrics" -type f ;;
+        sinfo_text) find "$repo/formats/tests/fixtures/slurm" -name 'sinfo*.txt' ;;
+        sinfo_json) find "$repo/formats/tests/fixtures/slurm" -name 'sinfo*.json' ;;
+        squeue_text) find "$repo/formats/tests/fixtures/slurm" -name 'squeue*.txt' ;;
+        squeue_json) find "$repo/formats/tests/fixtures/slurm" -name 'squeue*.json' ;;
+        sdiag_text) find "$repo/formats/tests/fixtures/slurm" -name 'sdiag*.txt' ;;
+        sdiag_json) find "$repo/formats/tests/fixtures/slurm" -name 'sdiag*.json' ;;
+        openmetrics) find "$repo/formats/tests/fixtures/slurm" -name 'openmetrics-*.txt'; find "$repo/fuzz/seeds/openmetrics" -type f ;;
         cgroup_files) find "$fixtures/cgroup" -type f \( -name 'memory.*' -o -name 'cpu*' -o -name 'io.stat' -o -name 'cgroup.procs' \) | head -n 40 ;;
         lustre_stats) find "$fixtures/sys" "$fixtures/proc" -path '*lustre*' -name stats ;;
         datum_line | spool_file | infiniband_counters | powercap_energy | gres_conf | aws_prices) find "$repo/fuzz/seeds/$1" -type f ;;

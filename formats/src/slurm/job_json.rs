@@ -161,7 +161,7 @@ mod tests {
     use super::*;
 
     fn fixture(path: &str) -> Vec<u8> {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shipper/tests/fixtures/slurm/");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/");
         std::fs::read(format!("{dir}{path}")).unwrap()
     }
 

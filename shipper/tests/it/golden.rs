@@ -151,7 +151,7 @@ fn head_role_ships_what_the_golden_file_says() {
     let tmp = tempfile::tempdir().unwrap();
     let bin = tmp.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
-    let captures = fixtures().join("slurm/22.05");
+    let captures = fixtures().join("../../../formats/tests/fixtures/slurm/22.05");
     for program in ["sinfo", "squeue", "sdiag"] {
         let (d, p) = (captures.display(), bin.join(program));
         let body = format!(

@@ -16,7 +16,7 @@
 //! - `squeue --json` applying the default state filter from 24.05.1 (finished jobs only with
 //!   `--states=all`): from the 24.11.5 source and NEWS, emulated here.
 //!
-//! Outputs served: the real 22.05 captures and the built 24.11 files of tests/fixtures/slurm.
+//! Outputs served: the real 22.05 captures and the built 24.11 files of formats/tests/fixtures/slurm.
 
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 fn fixture(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm").join(rel);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../formats/tests/fixtures/slurm").join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -309,7 +309,7 @@ async fn squeue_json_fallback_asks_for_every_state() {
     let (batch, errors) = cycle(&mut c).await;
     assert_eq!(errors_of(&errors, "squeue"), 0, "{errors:?}");
     assert_eq!(c.format("squeue"), Some("json"));
-    // The scenario of tests/fixtures/slurm/README.md.
+    // The scenario of formats/tests/fixtures/slurm/README.md.
     for (state, n) in
         [("running", 3.0), ("pending", 9.0), ("completed", 1.0), ("failed", 1.0), ("cancelled", 1.0)]
     {

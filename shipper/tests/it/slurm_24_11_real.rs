@@ -1,6 +1,6 @@
 //! The head collector's parsers (and the node role's `scontrol show job` reader) against real
 //! Slurm 24.11.5 output, the release AWS ParallelCluster 3.14 ships, captured from the bench
-//! (`scripts/bench/slurm.sh start --version 24.11`; see tests/fixtures/slurm/24.11-real/README.md).
+//! (`scripts/bench/slurm.sh start --version 24.11`; see formats/tests/fixtures/slurm/24.11-real/README.md).
 //! The values asserted are the scenario's truth: n1 down, n2 drained, a job running on n3 and
 //! a GPU job on n4, a completed, a failed and a cancelled job, six pending (Resources,
 //! Dependency, four array tasks that no batch node can take).
@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm/24.11-real").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../formats/tests/fixtures/slurm/24.11-real").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

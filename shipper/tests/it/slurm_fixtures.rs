@@ -1,6 +1,6 @@
 //! The head collector's parsers against Slurm output of every version we support:
 //! real 22.05 captures (and real 21.08/23.02 from another project), and 23.02-25.11 outputs
-//! built from Slurm's source (see tests/fixtures/slurm/README.md). Malformed and truncated
+//! built from Slurm's source (see formats/tests/fixtures/slurm/README.md). Malformed and truncated
 //! output must give errors or partial results, never a panic.
 
 use crate::common::sdiag_forms;
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 fn fixture(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm").join(rel);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../formats/tests/fixtures/slurm").join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

@@ -54,7 +54,7 @@ fn emitted(batch: &Batch, into: &mut BTreeMap<&'static str, BTreeSet<String>>) {
 }
 
 fn fixtures() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../formats/tests/fixtures/slurm");
     let mut out = Vec::new();
     for dir in std::fs::read_dir(&root).unwrap().flatten().filter(|d| d.path().is_dir()) {
         for f in std::fs::read_dir(dir.path()).unwrap().flatten() {

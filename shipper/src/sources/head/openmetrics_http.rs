@@ -366,7 +366,7 @@ mod tests {
         assert!(complete(b"SSH-2.0\r\n\r\n", true).unwrap().is_err());
         // Real 26.05.5 answer with MetricsAuthUsers set and no token.
         let real = include_bytes!(
-            "../../../tests/fixtures/slurm/26.05-real/openmetrics-nodes-401-metricsauthusers.txt"
+            "../../../../formats/tests/fixtures/slurm/26.05-real/openmetrics-nodes-401-metricsauthusers.txt"
         );
         let a = complete(real, false).unwrap().unwrap();
         assert_eq!(a.status, 401);

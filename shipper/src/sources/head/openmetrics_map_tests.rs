@@ -2,7 +2,7 @@ use super::*;
 use crate::sources::head::sinfo;
 use slurm_cw_formats::slurm::openmetrics::parse;
 
-const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../formats/tests/fixtures/slurm/26.05-real/");
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!("{DIR}{name}")).unwrap()

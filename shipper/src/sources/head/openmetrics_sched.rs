@@ -2,7 +2,7 @@
 //! RPC statistics (`head.top_rpc_types = 0`): then sdiag need not run at all.
 //!
 //! The names below are the endpoint's for the figures `sdiag --json` gives (checked on the real
-//! 26.05.5 captures, shipper/tests/fixtures/slurm/26.05-real/). Its counters reset at midnight
+//! 26.05.5 captures, formats/tests/fixtures/slurm/26.05-real/). Its counters reset at midnight
 //! UTC as sdiag's do; the derive transform turns both into reset-aware increases. The endpoint
 //! lacks sdiag's cycles per minute and pending RPCs: not shipped from it.
 
@@ -64,7 +64,7 @@ mod tests {
 
     #[test]
     fn real_26_05_scheduler_figures_equal_sdiags() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../formats/tests/fixtures/slurm/26.05-real/");
         let e = parse(&std::fs::read_to_string(format!("{dir}openmetrics-scheduler.txt")).unwrap());
         let mut b = Batch::new(std::time::SystemTime::UNIX_EPOCH);
         assert_eq!(emit(&e, &mut b), NAMES.len());

@@ -53,7 +53,7 @@ fn auto_waits_longer_after_each_failure_and_openmetrics_never() {
 
 /// A loopback endpoint that answers 401 unless the request carries token `T`.
 fn wants_token() -> Url {
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../formats/tests/fixtures/slurm/26.05-real/");
     let body = |p: &str| std::fs::read_to_string(format!("{fixtures}openmetrics-{p}.txt")).unwrap();
     endpoint(body("nodes"), body("partitions"), Some("T"))
 }
@@ -146,7 +146,7 @@ fn refusing() -> Url {
 
 #[tokio::test]
 async fn a_primary_that_does_not_answer_leaves_the_backups_to() {
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/slurm/26.05-real/");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../formats/tests/fixtures/slurm/26.05-real/");
     let body = |p: &str| std::fs::read_to_string(format!("{fixtures}openmetrics-{p}.txt")).unwrap();
     let (dead, standby, active) = (
         refusing(),
