@@ -74,10 +74,7 @@ async fn the_golden_nodes_figures_arrive_as_emf_events_that_read_back_as_the_sam
     logs.create_log_group().log_group_name(&group).send().await.expect("CreateLogGroup");
     let jobs = job_log_group(&logs, "emf").await;
     let tmp = tempfile::tempdir().unwrap();
-    let sys = tmp.path().join("sys");
-    copy_tree(&fixtures().join("sys/efa-2.17"), &sys);
-    copy_tree(&fixtures().join("sys/rapl-2-socket"), &sys);
-    copy_tree(&fixtures().join("sys/lustre-2.15"), &sys);
+    let sys = golden_sys_root(tmp.path());
     let bin = tmp.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
     let out = shipper()

@@ -645,6 +645,17 @@ impl Drop for Running {
     }
 }
 
+/// The golden node's sys root in `dir`: EFA ports, RAPL zones and a Lustre client (debugfs),
+/// from tests/fixtures/sys.
+pub fn golden_sys_root(dir: &Path) -> PathBuf {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sys");
+    let sys = dir.join("sys");
+    for tree in ["efa-2.17", "rapl-2-socket", "lustre-2.15"] {
+        copy_tree(&fixtures.join(tree), &sys);
+    }
+    sys
+}
+
 /// `cp -a` (symbolic links kept), so tests can change a copy of a fixture tree.
 pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();

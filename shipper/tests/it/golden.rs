@@ -5,7 +5,7 @@
 //!
 //! `UPDATE_GOLDEN=1 cargo test -p slurm-cw-shipper --test it golden::` rewrites the files.
 
-use crate::common::{copy_tree, shipper};
+use crate::common::{golden_sys_root, shipper};
 use serde_json::Value;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::{
@@ -130,10 +130,7 @@ fn run_once(role: &str, env: &[(&str, &Path)], node: &str, bin_dir: &Path) -> St
 fn node_role_ships_what_the_golden_file_says() {
     let tmp = tempfile::tempdir().unwrap();
     // One sys root with EFA ports, RAPL zones and a Lustre client (debugfs).
-    let sys = tmp.path().join("sys");
-    copy_tree(&fixtures().join("sys/efa-2.17"), &sys);
-    copy_tree(&fixtures().join("sys/rapl-2-socket"), &sys);
-    copy_tree(&fixtures().join("sys/lustre-2.15"), &sys);
+    let sys = golden_sys_root(tmp.path());
     // No Slurm commands: accounts come from the jobs' environment (marked unverified).
     let bin = tmp.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
