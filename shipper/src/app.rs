@@ -32,7 +32,7 @@ pub async fn run(cli: Cli, mut config: Config) -> Exit {
     };
     let (role, why) = match crate::role::detect(&config) {
         Ok(r) => r,
-        Err(e) => return Exit::BadConfig(e),
+        Err(e) => return Exit::BadConfig(e.to_string()),
     };
     let node = config.node_name();
     let sinks: Vec<&str> = config.sink.iter().map(SinkKind::as_str).collect();

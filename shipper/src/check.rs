@@ -102,7 +102,7 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
             Some(r)
         }
         Err(e) => {
-            rows.push(config_row("role", Status::Fail, e));
+            rows.push(config_row("role", Status::Fail, e.to_string()));
             None
         }
     };

@@ -5,7 +5,7 @@ use crate::config::Config;
 use std::path::Path;
 
 /// This host's role, and why: the configured one, else what the host shows.
-pub fn detect(config: &Config) -> Result<(Role, String), String> {
+pub fn detect(config: &Config) -> Result<(Role, String), RoleError> {
     let conf = config.slurm_conf_path();
     let host = short_hostname();
     resolve(
@@ -22,6 +22,25 @@ pub fn detect(config: &Config) -> Result<(Role, String), String> {
 }
 
 pub use crate::config::Role;
+
+/// Why `role = "auto"` found no role: the process exits 2 with it (pass `--role`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoleError {
+    /// ParallelCluster says this is a login node: its head node ships the cluster's figures.
+    #[error(
+        "a ParallelCluster login node ({}): its head node ships the cluster's figures, so role = \
+         auto ships none here; pass --role head only if the head node runs no shipper",
+        cfnconfig.display()
+    )]
+    ParallelClusterLoginNode { cfnconfig: std::path::PathBuf },
+    /// Nothing here says what this host is; `not_login` says why it is no login node either.
+    #[error(
+        "cannot tell this host's role: no ParallelCluster node type, no slurmctld or slurmd \
+         running as root or SlurmUser, slurm.conf does not name it SlurmctldHost, and it is no \
+         login node ({not_login}); pass --role node|head|all"
+    )]
+    Undetermined { not_login: String },
+}
 
 /// Where to look, so tests can point at a fake root.
 pub struct Probe<'a> {
@@ -42,7 +61,7 @@ pub struct Probe<'a> {
 /// Only what a job's user cannot fake counts: root's ParallelCluster file, slurm.conf naming
 /// this host, Slurm daemons run by root or `SlurmUser` from a root-owned program, and root's
 /// Slurm tree. A process name alone does not: anyone can run a program named `slurmctld`.
-pub fn resolve(setting: Option<Role>, probe: &Probe) -> Result<(Role, String), String> {
+pub fn resolve(setting: Option<Role>, probe: &Probe) -> Result<(Role, String), RoleError> {
     if let Some(role) = setting {
         return Ok((role, "configured".into()));
     }
@@ -69,13 +88,9 @@ pub fn resolve(setting: Option<Role>, probe: &Probe) -> Result<(Role, String), S
         (true, false) => Role::Head,
         (false, true) => Role::Node,
         (false, false) => {
-            return login_node(probe, &entries, &users).map(|why| (Role::Head, why)).map_err(|not| {
-                format!(
-                    "cannot tell this host's role: no ParallelCluster node type, no slurmctld or \
-                     slurmd running as root or SlurmUser, slurm.conf does not name it \
-                     SlurmctldHost, and it is no login node ({not}); pass --role node|head|all"
-                )
-            });
+            return login_node(probe, &entries, &users)
+                .map(|why| (Role::Head, why))
+                .map_err(|not_login| RoleError::Undetermined { not_login });
         }
     };
     Ok((role, why.join(", ")))
@@ -133,7 +148,7 @@ fn login_node(probe: &Probe, entries: &[(String, String)], users: &[u32]) -> Res
 /// The node type in ParallelCluster's cfnconfig, when root owns the file and alone may write it.
 /// A login node gets no role: its cluster's head node runs the head role already, and the
 /// cluster's figures shipped twice would count twice (sums, rates, slurmctld's load).
-fn parallelcluster_role(probe: &Probe) -> Option<Result<(Role, String), String>> {
+fn parallelcluster_role(probe: &Probe) -> Option<Result<(Role, String), RoleError>> {
     let path = probe.cfnconfig;
     let meta = std::fs::metadata(path).ok()?;
     if !owned_by(&meta, probe.trusted_owner) {
@@ -149,11 +164,7 @@ fn parallelcluster_role(probe: &Probe) -> Option<Result<(Role, String), String>>
         "ComputeFleet" => {
             Some(Ok((Role::Node, format!("ParallelCluster compute node ({})", path.display()))))
         }
-        "LoginNode" => Some(Err(format!(
-            "a ParallelCluster login node ({}): its head node ships the cluster's figures, so \
-             role = auto ships none here; pass --role head only if the head node runs no shipper",
-            path.display()
-        ))),
+        "LoginNode" => Some(Err(RoleError::ParallelClusterLoginNode { cfnconfig: path.to_owned() })),
         _ => None,
     }
 }
@@ -290,7 +301,7 @@ mod tests {
                 trusted_owner: owner,
                 pcs_root: &pcs,
             };
-            resolve(None, &probe)
+            resolve(None, &probe).map_err(|e| e.to_string())
         }
     }
 

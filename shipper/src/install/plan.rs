@@ -69,7 +69,7 @@ pub fn role(root: &Root, setting: Option<Role>, slurm_conf: Option<&Path>) -> Re
         trusted_owner: trusted_owner(root),
         pcs_root: &root.path(crate::sources::head::command::PCS_SCHEDULER),
     };
-    let (role, why) = role::resolve(setting, &probe).map_err(Stop::Failed)?;
+    let (role, why) = role::resolve(setting, &probe).map_err(|e| Stop::Failed(e.to_string()))?;
     tracing::info!("role {} ({why})", role.as_str());
     Ok(role)
 }
