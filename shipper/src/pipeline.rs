@@ -3,7 +3,7 @@
 //! last flush to delivery, datums and job records.
 
 use crate::aggregate::Aggregator;
-use crate::config::{Config, Toggle};
+use crate::config::Config;
 use crate::cost::Prices;
 use crate::datum::Datum;
 use crate::role::Role;
@@ -12,14 +12,6 @@ use crate::sinks::delivery::{DeliveryStats, StatsHandle};
 pub use crate::sinks::self_metrics::Delivered;
 use crate::sinks::self_metrics::DeliveryFigures;
 use crate::sources::FinalSample;
-use crate::sources::gpu::GpuCollector;
-use crate::sources::gpu::nvml::NvmlSource;
-use crate::sources::head::HeadCollector;
-use crate::sources::head::command::SlurmCommands;
-use crate::sources::host::{HostCollector, Roots};
-use crate::sources::node::NodeCollector;
-use crate::sources::shipper::ShipperCollector;
-use crate::sources::slurm_jobs::SlurmJobs;
 use crate::sources::{Collector, Errors};
 use crate::transforms::derive::Derive;
 use crate::transforms::job_series;
@@ -34,30 +26,6 @@ use slurm_cw_formats::record::Record;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime};
-
-/// The GPU collector, when `gpu.enabled` allows and NVML loads; with `auto` and no driver, one
-/// log line and no collector.
-fn gpu_collector(config: &Config, node: &str) -> Option<GpuCollector> {
-    if config.gpu.enabled == Toggle::Off {
-        return None;
-    }
-    let (gpu, node_cfg) = (config.gpu.clone(), config.node.clone());
-    match NvmlSource::init() {
-        Ok(source) => {
-            let (path, gres) = config.gres_conf();
-            let order = gres.gpu_order(node);
-            tracing::info!(gres_conf = ?path, ?order, "Slurm's GPU numbers read in this order");
-            Some(GpuCollector::new(Box::new(source), gpu, node_cfg, node.to_owned()).with_gres_conf(gres))
-        }
-        Err(e) if config.gpu.enabled == Toggle::On => {
-            Some(GpuCollector::unavailable(e, gpu, node_cfg, node.to_owned()))
-        }
-        Err(e) => {
-            tracing::info!(reason = %e, "no NVIDIA driver here: GPU collector off");
-            None
-        }
-    }
-}
 
 /// One datum a minute when a flush spans more (a flush is a billed request; a minute is what
 /// dashboards and alarms read), else one a flush.
@@ -144,37 +112,7 @@ pub struct Flushed {
 
 impl Pipeline {
     pub fn new(config: &Config, role: Role, parts: Parts) -> Self {
-        let node = parts.node.clone();
-        let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
-        if role.runs_head() {
-            let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
-            let endpoint = crate::sources::head::openmetrics::Endpoint::new(
-                config.head.source,
-                crate::sources::head::openmetrics::resolve(config),
-                crate::sources::head::openmetrics::TokenFrom::of(&config.head),
-                config.slurm.command_timeout,
-            )
-            .trusting(crate::sources::head::openmetrics::listener_users(config));
-            collectors.push(Box::new(HeadCollector::new(cmds, config.head.clone()).with_endpoint(endpoint)));
-        }
-        if role.runs_node() {
-            // Accounts, partitions and GPU allocations as Slurm says, not as a job's user wrote.
-            let slurm = SlurmJobs::new(SlurmCommands::new(
-                config.slurm.bin_dir.clone(),
-                config.slurm.command_timeout,
-            ));
-            let node_collector =
-                NodeCollector::new(config.node.clone(), node.clone()).with_slurm(slurm.clone());
-            // The GPU collector runs after it and reads the jobs it found.
-            let jobs = node_collector.jobs();
-            collectors.push(Box::new(node_collector));
-            if let Some(gpu) = gpu_collector(config, &node) {
-                collectors.push(Box::new(gpu.with_slurm(slurm).with_jobs(jobs)));
-            }
-            // EFA/InfiniBand, Lustre and RAPL: nothing at all shipped where there are none.
-            collectors.push(Box::new(HostCollector::new(Roots::from_config(&config.node), node.clone())));
-        }
-        collectors.push(Box::new(ShipperCollector::new(node.clone())));
+        let collectors = crate::sources::table::build(config, role, &parts.node);
         Pipeline::from_parts(config, role, collectors, parts)
     }
 

@@ -7,6 +7,9 @@ pub mod host;
 pub mod node;
 pub mod shipper;
 pub mod slurm_jobs;
+pub mod table;
+
+pub use table::{COLLECTORS, CollectorSpec, Shared};
 
 use crate::sample::Batch;
 use std::collections::BTreeMap;

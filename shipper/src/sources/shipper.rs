@@ -8,6 +8,13 @@ use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::{SHIPPER_CPU_USAGE, SHIPPER_MEMORY_RSS};
 use std::time::Instant;
 
+/// The shipper's own figures, on every host, in [`super::COLLECTORS`].
+pub const COLLECTOR: super::CollectorSpec = super::CollectorSpec {
+    name: "shipper",
+    runs_on: |_| true,
+    build: |_, node, _| Some(Box::new(ShipperCollector::new(node.to_owned()))),
+};
+
 pub struct ShipperCollector {
     node: String,
     last: Option<(Instant, f64)>,

@@ -80,6 +80,41 @@ enum Scope<'a> {
     Job(&'a str),
 }
 
+/// The node role's GPU collector in [`super::COLLECTORS`]: after the node collector, reading
+/// the jobs it found, with GPU allocations as Slurm says.
+pub const COLLECTOR: super::CollectorSpec = super::CollectorSpec {
+    name: "gpu",
+    runs_on: crate::config::Role::runs_node,
+    build: |config, node, shared| {
+        let gpu = gpu_collector(config, node)?;
+        Some(Box::new(gpu.with_slurm(shared.slurm()).with_jobs(shared.jobs.clone())))
+    },
+};
+
+/// The GPU collector, when `gpu.enabled` allows and NVML loads; with `auto` and no driver, one
+/// log line and no collector.
+fn gpu_collector(config: &crate::config::Config, node: &str) -> Option<GpuCollector> {
+    if config.gpu.enabled == crate::config::Toggle::Off {
+        return None;
+    }
+    let (gpu, node_cfg) = (config.gpu.clone(), config.node.clone());
+    match nvml::NvmlSource::init() {
+        Ok(source) => {
+            let (path, gres) = config.gres_conf();
+            let order = gres.gpu_order(node);
+            tracing::info!(gres_conf = ?path, ?order, "Slurm's GPU numbers read in this order");
+            Some(GpuCollector::new(Box::new(source), gpu, node_cfg, node.to_owned()).with_gres_conf(gres))
+        }
+        Err(e) if config.gpu.enabled == crate::config::Toggle::On => {
+            Some(GpuCollector::unavailable(e, gpu, node_cfg, node.to_owned()))
+        }
+        Err(e) => {
+            tracing::info!(reason = %e, "no NVIDIA driver here: GPU collector off");
+            None
+        }
+    }
+}
+
 impl GpuCollector {
     pub fn new(source: Box<dyn GpuSource>, cfg: GpuConfig, node: NodeConfig, node_name: String) -> Self {
         tracing::info!(gpus = %source.describe(), "GPU collector on");

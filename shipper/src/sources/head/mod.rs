@@ -48,6 +48,27 @@ impl Version {
     }
 }
 
+/// The head role's collector in [`super::COLLECTORS`]: sinfo, squeue and sdiag, or slurmctld's
+/// OpenMetrics endpoint.
+pub const COLLECTOR: super::CollectorSpec =
+    super::CollectorSpec { name: "head", runs_on: crate::config::Role::runs_head, build: build_collector };
+
+fn build_collector(
+    config: &crate::config::Config,
+    _node: &str,
+    _shared: &super::Shared,
+) -> Option<Box<dyn Collector>> {
+    let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+    let endpoint = openmetrics::Endpoint::new(
+        config.head.source,
+        openmetrics::resolve(config),
+        openmetrics::TokenFrom::of(&config.head),
+        config.slurm.command_timeout,
+    )
+    .trusting(openmetrics::listener_users(config));
+    Some(Box::new(HeadCollector::new(cmds, config.head.clone()).with_endpoint(endpoint)))
+}
+
 pub struct HeadCollector {
     cmds: SlurmCommands,
     cfg: HeadConfig,

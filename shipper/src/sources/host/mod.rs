@@ -88,6 +88,16 @@ pub struct HostCollector {
     found: bool,
 }
 
+/// The node role's fabric, Lustre and RAPL collector in [`super::COLLECTORS`] (nothing shipped
+/// where there are none).
+pub const COLLECTOR: super::CollectorSpec = super::CollectorSpec {
+    name: "host",
+    runs_on: crate::config::Role::runs_node,
+    build: |config, node, _| {
+        Some(Box::new(HostCollector::new(Roots::from_config(&config.node), node.to_owned())))
+    },
+};
+
 impl HostCollector {
     pub fn new(roots: Roots, node: String) -> Self {
         HostCollector {

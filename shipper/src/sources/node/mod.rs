@@ -117,6 +117,21 @@ pub struct NodeCollector {
     slurm: Option<slurm_jobs::Shared>,
 }
 
+/// The node role's collector in [`super::COLLECTORS`]: job cgroups and /proc, with accounts,
+/// partitions and GPU allocations as Slurm says; its job table is the one the GPU collector reads.
+pub const COLLECTOR: super::CollectorSpec =
+    super::CollectorSpec { name: "node", runs_on: crate::config::Role::runs_node, build: build_collector };
+
+fn build_collector(
+    config: &crate::config::Config,
+    node: &str,
+    shared: &super::Shared,
+) -> Option<Box<dyn Collector>> {
+    let mut collector = NodeCollector::new(config.node.clone(), node.to_owned()).with_slurm(shared.slurm());
+    collector.table = shared.jobs.clone();
+    Some(Box::new(collector))
+}
+
 impl NodeCollector {
     pub fn new(cfg: NodeConfig, node_name: String) -> Self {
         let fd_by_size = procs::is_procfs(&cfg.proc_root);
