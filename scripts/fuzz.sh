@@ -29,6 +29,7 @@ seeds() {
         squeue_json) find "$repo/formats/tests/fixtures/slurm" -name 'squeue*.json' ;;
         sdiag_text) find "$repo/formats/tests/fixtures/slurm" -name 'sdiag*.txt' ;;
         sdiag_json) find "$repo/formats/tests/fixtures/slurm" -name 'sdiag*.json' ;;
+        scontrol_job) find "$repo/formats/tests/fixtures/slurm" -name 'scontrol*show-job*.txt' ;;
         openmetrics) find "$repo/formats/tests/fixtures/slurm" -name 'openmetrics-*.txt'; find "$repo/fuzz/seeds/openmetrics" -type f ;;
         cgroup_files) find "$fixtures/cgroup" -type f \( -name 'memory.*' -o -name 'cpu*' -o -name 'io.stat' -o -name 'cgroup.procs' \) | head -n 40 ;;
         lustre_stats) find "$fixtures/sys" "$fixtures/proc" -path '*lustre*' -name stats ;;

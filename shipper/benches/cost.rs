@@ -36,6 +36,8 @@ mod emf;
 mod http;
 #[path = "cost/otlp.rs"]
 mod otlp;
+#[path = "cost/views.rs"]
+mod views;
 
 use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
@@ -1228,6 +1230,7 @@ fn main() {
                         m.total,
                     );
                     emf::print(s, &run, &m);
+                    views::print(s.name, &run.listing);
                 }
             }
         }
