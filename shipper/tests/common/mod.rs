@@ -176,10 +176,17 @@ pub fn job_memory_read_back(
         .expect("the shipper starts");
     let query = format!("slurm_memory_rss_bytes{{job_id=\"{job}\"}}");
     let mut series = Vec::new();
-    let what = format!("{query} to be answered at {query_url} (the daemon's log: {})", log.display());
+    let what =
+        format!("{query} at {query_url} to answer the job's memory (the daemon's log: {})", log.display());
+    // The first answers may be low: on cgroup v1 the kernel updates memory.stat's counters
+    // lazily (a CI run read total_rss 1.2 MiB beside usage_in_bytes 323 MB right after the
+    // job allocated), and a period's mean carries such a reading. The job's memory no longer
+    // changes: wait for the answer to reach it, as the callers then assert.
     wait_until(&what, Duration::from_secs(60), || {
         series = promql(query_url, &query);
+        let truth = job_rss_bytes(&job, &node);
         !series.is_empty()
+            && series.iter().all(|(_, v)| *v >= 300.0 * MIB && (v - truth).abs() <= truth * 0.05)
     });
     let truth = job_rss_bytes(&job, &node);
     eprintln!(
