@@ -40,7 +40,7 @@ pub fn entries(dir: &Path, mut each: impl FnMut(&OsStr, Kind)) -> io::Result<()>
 /// further than its reader needs.
 pub fn entries_while(dir: &Path, mut each: impl FnMut(&OsStr, Kind) -> bool) -> io::Result<()> {
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY).open(dir)?;
-    let mut buf = vec![0u8; BUF_BYTES];
+    let mut buf = [0u8; BUF_BYTES];
     loop {
         let bytes = crate::sys::fs::getdents64(&f, &mut buf)?;
         let n = bytes.len();
