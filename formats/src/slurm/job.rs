@@ -100,7 +100,14 @@ pub fn parse_local_time(v: &str) -> Option<i64> {
     let d: Vec<i64> = date.split('-').map(|x| x.parse().ok()).collect::<Option<_>>()?;
     let t: Vec<i64> = time.split(':').map(|x| x.parse().ok()).collect::<Option<_>>()?;
     let (&[y, mo, day], &[h, mi, sec]) = (d.as_slice(), t.as_slice()) else { return None };
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&day) || h > 23 || mi > 59 || sec > 60 || y < 1970 {
+    // Bounded on every side: a fuzzer's year 9e18 or hour -9e18 must not overflow below.
+    let ok = (1970..=9999).contains(&y)
+        && (1..=12).contains(&mo)
+        && (1..=31).contains(&day)
+        && (0..=23).contains(&h)
+        && (0..=59).contains(&mi)
+        && (0..=60).contains(&sec);
+    if !ok {
         return None;
     }
     // Days from the civil date (Howard Hinnant's algorithm).
@@ -249,7 +256,8 @@ mod tests {
         assert_eq!(parse_local_time("1970-01-01T00:00:00"), Some(0));
         assert_eq!(parse_local_time("2026-11-23T13:59:04"), Some(1_795_442_344));
         assert_eq!(parse_local_time("2024-02-29T12:00:00"), Some(1_709_208_000));
-        for bad in ["Unknown", "None", "N/A", "2026-13-01T00:00:00", "2026-11-23", "2026-11-23T1:2", ""] {
+        for bad in ["Unknown", "None", "N/A", "2026-13-01T00:00:00", "2026-11-23", "2026-11-23T1:2", "",
+            "9223372036854775807-01-01T00:00:00", "2026-01-01T-9223372036854775808:00:00", "2026-01-01T00:-1:00"] {
             assert_eq!(parse_local_time(bad), None, "{bad}");
         }
     }
