@@ -37,9 +37,10 @@ pub struct Held {
     pub memory_bytes: Option<f64>,
 }
 
-/// What the node collector read of a job's cgroup and processes. The figures the records,
-/// findings and population decide on are fields; `figures` is every figure as the catalog
-/// names it, for the per-job series and the `job_sample` record.
+/// What the node collector read of a job's cgroup and processes, each figure stored once: the
+/// figures the records, findings and population decide on as fields, every other figure in
+/// `others`; [`JobFigures::figures`] lists them all as the catalog names them (the per-job
+/// series and the `job_sample` record).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobFigures {
     /// Cores busy (a rate: none at a job's first reading).
@@ -59,7 +60,8 @@ pub struct JobFigures {
     /// Bytes a second.
     pub read_bytes: Option<f64>,
     pub write_bytes: Option<f64>,
-    pub figures: Vec<(&'static Metric, f64)>,
+    /// The figures without a field, in the order they were set.
+    pub others: Vec<(&'static Metric, f64)>,
     /// Busy percentage of each of its CPUs (cgroup v1).
     pub per_core: Option<Vec<f64>>,
     /// Threads per state (running and sleeping always, the others when present); none on
@@ -69,30 +71,91 @@ pub struct JobFigures {
     pub by_exe: Vec<(String, f64)>,
 }
 
+/// The figures with a field of their own, in the order [`JobFigures::figures`] lists them.
+const TYPED: [&Metric; 11] = [
+    &CPU_USAGE,
+    &CPU_UTILIZATION,
+    &CPUS_ALLOCATED,
+    &CPU_TIME,
+    &MEMORY_USAGE,
+    &MEMORY_MAX,
+    &MEMORY_LIMIT,
+    &MEMORY_RSS,
+    &OOM_KILLS,
+    &READ_BYTES,
+    &WRITE_BYTES,
+];
+
 impl JobFigures {
-    /// The typed figures out of a list of figures (a figure given twice: the last), for tests
-    /// and benches that state a reading as a list; the node collector sets the fields where it
-    /// computes them (`sources::node::figures`).
+    /// The typed figures, in [`TYPED`]'s order.
+    fn fields(&self) -> [Option<f64>; 11] {
+        [
+            self.cpu_usage,
+            self.cpu_utilization,
+            self.cpus_allocated,
+            self.cpu_time,
+            self.memory_usage,
+            self.memory_max,
+            self.memory_limit,
+            self.memory_rss,
+            self.oom_kills,
+            self.read_bytes,
+            self.write_bytes,
+        ]
+    }
+
+    fn field(&mut self, m: &Metric) -> Option<&mut Option<f64>> {
+        let i = TYPED.iter().position(|t| is(t, m))?;
+        let fields = [
+            &mut self.cpu_usage,
+            &mut self.cpu_utilization,
+            &mut self.cpus_allocated,
+            &mut self.cpu_time,
+            &mut self.memory_usage,
+            &mut self.memory_max,
+            &mut self.memory_limit,
+            &mut self.memory_rss,
+            &mut self.oom_kills,
+            &mut self.read_bytes,
+            &mut self.write_bytes,
+        ];
+        fields.into_iter().nth(i)
+    }
+
+    /// Sets figure `m` (its field, or its place in `others`): a figure given twice (from the
+    /// cgroup, then from the processes) is the later one. Returns `v`.
+    pub fn set(&mut self, m: &'static Metric, v: f64) -> Option<f64> {
+        match self.field(m) {
+            Some(field) => *field = Some(v),
+            None => match self.others.iter_mut().find(|(o, _)| is(o, m)) {
+                Some(o) => o.1 = v,
+                None => self.others.push((m, v)),
+            },
+        }
+        Some(v)
+    }
+
+    /// Every figure as the catalog names it: the typed ones read, then the others.
+    pub fn figures(&self) -> impl Iterator<Item = (&'static Metric, f64)> + '_ {
+        TYPED
+            .into_iter()
+            .zip(self.fields())
+            .filter_map(|(m, v)| Some((m, v?)))
+            .chain(self.others.iter().copied())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields().iter().all(Option::is_none) && self.others.is_empty()
+    }
+
+    /// Figures from a list (a figure given twice: the last), for tests and benches that state a
+    /// reading as a list; the node collector sets them as it computes them
+    /// (`sources::node::figures`).
     pub fn from_figures(figures: Vec<(&'static Metric, f64)>) -> Self {
         let mut f = JobFigures::default();
-        for (m, v) in &figures {
-            let field = match () {
-                _ if is(m, &CPU_USAGE) => &mut f.cpu_usage,
-                _ if is(m, &CPU_UTILIZATION) => &mut f.cpu_utilization,
-                _ if is(m, &CPUS_ALLOCATED) => &mut f.cpus_allocated,
-                _ if is(m, &CPU_TIME) => &mut f.cpu_time,
-                _ if is(m, &MEMORY_USAGE) => &mut f.memory_usage,
-                _ if is(m, &MEMORY_MAX) => &mut f.memory_max,
-                _ if is(m, &MEMORY_LIMIT) => &mut f.memory_limit,
-                _ if is(m, &MEMORY_RSS) => &mut f.memory_rss,
-                _ if is(m, &OOM_KILLS) => &mut f.oom_kills,
-                _ if is(m, &READ_BYTES) => &mut f.read_bytes,
-                _ if is(m, &WRITE_BYTES) => &mut f.write_bytes,
-                _ => continue,
-            };
-            *field = Some(*v);
+        for (m, v) in figures {
+            f.set(m, v);
         }
-        f.figures = figures;
         f
     }
 }
@@ -107,8 +170,6 @@ pub struct GpuFigures {
     pub count: f64,
     /// GPUs it holds that run none of its processes.
     pub without_process: f64,
-    /// Mean utilisation of its GPUs, where NVML gives it.
-    pub utilization: Option<f64>,
     /// Energy its GPUs used since the collector's previous reading, from NVML's counters.
     pub joules: Option<f64>,
     /// The other per-job GPU figures (utilisation included), as the catalog names them.
@@ -128,8 +189,7 @@ pub enum GpuLabel {
 
 impl GpuFigures {
     pub fn new(count: f64, without_process: f64, figures: Vec<(&'static Metric, f64)>) -> Self {
-        let utilization = figures.iter().rev().find(|(m, _)| is(m, &GPU_UTILIZATION)).map(|(_, v)| *v);
-        GpuFigures { count, without_process, utilization, joules: None, figures, per_gpu: Vec::new() }
+        GpuFigures { count, without_process, joules: None, figures, per_gpu: Vec::new() }
     }
 
     /// Every figure of the job's GPUs together, counts first: the per-job series and the
@@ -140,10 +200,15 @@ impl GpuFigures {
             .chain(self.figures.iter().copied())
     }
 
+    /// Mean utilisation of its GPUs, where NVML gives it.
+    pub fn utilization(&self) -> Option<f64> {
+        self.figures.iter().rev().find(|(m, _)| is(m, &GPU_UTILIZATION)).map(|(_, v)| *v)
+    }
+
     /// Whether its GPUs idle: their mean utilisation under `threshold` percent (None where
     /// NVML gives no utilisation).
     pub fn under(&self, threshold: f64) -> Option<bool> {
-        self.utilization.map(|u| u < threshold)
+        self.utilization().map(|u| u < threshold)
     }
 
     /// How many of its GPUs idle: all of them under `threshold`, else those running none of
@@ -160,7 +225,7 @@ impl JobReading {
 
     /// Whether this reading has any figure (a job whose cgroup vanished mid-read has none).
     pub fn has_figures(&self) -> bool {
-        !self.job.figures.is_empty() || self.job.per_core.is_some() || self.gpus.is_some()
+        !self.job.is_empty() || self.job.per_core.is_some() || self.gpus.is_some()
     }
 
     /// Its memory limit; None when it has none (unlimited) or none was read.
@@ -205,7 +270,7 @@ impl JobReading {
     }
 
     pub fn gpu_utilization(&self) -> Option<f64> {
-        self.gpus.as_ref().and_then(|g| g.utilization)
+        self.gpus.as_ref().and_then(GpuFigures::utilization)
     }
 }
 

@@ -64,8 +64,8 @@ pub fn push(
                 }
             };
         let f = &r.job;
-        for (m, v) in &f.figures {
-            put(m, sets, None, Observed::Scalar(*v));
+        for (m, v) in f.figures() {
+            put(m, sets, None, Observed::Scalar(v));
         }
         if let Some(d) = &f.per_core {
             put(&CPU_CORE_UTILIZATION, sets, None, Observed::Distribution(d.clone()));

@@ -1,7 +1,6 @@
 //! The figures of one job's reading: levels as read, rates against the previous reading (a
-//! job seen once has none), and from the processes where the cgroup lacks them. Each figure
-//! goes in the reading's list (the series and the `job_sample` record) and, where the records,
-//! findings and population decide on it, in its typed field, set where it is computed.
+//! job seen once has none), and from the processes where the cgroup lacks them, each set once
+//! in the reading ([`JobFigures::set`]).
 
 use super::rates::{delta, io_delta, per_core, proc_io_delta, top_executables};
 use super::{Previous, Reading, from_procs, procs};
@@ -9,53 +8,50 @@ use crate::sample::JobFigures;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 
-/// Adds `(m, v)` to the list; returns `v` for the typed field. Where a figure is given twice
-/// (from the cgroup and from the processes) the later one stands, in the list and the field.
-fn put(list: &mut Vec<(&'static Metric, f64)>, m: &'static Metric, v: f64) -> Option<f64> {
-    list.push((m, v));
-    Some(v)
-}
-
 /// The figures of reading `r`, `prev` the job's previous one; `top` executables at most.
 pub(super) fn of(r: &Reading, prev: Option<&Previous>, ticks_per_second: f64, top: usize) -> JobFigures {
     let no_procs: &[procs::Proc] = &[];
     let procs = r.procs.as_ref().map_or(no_procs, |p| &p.list);
     let cg = &r.cg;
     let mut f = JobFigures::default();
-    let l = &mut f.figures;
-    let mut level = |m: &'static Metric, v: Option<u64>| put(l, m, v? as f64);
-    f.memory_usage = level(&MEMORY_USAGE, cg.memory_usage);
-    f.memory_max = level(&MEMORY_MAX, cg.memory_max);
-    f.memory_limit = level(&MEMORY_LIMIT, cg.memory_limit);
-    level(&MEMORY_CACHE, cg.memory_cache);
-    f.memory_rss = level(&MEMORY_RSS, cg.memory_rss);
-    level(&MEMORY_RSS_HUGE, cg.memory_rss_huge);
-    level(&MEMORY_MAPPED_FILE, cg.memory_mapped_file);
-    level(&MEMORY_ACTIVE_FILE, cg.memory_active_file);
-    level(&MEMORY_INACTIVE_FILE, cg.memory_inactive_file);
-    level(&MEMORY_UNEVICTABLE, cg.memory_unevictable);
-    level(&MEMORY_SWAP, cg.memory_swap);
-    f.oom_kills = level(&OOM_KILLS, cg.oom_kills);
-    let l = &mut f.figures;
+    let levels: [(&'static Metric, Option<u64>); 12] = [
+        (&MEMORY_USAGE, cg.memory_usage),
+        (&MEMORY_MAX, cg.memory_max),
+        (&MEMORY_LIMIT, cg.memory_limit),
+        (&MEMORY_CACHE, cg.memory_cache),
+        (&MEMORY_RSS, cg.memory_rss),
+        (&MEMORY_RSS_HUGE, cg.memory_rss_huge),
+        (&MEMORY_MAPPED_FILE, cg.memory_mapped_file),
+        (&MEMORY_ACTIVE_FILE, cg.memory_active_file),
+        (&MEMORY_INACTIVE_FILE, cg.memory_inactive_file),
+        (&MEMORY_UNEVICTABLE, cg.memory_unevictable),
+        (&MEMORY_SWAP, cg.memory_swap),
+        (&OOM_KILLS, cg.oom_kills),
+    ];
+    for (m, v) in levels {
+        if let Some(v) = v {
+            f.set(m, v as f64);
+        }
+    }
     let listed = r.procs.as_ref().map(|p| p.list.as_slice());
     if let Some(rss) = from_procs::memory(cg, listed) {
-        f.memory_usage = put(l, &MEMORY_USAGE, rss);
-        f.memory_rss = put(l, &MEMORY_RSS, rss);
+        f.set(&MEMORY_USAGE, rss);
+        f.set(&MEMORY_RSS, rss);
     }
     if let Some(secs) = from_procs::cpu_seconds(cg, listed, ticks_per_second) {
-        f.cpu_time = put(l, &CPU_TIME, secs);
+        f.set(&CPU_TIME, secs);
     }
     let allocated = cg.cpus.as_ref().map(|c| c.len()).filter(|n| *n > 0);
     if let Some(n) = allocated {
-        f.cpus_allocated = put(l, &CPUS_ALLOCATED, n as f64);
+        f.set(&CPUS_ALLOCATED, n as f64);
     }
     if let Some(ns) = cg.cpu_ns {
-        f.cpu_time = put(l, &CPU_TIME, ns as f64 / 1e9);
+        f.set(&CPU_TIME, ns as f64 / 1e9);
     }
     if let Some(p) = &r.procs {
-        put(l, &PROCESS_COUNT, p.count as f64);
+        f.set(&PROCESS_COUNT, p.count as f64);
         if !p.list.is_empty() {
-            put(l, &OPEN_FILES, p.list.iter().filter_map(|p| p.open_files).sum::<u64>() as f64);
+            f.set(&OPEN_FILES, p.list.iter().filter_map(|p| p.open_files).sum::<u64>() as f64);
         }
     }
     if let Some(prev) = prev {
@@ -64,13 +60,13 @@ pub(super) fn of(r: &Reading, prev: Option<&Previous>, ticks_per_second: f64, to
             let ns = secs * 1e9;
             if let Some(d) = delta(cg.cpu_ns, prev.cpu_ns) {
                 let cores = d as f64 / ns;
-                f.cpu_usage = put(l, &CPU_USAGE, cores);
+                f.set(&CPU_USAGE, cores);
                 if let Some(n) = allocated {
-                    f.cpu_utilization = put(l, &CPU_UTILIZATION, cores / n as f64 * 100.0);
+                    f.set(&CPU_UTILIZATION, cores / n as f64 * 100.0);
                 }
             }
             if let Some(d) = delta(cg.throttled_ns, prev.throttled_ns) {
-                put(l, &CPU_THROTTLED_TIME, d as f64 / ns);
+                f.set(&CPU_THROTTLED_TIME, d as f64 / ns);
             }
             f.per_core = per_core(cg, prev, ns);
         }
@@ -78,9 +74,9 @@ pub(super) fn of(r: &Reading, prev: Option<&Previous>, ticks_per_second: f64, to
         let proc_secs = r.at.duration_since(prev.procs_at).as_secs_f64();
         let ticks = proc_secs * ticks_per_second;
         if let Some(cores) = from_procs::cores(cg, listed, &prev.procs, ticks) {
-            f.cpu_usage = put(l, &CPU_USAGE, cores);
+            f.set(&CPU_USAGE, cores);
             if let Some(n) = allocated {
-                f.cpu_utilization = put(l, &CPU_UTILIZATION, cores / n as f64 * 100.0);
+                f.set(&CPU_UTILIZATION, cores / n as f64 * 100.0);
             }
         }
         let io = match (cg.io, prev.io) {
@@ -89,10 +85,10 @@ pub(super) fn of(r: &Reading, prev: Option<&Previous>, ticks_per_second: f64, to
             _ => None,
         };
         if let Some((io, secs)) = io.filter(|(_, secs)| *secs > 0.0) {
-            f.read_bytes = put(l, &READ_BYTES, io.read_bytes as f64 / secs);
-            f.write_bytes = put(l, &WRITE_BYTES, io.write_bytes as f64 / secs);
-            put(l, &READ_OPS, io.read_ops as f64 / secs);
-            put(l, &WRITE_OPS, io.write_ops as f64 / secs);
+            f.set(&READ_BYTES, io.read_bytes as f64 / secs);
+            f.set(&WRITE_BYTES, io.write_bytes as f64 / secs);
+            f.set(&READ_OPS, io.read_ops as f64 / secs);
+            f.set(&WRITE_OPS, io.write_ops as f64 / secs);
         }
         if r.procs.is_some() && proc_secs > 0.0 {
             f.by_exe = top_executables(procs, &prev.procs, proc_secs * ticks_per_second, top);
@@ -179,7 +175,7 @@ mod tests {
                 per_core: f.per_core.clone(),
                 threads: f.threads.clone(),
                 by_exe: f.by_exe.clone(),
-                ..JobFigures::from_figures(f.figures.clone())
+                ..JobFigures::from_figures(f.figures().collect())
             };
             assert_eq!(f, typed, "{cg:?}");
             assert!(f.cpu_usage.is_some() && f.memory_usage.is_some() && f.read_bytes.is_some(), "{f:?}");

@@ -111,8 +111,8 @@ impl Job {
             m.n += 1.0;
         };
         let f = &reading.job;
-        for (m, v) in &f.figures {
-            add(m.name, None, *v);
+        for (m, v) in f.figures() {
+            add(m.name, None, v);
         }
         if let Some(cores) = f.per_core.as_ref().filter(|c| !c.is_empty()) {
             add(CPU_CORE_UTILIZATION.name, None, cores.iter().sum::<f64>() / cores.len() as f64);
