@@ -45,6 +45,17 @@ pub mod dims {
     pub const GPU_UUID: &str = "GpuUuid";
     /// A destination other than CloudWatch (`otlp`, `prometheus`), on the delivery figures.
     pub const SINK: &str = "Sink";
+
+    /// Every dimension above: what a name read back from disk is checked against.
+    pub const ALL: &[&str] = &[
+        CLUSTER_NAME, PARTITION, STATE, FLAG, REASON, MESSAGE_TYPE, COLLECTOR, NODE_NAME, JOB_ID, USER, ACCOUNT,
+        THREAD_STATE, EXECUTABLE, GPU, GPU_UUID, SINK,
+    ];
+
+    /// The catalog's own spelling of a dimension name, if it has one.
+    pub fn named(name: &str) -> Option<&'static str> {
+        ALL.iter().copied().find(|d| *d == name)
+    }
 }
 
 /// CloudWatch `StandardUnit` values the catalog uses.
@@ -229,6 +240,15 @@ mod tests {
             assert!(first.is_ascii_uppercase(), "{} is not PascalCase", m.name);
             assert!(m.name.chars().all(|c| c.is_ascii_alphanumeric()), "{}", m.name);
             assert!(m.name.len() <= 255);
+        }
+    }
+
+    #[test]
+    fn every_dimension_a_metric_declares_is_one_of_dims_all() {
+        for m in ALL {
+            for d in m.dimension_sets.iter().flat_map(|s| s.iter()) {
+                assert_eq!(dims::named(d), Some(*d), "{}: {d} is not in dims::ALL", m.name);
+            }
         }
     }
 

@@ -44,7 +44,9 @@ pub enum SpoolError {
 /// What a spool file can hold: items with a one-line text form.
 pub trait Item: Sized {
     fn to_line(&self, label: &str) -> String;
-    fn from_line(line: &str) -> Result<Self, String>;
+    /// `Ok(None)`: a well-formed line this version has no use for (a metric it no longer
+    /// has): skipped and counted, the rest of its file kept.
+    fn from_line(line: &str) -> Result<Option<Self>, String>;
 }
 
 impl Item for Datum {
@@ -52,8 +54,8 @@ impl Item for Datum {
         self.to_json_line(namespace)
     }
 
-    fn from_line(line: &str) -> Result<Self, String> {
-        Datum::from_json_line(line).map(|(_, d)| d).map_err(|e| e.to_string())
+    fn from_line(line: &str) -> Result<Option<Self>, String> {
+        Datum::from_json_line(line).map(|(_, d)| Some(d)).map_err(|e| e.to_string())
     }
 }
 
@@ -62,8 +64,8 @@ impl Item for Record {
         self.to_json_line()
     }
 
-    fn from_line(line: &str) -> Result<Self, String> {
-        Record::from_json_line(line)
+    fn from_line(line: &str) -> Result<Option<Self>, String> {
+        Record::from_json_line(line).map(Some)
     }
 }
 
@@ -73,6 +75,8 @@ pub struct Batch<T> {
     /// Where the items go: the namespace of datums, the log group of records.
     pub label: String,
     pub items: Vec<T>,
+    /// Lines skipped ([`Item::from_line`]'s `Ok(None)`).
+    pub skipped: usize,
 }
 
 /// The file's bytes.
@@ -134,13 +138,17 @@ pub fn decode<T: Item>(bytes: &[u8]) -> Result<Batch<T>, SpoolError> {
     let label: String =
         serde_json::from_str(first).map_err(|e| SpoolError::Line { line: 1, error: e.to_string() })?;
     let mut items = Vec::with_capacity(count.min(100_000));
+    let mut skipped = 0;
     for (i, line) in lines.enumerate() {
-        items.push(T::from_line(line).map_err(|error| SpoolError::Line { line: i + 2, error })?);
+        match T::from_line(line).map_err(|error| SpoolError::Line { line: i + 2, error })? {
+            Some(item) => items.push(item),
+            None => skipped += 1,
+        }
     }
-    if items.len() != count {
-        return Err(SpoolError::Count { got: items.len(), want: count });
+    if items.len() + skipped != count {
+        return Err(SpoolError::Count { got: items.len() + skipped, want: count });
     }
-    Ok(Batch { label, items })
+    Ok(Batch { label, items, skipped })
 }
 
 #[cfg(test)]
@@ -166,11 +174,11 @@ mod tests {
         let d = datums(100);
         let bytes = encode("Slurm", &d);
         assert_eq!(header_count(&bytes), Some(100));
-        assert_eq!(decode(&bytes).unwrap(), Batch { label: "Slurm".into(), items: d });
+        assert_eq!(decode(&bytes).unwrap(), Batch { label: "Slurm".into(), items: d, skipped: 0 });
         assert_eq!(decode::<Datum>(&encode::<Datum>("X", &[])).unwrap().items.len(), 0);
         let records = vec![Record { time: SystemTime::UNIX_EPOCH, message: r#"{"JobId":"1"}"#.into() }];
         let back = decode::<Record>(&encode("/slurm-cw/c/jobs", &records)).unwrap();
-        assert_eq!(back, Batch { label: "/slurm-cw/c/jobs".into(), items: records });
+        assert_eq!(back, Batch { label: "/slurm-cw/c/jobs".into(), items: records, skipped: 0 });
     }
 
     #[test]

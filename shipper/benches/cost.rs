@@ -386,7 +386,7 @@ impl Host {
             self.sent.log_bytes += r.bytes;
             self.sent.log_events += r.sent;
         }
-        let mut lanes = flushed.datums.into_iter();
+        let mut lanes = flushed.aggregates.into_iter();
         let (mut cloudwatch, open) = (lanes.next().unwrap_or_default(), lanes.next().unwrap_or_default());
         // CloudWatch as configured alone (the default): without the OTLP destination's own
         // delivery figures, four more metrics when both are on.

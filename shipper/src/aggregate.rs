@@ -1,16 +1,73 @@
 //! Aggregation between flushes: every sample of a metric with the same dimensions collapses into
-//! one datum per flush (per minute when a flush spans several: see [`Aggregator::with_period`]),
-//! so a node sends about one PutMetricData request per flush interval however often it samples.
+//! one [`Aggregate`] per flush (per minute when a flush spans several: see
+//! [`Aggregator::with_period`]), so a node sends about one request per flush interval however
+//! often it samples.
 //!
-//! Scalars become `StatisticValues` (or a plain `Value` when only one sample came); distributions
-//! become `Values`/`Counts`, folded to CloudWatch's 150 distinct values.
+//! An aggregate is neutral: the catalog's metric, its dimensions (`ClusterName` added, values
+//! job users chose made printable), the time of its latest sample and a [`Summary`]. Each
+//! destination encodes it into its own wire form (`sinks/*/encode`); the spool stores it as a
+//! datum line and reads it back against the catalog.
 
 use crate::datum::{Datum, DatumValue, Stats};
 use crate::sample::{Dims, Observed, Sample};
 use slurm_cw_catalog::{Kind, Metric};
-use slurm_cw_sink::cloudwatch::datum;
+use slurm_cw_sink::validate::clean_dimension_value;
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
+
+/// What a series' samples in one period come to: one value, a statistic set, or a
+/// distribution (values and counts). The same three whatever the wire, spelled once (formats).
+pub type Summary = DatumValue;
+
+/// One series' samples of one period, as every destination receives them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aggregate {
+    pub metric: &'static Metric,
+    /// `ClusterName` included; sorted by name.
+    pub dims: Dims,
+    /// The latest sample's.
+    pub time: SystemTime,
+    pub value: Summary,
+}
+
+impl Aggregate {
+    pub fn dimension(&self, name: &str) -> Option<&str> {
+        self.dims.get(name)
+    }
+
+    /// Its stored form: the datum line's fields (what the spool and `--sink stdout` hold).
+    pub fn to_datum(&self) -> Datum {
+        Datum {
+            metric: self.metric.name.to_owned(),
+            unit: self.metric.unit.as_str().to_owned(),
+            dimensions: self.dims.iter().map(|(n, v)| (n.to_owned(), v.to_owned())).collect(),
+            timestamp: self.time,
+            value: self.value.clone(),
+        }
+    }
+
+    /// Back from its stored form, if the catalog still has its metric and every dimension (a
+    /// spool written by another version may name what this one no longer has).
+    pub fn from_datum(d: Datum) -> Option<Aggregate> {
+        let metric = slurm_cw_catalog::by_name(&d.metric)?;
+        let mut dims = Dims::new();
+        for (n, v) in d.dimensions {
+            dims.set(slurm_cw_catalog::dims::named(&n)?, v);
+        }
+        Some(Aggregate { metric, dims, time: d.timestamp, value: d.value })
+    }
+}
+
+impl slurm_cw_formats::spool::Item for Aggregate {
+    fn to_line(&self, namespace: &str) -> String {
+        self.to_datum().to_json_line(namespace)
+    }
+
+    /// A line of a metric or dimension this version does not have is skipped (and counted).
+    fn from_line(line: &str) -> Result<Option<Self>, String> {
+        Datum::from_json_line(line).map(|(_, d)| Aggregate::from_datum(d)).map_err(|e| e.to_string())
+    }
+}
 
 /// CloudWatch accepts at most this many distinct values in one `Values` array.
 pub const MAX_DISTINCT_VALUES: usize = 150;
@@ -106,28 +163,22 @@ impl Aggregator {
         }
     }
 
-    /// Everything accumulated so far as datums, left in place for the flush: what a pull
-    /// endpoint serves between flushes (unsorted).
-    pub fn snapshot(&self) -> Vec<Datum> {
-        self.entries
-            .iter()
-            .map(|((_, dims, _), e)| to_datum(&self.cluster, e.clone(), dims.clone()))
-            .collect()
+    /// Everything accumulated so far, left in place for the flush: what a pull endpoint serves
+    /// between flushes (unsorted).
+    pub fn snapshot(&self) -> Vec<Aggregate> {
+        self.entries.iter().map(|((_, dims, _), e)| aggregate(&self.cluster, e.clone(), dims.clone())).collect()
     }
 
-    /// Takes everything accumulated so far as datums, sorted by metric and dimensions so output
-    /// is stable.
-    pub fn drain(&mut self) -> Vec<Datum> {
-        let mut out: Vec<Datum> =
-            self.entries.drain().map(|((_, dims, _), e)| to_datum(&self.cluster, e, dims)).collect();
-        out.sort_by(|a, b| {
-            (&a.metric, &a.dimensions, a.timestamp).cmp(&(&b.metric, &b.dimensions, b.timestamp))
-        });
+    /// Takes everything accumulated so far, sorted by metric and dimensions so output is stable.
+    pub fn drain(&mut self) -> Vec<Aggregate> {
+        let mut out: Vec<Aggregate> =
+            self.entries.drain().map(|((_, dims, _), e)| aggregate(&self.cluster, e, dims)).collect();
+        out.sort_by(|a, b| (a.metric.name, &a.dims, a.time).cmp(&(b.metric.name, &b.dims, b.time)));
         out
     }
 }
 
-fn to_datum(cluster: &str, e: Entry, sample_dims: Dims) -> Datum {
+fn aggregate(cluster: &str, e: Entry, sample_dims: Dims) -> Aggregate {
     let value = match e.acc {
         Acc::Stats(s) if s.count == 1.0 => DatumValue::Value { value: s.sum },
         // One value per node and flush, so that Sum across nodes is the cluster's total.
@@ -138,9 +189,15 @@ fn to_datum(cluster: &str, e: Entry, sample_dims: Dims) -> Datum {
             DatumValue::Values { values, counts }
         }
     };
-    // Values come from Slurm and from job users (process names, accounts): cleaned, never dropped.
-    let dims = sample_dims.iter().map(|(n, v)| (n.to_owned(), v.to_owned()));
-    datum(cluster, e.metric, dims, e.last, value)
+    // Values come from Slurm and from job users (process names, accounts): made printable once,
+    // here, for every wire; never dropped.
+    let dims = sample_dims
+        .map_values(|v| match clean_dimension_value(&v) {
+            std::borrow::Cow::Borrowed(same) if same.len() == v.len() => v,
+            cleaned => cleaned.into_owned(),
+        })
+        .with(slurm_cw_catalog::dims::CLUSTER_NAME, cluster);
+    Aggregate { metric: e.metric, dims, time: e.last, value }
 }
 
 /// At most [`MAX_DISTINCT_VALUES`] (value, count) pairs: when there are more, values are merged
@@ -182,7 +239,7 @@ mod tests {
         assert_eq!(out[0].value, DatumValue::Value { value: 4.0 });
         assert_eq!(out[0].dimension("ClusterName"), Some("prod"));
         assert_eq!(out[0].dimension("State"), Some("idle"));
-        assert_eq!(out[0].unit, "Count");
+        assert_eq!(out[0].metric.unit.as_str(), "Count");
         assert!(a.is_empty());
     }
 
@@ -200,7 +257,7 @@ mod tests {
             idle.value,
             DatumValue::Stats { stats: Stats { min: 3.0, max: 7.0, sum: 20.0, count: 4.0 } }
         );
-        assert_eq!(idle.timestamp, t(30), "a datum carries the time of its latest sample");
+        assert_eq!(idle.time, t(30), "an aggregate carries the time of its latest sample");
     }
 
     #[test]
@@ -213,8 +270,9 @@ mod tests {
             1.0,
             t(0),
         ));
-        let mut out = a.drain();
+        let out = a.drain();
         assert_eq!(out[0].dimension("Executable"), Some("s\\u{f6}lver\\u{1b}[31m"));
+        let mut out: Vec<Datum> = out.iter().map(Aggregate::to_datum).collect();
         let dropped = slurm_cw_sink::validate::Validator::new().retain_valid(&mut out, t(0));
         assert!(dropped.is_empty() && out.len() == 1, "{dropped:?}");
     }
@@ -236,7 +294,7 @@ mod tests {
             a.add(Sample::new(&slurm_cw_catalog::metrics::JOB_ALLOCATIONS, Dims::new(), v, t(s)));
         }
         let out = a.drain();
-        let got: Vec<_> = out.iter().map(|d| (d.timestamp, d.value.clone())).collect();
+        let got: Vec<_> = out.iter().map(|d| (d.time, d.value.clone())).collect();
         assert_eq!(
             got,
             vec![(t(30), DatumValue::Value { value: 5.0 }), (t(90), DatumValue::Value { value: 10.0 })],
@@ -269,6 +327,25 @@ mod tests {
         assert_eq!(counts.iter().sum::<f64>(), 1000.0);
         let folded_mean: f64 = values.iter().zip(counts).map(|(v, c)| v * c).sum::<f64>() / 1000.0;
         assert!((folded_mean - mean).abs() < 1e-9, "{folded_mean} vs {mean}");
+    }
+
+    #[test]
+    fn stored_lines_read_back_and_a_metric_this_version_lacks_is_skipped() {
+        use slurm_cw_formats::spool::{Item, decode, encode};
+        let mut a = Aggregator::new("c");
+        a.add(Sample::new(&NODE_COUNT, Dims::new().with("State", "idle"), 4.0, t(0)));
+        let kept = a.drain().remove(0);
+        let line = kept.to_line("Slurm/c");
+        assert_eq!(Aggregate::from_line(&line), Ok(Some(kept.clone())));
+        assert_eq!(Aggregate::from_line(&line.replace("NodeCount", "NodeCountOfOld")), Ok(None));
+        assert_eq!(Aggregate::from_line(&line.replace("\"State\"", "\"Colour\"")), Ok(None));
+        assert!(Aggregate::from_line("{not json").is_err());
+        // A file holding one such line keeps the rest.
+        let mut gone = kept.to_datum();
+        gone.metric = "Retired".into();
+        let file = encode("Slurm/c", &[kept.to_datum(), gone]);
+        let back = decode::<Aggregate>(&file).expect("the file is whole");
+        assert_eq!((back.items, back.skipped), (vec![kept], 1));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::Exit;
 use crate::collection::Collection;
 use crate::config::Config;
 use crate::cost::lookup::Lookup;
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::hook;
 use crate::pipeline::Pipeline;
 use crate::role::Role;
@@ -44,8 +44,8 @@ pub async fn once(
     }
     let flushed = pipeline.flush();
     let mut results = Vec::new();
-    for (mut route, datums) in metrics.into_iter().zip(flushed.datums) {
-        route.delivery.hold(route.intake.take(datums));
+    for (mut route, items) in metrics.into_iter().zip(flushed.aggregates) {
+        route.delivery.hold(route.intake.take(items));
         let what = format!("metrics to {}", route.delivery.label());
         results.push((what, drain(&mut route.delivery).await));
     }
@@ -103,7 +103,7 @@ pub async fn daemon(
     let mut deliverers = Vec::new();
     let mut metric_routes = Vec::new();
     for Route { intake, delivery, .. } in metrics {
-        let (tx, rx) = mpsc::unbounded_channel::<Vec<Datum>>();
+        let (tx, rx) = mpsc::unbounded_channel::<Vec<Aggregate>>();
         deliverers.push(tokio::spawn(deliver_loop(delivery, rx, pace)));
         metric_routes.push((intake, tx));
     }
@@ -116,8 +116,8 @@ pub async fn daemon(
     let mut to_delivery = |f: crate::pipeline::Flushed| -> bool {
         tracing::debug!(collections = f.collections, records = f.records.len(), "flushed");
         let mut ok = true;
-        for ((intake, tx), datums) in metric_routes.iter_mut().zip(f.datums) {
-            ok &= tx.send(intake.take(datums)).is_ok();
+        for ((intake, tx), items) in metric_routes.iter_mut().zip(f.aggregates) {
+            ok &= tx.send(intake.take(items)).is_ok();
         }
         if let Some((intake, rtx)) = &mut record_route {
             ok &= rtx.send(intake.take(f.records)).is_ok();

@@ -2,10 +2,11 @@
 //!
 //! A metric's path through the code follows the module names:
 //! `sources::*` (read and parse) -> [`sample`] -> [`transforms`] (job records, population
-//! figures, what becomes a metric) -> [`aggregate`] -> `datum` -> `sinks::delivery` (validate,
-//! keep what could not be sent) -> `cloudwatch`, `logs` or `sinks::stdout`. [`app`] runs the loop; [`config`] and [`cli`] say how. `datum`,
-//! `validate` and `cloudwatch` live in the slurm-cw-sink crate, which the Lambda shares, and
-//! are re-exported here.
+//! figures, what becomes a metric) -> [`aggregate`] (a neutral `Aggregate` per series and
+//! period) -> `sinks::delivery` (each destination's rules; the spool keeps what could not be
+//! sent) -> `sinks::<destination>`, whose `encode` makes its wire form. [`app`] runs the loop;
+//! [`config`] and [`cli`] say how. `datum` (CloudWatch's datum and the spool's line) and
+//! `validate` live in the slurm-cw-sink crate, which the Lambda shares, and are re-exported here.
 
 #![deny(unsafe_code)]
 

@@ -5,7 +5,7 @@
 use crate::aggregate::Aggregator;
 use crate::config::Config;
 use crate::cost::Prices;
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::role::Role;
 use crate::sample::{Batch, Dims, JobReading, Sample};
 use crate::sinks::delivery::{DeliveryStats, StatsHandle};
@@ -100,7 +100,7 @@ impl Parts {
 #[derive(Debug, Default)]
 pub struct Flushed {
     /// One list per metric destination, in `sink`'s order.
-    pub datums: Vec<Vec<Datum>>,
+    pub aggregates: Vec<Vec<Aggregate>>,
     pub records: Vec<Record>,
     /// What delivery did since the last flush (the self-metrics' figures), per metric
     /// destination and for the records.
@@ -287,8 +287,8 @@ impl Pipeline {
         let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
         self.feed_lanes(batch.samples, &[], now);
         let collections = std::mem::take(&mut self.collections);
-        let datums = self.lanes.iter_mut().map(|l| l.aggregator.drain()).collect();
-        Flushed { datums, records, delivered, records_delivered, collections }
+        let aggregates = self.lanes.iter_mut().map(|l| l.aggregator.drain()).collect();
+        Flushed { aggregates, records, delivered, records_delivered, collections }
     }
 }
 

@@ -59,7 +59,7 @@ fn each_collection_is_shown_to_a_pull_endpoint_before_any_flush() {
     );
     // Nothing was drained: the flush still delivers the period.
     let f = p.flush();
-    assert!(f.datums[1].iter().any(|d| d.metric == SHIPPER_MEMORY_RSS.name), "{:?}", f.datums[1]);
+    assert!(f.aggregates[1].iter().any(|d| d.metric.name == SHIPPER_MEMORY_RSS.name), "{:?}", f.aggregates[1]);
 }
 
 fn pipeline(answers: &[FinalSample]) -> Pipeline {
@@ -87,12 +87,12 @@ fn a_refused_final_sample_keeps_no_collectors_samples() {
         let mut p = pipeline(&[FinalSample::Sampled(1), refusal.clone(), FinalSample::Sampled(0)]);
         assert_eq!(p.final_sample("7", 1000), refusal);
         let f = p.flush();
-        assert!(f.datums[0].iter().all(|d| d.metric != CPU_USAGE.name), "{refusal:?}");
+        assert!(f.aggregates[0].iter().all(|d| d.metric.name != CPU_USAGE.name), "{refusal:?}");
         assert!(f.records.is_empty(), "{refusal:?}: {:?}", f.records);
     }
     let mut p = pipeline(&[FinalSample::Sampled(1), FinalSample::Sampled(0)]);
     assert_eq!(p.final_sample("7", 1000), FinalSample::Sampled(1));
     let f = p.flush();
-    assert!(f.datums[0].iter().any(|d| d.metric == CPU_USAGE.name));
+    assert!(f.aggregates[0].iter().any(|d| d.metric.name == CPU_USAGE.name));
     assert!(!f.records.is_empty(), "the job's summary");
 }

@@ -49,6 +49,11 @@ impl Dims {
         self.0.len()
     }
 
+    /// The same names with each value passed through `f` (kept sorted: names do not change).
+    pub fn map_values(self, mut f: impl FnMut(String) -> String) -> Dims {
+        Dims(self.0.into_iter().map(|(n, v)| (n, f(v))).collect())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

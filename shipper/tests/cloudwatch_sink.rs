@@ -5,7 +5,11 @@ mod common;
 
 use common::proxy::{Fault, Proxy};
 use common::*;
-use slurm_cw_shipper::datum::{Datum, DatumValue};
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::dims::{CLUSTER_NAME, JOB_ID};
+use slurm_cw_catalog::metrics::{CPU_USAGE, JOB_ALLOCATIONS, MEMORY_USAGE, NODE_COUNT, PROCESS_COUNT};
+use slurm_cw_shipper::aggregate::{Aggregate, Summary};
+use slurm_cw_shipper::sample::Dims;
 use slurm_cw_shipper::sinks::MetricSink;
 use slurm_cw_shipper::sinks::cloudwatch::PutMetricDataRules;
 use slurm_cw_shipper::sinks::cloudwatch::retry::Backoff;
@@ -26,17 +30,23 @@ fn settings(url: &str, ns: &str) -> Settings {
     }
 }
 
-fn datum(metric: &str, job: &str, value: f64) -> Datum {
-    Datum {
-        metric: metric.into(),
-        unit: "Count".into(),
-        dimensions: vec![("ClusterName".into(), "t".into()), ("JobId".into(), job.into())],
-        timestamp: SystemTime::now(),
-        value: DatumValue::Value { value },
+// Catalog metrics in the roles the tests give them (each test has a namespace of its own).
+const GOOD: &Metric = &CPU_USAGE;
+const BAD: &Metric = &MEMORY_USAGE;
+const OLD: &Metric = &NODE_COUNT;
+const NEW: &Metric = &JOB_ALLOCATIONS;
+const M: &Metric = &PROCESS_COUNT;
+
+fn datum(metric: &'static Metric, job: &str, value: f64) -> Aggregate {
+    Aggregate {
+        metric,
+        dims: Dims::new().with(CLUSTER_NAME, "t").with(JOB_ID, job),
+        time: SystemTime::now(),
+        value: Summary::Value { value },
     }
 }
 
-fn no_spool(sink: CloudWatchSink, stats: &StatsHandle) -> (Intake<Datum>, Delivery<MetricSink>) {
+fn no_spool(sink: CloudWatchSink, stats: &StatsHandle) -> (Intake<Aggregate>, Delivery<MetricSink>) {
     (
         Intake::new("unused", None, stats.clone(), rules()),
         Delivery::new(Box::new(sink) as MetricSink, None, 100_000, stats.clone()),
@@ -54,9 +64,9 @@ async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_drop
     // refuses the whole request (HTTP 400 InvalidParameterValue).
     let (intake, delivery) = no_spool(sink, &stats);
     let (mut intake, mut delivery) = (intake.without_validation(), delivery.without_validation());
-    let mut datums: Vec<Datum> = (0..10).map(|i| datum("Good", &format!("j{i}"), i as f64)).collect();
-    let mut bad = datum("Bad", "j6", 0.0);
-    bad.value = DatumValue::Values { values: vec![1.0, 2.0], counts: vec![1.0] };
+    let mut datums: Vec<Aggregate> = (0..10).map(|i| datum(GOOD, &format!("j{i}"), i as f64)).collect();
+    let mut bad = datum(BAD, "j6", 0.0);
+    bad.value = Summary::Values { values: vec![1.0, 2.0], counts: vec![1.0] };
     datums.insert(6, bad);
     delivery.hold(intake.take(datums));
     assert_eq!(delivery.drain().await, Step::Empty);
@@ -71,7 +81,7 @@ async fn a_request_rejected_as_invalid_is_split_until_only_the_bad_datum_is_drop
         let v = statistic(
             &cw,
             &ns,
-            "Good",
+            GOOD.name,
             &[("ClusterName", "t"), ("JobId", &job)],
             "Maximum",
             Duration::from_secs(600),
@@ -89,7 +99,7 @@ async fn with_validation_the_bad_datum_never_reaches_cloudwatch() {
     let stats = StatsHandle::default();
     let (mut intake, mut delivery) =
         no_spool(CloudWatchSink::new(settings(&url, &ns)).await.unwrap(), &stats);
-    let datums = vec![datum("Good", "a", 1.0), datum("Bad", "b", f64::INFINITY), datum("Good", "c", 3.0)];
+    let datums = vec![datum(GOOD, "a", 1.0), datum(BAD, "b", f64::INFINITY), datum(GOOD, "c", 3.0)];
     delivery.hold(intake.take(datums));
     assert_eq!(delivery.drain().await, Step::Empty);
     let s = stats.take();
@@ -108,12 +118,12 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
     let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone(), rules());
     let down = CloudWatchSink::new(settings("http://127.0.0.1:9", &ns)).await.unwrap();
     let mut delivery = Delivery::new(Box::new(down) as MetricSink, Some(spool.clone()), 1000, stats.clone());
-    delivery.hold(intake.take(vec![datum("Good", "a", 1.0)]));
+    delivery.hold(intake.take(vec![datum(GOOD, "a", 1.0)]));
     let step = delivery.drain().await;
     assert!(matches!(&step, Step::Failed(e) if e.contains("cannot reach")), "{step:?}");
     let s = stats.take();
     assert_eq!((s.requests, s.retries), (3, 2), "max_retries = 2");
-    delivery.hold(intake.take(vec![datum("Good", "b", 2.0)]));
+    delivery.hold(intake.take(vec![datum(GOOD, "b", 2.0)]));
     assert_eq!(delivery.waiting(), (0, 2), "two flushes on disk, none in memory");
 
     // CloudWatch answers again (here: LocalStack): both flushes go, oldest first, and leave.
@@ -128,7 +138,7 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
         let got = statistic(
             &cw,
             &ns,
-            "Good",
+            GOOD.name,
             &[("ClusterName", "t"), ("JobId", job)],
             "SampleCount",
             Duration::from_secs(600),
@@ -138,7 +148,7 @@ async fn an_unreachable_endpoint_keeps_flushes_in_the_spool_until_it_answers() {
         let got = statistic(
             &cw,
             &ns,
-            "Good",
+            GOOD.name,
             &[("ClusterName", "t"), ("JobId", job)],
             "Maximum",
             Duration::from_secs(600),
@@ -165,10 +175,10 @@ async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
     let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
     let stats = StatsHandle::default();
     // The first flush was spooled under the old namespace; the newer ones under the new.
-    Intake::new(&denied, Some(spool.clone()), stats.clone(), rules()).take(vec![datum("Old", "a", 1.0)]);
+    Intake::new(&denied, Some(spool.clone()), stats.clone(), rules()).take(vec![datum(OLD, "a", 1.0)]);
     let mut intake = Intake::new(&allowed, Some(spool.clone()), stats.clone(), rules());
-    intake.take(vec![datum("New", "b", 2.0)]);
-    intake.take(vec![datum("New", "c", 3.0)]);
+    intake.take(vec![datum(NEW, "b", 2.0)]);
+    intake.take(vec![datum(NEW, "c", 3.0)]);
     let sink = CloudWatchSink::new(settings(&proxy.url(), &allowed)).await.unwrap();
     let mut delivery = Delivery::new(Box::new(sink) as MetricSink, Some(spool.clone()), 1000, stats.clone());
     let mut steps = Vec::new();
@@ -192,7 +202,7 @@ async fn a_flush_refused_for_good_is_set_aside_and_newer_ones_are_delivered() {
         let got = statistic(
             &cw,
             &allowed,
-            "New",
+            NEW.name,
             &[("ClusterName", "t"), ("JobId", job)],
             "Maximum",
             Duration::from_secs(600),
@@ -218,7 +228,7 @@ async fn when_everything_is_refused_nothing_is_set_aside() {
     let stats = StatsHandle::default();
     let mut intake = Intake::new(&ns, Some(spool.clone()), stats.clone(), rules());
     for job in ["a", "b", "c"] {
-        intake.take(vec![datum("M", job, 1.0)]);
+        intake.take(vec![datum(M, job, 1.0)]);
     }
     let sink = CloudWatchSink::new(settings(&proxy.url(), &ns)).await.unwrap();
     let mut delivery = Delivery::new(Box::new(sink) as MetricSink, Some(spool.clone()), 1000, stats.clone());

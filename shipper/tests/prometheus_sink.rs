@@ -174,16 +174,16 @@ fn private_data_jobs_keeps_job_and_user_series_off_the_endpoint() {
     use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, NODE_NAME, USER};
     use slurm_cw_catalog::metrics::{MEMORY_RSS, SHIPPER_MEMORY_RSS};
     use slurm_cw_shipper::config::{Config, Toggle};
-    use slurm_cw_shipper::datum::{Datum, DatumValue};
+    use slurm_cw_shipper::aggregate::{Aggregate, Summary};
+    use slurm_cw_shipper::sample::Dims;
     use slurm_cw_shipper::sinks::{Context, MetricDestination};
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let datum = |metric: &str, dims: &[(&str, &str)]| Datum {
-        metric: metric.into(),
-        unit: "Bytes".into(),
-        dimensions: dims.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
-        timestamp: std::time::SystemTime::now(),
-        value: DatumValue::Value { value: 42.0 },
+    let datum = |metric: &'static slurm_cw_catalog::Metric, dims: &[(&'static str, &str)]| Aggregate {
+        metric,
+        dims: dims.iter().fold(Dims::new(), |d, (n, v)| d.with(n, *v)),
+        time: std::time::SystemTime::now(),
+        value: Summary::Value { value: 42.0 },
     };
     // What the endpoint serves of alice's job and of the node, as a local user scrapes it.
     let serve = |slurm_conf: &str, job_series: Toggle| -> String {
@@ -196,7 +196,7 @@ fn private_data_jobs_keeps_job_and_user_series_off_the_endpoint() {
         let ctx = Context { config: &config, cluster: "c", namespace: "Slurm/c", node: "n1" };
         let mut sink = rt.block_on(prometheus::build(&ctx)).unwrap();
         let job = [(ACCOUNT, "physics"), (JOB_ID, "42"), (NODE_NAME, "n1"), (USER, "alice")];
-        let datums = vec![datum(MEMORY_RSS.name, &job), datum(SHIPPER_MEMORY_RSS.name, &[(NODE_NAME, "n1")])];
+        let datums = vec![datum(&MEMORY_RSS, &job), datum(&SHIPPER_MEMORY_RSS, &[(NODE_NAME, "n1")])];
         let outcome = rt.block_on(sink.put_in("c", datums));
         assert!(outcome.rejected.is_empty());
         scrape(sink.address()).unwrap()

@@ -36,3 +36,20 @@ impl<T> Default for Outcome<T> {
         }
     }
 }
+
+impl<T> Outcome<T> {
+    /// The same outcome over other items (each sent item's source, say).
+    pub fn map<U>(self, f: impl Fn(T) -> U) -> Outcome<U> {
+        Outcome {
+            sent: self.sent,
+            rejected: self.rejected.into_iter().map(&f).collect(),
+            undelivered: self.undelivered.into_iter().map(&f).collect(),
+            requests: self.requests,
+            retries: self.retries,
+            bytes: self.bytes,
+            last_error: self.last_error,
+            persistent: self.persistent,
+            fatal: self.fatal,
+        }
+    }
+}

@@ -47,6 +47,8 @@ pub enum DropReason {
     /// A pull endpoint that could not listen (its address held by another program): no one
     /// could read the datum.
     NotListening,
+    /// A spooled datum of a metric (or dimension) the running version does not have.
+    UnknownMetric,
 }
 
 impl DropReason {
@@ -67,6 +69,7 @@ impl DropReason {
             DropReason::Trimmed => "trimmed",
             DropReason::SetAside => "set_aside",
             DropReason::NotListening => "not_listening",
+            DropReason::UnknownMetric => "unknown_metric",
         }
     }
 }

@@ -3,7 +3,7 @@
 //! instead of the shipper's PutMetricData requests. The metrics are the same custom metrics.
 
 use super::{HOURS, LOG_INGEST_PER_GB, LOG_STORE_PER_GB_MONTH, Month, PER_1000_REQUESTS, Run, Scenario};
-use slurm_cw_shipper::datum::Datum;
+use slurm_cw_shipper::aggregate::Aggregate;
 use slurm_cw_shipper::sinks::emf::encode::encode;
 
 /// The events' retention in the Terraform module's group (emf_log_retention_days).
@@ -21,8 +21,8 @@ impl EmfBytes {
         self.bytes += o.bytes;
     }
 
-    /// One flush's datums for CloudWatch, as events.
-    pub fn flush(&mut self, namespace: &str, datums: &[Datum]) {
+    /// One flush's aggregates for CloudWatch, as events.
+    pub fn flush(&mut self, namespace: &str, datums: &[Aggregate]) {
         let encoded = encode(namespace, 60, datums);
         self.events += encoded.records.len() as u64;
         self.bytes += encoded.records.iter().map(|r| r.message.len() as u64 + 26).sum::<u64>();

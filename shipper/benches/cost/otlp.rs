@@ -12,7 +12,7 @@
 use slurm_cw_catalog::series;
 use slurm_cw_shipper::sinks::otlp::client::{DEFAULT_MAX_REQUEST_BYTES, bodies, resource};
 use slurm_cw_shipper::sinks::otlp::encode;
-use slurm_cw_sink::datum::Datum;
+use slurm_cw_shipper::aggregate::Aggregate;
 
 /// Dollars per GB when `COST_OTLP_PER_GB` is not set: an assumption, not a published price.
 pub const DEFAULT_PER_GB: f64 = 0.50;
@@ -46,13 +46,11 @@ impl OtlpBytes {
 
     /// One flush of `node`: the OTLP destination's datums (the pipeline's open shape: per-job
     /// series labelled by job, user, account, partition and node), encoded as the sink sends them.
-    pub fn flush(&mut self, cluster: &str, node: &str, datums: Vec<Datum>) {
+    pub fn flush(&mut self, cluster: &str, node: &str, datums: Vec<Aggregate>) {
         let resource = resource(cluster, node);
         let attributes: usize = resource.iter().map(|(k, v)| k.len() + v.len()).sum();
         for d in &datums {
-            if let Some(m) = slurm_cw_catalog::by_name(&d.metric) {
-                self.billed += (encode::point_size(d) + series::name(m).len() + attributes) as u64;
-            }
+            self.billed += (encode::point_size(d) + series::name(d.metric).len() + attributes) as u64;
         }
         for (plain, gzip) in bodies(&resource, datums, DEFAULT_MAX_REQUEST_BYTES) {
             self.requests += 1;

@@ -11,7 +11,7 @@
 
 use super::spool::{ReadError, Spool};
 use super::validate::{DropReason, Validator};
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use slurm_cw_formats::record::Record;
 use slurm_cw_formats::spool::Item;
 use slurm_cw_sink::outcome::Outcome;
@@ -42,9 +42,9 @@ pub trait Named {
     fn what(&self) -> &str;
 }
 
-impl Named for Datum {
+impl Named for Aggregate {
     fn what(&self) -> &str {
-        &self.metric
+        self.metric.name
     }
 }
 
@@ -324,6 +324,11 @@ impl<D: Destination> Delivery<D> {
                 return (Step::Sent, false);
             }
         };
+        if entry.skipped > 0 {
+            let why = "a spooled datum names a metric or dimension this version does not have";
+            self.drops.log_once(DropReason::UnknownMetric, "*", why);
+            self.stats.count_drop(DropReason::UnknownMetric, entry.skipped as u64);
+        }
         let (step, left, persistent) = self.send(&entry.label, entry.items).await;
         let mut s = lock(spool);
         match &left {

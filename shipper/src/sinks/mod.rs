@@ -29,7 +29,7 @@ pub mod stdout;
 pub use slurm_cw_sink::validate;
 
 use crate::config::Config;
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 pub use component::{BuildError, Component, Records, Spool};
 use delivery::{Checks, Destination};
 use serde::Deserialize;
@@ -198,35 +198,35 @@ impl<'de> Deserialize<'de> for Sinks {
     }
 }
 
-/// A destination of metrics.
+/// A destination of metrics: takes aggregates, encodes them into its own wire form.
 #[async_trait::async_trait]
 pub trait MetricDestination: Send {
     /// What a batch held in memory is for (the namespace).
     fn label(&self) -> &str;
     /// Its rules: what it may be sent.
-    fn checks(&self) -> Box<dyn Checks<Datum>>;
+    fn checks(&self) -> Box<dyn Checks<Aggregate>>;
     /// Where each collection's aggregates are shown between flushes (a pull endpoint's).
     fn live(&self) -> Option<prometheus::live::Live> {
         None
     }
-    async fn put_in(&mut self, label: &str, datums: Vec<Datum>) -> Outcome<Datum>;
+    async fn put_in(&mut self, label: &str, items: Vec<Aggregate>) -> Outcome<Aggregate>;
 }
 
 pub type MetricSink = Box<dyn MetricDestination>;
 
 impl Destination for MetricSink {
-    type Item = Datum;
+    type Item = Aggregate;
 
     fn label(&self) -> &str {
         (**self).label()
     }
 
-    fn checks(&self) -> Box<dyn Checks<Datum>> {
+    fn checks(&self) -> Box<dyn Checks<Aggregate>> {
         (**self).checks()
     }
 
-    async fn put_in(&mut self, label: &str, datums: Vec<Datum>) -> Outcome<Datum> {
-        (**self).put_in(label, datums).await
+    async fn put_in(&mut self, label: &str, items: Vec<Aggregate>) -> Outcome<Aggregate> {
+        (**self).put_in(label, items).await
     }
 }
 

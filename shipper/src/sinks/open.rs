@@ -2,7 +2,7 @@
 //! many labels, and no CloudWatch limit applies (a name longer than CloudWatch allows, a series
 //! with 31 labels).
 
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::sinks::delivery::{Checks, StatsHandle};
 use crate::sinks::validate::{DropReason, Validator};
 
@@ -12,12 +12,12 @@ pub const MAX_LABELS: usize = 150;
 #[derive(Debug, Default)]
 pub struct OpenRules(Validator);
 
-impl Checks<Datum> for OpenRules {
-    fn retain_sendable(&mut self, items: &mut Vec<Datum>, stats: &StatsHandle) {
+impl Checks<Aggregate> for OpenRules {
+    fn retain_sendable(&mut self, items: &mut Vec<Aggregate>, stats: &StatsHandle) {
         items.retain(|d| {
             let why = if d.value.numbers().iter().any(|v| !v.is_finite()) {
                 Some((DropReason::NonFinite, "a value that is not a finite number"))
-            } else if d.dimensions.len() > MAX_LABELS {
+            } else if d.dims.len() > MAX_LABELS {
                 Some((DropReason::TooManyDimensions, "more than 150 labels"))
             } else if d.value.mean().is_none() {
                 Some((DropReason::BadValues, "no value observed"))
@@ -27,7 +27,7 @@ impl Checks<Datum> for OpenRules {
             match why {
                 None => true,
                 Some((reason, detail)) => {
-                    self.0.log_once(reason, &d.metric, detail);
+                    self.0.log_once(reason, d.metric.name, detail);
                     stats.count_drop(reason, 1);
                     false
                 }

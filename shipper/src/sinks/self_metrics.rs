@@ -2,7 +2,7 @@
 //! destination sent, retried and dropped, what waits in its spool, the job records written, and
 //! the collections skipped ([`DeliveryFigures`]).
 
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::sample::{Batch, Dims};
 use crate::sinks::SinkKind;
 use crate::sinks::delivery::{DeliveryStats, SharedSpool, StatsHandle};
@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Delivered {
     pub sink: SinkKind,
     pub stats: StatsHandle,
-    pub spool: Option<SharedSpool<Datum>>,
+    pub spool: Option<SharedSpool<Aggregate>>,
 }
 
 /// Delivery's own figures, read at each flush rather than each collection: what each

@@ -54,6 +54,8 @@ pub struct Entry<T> {
     /// The namespace of datums, the log group of records.
     pub label: String,
     pub items: Vec<T>,
+    /// Items this version has no use for (a metric it no longer has): dropped.
+    pub skipped: usize,
 }
 
 pub struct Spool<T> {
@@ -218,7 +220,7 @@ impl<T: Item> Spool<T> {
             }
         };
         match spool::decode(&bytes) {
-            Ok(b) => Ok(Entry { label: b.label, items: b.items }),
+            Ok(b) => Ok(Entry { label: b.label, items: b.items, skipped: b.skipped }),
             Err(e) => {
                 let named = spool::header_count(&bytes).unwrap_or(0) as u64;
                 self.remove(name);

@@ -45,11 +45,11 @@ async fn run(dir: &Path, sys: &[&str], proc: &[&str], per_node: bool) -> Flushed
 
 /// Every series as `Metric Dim=value,...`, and every record's Type.
 fn series(f: &Flushed) -> (BTreeSet<String>, Vec<String>) {
-    let names = f.datums[0]
+    let names = f.aggregates[0]
         .iter()
         .map(|d| {
-            let dims: Vec<String> = d.dimensions.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{} {}", d.metric, dims.join(","))
+            let dims: Vec<String> = d.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{} {}", d.metric.name, dims.join(","))
         })
         .collect();
     let types = f

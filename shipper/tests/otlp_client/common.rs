@@ -232,3 +232,8 @@ async fn read_request(stream: &mut BufReader<tokio::net::TcpStream>) -> Option<C
     stream.read_exact(&mut body).await.ok()?;
     Some(Captured { method, path, headers, body })
 }
+
+/// A datum built the way the Lambda builds them, as the aggregate the sink takes.
+pub fn aggregate(d: slurm_cw_sink::datum::Datum) -> slurm_cw_shipper::aggregate::Aggregate {
+    slurm_cw_shipper::aggregate::Aggregate::from_datum(d).expect("a catalog metric and dimensions")
+}

@@ -17,7 +17,8 @@ use crate::common;
 
 use slurm_cw_catalog::{Unit, series};
 use slurm_cw_shipper::sinks::otlp::{OtlpSink, Settings, SigV4, resource};
-use slurm_cw_sink::datum::{Datum, DatumValue, Stats};
+use slurm_cw_shipper::aggregate::Aggregate;
+use slurm_cw_sink::datum::{DatumValue, Stats};
 use slurm_cw_sink::retry::Backoff;
 use std::time::{Duration, SystemTime};
 
@@ -41,10 +42,10 @@ fn fresh_job_id() -> String {
     format!("{}", 30_000_000 + (nanos / 1000 % 10_000_000) as u64)
 }
 
-fn job_datum(metric: &'static slurm_cw_catalog::Metric, job: &str, value: DatumValue) -> Datum {
+fn job_datum(metric: &'static slurm_cw_catalog::Metric, job: &str, value: DatumValue) -> Aggregate {
     let dims = [("JobId", job), ("User", "alice"), ("Account", "physics"), ("Partition", "batch")]
         .map(|(n, v)| (n.to_owned(), v.to_owned()));
-    slurm_cw_sink::cloudwatch::datum("otlptest", metric, dims, SystemTime::now(), value)
+    common::aggregate(slurm_cw_sink::cloudwatch::datum("otlptest", metric, dims, SystemTime::now(), value))
 }
 
 #[tokio::test]
@@ -106,7 +107,7 @@ async fn names_and_means(r: &common::OtlpReceiver) {
         }
     }
     assert!(units.len() >= 8, "every unit: {units:?}");
-    let mut datums: Vec<Datum> =
+    let mut datums: Vec<Aggregate> =
         sent.iter().map(|(m, v)| job_datum(m, &job, DatumValue::Value { value: *v })).collect();
     // A statistic set arrives as its mean; values with counts as their weighted mean.
     let stats = Stats { min: 1.0, max: 9.0, sum: 12.0, count: 4.0 };

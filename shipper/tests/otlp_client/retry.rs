@@ -1,11 +1,12 @@
 //! How the OTLP sink meets a receiver's answers, against a loopback receiver that answers as
 //! each test scripts: retried (503), split until the bad datum is dropped (400), kept for later
-//! (unreachable, 403), and a metric the catalog does not know dropped and counted.
+//! (unreachable, 403).
 
 use crate::common;
 
 use slurm_cw_shipper::sinks::otlp::{OtlpSink, Settings, SigV4, resource};
-use slurm_cw_sink::datum::{Datum, DatumValue};
+use slurm_cw_shipper::aggregate::Aggregate;
+use slurm_cw_sink::datum::DatumValue;
 use slurm_cw_sink::retry::Backoff;
 use std::time::{Duration, SystemTime};
 
@@ -21,16 +22,16 @@ fn settings(endpoint: &str, max_retries: u32) -> Settings {
     }
 }
 
-fn datums(jobs: &[&str]) -> Vec<Datum> {
+fn datums(jobs: &[&str]) -> Vec<Aggregate> {
     jobs.iter()
         .map(|job| {
-            slurm_cw_sink::cloudwatch::datum(
+            common::aggregate(slurm_cw_sink::cloudwatch::datum(
                 "c1",
                 &slurm_cw_catalog::metrics::MEMORY_RSS,
                 [("JobId".to_owned(), (*job).to_owned())],
                 SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
                 DatumValue::Value { value: 1.0 },
-            )
+            ))
         })
         .collect()
 }
@@ -87,17 +88,4 @@ async fn a_refusal_for_good_keeps_the_datums_and_says_so() {
     let outcome = sink.put(datums(&["1"])).await;
     assert_eq!((outcome.undelivered.len(), outcome.requests), (1, 1), "not retried");
     assert!(outcome.persistent);
-}
-
-#[tokio::test]
-async fn a_metric_the_catalog_does_not_know_is_dropped_and_counted() {
-    let receiver = common::receiver(|_, _| 200).await;
-    let mut sink = OtlpSink::new(settings(&receiver.url, 0)).await.expect("builds");
-    let mut batch = datums(&["1"]);
-    batch.push(Datum { metric: "NoSuchMetric".into(), ..batch[0].clone() });
-    let outcome = sink.put(batch).await;
-    assert_eq!(outcome.sent, 1);
-    assert_eq!(outcome.rejected.iter().map(|d| d.metric.as_str()).collect::<Vec<_>>(), vec!["NoSuchMetric"]);
-    assert_eq!(sink.unknown(), 1);
-    assert!(!contains(&receiver.requests()[0].plain_body(), "NoSuchMetric"));
 }

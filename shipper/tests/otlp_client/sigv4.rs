@@ -79,7 +79,7 @@ async fn the_request_sent_is_the_request_signed() {
         SystemTime::now(),
         DatumValue::Value { value: 314572800.0 },
     );
-    let outcome = sink.put(vec![datum]).await;
+    let outcome = sink.put(vec![common::aggregate(datum)]).await;
     assert_eq!(outcome.sent, 1, "{:?}", outcome.last_error);
 
     let requests = receiver.requests();
@@ -170,7 +170,7 @@ async fn a_clock_ten_minutes_off_signs_again_with_the_endpoints_time() {
         SystemTime::now(),
         DatumValue::Value { value: 1.0 },
     );
-    let out = sink.put(vec![datum]).await;
+    let out = sink.put(vec![common::aggregate(datum)]).await;
     assert_eq!((out.sent, out.undelivered.len()), (1, 0), "{:?}", out.last_error);
     let dates: Vec<i64> =
         r.requests().iter().map(|c| c.header("x-amz-date").map_or(0, |d| epoch_s(amz_date(d)))).collect();

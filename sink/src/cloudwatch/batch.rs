@@ -1,5 +1,6 @@
 //! Cuts datums into PutMetricData requests: at most 1000 datums and well under 1 MB each.
 
+use super::AsDatum;
 use crate::datum::{Datum, DatumValue};
 
 /// CloudWatch's limit on datums per request.
@@ -22,12 +23,12 @@ pub fn estimated_size(d: &Datum) -> usize {
 }
 
 /// Splits `datums` into request-sized chunks, in order.
-pub fn requests(datums: Vec<Datum>) -> Vec<Vec<Datum>> {
+pub fn requests<T: AsDatum>(datums: Vec<T>) -> Vec<Vec<T>> {
     let mut out = Vec::new();
     let mut current = Vec::new();
     let mut bytes = 0;
     for d in datums {
-        let size = estimated_size(&d);
+        let size = estimated_size(d.datum());
         if !current.is_empty() && (current.len() == MAX_DATUMS || bytes + size > MAX_REQUEST_BYTES) {
             out.push(std::mem::take(&mut current));
             bytes = 0;
@@ -64,7 +65,7 @@ mod tests {
         assert_eq!(sizes, vec![1000]);
         let sizes: Vec<usize> = requests(vec![datum(5); 1001]).iter().map(Vec::len).collect();
         assert_eq!(sizes, vec![1000, 1]);
-        assert!(requests(Vec::new()).is_empty());
+        assert!(requests(Vec::<Datum>::new()).is_empty());
     }
 
     #[test]

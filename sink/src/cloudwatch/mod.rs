@@ -60,6 +60,18 @@ pub fn datum(
     }
 }
 
+/// What PutMetricData sends: a datum, or an item that carries the datum encoded from it (the
+/// shipper's aggregates), so that what did not go comes back as the item itself.
+pub trait AsDatum {
+    fn datum(&self) -> &Datum;
+}
+
+impl AsDatum for Datum {
+    fn datum(&self) -> &Datum {
+        self
+    }
+}
+
 /// What one `put` achieved.
 pub type PutOutcome = Outcome<Datum>;
 
@@ -122,27 +134,22 @@ impl CloudWatchSink {
         self.put_in(&namespace, datums).await
     }
 
-    /// Sends `datums` into `namespace` (a spooled batch keeps the namespace it was made for).
-    pub async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> PutOutcome {
-        crate::send::send_all(self, namespace, batch::requests(datums)).await
+    /// Sends `items` into `namespace` (a spooled batch keeps the namespace it was made for).
+    pub async fn put_in<T: AsDatum>(&mut self, namespace: &str, items: Vec<T>) -> Outcome<T> {
+        crate::send::send_all(self, namespace, batch::requests(items)).await
     }
 }
 
-impl crate::send::Requests<Datum> for CloudWatchSink {
+impl<T: AsDatum> crate::send::Requests<T> for CloudWatchSink {
     const SERVICE: &'static str = "CloudWatch";
 
-    fn size(d: &Datum) -> usize {
-        batch::estimated_size(d)
+    fn size(d: &T) -> usize {
+        batch::estimated_size(d.datum())
     }
 
-    async fn request(
-        &mut self,
-        namespace: &str,
-        chunk: &[Datum],
-        outcome: &mut PutOutcome,
-    ) -> Result<Vec<usize>, Failure> {
+    async fn request(&mut self, namespace: &str, chunk: &[T], outcome: &mut Outcome<T>) -> Result<Vec<usize>, Failure> {
         let request: Vec<MetricDatum> =
-            chunk.iter().map(|d| to_sdk(d, self.settings.storage_resolution)).collect();
+            chunk.iter().map(|d| to_sdk(d.datum(), self.settings.storage_resolution)).collect();
         let mut attempt = 0;
         loop {
             outcome.requests += 1;

@@ -4,18 +4,18 @@
 //! series are worth a billed custom metric) and its rules (PutMetricData's limits).
 
 pub mod config;
+pub mod encode;
 
 pub use slurm_cw_sink::cloudwatch::*;
 
-use crate::datum::Datum;
-use crate::sinks::delivery::{Checks, StatsHandle};
+use crate::aggregate::Aggregate;
+use crate::sinks::delivery::Checks;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};
 use crate::transforms::shape::Shape;
 use slurm_cw_sink::aws::NoCaCertificates;
 use slurm_cw_sink::outcome::Outcome;
 use slurm_cw_sink::retry::Backoff;
-use slurm_cw_sink::validate::Validator;
-use std::time::SystemTime;
+pub use encode::PutMetricDataRules;
 
 /// `cloudwatch` in the registry.
 pub struct Spec;
@@ -65,30 +65,19 @@ pub fn shape(config: &crate::config::Config) -> Shape {
     }
 }
 
-/// PutMetricData's rules (slurm-cw-sink's `validate`).
-#[derive(Debug, Default)]
-pub struct PutMetricDataRules(Validator);
-
-impl Checks<Datum> for PutMetricDataRules {
-    fn retain_sendable(&mut self, items: &mut Vec<Datum>, stats: &StatsHandle) {
-        for (_, reason) in self.0.retain_valid(items, SystemTime::now()) {
-            stats.count_drop(reason, 1);
-        }
-    }
-}
-
 #[async_trait::async_trait]
 impl MetricDestination for CloudWatchSink {
     fn label(&self) -> &str {
         self.namespace()
     }
 
-    fn checks(&self) -> Box<dyn Checks<Datum>> {
+    fn checks(&self) -> Box<dyn Checks<Aggregate>> {
         Box::new(PutMetricDataRules::default())
     }
 
-    async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> Outcome<Datum> {
-        CloudWatchSink::put_in(self, namespace, datums).await
+    async fn put_in(&mut self, namespace: &str, items: Vec<Aggregate>) -> Outcome<Aggregate> {
+        let encoded: Vec<encode::Encoded> = items.into_iter().map(encode::Encoded::new).collect();
+        CloudWatchSink::put_in(self, namespace, encoded).await.map(|e| e.aggregate)
     }
 }
 

@@ -9,7 +9,8 @@
 //! holds at most 100 numbers and a directive 100 metrics: more go into further events of the
 //! same dimensions and minute, which CloudWatch adds into the same statistics.
 
-use crate::datum::{Datum, DatumValue};
+use crate::aggregate::{Aggregate, Summary};
+use crate::sample::Dims;
 use serde_json::{Map, Value, json};
 use slurm_cw_sink::record::Record;
 use std::collections::BTreeMap;
@@ -23,26 +24,26 @@ pub const MAX_METRICS: usize = 100;
 /// minimum, maximum and mean (sum and count then scale down).
 pub const MAX_EXPANDED: usize = 10_000;
 
-/// The events, and for each the indices of the datums it carries (part of).
+/// The events, and for each the indices of the aggregates it carries (part of).
 #[derive(Debug, Default)]
 pub struct Encoded {
     pub records: Vec<Record>,
     pub sources: Vec<Vec<usize>>,
 }
 
-/// Encodes `datums` for `namespace` at `resolution` (60 or 1).
-pub fn encode(namespace: &str, resolution: i32, datums: &[Datum]) -> Encoded {
-    // (milliseconds, dimensions) -> metric -> (unit, values, datum indices)
-    type Metrics<'a> = BTreeMap<&'a str, (&'a str, Vec<f64>, Vec<usize>)>;
-    type Group<'a> = (i64, &'a [(String, String)]);
+/// Encodes `items` for `namespace` at `resolution` (60 or 1).
+pub fn encode(namespace: &str, resolution: i32, items: &[Aggregate]) -> Encoded {
+    // (milliseconds, dimensions) -> metric -> (unit, values, aggregate indices)
+    type Metrics = BTreeMap<&'static str, (&'static str, Vec<f64>, Vec<usize>)>;
+    type Group<'a> = (i64, &'a Dims);
     let mut groups: BTreeMap<Group, Metrics> = BTreeMap::new();
-    for (i, d) in datums.iter().enumerate() {
+    for (i, d) in items.iter().enumerate() {
         let values = values(&d.value);
         if values.is_empty() {
             continue;
         }
-        let m = groups.entry((millis(d), &d.dimensions)).or_default();
-        let entry = m.entry(d.metric.as_str()).or_insert((d.unit.as_str(), Vec::new(), Vec::new()));
+        let m = groups.entry((millis(d), &d.dims)).or_default();
+        let entry = m.entry(d.metric.name).or_insert((d.metric.unit.as_str(), Vec::new(), Vec::new()));
         entry.1.extend(values);
         entry.2.push(i);
     }
@@ -68,18 +69,18 @@ pub fn encode(namespace: &str, resolution: i32, datums: &[Datum]) -> Encoded {
     out
 }
 
-fn millis(d: &Datum) -> i64 {
-    d.timestamp.duration_since(UNIX_EPOCH).map_or(0, |t| t.as_millis() as i64)
+fn millis(d: &Aggregate) -> i64 {
+    d.time.duration_since(UNIX_EPOCH).map_or(0, |t| t.as_millis() as i64)
 }
 
 fn event_of(
     namespace: &str,
     resolution: i32,
     ms: i64,
-    dims: &[(String, String)],
+    dims: &Dims,
     metrics: &[(&str, &str, &[f64], &[usize])],
 ) -> (Record, Vec<usize>) {
-    let names: Vec<&str> = dims.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = dims.names().collect();
     // StorageResolution 60 is the specification's default: left out, as it is on every event.
     let declared: Vec<Value> = metrics
         .iter()
@@ -96,8 +97,8 @@ fn event_of(
             "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [names], "Metrics": declared}],
         }),
     );
-    for (n, v) in dims {
-        body.insert(n.clone(), Value::String(v.clone()));
+    for (n, v) in dims.iter() {
+        body.insert(n.to_owned(), Value::String(v.to_owned()));
     }
     let mut sources = Vec::new();
     for (name, _, values, src) in metrics {
@@ -112,11 +113,11 @@ fn event_of(
     (Record { time, message: Value::Object(body).to_string() }, sources)
 }
 
-/// The numbers that stand for a datum's value (see the module's comment).
-pub fn values(v: &DatumValue) -> Vec<f64> {
+/// The numbers that stand for an aggregate's summary (see the module's comment).
+pub fn values(v: &Summary) -> Vec<f64> {
     match v {
-        DatumValue::Value { value } => vec![*value],
-        DatumValue::Values { values, counts } => {
+        Summary::Value { value } => vec![*value],
+        Summary::Values { values, counts } => {
             let mut out = Vec::new();
             for (i, x) in values.iter().enumerate() {
                 let n = counts.get(i).map_or(1, |c| c.round().max(1.0) as usize);
@@ -125,7 +126,7 @@ pub fn values(v: &DatumValue) -> Vec<f64> {
             }
             out
         }
-        DatumValue::Stats { stats } => {
+        Summary::Stats { stats } => {
             let n = (stats.count.round().max(0.0) as usize).min(MAX_EXPANDED);
             match n {
                 0 => Vec::new(),

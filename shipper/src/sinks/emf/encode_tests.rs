@@ -1,19 +1,16 @@
 use super::*;
 use crate::datum::Stats;
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::metrics::{CPU_USAGE, JOBS_ON_NODE, MEMORY_USAGE};
 use std::time::{Duration, SystemTime};
 
-fn datum(metric: &str, dims: &[(&str, &str)], at: SystemTime, value: DatumValue) -> Datum {
-    Datum {
-        metric: metric.to_owned(),
-        unit: "Bytes".to_owned(),
-        dimensions: dims.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
-        timestamp: at,
-        value,
-    }
+fn datum(metric: &'static Metric, dims: &[(&'static str, &str)], at: SystemTime, value: Summary) -> Aggregate {
+    let dims = dims.iter().fold(Dims::new(), |d, (n, v)| d.with(n, *v));
+    Aggregate { metric, dims, time: at, value }
 }
 
-fn stats(min: f64, max: f64, sum: f64, count: f64) -> DatumValue {
-    DatumValue::Stats { stats: Stats { min, max, sum, count } }
+fn stats(min: f64, max: f64, sum: f64, count: f64) -> Summary {
+    Summary::Stats { stats: Stats { min, max, sum, count } }
 }
 
 /// (Sum, SampleCount, Minimum, Maximum) as CloudWatch computes them from the values.
@@ -33,7 +30,7 @@ fn a_statistic_set_reads_back_as_itself() {
         assert!((s - sum).abs() < 1e-9 && n == count && lo == min && hi == max, "{v:?}");
     }
     assert!(values(&stats(0.0, 0.0, 0.0, 0.0)).is_empty());
-    let counted = values(&DatumValue::Values { values: vec![1.0, 5.0], counts: vec![2.0, 1.0] });
+    let counted = values(&Summary::Values { values: vec![1.0, 5.0], counts: vec![2.0, 1.0] });
     assert_eq!(counted, [1.0, 1.0, 5.0]);
 }
 
@@ -43,10 +40,10 @@ fn one_event_per_dimension_set_and_minute_with_the_spec_s_directive() {
     let cluster = [("ClusterName", "c1")];
     let job = [("ClusterName", "c1"), ("JobId", "42")];
     let datums = vec![
-        datum("JobsOnNode", &cluster, t, DatumValue::Value { value: 2.0 }),
-        datum("MemoryRss", &job, t, stats(100.0, 300.0, 600.0, 3.0)),
-        datum("CpuUsage", &job, t, DatumValue::Value { value: 50.0 }),
-        datum("JobsOnNode", &cluster, t + Duration::from_secs(60), DatumValue::Value { value: 1.0 }),
+        datum(&JOBS_ON_NODE, &cluster, t, Summary::Value { value: 2.0 }),
+        datum(&MEMORY_USAGE, &job, t, stats(100.0, 300.0, 600.0, 3.0)),
+        datum(&CPU_USAGE, &job, t, Summary::Value { value: 50.0 }),
+        datum(&JOBS_ON_NODE, &cluster, t + Duration::from_secs(60), Summary::Value { value: 1.0 }),
     ];
     let out = encode("Slurm/c1", 60, &datums);
     assert_eq!(out.records.len(), 3, "two dimension sets at t, one at t+60");
@@ -56,9 +53,9 @@ fn one_event_per_dimension_set_and_minute_with_the_spec_s_directive() {
     let d = &job_event["_aws"]["CloudWatchMetrics"][0];
     assert_eq!(d["Namespace"], "Slurm/c1");
     assert_eq!(d["Dimensions"], json!([["ClusterName", "JobId"]]));
-    assert_eq!(d["Metrics"][0], json!({"Name": "CpuUsage", "Unit": "Bytes"}), "60 s resolution, the default");
+    assert_eq!(d["Metrics"][0], json!({"Name": "CpuUsage", "Unit": "Count"}), "60 s resolution, the default");
     assert_eq!(job_event["JobId"], "42");
-    assert_eq!(job_event["MemoryRss"], json!([100.0, 300.0, 200.0]));
+    assert_eq!(job_event["MemoryUsage"], json!([100.0, 300.0, 200.0]));
     assert_eq!(job_event["CpuUsage"], json!(50.0));
     let at = out.records.iter().position(|r| r.message.contains("\"JobId\"")).unwrap();
     assert_eq!(out.sources[at], [2, 1], "the event carries both job datums");
@@ -68,10 +65,12 @@ fn one_event_per_dimension_set_and_minute_with_the_spec_s_directive() {
 fn more_than_100_values_or_metrics_go_into_further_events() {
     let t = UNIX_EPOCH + Duration::from_secs(1_700_000_040);
     let dims = [("ClusterName", "c1")];
-    let mut datums = vec![datum("Big", &dims, t, stats(0.0, 10.0, 1250.0, 250.0))];
-    for i in 0..150 {
-        datums.push(datum(&format!("M{i:03}"), &dims, t, DatumValue::Value { value: i as f64 }));
+    let mut datums = vec![datum(&MEMORY_USAGE, &dims, t, stats(0.0, 10.0, 1250.0, 250.0))];
+    let others = slurm_cw_catalog::ALL.iter().filter(|m| m.name != MEMORY_USAGE.name).take(150);
+    for (i, m) in others.enumerate() {
+        datums.push(datum(m, &dims, t, Summary::Value { value: i as f64 }));
     }
+    assert_eq!(datums.len(), 151, "the catalog has 150 other metrics");
     let out = encode("ns", 1, &datums);
     assert!(out.records[0].message.contains(r#""StorageResolution":1"#), "high resolution said");
     let mut big = Vec::new();
@@ -81,13 +80,13 @@ fn more_than_100_values_or_metrics_go_into_further_events() {
         let declared = e["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap().len();
         assert!(declared <= MAX_METRICS);
         metrics += declared;
-        if let Some(v) = e.get("Big") {
+        if let Some(v) = e.get("MemoryUsage") {
             let v = v.as_array().unwrap();
             assert!(v.len() <= MAX_VALUES);
             big.extend(v.iter().map(|x| x.as_f64().unwrap()));
         }
     }
-    assert_eq!(metrics, 151 + 2, "Big in three events, the rest once");
+    assert_eq!(metrics, 151 + 2, "MemoryUsage in three events, the rest once");
     let (s, n, lo, hi) = read_back(&big);
     assert_eq!((s, n, lo, hi), (1250.0, 250.0, 0.0, 10.0));
 }

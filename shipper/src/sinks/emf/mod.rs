@@ -11,7 +11,7 @@ pub mod encode;
 
 use crate::check::{Row, Status, row};
 use crate::config::Config;
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::sinks::cloudwatch::PutMetricDataRules;
 use crate::sinks::delivery::Checks;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};
@@ -104,12 +104,12 @@ impl MetricDestination for EmfSink {
         &self.namespace
     }
 
-    fn checks(&self) -> Box<dyn Checks<Datum>> {
+    fn checks(&self) -> Box<dyn Checks<Aggregate>> {
         Box::new(PutMetricDataRules::default())
     }
 
-    async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> Outcome<Datum> {
-        let encoded = encode::encode(namespace, self.resolution, &datums);
+    async fn put_in(&mut self, namespace: &str, items: Vec<Aggregate>) -> Outcome<Aggregate> {
+        let encoded = encode::encode(namespace, self.resolution, &items);
         // Which events a message stands for (equal messages carry equal datums' parts).
         let mut events: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, r) in encoded.records.iter().enumerate() {
@@ -129,7 +129,7 @@ impl MetricDestination for EmfSink {
         let undelivered = sources_of(&sent.undelivered);
         let rejected: Vec<usize> =
             sources_of(&sent.rejected).into_iter().filter(|i| !undelivered.contains(i)).collect();
-        let mut fate = vec![0u8; datums.len()];
+        let mut fate = vec![0u8; items.len()];
         for i in rejected {
             fate[i] = 1;
         }
@@ -145,7 +145,7 @@ impl MetricDestination for EmfSink {
             fatal: sent.fatal,
             ..Outcome::default()
         };
-        for (d, f) in datums.into_iter().zip(fate) {
+        for (d, f) in items.into_iter().zip(fate) {
             match f {
                 0 => out.sent += 1,
                 1 => out.rejected.push(d),

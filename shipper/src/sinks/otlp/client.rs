@@ -3,14 +3,14 @@
 //! Amazon Managed Prometheus (`aps-workspaces.<region>.amazonaws.com`, SigV4 with service
 //! `aps`), a collector or Prometheus' own receiver (`/api/v1/otlp/v1/metrics`).
 //!
-//! What a datum becomes: one point of a Gauge, whatever the catalog's kind (Increase, Total or
-//! Gauge). A datum is already an aggregate over a period, and Prometheus 2.53's OTLP receiver
-//! drops delta sums, so a cumulative or delta sum would not arrive there. The point's value is
-//! the datum's mean: a statistic set's sum over its count, values weighted by their counts
+//! What an aggregate becomes: one point of a Gauge, whatever the catalog's kind (Increase, Total
+//! or Gauge). An aggregate already sums up a period, and Prometheus 2.53's OTLP receiver drops
+//! delta sums, so a cumulative or delta sum would not arrive there. The point's value is the
+//! summary's mean: a statistic set's sum over its count, values weighted by their counts
 //! ([`encode::mean`]); the minimum and maximum CloudWatch keeps for a statistic set are not sent.
-//! Names, labels, units and descriptions come from the catalog ([`slurm_cw_catalog::series`]):
-//! `MemoryRss` with `JobId` is `slurm_memory_rss_bytes{job_id=...}`, unit `By`. A datum of a
-//! metric the catalog does not know is dropped, logged once and counted ([`OtlpSink::unknown`]).
+//! Names, labels, units and descriptions come from the aggregate's catalog metric
+//! ([`slurm_cw_catalog::series`]): `MemoryRss` with `JobId` is
+//! `slurm_memory_rss_bytes{job_id=...}`, unit `By`.
 //!
 //! The resource ([`resource`]) names the service (`service.name`, Prometheus' `job` label), the
 //! node (`service.instance.id`, Prometheus' `instance` label: two nodes' points of one series
@@ -18,11 +18,11 @@
 //!
 //! Retries as the CloudWatch sink: 429, 408, 5xx, timeouts and connection errors after a
 //! full-jitter backoff; a request refused as invalid (400, 413) is split until the datum it
-//! refuses alone is dropped; 401, 403, 404 keep the datums for later (`undelivered`).
+//! refuses alone is dropped; 401, 403, 404 keep the aggregates for later (`undelivered`).
 
 use super::encode;
 use super::endpoint;
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::http_client::{self as http, sign};
 use aws_credential_types::provider::SharedCredentialsProvider;
 use bytes::Bytes;
@@ -104,7 +104,6 @@ pub struct OtlpSink {
     signer: Option<sign::Signer>,
     rng: StdRng,
     logged: LogOnce<String>,
-    unknown: u64,
 }
 
 impl OtlpSink {
@@ -157,7 +156,6 @@ impl OtlpSink {
             signer,
             rng: StdRng::from_os_rng(),
             logged: LogOnce::default(),
-            unknown: 0,
         })
     }
 
@@ -170,33 +168,12 @@ impl OtlpSink {
         self.signer.is_some()
     }
 
-    /// Datums dropped since the start because the catalog does not know their metric.
-    pub fn unknown(&self) -> u64 {
-        self.unknown
-    }
-
-    /// Sends `datums`, in as many requests as `max_request_bytes` needs. A datum of a metric
-    /// the catalog does not know comes back in `rejected`; what could not be sent after the
-    /// retries, in `undelivered`.
-    pub async fn put(&mut self, datums: Vec<Datum>) -> Outcome<Datum> {
-        let mut unknown = Vec::new();
-        let mut known = Vec::with_capacity(datums.len());
-        for d in datums {
-            if slurm_cw_catalog::by_name(&d.metric).is_some() {
-                known.push(d);
-            } else {
-                if self.logged.first(d.metric.as_str()) {
-                    tracing::warn!(metric = %d.metric, "dropping datum: the catalog has no such metric, so it has no OTLP name (logged once per metric)");
-                }
-                unknown.push(d);
-            }
-        }
-        self.unknown += unknown.len() as u64;
-        let chunks = chunks(known, self.settings.max_request_bytes);
+    /// Sends `items`, in as many requests as `max_request_bytes` needs. What could not be
+    /// sent after the retries comes back in `undelivered`.
+    pub async fn put(&mut self, items: Vec<Aggregate>) -> Outcome<Aggregate> {
+        let chunks = chunks(items, self.settings.max_request_bytes);
         let endpoint = self.settings.endpoint.clone();
-        let mut outcome = slurm_cw_sink::send::send_all(self, &endpoint, chunks).await;
-        outcome.rejected.extend(unknown);
-        outcome
+        slurm_cw_sink::send::send_all(self, &endpoint, chunks).await
     }
 
     /// One attempt: sign (a fresh date each time), post, read the answer.
@@ -295,25 +272,13 @@ pub fn classify(endpoint: &str, status: u16, body: &[u8]) -> Result<(), Failure>
     })
 }
 
-/// A request's body before gzip: the datums the catalog knows, with `resource`.
-fn plain_body(resource: &[(String, String)], datums: &[Datum]) -> Vec<u8> {
-    let pairs: Vec<(&'static Metric, &Datum)> =
-        datums.iter().filter_map(|d| slurm_cw_catalog::by_name(&d.metric).map(|m| (m, d))).collect();
-    encode::request(resource, &pairs)
-}
-
-/// The requests [`OtlpSink::put`] would send for `datums`, as (bytes before gzip, gzip body),
-/// a datum the catalog does not know left out: what the cost bench measures.
-pub fn bodies(
-    resource: &[(String, String)],
-    datums: Vec<Datum>,
-    max_request_bytes: usize,
-) -> Vec<(usize, Vec<u8>)> {
-    let known = datums.into_iter().filter(|d| slurm_cw_catalog::by_name(&d.metric).is_some()).collect();
-    chunks(known, max_request_bytes)
+/// The requests [`OtlpSink::put`] would send for `items`, as (bytes before gzip, gzip body):
+/// what the cost bench measures.
+pub fn bodies(resource: &[(String, String)], items: Vec<Aggregate>, max_request_bytes: usize) -> Vec<(usize, Vec<u8>)> {
+    chunks(items, max_request_bytes)
         .iter()
         .map(|chunk| {
-            let plain = plain_body(resource, chunk);
+            let plain = encode::request(resource, chunk);
             (plain.len(), encode::gzip(&plain))
         })
         .collect()
@@ -324,29 +289,27 @@ fn metric_overhead(m: &Metric) -> usize {
     m.help.len() + 2 * m.name.len() + 32
 }
 
-/// Cuts `datums` into requests whose bodies stay under `max_bytes`, in order.
-fn chunks(datums: Vec<Datum>, max_bytes: usize) -> Vec<Vec<Datum>> {
+/// Cuts `items` into requests whose bodies stay under `max_bytes`, in order.
+fn chunks(items: Vec<Aggregate>, max_bytes: usize) -> Vec<Vec<Aggregate>> {
     const ENVELOPE: usize = 512; // resource and scope
     let mut out = Vec::new();
-    let mut current: Vec<Datum> = Vec::new();
+    let mut current: Vec<Aggregate> = Vec::new();
     let mut metrics: Vec<&'static str> = Vec::new();
     let mut bytes = ENVELOPE;
-    for d in datums {
-        let mut size = encode::point_size(&d);
-        let metric = slurm_cw_catalog::by_name(&d.metric);
-        let new_metric = metric.filter(|m| !metrics.contains(&m.name));
-        size += new_metric.map_or(0, metric_overhead);
+    for a in items {
+        let point = encode::point_size(&a);
+        let mut size = point + if metrics.contains(&a.metric.name) { 0 } else { metric_overhead(a.metric) };
         if !current.is_empty() && bytes + size > max_bytes {
             out.push(std::mem::take(&mut current));
             metrics.clear();
             bytes = ENVELOPE;
-            size = encode::point_size(&d) + metric.map_or(0, metric_overhead);
+            size = point + metric_overhead(a.metric);
         }
-        if let Some(m) = metric.filter(|m| !metrics.contains(&m.name)) {
-            metrics.push(m.name);
+        if !metrics.contains(&a.metric.name) {
+            metrics.push(a.metric.name);
         }
         bytes += size;
-        current.push(d);
+        current.push(a);
     }
     if !current.is_empty() {
         out.push(current);
@@ -354,20 +317,20 @@ fn chunks(datums: Vec<Datum>, max_bytes: usize) -> Vec<Vec<Datum>> {
     out
 }
 
-impl slurm_cw_sink::send::Requests<Datum> for OtlpSink {
+impl slurm_cw_sink::send::Requests<Aggregate> for OtlpSink {
     const SERVICE: &'static str = "OTLP";
 
-    fn size(d: &Datum) -> usize {
-        encode::point_size(d)
+    fn size(a: &Aggregate) -> usize {
+        encode::point_size(a)
     }
 
     async fn request(
         &mut self,
         _endpoint: &str,
-        chunk: &[Datum],
-        outcome: &mut Outcome<Datum>,
+        chunk: &[Aggregate],
+        outcome: &mut Outcome<Aggregate>,
     ) -> Result<Vec<usize>, Failure> {
-        let body = Bytes::from(encode::gzip(&plain_body(&self.settings.resource, chunk)));
+        let body = Bytes::from(encode::gzip(&encode::request(&self.settings.resource, chunk)));
         let mut attempt = 0;
         loop {
             outcome.requests += 1;

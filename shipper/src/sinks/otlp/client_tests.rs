@@ -1,15 +1,16 @@
 use super::*;
-use crate::datum::DatumValue;
+use crate::datum::{Datum, DatumValue};
 use std::time::SystemTime;
 
-fn datum(metric: &str, job: &str) -> Datum {
-    Datum {
+fn datum(metric: &str, job: &str) -> Aggregate {
+    let d = Datum {
         metric: metric.into(),
-        unit: "Bytes".into(),
+        unit: String::new(),
         dimensions: vec![("ClusterName".into(), "c".into()), ("JobId".into(), job.into())],
         timestamp: SystemTime::UNIX_EPOCH,
         value: DatumValue::Value { value: 1.0 },
-    }
+    };
+    Aggregate::from_datum(d).expect("a catalog metric")
 }
 
 #[test]
@@ -35,13 +36,12 @@ fn statuses_classify_as_the_retry_needs() {
 
 #[test]
 fn requests_stay_under_the_byte_limit_in_order() {
-    let datums: Vec<Datum> = (0..1000).map(|i| datum("MemoryRss", &format!("{i}"))).collect();
+    let datums: Vec<Aggregate> = (0..1000).map(|i| datum("MemoryRss", &format!("{i}"))).collect();
     let parts = chunks(datums.clone(), 8_000);
     assert!(parts.len() > 1);
     assert_eq!(parts.concat(), datums, "nothing lost or reordered");
     for p in &parts {
-        let pairs: Vec<_> = p.iter().map(|d| (slurm_cw_catalog::by_name(&d.metric).unwrap(), d)).collect();
-        let body = encode::request(&resource("c", "n1"), &pairs);
+        let body = encode::request(&resource("c", "n1"), p);
         assert!(body.len() <= 8_000, "{}", body.len());
     }
     assert_eq!(chunks(vec![datum("MemoryRss", "1")], 10).len(), 1, "one datum alone still goes");

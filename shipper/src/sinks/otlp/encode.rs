@@ -5,7 +5,7 @@
 //! [`super`]); the points of one metric share one `Metric` message, named, described and
 //! unit-tagged from the catalog.
 
-use crate::datum::{Datum, DatumValue};
+use crate::aggregate::{Aggregate, Summary};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::series;
 use std::collections::HashMap;
@@ -62,9 +62,9 @@ fn key_value(buf: &mut Vec<u8>, field: u32, key: &str, value: &str) {
     });
 }
 
-/// The value a gauge point carries: the datum's mean ([`DatumValue::mean`]; 0 for a datum
-/// that counted nothing, which the shipper's rules drop before it gets here).
-pub fn mean(value: &DatumValue) -> f64 {
+/// The value a gauge point carries: the summary's mean ([`Summary::mean`]; 0 for one that
+/// counted nothing, which the shipper's rules drop before it gets here).
+pub fn mean(value: &Summary) -> f64 {
     value.mean().unwrap_or(0.0)
 }
 
@@ -75,18 +75,18 @@ fn unix_nanos(t: SystemTime) -> u64 {
 }
 
 /// NumberDataPoint{attributes = 7, time_unix_nano = 3, as_double = 4}, the labels in the
-/// datum's (sorted) order.
-fn point(buf: &mut Vec<u8>, d: &Datum) {
-    for (name, value) in &d.dimensions {
+/// aggregate's (sorted) order.
+fn point(buf: &mut Vec<u8>, a: &Aggregate) {
+    for (name, value) in a.dims.iter() {
         key_value(buf, 7, &series::label(name), value);
     }
-    fixed64(buf, 3, unix_nanos(d.timestamp));
-    fixed64(buf, 4, mean(&d.value).to_bits());
+    fixed64(buf, 3, unix_nanos(a.time));
+    fixed64(buf, 4, mean(&a.value).to_bits());
 }
 
-/// The bytes a datum's point adds to a request body (before gzip), its envelope included:
-/// what the batching and the byte counts use.
-pub fn point_size(d: &Datum) -> usize {
+/// The bytes an aggregate's point adds to a request body (before gzip), its envelope
+/// included: what the batching and the byte counts use.
+pub fn point_size(d: &Aggregate) -> usize {
     let mut buf = Vec::with_capacity(128);
     point(&mut buf, d);
     // Tag and length of the NumberDataPoint in its gauge.
@@ -108,17 +108,17 @@ pub fn unit(metric: &Metric) -> &'static str {
     }
 }
 
-/// The request body for `datums`, each with its catalog metric, and `resource`'s attributes.
-/// Datums of one metric become points of one `Metric`, in the order the metrics first appear.
-pub fn request(resource: &[(String, String)], datums: &[(&'static Metric, &Datum)]) -> Vec<u8> {
+/// The request body for `items` with `resource`'s attributes. The aggregates of one metric
+/// become points of one `Metric`, in the order the metrics first appear.
+pub fn request(resource: &[(String, String)], items: &[Aggregate]) -> Vec<u8> {
     let mut order: Vec<&'static Metric> = Vec::new();
-    let mut points: HashMap<&str, Vec<&Datum>> = HashMap::new();
-    for (m, d) in datums {
-        let entry = points.entry(m.name).or_default();
+    let mut points: HashMap<&str, Vec<&Aggregate>> = HashMap::new();
+    for a in items {
+        let entry = points.entry(a.metric.name).or_default();
         if entry.is_empty() {
-            order.push(m);
+            order.push(a.metric);
         }
-        entry.push(d);
+        entry.push(a);
     }
     let mut body = Vec::new();
     // ExportMetricsServiceRequest{resource_metrics = 1}

@@ -1,15 +1,16 @@
 use super::*;
-use crate::datum::Stats;
+use crate::datum::{Datum, DatumValue, Stats};
 use std::time::Duration;
 
-fn datum(metric: &str, job: &str, value: DatumValue) -> Datum {
-    Datum {
+fn datum(metric: &str, job: &str, value: DatumValue) -> Aggregate {
+    let d = Datum {
         metric: metric.into(),
-        unit: "Bytes".into(),
+        unit: String::new(),
         dimensions: vec![("ClusterName".into(), "c1".into()), ("JobId".into(), job.into())],
         timestamp: SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
         value,
-    }
+    };
+    Aggregate::from_datum(d).expect("a catalog metric")
 }
 
 fn field<'a>(b: &'a [u8], n: u32) -> Vec<Field<'a>> {
@@ -62,7 +63,6 @@ fn fixed(b: &[u8], n: u32) -> u64 {
 #[test]
 fn a_request_holds_the_resource_one_metric_per_name_and_its_points() {
     let rss = slurm_cw_catalog::by_name("MemoryRss").unwrap();
-    let count = slurm_cw_catalog::by_name("OomKills").unwrap();
     let a = datum("MemoryRss", "7", DatumValue::Value { value: 314572800.0 });
     let b = datum("OomKills", "7", DatumValue::Value { value: 1.0 });
     let c = datum(
@@ -71,7 +71,7 @@ fn a_request_holds_the_resource_one_metric_per_name_and_its_points() {
         DatumValue::Stats { stats: Stats { min: 1.0, max: 5.0, sum: 6.0, count: 2.0 } },
     );
     let body =
-        request(&[("service.name".into(), "slurm-cw-shipper".into())], &[(rss, &a), (count, &b), (rss, &c)]);
+        request(&[("service.name".into(), "slurm-cw-shipper".into())], &[a, b, c]);
 
     let rm = one(&body, 1);
     assert_eq!(attributes(one(rm, 1), 1), vec![("service.name".to_owned(), "slurm-cw-shipper".to_owned())]);
@@ -96,11 +96,10 @@ fn a_request_holds_the_resource_one_metric_per_name_and_its_points() {
 
 #[test]
 fn point_size_is_what_a_point_adds() {
-    let rss = slurm_cw_catalog::by_name("MemoryRss").unwrap();
     let a = datum("MemoryRss", "7", DatumValue::Value { value: 1.0 });
     let b = datum("MemoryRss", "123456", DatumValue::Value { value: 2.0 });
-    let one_point = request(&[], &[(rss, &a)]).len();
-    let two_points = request(&[], &[(rss, &a), (rss, &b)]).len();
+    let one_point = request(&[], std::slice::from_ref(&a)).len();
+    let two_points = request(&[], &[a, b.clone()]).len();
     // Each enclosing length may grow by a byte when a point is added.
     let added = two_points - one_point;
     assert!((point_size(&b)..=point_size(&b) + 4).contains(&added), "{added} vs {}", point_size(&b));

@@ -12,7 +12,7 @@ pub mod endpoint;
 
 use crate::check::{Row, Status, endpoint_row, row};
 use crate::config::Config;
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::sinks::delivery::Checks;
 use crate::sinks::open::OpenRules;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Spool};
@@ -99,11 +99,11 @@ impl MetricDestination for OtlpSink {
         self.endpoint()
     }
 
-    fn checks(&self) -> Box<dyn Checks<Datum>> {
+    fn checks(&self) -> Box<dyn Checks<Aggregate>> {
         Box::new(OpenRules::default())
     }
 
-    async fn put_in(&mut self, _label: &str, datums: Vec<Datum>) -> Outcome<Datum> {
-        self.put(datums).await
+    async fn put_in(&mut self, _label: &str, items: Vec<Aggregate>) -> Outcome<Aggregate> {
+        self.put(items).await
     }
 }

@@ -1,7 +1,8 @@
 //! The series a pull endpoint serves, and their text exposition format (version 0.0.4): HELP
 //! and TYPE from the catalog, one gauge a series whose value is the mean of its last period.
 
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
+use crate::sample::Dims;
 use slurm_cw_catalog::{Metric, series};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 struct Point {
     value: f64,
-    /// The datum's own time, so an older period arriving late (a flush handed on after the
+    /// The aggregate's own time, so an older period arriving late (a flush handed on after the
     /// next collection was shown) does not win: unless this time is in the future, the wall
     /// clock having stepped back since, when any newer value does.
     at: std::time::SystemTime,
@@ -26,27 +27,22 @@ pub struct Series {
 }
 
 impl Series {
-    /// Takes the datums' values; returns those the catalog does not know (not served).
-    pub fn update(&mut self, datums: Vec<Datum>, now: Instant) -> Vec<Datum> {
-        let mut unknown = Vec::new();
+    /// Takes the aggregates' values.
+    pub fn update(&mut self, items: Vec<Aggregate>, now: Instant) {
         let wall = std::time::SystemTime::now();
-        for d in datums {
-            let (Some(metric), Some(value)) = (slurm_cw_catalog::by_name(&d.metric), d.value.mean()) else {
-                unknown.push(d);
-                continue;
-            };
-            let labels = labels(&d.dimensions);
+        for a in items {
+            let Some(value) = a.value.mean() else { continue };
+            let labels = labels(&a.dims);
             let (_, points) =
-                self.by_metric.entry(series::name(metric)).or_insert_with(|| (metric, BTreeMap::new()));
+                self.by_metric.entry(series::name(a.metric)).or_insert_with(|| (a.metric, BTreeMap::new()));
             match points.get_mut(&labels) {
-                Some(p) if p.at > d.timestamp && p.at <= wall => p.updated = now,
-                Some(p) => *p = Point { value, at: d.timestamp, updated: now },
+                Some(p) if p.at > a.time && p.at <= wall => p.updated = now,
+                Some(p) => *p = Point { value, at: a.time, updated: now },
                 None => {
-                    points.insert(labels, Point { value, at: d.timestamp, updated: now });
+                    points.insert(labels, Point { value, at: a.time, updated: now });
                 }
             }
         }
-        unknown
     }
 
     /// Forgets series not updated for `ttl` (an ended job's).
@@ -80,7 +76,7 @@ impl Series {
 }
 
 /// `{a="1",b="2"}` in the dimensions' (sorted) order; empty without any.
-fn labels(dims: &[(String, String)]) -> String {
+fn labels(dims: &Dims) -> String {
     if dims.is_empty() {
         return String::new();
     }
@@ -112,17 +108,18 @@ fn escape_help(help: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datum::{DatumValue, Stats};
+    use crate::datum::{Datum, DatumValue, Stats};
     use std::time::SystemTime;
 
-    fn datum(metric: &str, dims: &[(&str, &str)], value: DatumValue, at: SystemTime) -> Datum {
-        Datum {
+    fn datum(metric: &str, dims: &[(&str, &str)], value: DatumValue, at: SystemTime) -> Aggregate {
+        let d = Datum {
             metric: metric.into(),
-            unit: "Bytes".into(),
+            unit: String::new(),
             dimensions: dims.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
             timestamp: at,
             value,
-        }
+        };
+        Aggregate::from_datum(d).expect("a catalog metric")
     }
 
     #[test]
@@ -131,14 +128,7 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
         let stats = DatumValue::Stats { stats: Stats { min: 1.0, max: 3.0, sum: 4.0, count: 2.0 } };
         let dims = [("ClusterName", "c"), ("JobId", "7"), ("User", "a\"b\\c\nd")];
-        let unknown = s.update(
-            vec![
-                datum("MemoryRss", &dims, stats, t),
-                datum("NoSuch", &[], DatumValue::Value { value: 1.0 }, t),
-            ],
-            Instant::now(),
-        );
-        assert_eq!(unknown.len(), 1);
+        s.update(vec![datum("MemoryRss", &dims, stats, t)], Instant::now());
         let text = s.render();
         assert!(text.starts_with("# HELP slurm_memory_rss_bytes "), "{text}");
         assert!(text.contains("# TYPE slurm_memory_rss_bytes gauge\n"), "{text}");

@@ -8,7 +8,7 @@
 
 use super::exposition::Series;
 use super::server::Body;
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use slurm_cw_catalog::dims::{JOB_ID, USER};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -31,39 +31,37 @@ impl Live {
     /// A collection's aggregates so far. Nothing is counted here (the flush counts what it
     /// delivers); what the flush's rules would drop (a value that is not finite, too many
     /// labels) is left out the same way.
-    pub fn collection(&self, mut datums: Vec<Datum>) {
-        datums.retain(|d| {
-            d.dimensions.len() <= crate::sinks::open::MAX_LABELS
-                && d.value.numbers().iter().all(|v| v.is_finite())
+    pub fn collection(&self, mut items: Vec<Aggregate>) {
+        items.retain(|a| {
+            a.dims.len() <= crate::sinks::open::MAX_LABELS && a.value.numbers().iter().all(|v| v.is_finite())
         });
-        self.show(datums);
+        self.show(items);
     }
 
-    /// A flush's datums (already through the rules); returns those the catalog does not know
-    /// (not served), how many were kept private and the size of the text served now.
-    pub fn flush(&self, datums: Vec<Datum>) -> (Vec<Datum>, usize, u64) {
-        let offered = datums.len();
-        let (unknown, served, bytes) = self.show(datums);
-        (unknown, offered - served, bytes)
+    /// A flush's aggregates (already through the rules); returns how many were kept private
+    /// and the size of the text served now.
+    pub fn flush(&self, items: Vec<Aggregate>) -> (usize, u64) {
+        let offered = items.len();
+        let (served, bytes) = self.show(items);
+        (offered - served, bytes)
     }
 
-    /// Returns the datums the catalog does not know, how many were kept (those not private)
-    /// and the text's size.
-    fn show(&self, mut datums: Vec<Datum>) -> (Vec<Datum>, usize, u64) {
+    /// Returns how many were kept (those not private) and the text's size.
+    fn show(&self, mut items: Vec<Aggregate>) -> (usize, u64) {
         if !self.job_series {
-            datums.retain(|d| !d.dimensions.iter().any(|(n, _)| n == JOB_ID || n == USER));
+            items.retain(|a| a.dims.get(JOB_ID).is_none() && a.dims.get(USER).is_none());
         }
-        let kept = datums.len();
+        let kept = items.len();
         let now = Instant::now();
-        let (unknown, text) = {
+        let text = {
             let mut series = lock(&self.series);
-            let unknown = series.update(datums, now);
+            series.update(items, now);
             series.expire(now, self.ttl);
-            (unknown, Arc::new(series.render()))
+            Arc::new(series.render())
         };
         let bytes = text.len() as u64;
         *lock(&self.body) = text;
-        (unknown, kept, bytes)
+        (kept, bytes)
     }
 }
 
@@ -75,25 +73,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datum::DatumValue;
+    use crate::aggregate::Summary;
+    use crate::sample::Dims;
+    use slurm_cw_catalog::Metric;
     use slurm_cw_catalog::metrics::{MEMORY_RSS, SHIPPER_MEMORY_RSS};
     use std::time::SystemTime;
 
-    fn datum(metric: &str, value: f64) -> Datum {
-        Datum {
-            metric: metric.into(),
-            unit: "Bytes".into(),
-            dimensions: vec![("NodeName".into(), "n1".into())],
-            timestamp: SystemTime::now(),
-            value: DatumValue::Value { value },
-        }
+    fn datum(metric: &'static Metric, value: f64) -> Aggregate {
+        let dims = Dims::new().with(slurm_cw_catalog::dims::NODE_NAME, "n1");
+        Aggregate { metric, dims, time: SystemTime::now(), value: Summary::Value { value } }
     }
 
     #[test]
     fn a_collection_is_served_at_once_less_what_the_flush_would_drop() {
         let body: Body = Arc::default();
         let live = Live::new(body.clone(), Duration::from_secs(60), true);
-        live.collection(vec![datum(SHIPPER_MEMORY_RSS.name, 5.0), datum(MEMORY_RSS.name, f64::NAN)]);
+        live.collection(vec![datum(&SHIPPER_MEMORY_RSS, 5.0), datum(&MEMORY_RSS, f64::NAN)]);
         let text = lock(&body).clone();
         assert!(text.contains("slurm_shipper_memory_rss_bytes{node_name=\"n1\"} 5\n"), "{text}");
         assert!(!text.contains("slurm_memory_rss_bytes"), "{text}");

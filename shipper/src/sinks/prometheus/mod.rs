@@ -17,7 +17,7 @@ pub mod exposition;
 pub mod live;
 pub mod server;
 
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::sinks::delivery::{Checks, StatsHandle};
 use crate::sinks::open::OpenRules;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink};
@@ -137,8 +137,8 @@ struct Rules {
     listening: Arc<AtomicBool>,
 }
 
-impl Checks<Datum> for Rules {
-    fn retain_sendable(&mut self, items: &mut Vec<Datum>, stats: &StatsHandle) {
+impl Checks<Aggregate> for Rules {
+    fn retain_sendable(&mut self, items: &mut Vec<Aggregate>, stats: &StatsHandle) {
         if !self.listening.load(Ordering::Relaxed) {
             stats.count_drop(DropReason::NotListening, items.len() as u64);
             items.clear();
@@ -154,7 +154,7 @@ impl MetricDestination for PrometheusSink {
         &self.address
     }
 
-    fn checks(&self) -> Box<dyn Checks<Datum>> {
+    fn checks(&self) -> Box<dyn Checks<Aggregate>> {
         Box::new(Rules { open: OpenRules::default(), listening: self.listening.clone() })
     }
 
@@ -162,10 +162,10 @@ impl MetricDestination for PrometheusSink {
         Some(self.live.clone())
     }
 
-    async fn put_in(&mut self, _label: &str, datums: Vec<Datum>) -> Outcome<Datum> {
-        let offered = datums.len();
+    async fn put_in(&mut self, _label: &str, items: Vec<Aggregate>) -> Outcome<Aggregate> {
+        let offered = items.len();
         // Series kept private are not sent, nor refused: they are not this destination's.
-        let (unknown, private, bytes) = self.live.flush(datums);
-        Outcome { sent: offered - unknown.len() - private, rejected: unknown, bytes, ..Outcome::default() }
+        let (private, bytes) = self.live.flush(items);
+        Outcome { sent: offered - private, bytes, ..Outcome::default() }
     }
 }

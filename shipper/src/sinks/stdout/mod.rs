@@ -3,7 +3,7 @@
 //! CloudWatch (its shape and rules are CloudWatch's), and for the GPU checks on machines
 //! without AWS.
 
-use crate::datum::Datum;
+use crate::aggregate::Aggregate;
 use crate::sinks::delivery::Checks;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records};
 use slurm_cw_sink::outcome::Outcome;
@@ -93,11 +93,12 @@ impl MetricDestination for StdoutSink {
         &self.label
     }
 
-    fn checks(&self) -> Box<dyn Checks<Datum>> {
+    fn checks(&self) -> Box<dyn Checks<Aggregate>> {
         Box::new(crate::sinks::cloudwatch::PutMetricDataRules::default())
     }
 
-    async fn put_in(&mut self, namespace: &str, datums: Vec<Datum>) -> Outcome<Datum> {
-        to_stdout(self, datums, |d| d.to_json_line(namespace))
+    /// Each aggregate's datum line.
+    async fn put_in(&mut self, namespace: &str, items: Vec<Aggregate>) -> Outcome<Aggregate> {
+        to_stdout(self, items, |a| slurm_cw_formats::spool::Item::to_line(a, namespace))
     }
 }
