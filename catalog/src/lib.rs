@@ -48,8 +48,22 @@ pub mod dims {
 
     /// Every dimension above: what a name read back from disk is checked against.
     pub const ALL: &[&str] = &[
-        CLUSTER_NAME, PARTITION, STATE, FLAG, REASON, MESSAGE_TYPE, COLLECTOR, NODE_NAME, JOB_ID, USER, ACCOUNT,
-        THREAD_STATE, EXECUTABLE, GPU, GPU_UUID, SINK,
+        CLUSTER_NAME,
+        PARTITION,
+        STATE,
+        FLAG,
+        REASON,
+        MESSAGE_TYPE,
+        COLLECTOR,
+        NODE_NAME,
+        JOB_ID,
+        USER,
+        ACCOUNT,
+        THREAD_STATE,
+        EXECUTABLE,
+        GPU,
+        GPU_UUID,
+        SINK,
     ];
 
     /// The catalog's own spelling of a dimension name, if it has one.

@@ -166,7 +166,10 @@ impl Aggregator {
     /// Everything accumulated so far, left in place for the flush: what a pull endpoint serves
     /// between flushes (unsorted).
     pub fn snapshot(&self) -> Vec<Aggregate> {
-        self.entries.iter().map(|((_, dims, _), e)| aggregate(&self.cluster, e.clone(), dims.clone())).collect()
+        self.entries
+            .iter()
+            .map(|((_, dims, _), e)| aggregate(&self.cluster, e.clone(), dims.clone()))
+            .collect()
     }
 
     /// Takes everything accumulated so far, sorted by metric and dimensions so output is stable.

@@ -5,10 +5,10 @@
 //! pipeline on its own thread ([`crate::collection`]) so a hung read never delays delivery.
 
 use crate::Exit;
+use crate::aggregate::Aggregate;
 use crate::collection::Collection;
 use crate::config::Config;
 use crate::cost::lookup::Lookup;
-use crate::aggregate::Aggregate;
 use crate::hook;
 use crate::pipeline::Pipeline;
 use crate::role::Role;

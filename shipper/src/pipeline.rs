@@ -2,10 +2,10 @@
 //! own figures. `collect` runs every collector once; `flush` hands what was gathered since the
 //! last flush to delivery, datums and job records.
 
+use crate::aggregate::Aggregate;
 use crate::aggregate::Aggregator;
 use crate::config::Config;
 use crate::cost::Prices;
-use crate::aggregate::Aggregate;
 use crate::role::Role;
 use crate::sample::{Batch, Dims, JobReading, Sample};
 use crate::sinks::delivery::{DeliveryStats, StatsHandle};

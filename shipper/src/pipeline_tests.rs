@@ -59,7 +59,11 @@ fn each_collection_is_shown_to_a_pull_endpoint_before_any_flush() {
     );
     // Nothing was drained: the flush still delivers the period.
     let f = p.flush();
-    assert!(f.aggregates[1].iter().any(|d| d.metric.name == SHIPPER_MEMORY_RSS.name), "{:?}", f.aggregates[1]);
+    assert!(
+        f.aggregates[1].iter().any(|d| d.metric.name == SHIPPER_MEMORY_RSS.name),
+        "{:?}",
+        f.aggregates[1]
+    );
 }
 
 fn pipeline(answers: &[FinalSample]) -> Pipeline {

@@ -173,8 +173,8 @@ fn a_scrape_after_the_first_collection_shows_its_figures_long_before_a_flush() {
 fn private_data_jobs_keeps_job_and_user_series_off_the_endpoint() {
     use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, NODE_NAME, USER};
     use slurm_cw_catalog::metrics::{MEMORY_RSS, SHIPPER_MEMORY_RSS};
-    use slurm_cw_shipper::config::{Config, Toggle};
     use slurm_cw_shipper::aggregate::{Aggregate, Summary};
+    use slurm_cw_shipper::config::{Config, Toggle};
     use slurm_cw_shipper::sample::Dims;
     use slurm_cw_shipper::sinks::{Context, MetricDestination};
     let dir = tempfile::tempdir().unwrap();

@@ -10,9 +10,9 @@
 //! Logs' ingestion price).
 
 use slurm_cw_catalog::series;
+use slurm_cw_shipper::aggregate::Aggregate;
 use slurm_cw_shipper::sinks::otlp::client::{DEFAULT_MAX_REQUEST_BYTES, bodies, resource};
 use slurm_cw_shipper::sinks::otlp::encode;
-use slurm_cw_shipper::aggregate::Aggregate;
 
 /// Dollars per GB when `COST_OTLP_PER_GB` is not set: an assumption, not a published price.
 pub const DEFAULT_PER_GB: f64 = 0.50;

@@ -28,8 +28,8 @@ pub mod stdout;
 
 pub use slurm_cw_sink::validate;
 
-use crate::config::Config;
 use crate::aggregate::Aggregate;
+use crate::config::Config;
 pub use component::{BuildError, Component, Records, Spool};
 use delivery::{Checks, Destination};
 use serde::Deserialize;

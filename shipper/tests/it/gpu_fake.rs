@@ -416,13 +416,19 @@ fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_not
     // Another user asks for the job's final sample: nothing is read or kept.
     assert_eq!(p.final_sample("1001", 1001), FinalSample::Denied);
     let flushed = p.flush_at(at(3));
-    assert!(flushed.aggregates[0].iter().all(|d| d.metric.name != GPU_COUNT.name), "no GPU figure after a denial");
+    assert!(
+        flushed.aggregates[0].iter().all(|d| d.metric.name != GPU_COUNT.name),
+        "no GPU figure after a denial"
+    );
     assert!(flushed.records.is_empty(), "{:?}", flushed.records);
     // The driver reloads (counters from zero), then the job's TaskEpilog asks.
     set_energy(&b.gpus, [12_000_000, 3_000_000, 1_000_000]);
     assert_eq!(p.final_sample("1001", 1000), FinalSample::Sampled(1));
     let flushed = p.flush_at(at(4));
-    assert!(flushed.aggregates[0].iter().any(|d| d.metric.name == GPU_COUNT.name), "the final sample's GPU figures");
+    assert!(
+        flushed.aggregates[0].iter().any(|d| d.metric.name == GPU_COUNT.name),
+        "the final sample's GPU figures"
+    );
     let summary = flushed
         .records
         .iter()

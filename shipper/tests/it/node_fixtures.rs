@@ -413,7 +413,8 @@ fn a_process_named_outside_ascii_is_shipped_under_an_escaped_name_never_dropped(
     let (b, _) = collect(&mut c);
     let mut agg = slurm_cw_shipper::aggregate::Aggregator::new("t");
     agg.extend(b.samples);
-    let mut datums: Vec<_> = agg.drain().iter().map(slurm_cw_shipper::aggregate::Aggregate::to_datum).collect();
+    let mut datums: Vec<_> =
+        agg.drain().iter().map(slurm_cw_shipper::aggregate::Aggregate::to_datum).collect();
     let before = datums.len();
     let dropped =
         slurm_cw_shipper::sinks::validate::Validator::new().retain_valid(&mut datums, SystemTime::now());

@@ -16,8 +16,8 @@
 use crate::common;
 
 use slurm_cw_catalog::{Unit, series};
-use slurm_cw_shipper::sinks::otlp::{OtlpSink, Settings, SigV4, resource};
 use slurm_cw_shipper::aggregate::Aggregate;
+use slurm_cw_shipper::sinks::otlp::{OtlpSink, Settings, SigV4, resource};
 use slurm_cw_sink::datum::{DatumValue, Stats};
 use slurm_cw_sink::retry::Backoff;
 use std::time::{Duration, SystemTime};

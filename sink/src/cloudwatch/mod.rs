@@ -147,7 +147,12 @@ impl<T: AsDatum> crate::send::Requests<T> for CloudWatchSink {
         batch::estimated_size(d.datum())
     }
 
-    async fn request(&mut self, namespace: &str, chunk: &[T], outcome: &mut Outcome<T>) -> Result<Vec<usize>, Failure> {
+    async fn request(
+        &mut self,
+        namespace: &str,
+        chunk: &[T],
+        outcome: &mut Outcome<T>,
+    ) -> Result<Vec<usize>, Failure> {
         let request: Vec<MetricDatum> =
             chunk.iter().map(|d| to_sdk(d.datum(), self.settings.storage_resolution)).collect();
         let mut attempt = 0;

@@ -12,10 +12,10 @@ use crate::aggregate::Aggregate;
 use crate::sinks::delivery::Checks;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};
 use crate::transforms::shape::Shape;
+pub use encode::PutMetricDataRules;
 use slurm_cw_sink::aws::NoCaCertificates;
 use slurm_cw_sink::outcome::Outcome;
 use slurm_cw_sink::retry::Backoff;
-pub use encode::PutMetricDataRules;
 
 /// `cloudwatch` in the registry.
 pub struct Spec;

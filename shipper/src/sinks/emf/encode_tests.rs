@@ -4,7 +4,12 @@ use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::{CPU_USAGE, JOBS_ON_NODE, MEMORY_USAGE};
 use std::time::{Duration, SystemTime};
 
-fn datum(metric: &'static Metric, dims: &[(&'static str, &str)], at: SystemTime, value: Summary) -> Aggregate {
+fn datum(
+    metric: &'static Metric,
+    dims: &[(&'static str, &str)],
+    at: SystemTime,
+    value: Summary,
+) -> Aggregate {
     let dims = dims.iter().fold(Dims::new(), |d, (n, v)| d.with(n, *v));
     Aggregate { metric, dims, time: at, value }
 }

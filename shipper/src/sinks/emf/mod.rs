@@ -9,9 +9,9 @@
 pub mod config;
 pub mod encode;
 
+use crate::aggregate::Aggregate;
 use crate::check::{Row, Status, row};
 use crate::config::Config;
-use crate::aggregate::Aggregate;
 use crate::sinks::cloudwatch::PutMetricDataRules;
 use crate::sinks::delivery::Checks;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};

@@ -274,7 +274,11 @@ pub fn classify(endpoint: &str, status: u16, body: &[u8]) -> Result<(), Failure>
 
 /// The requests [`OtlpSink::put`] would send for `items`, as (bytes before gzip, gzip body):
 /// what the cost bench measures.
-pub fn bodies(resource: &[(String, String)], items: Vec<Aggregate>, max_request_bytes: usize) -> Vec<(usize, Vec<u8>)> {
+pub fn bodies(
+    resource: &[(String, String)],
+    items: Vec<Aggregate>,
+    max_request_bytes: usize,
+) -> Vec<(usize, Vec<u8>)> {
     chunks(items, max_request_bytes)
         .iter()
         .map(|chunk| {

@@ -70,8 +70,7 @@ fn a_request_holds_the_resource_one_metric_per_name_and_its_points() {
         "8",
         DatumValue::Stats { stats: Stats { min: 1.0, max: 5.0, sum: 6.0, count: 2.0 } },
     );
-    let body =
-        request(&[("service.name".into(), "slurm-cw-shipper".into())], &[a, b, c]);
+    let body = request(&[("service.name".into(), "slurm-cw-shipper".into())], &[a, b, c]);
 
     let rm = one(&body, 1);
     assert_eq!(attributes(one(rm, 1), 1), vec![("service.name".to_owned(), "slurm-cw-shipper".to_owned())]);

@@ -10,9 +10,9 @@ pub mod config;
 pub mod encode;
 pub mod endpoint;
 
+use crate::aggregate::Aggregate;
 use crate::check::{Row, Status, endpoint_row, row};
 use crate::config::Config;
-use crate::aggregate::Aggregate;
 use crate::sinks::delivery::Checks;
 use crate::sinks::open::OpenRules;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Spool};
