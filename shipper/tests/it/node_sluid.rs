@@ -115,3 +115,20 @@ fn a_hanging_scontrol_does_not_stall_collection() {
         assert!(took < Duration::from_secs(10), "round {round} took {took:?}");
     }
 }
+
+/// A short job's TaskEpilog can ask for its final sample before Slurm has named its SLUID: the
+/// answer is `busy` (the client asks again while the name comes), not `denied`; once Slurm has
+/// named it, its owner gets the sample and another user is denied.
+#[test]
+fn a_final_sample_of_a_job_slurm_has_not_named_yet_is_asked_again() {
+    use slurm_cw_shipper::sources::{Collector, FinalSample};
+    let (_tmp, cg, proc) = sluid_tree();
+    let mut c = collector(&cg, &proc, Vec::new());
+    let mut b = Batch::new(SystemTime::now());
+    assert_eq!(c.final_sample("1001", 1000, &mut b), Some(FinalSample::Busy));
+
+    let detail = JobDetail { job_id: "1001".into(), sluid: Some(SLUID.into()), ..JobDetail::default() };
+    let mut c = collector(&cg, &proc, vec![detail]);
+    assert_eq!(c.final_sample("1001", 1001, &mut b), Some(FinalSample::Denied), "not the job's user");
+    assert!(matches!(c.final_sample("1001", 1000, &mut b), Some(FinalSample::Sampled(1))));
+}

@@ -386,7 +386,12 @@ impl NodeCollector {
         // Slurm's word where no process names the user.
         let slurm_uid = self.slurm.as_ref().and_then(|s| s.borrow().get(id).and_then(|d| d.user_id));
         let mut table = self.table.borrow_mut();
-        let Some(key) = table.find(id).map(|j| j.r.key()) else { return Ok(None) };
+        let Some(key) = table.find(id).map(|j| j.r.key()) else {
+            // A job cgroup named by a SLUID Slurm has not answered for yet may be this job's:
+            // `Busy`, and the client asks again while the answer comes (a short job's TaskEpilog
+            // can run before the first collection saw it).
+            return if table.unresolved().next().is_some() { Err(FinalSample::Busy) } else { Ok(None) };
+        };
         Ok(table.uid(&key, &self.cfg.proc_root, &mut self.buf).or(slurm_uid))
     }
 }
