@@ -19,6 +19,7 @@ use crate::transforms::jobs::Jobs;
 use crate::transforms::node_sample::NodeSamples;
 use crate::transforms::population;
 use crate::transforms::shape::Shape;
+use crate::transforms::trim::Trim;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME};
 use slurm_cw_catalog::metrics::*;
@@ -52,8 +53,9 @@ pub struct Pipeline {
     node: String,
     /// The job table, where job records are made (node role, records on).
     jobs: Option<Jobs>,
-    /// Increases, utilisation and backlog from the head node's readings (head role).
-    derive: Option<Derive>,
+    /// Increases, utilisation and backlog from the head node's readings, then what it leaves
+    /// out (head role).
+    derive: Option<(Derive, Trim)>,
     /// The node's own `node_sample` records (node role).
     node_samples: Option<NodeSamples>,
     /// What delivery did, for the self-metrics at each flush.
@@ -139,7 +141,7 @@ impl Pipeline {
             node: node.clone(),
             jobs: role.runs_node().then(|| Jobs::new(config.node.findings.clone(), prices)),
             node_samples,
-            derive: role.runs_head().then(Derive::default),
+            derive: role.runs_head().then(|| (Derive::default(), Trim::new(config.head.per_partition))),
             delivery: DeliveryFigures { node, metrics, records, missed: Arc::default() },
             per_user: config.node.population_per_user,
             idle_gpu_percent: config.node.findings.idle_gpu_percent,
@@ -183,8 +185,9 @@ impl Pipeline {
 
     /// Through the transforms into the aggregator, less the excluded metrics.
     pub fn add(&mut self, mut batch: Batch) {
-        if let Some(derive) = &mut self.derive {
+        if let Some((derive, trim)) = &mut self.derive {
             derive.apply(&mut batch);
+            trim.apply(&mut batch);
         }
         if let Some(n) = &mut self.node_samples {
             n.observe(&batch);

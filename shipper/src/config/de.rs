@@ -30,3 +30,24 @@ pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::E
     humantime::parse_duration(&s)
         .map_err(|e| serde::de::Error::custom(format!("{s:?} is not a duration like 30s or 1m: {e}")))
 }
+
+/// `auto`, `on` or `off`, or a boolean where the key once was one (`true` is `on`).
+pub(crate) fn toggle<'de, D: Deserializer<'de>>(d: D) -> Result<super::Toggle, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Lenient {
+        B(bool),
+        S(String),
+    }
+    use super::Toggle;
+    match Lenient::deserialize(d)? {
+        Lenient::B(true) => Ok(Toggle::On),
+        Lenient::B(false) => Ok(Toggle::Off),
+        Lenient::S(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Toggle::Auto),
+            "on" | "true" => Ok(Toggle::On),
+            "off" | "false" => Ok(Toggle::Off),
+            _ => Err(serde::de::Error::custom(format!("{s:?} is not auto, on or off"))),
+        },
+    }
+}

@@ -54,7 +54,7 @@ const KEYS: &[Key] = &[
     key("slurm.conf", Unset("`$SLURM_CONF`, `/opt/slurm/etc`, `/etc/slurm`, `/etc/slurm-llnl`"), "slurm.conf to read `ClusterName` from"),
     key("slurm.bin_dir", Unset("`$PATH`, then `/opt/slurm/bin`, then AWS PCS's newest `/opt/aws/pcs/scheduler/slurm-<version>/bin` (only where root owns it and alone may write it)"), "where sinfo, squeue and sdiag are"),
     key("slurm.command_timeout", Value("\"20s\""), "limit of each Slurm command"),
-    key("head.per_partition", Value("true"), "node, capacity and job figures per partition as well as per cluster"),
+    key("head.per_partition", Value("\"auto\""), "node, capacity and job figures per partition as well as per cluster: `auto` where the cluster has more than one partition (one partition's copies repeat the cluster's figures, each a billed metric; its autoscaling signal stays), `on`, `off`"),
     key("head.top_pending_reasons", Value("10"), "pending reasons shipped by name; the rest as `Other`"),
     key("head.top_rpc_types", Value("10"), "RPC message types shipped by name (by count): two metrics each"),
     key("head.source", Value("\"auto\""), "node figures from slurmctld's OpenMetrics endpoint (Slurm 25.11+, `MetricsType=metrics/openmetrics`) or sinfo: `auto` (the endpoint where it is on, answers and counts the GPUs: with GresTypes=gpu, AccountingStorageTRES must track gres/gpu; else sinfo), `openmetrics`, `commands`; squeue runs either way, sdiag too unless `head.top_rpc_types = 0` (then the scheduler figures come from the endpoint)"),

@@ -5,7 +5,7 @@
 //! key in a section: `SLURM_CW_FLUSH_INTERVAL=30s`, `SLURM_CW_CLOUDWATCH__MAX_RETRIES=3`.
 //! Unknown keys and bad values are errors that name the key (and the file line or the variable).
 
-mod de;
+pub(crate) mod de;
 pub mod docs;
 mod namespace;
 mod role;
@@ -404,7 +404,7 @@ mod tests {
         assert_eq!(c.cloudwatch.max_retries, 3);
         assert!(!c.delivery.flush_jitter, "the old key still works");
         assert_eq!(c.deprecated, ["cloudwatch.flush_jitter is now delivery.flush_jitter"]);
-        assert!(!c.head.per_partition);
+        assert_eq!(c.head.per_partition, Toggle::Off, "false, as when it was a boolean");
     }
 
     #[test]

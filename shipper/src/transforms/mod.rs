@@ -1,6 +1,7 @@
 //! Between collection and the sinks: what the samples become.
 //!
-//! - [`derive`]: the head node's counters become increases; utilisation and backlog;
+//! - [`derive`]: the head node's counters become increases; utilisation and backlog; [`trim`]:
+//!   what the head leaves out (one partition's copies, state counts at zero);
 //! - [`jobs`]: per-job typed readings -> job records (a sample per job and flush, a summary when the
 //!   job ends on this node) and [`findings`] decided on the node; [`records`] is their JSON;
 //! - [`node_sample`]: the node's own fabric, Lustre and RAPL figures per device, one record per
@@ -18,3 +19,4 @@ pub mod node_sample;
 pub mod population;
 pub mod records;
 pub mod shape;
+pub mod trim;

@@ -76,7 +76,7 @@ impl FakeSlurm {
         HeadCollector::new(
             SlurmCommands::new(Some(self.path().to_owned()), Duration::from_secs(20)),
             HeadConfig {
-                per_partition: true,
+                per_partition: slurm_cw_shipper::config::Toggle::On,
                 top_pending_reasons: 20,
                 top_rpc_types: 50,
                 ..HeadConfig::default()

@@ -1,7 +1,7 @@
 //! `[head]` (what the head collector ships) and `[slurm]` (where the Slurm commands are and how
 //! long each may take, for both roles).
 
-use crate::config::{ConfigError, duration};
+use crate::config::{ConfigError, Toggle, duration};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,8 +21,11 @@ pub struct SlurmConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HeadConfig {
-    /// Publish node, capacity and job figures per partition as well as for the cluster.
-    pub per_partition: bool,
+    /// Publish node, capacity and job figures per partition as well as for the cluster: `auto`
+    /// where the cluster has more than one partition (one partition's copies repeat the
+    /// cluster's figures, each a billed metric), `on` always, `off` never.
+    #[serde(deserialize_with = "crate::config::de::toggle")]
+    pub per_partition: Toggle,
     /// Pending reasons shipped by name per partition; the rest are summed as Other.
     pub top_pending_reasons: usize,
     /// RPC message types shipped by name (by count); the rest are left out.
@@ -65,10 +68,18 @@ impl Default for SlurmConfig {
     }
 }
 
+impl HeadConfig {
+    /// Whether the collectors read each partition's figures: unless `off` (with `auto` the
+    /// head's transforms drop one partition's copies, after deriving its backlog from them).
+    pub fn reads_partitions(&self) -> bool {
+        self.per_partition != Toggle::Off
+    }
+}
+
 impl Default for HeadConfig {
     fn default() -> Self {
         HeadConfig {
-            per_partition: true,
+            per_partition: Toggle::Auto,
             top_pending_reasons: 10,
             top_rpc_types: 10,
             source: HeadSource::Auto,

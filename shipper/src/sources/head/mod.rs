@@ -136,7 +136,7 @@ impl HeadCollector {
                 } else {
                     self.note_ok("openmetrics");
                 }
-                let opts = openmetrics_map::Options { per_partition: self.cfg.per_partition, gpus };
+                let opts = openmetrics_map::Options { per_partition: self.cfg.reads_partitions(), gpus };
                 let fixes = openmetrics_map::emit(&f.nodes, &f.partitions, &opts, out);
                 if let Some(first) = fixes.wrapped.first()
                     && self.logged_unknown.first("openmetrics 16-bit wrap")
@@ -239,7 +239,7 @@ impl HeadCollector {
                 if bad.is_empty() {
                     self.note_ok("sinfo");
                 }
-                sinfo::emit(&rows, self.cfg.per_partition, out);
+                sinfo::emit(&rows, self.cfg.reads_partitions(), out);
             }
             Err(e) => self.note_error("sinfo", errors, e),
         }
@@ -271,7 +271,7 @@ impl HeadCollector {
                 if bad.is_empty() {
                     self.note_ok("squeue");
                 }
-                squeue::emit(&queue, self.cfg.per_partition, self.cfg.top_pending_reasons, out);
+                squeue::emit(&queue, self.cfg.reads_partitions(), self.cfg.top_pending_reasons, out);
             }
             Err(e) => self.note_error("squeue", errors, e),
         }
