@@ -561,7 +561,9 @@ pub fn job_reason(id: &str) -> String {
 /// Serialises tests that change the bench Slurm (nodes down, jobs, slurmctld restarts).
 pub static SLURM_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Leaves the bench Slurm as it found it: cancels this test's jobs, resumes nodes it took out.
+/// Leaves the bench Slurm as it found it: cancels this test's jobs and waits (at most a minute)
+/// until none is pending, running or completing, so that the next test's daemon does not see
+/// them (a daemon prices a job it first sees from its Slurm start); resumes nodes it took out.
 pub struct SlurmCleanup {
     pub jobs: Vec<String>,
     pub nodes: Vec<String>,
@@ -573,6 +575,15 @@ impl Drop for SlurmCleanup {
             let mut args: Vec<&str> = vec!["--quiet"];
             args.extend(self.jobs.iter().map(String::as_str));
             let _ = try_cmd("scancel", &args);
+            let ids = self.jobs.join(",");
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while std::time::Instant::now() < deadline {
+                let (ok, out, _) = try_cmd("squeue", &["-h", "-j", &ids, "-t", "PD,R,CG,CF,S", "-o", "%i"]);
+                if !ok || out.trim().is_empty() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
         }
         for n in &self.nodes {
             let _ = try_cmd("scontrol", &["update", &format!("nodename={n}"), "state=resume"]);
