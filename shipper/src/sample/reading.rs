@@ -123,8 +123,8 @@ impl JobFigures {
     }
 
     /// Sets figure `m` (its field, or its place in `others`): a figure given twice (from the
-    /// cgroup, then from the processes) is the later one. Returns `v`.
-    pub fn set(&mut self, m: &'static Metric, v: f64) -> Option<f64> {
+    /// cgroup, then from the processes) is the later one.
+    pub fn set(&mut self, m: &'static Metric, v: f64) {
         match self.field(m) {
             Some(field) => *field = Some(v),
             None => match self.others.iter_mut().find(|(o, _)| is(o, m)) {
@@ -132,7 +132,6 @@ impl JobFigures {
                 None => self.others.push((m, v)),
             },
         }
-        Some(v)
     }
 
     /// Every figure as the catalog names it: the typed ones read, then the others.

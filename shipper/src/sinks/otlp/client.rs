@@ -302,17 +302,18 @@ fn chunks(items: Vec<Aggregate>, max_bytes: usize) -> Vec<Vec<Aggregate>> {
     let mut bytes = ENVELOPE;
     for a in items {
         let point = encode::point_size(&a);
-        let mut size = point + if metrics.contains(&a.metric.name) { 0 } else { metric_overhead(a.metric) };
-        if !current.is_empty() && bytes + size > max_bytes {
+        let mut new_metric = !metrics.contains(&a.metric.name);
+        let size = |new_metric: bool| point + if new_metric { metric_overhead(a.metric) } else { 0 };
+        if !current.is_empty() && bytes + size(new_metric) > max_bytes {
             out.push(std::mem::take(&mut current));
             metrics.clear();
             bytes = ENVELOPE;
-            size = point + metric_overhead(a.metric);
+            new_metric = true;
         }
-        if !metrics.contains(&a.metric.name) {
+        if new_metric {
             metrics.push(a.metric.name);
         }
-        bytes += size;
+        bytes += size(new_metric);
         current.push(a);
     }
     if !current.is_empty() {
