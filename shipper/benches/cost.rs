@@ -42,14 +42,14 @@ mod views;
 use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, JOB_ID, NODE_NAME, USER};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::node::NodeSize;
-use slurm_cw_shipper::config::Config;
 use slurm_cw_shipper::cost::{Basis, Price, Prices};
 use slurm_cw_shipper::datum::format_timestamp;
 use slurm_cw_shipper::pipeline::Delivered;
 use slurm_cw_shipper::pipeline::{Parts, Pipeline};
 use slurm_cw_shipper::role::Role;
 use slurm_cw_shipper::sample::{Batch, Dims, JobFigures, JobInfo, JobReading};
-use slurm_cw_shipper::sinks::cloudwatch::{CloudWatchSink, Settings, retry::Backoff};
+use slurm_cw_shipper::settings::Settings;
+use slurm_cw_shipper::sinks::cloudwatch::{self as cloudwatch, CloudWatchSink, retry::Backoff};
 use slurm_cw_shipper::sinks::delivery::{Destination, Step};
 use slurm_cw_shipper::sinks::logs::LogsSink;
 use slurm_cw_shipper::sinks::logs::RecordSink;
@@ -818,10 +818,10 @@ async fn simulate(
         .tempdir_in(if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" })
         .expect("a temporary directory");
 
-    let mut config = Config {
+    let mut config = Settings {
         namespace: Some(namespace.clone()),
         cluster_name: Some(cluster.clone()),
-        ..Config::default()
+        ..Settings::default()
     };
     config.node.job_metrics = mode;
     // For trying a trimmed configuration (docs/cost.md): metric names never shipped, and fewer
@@ -861,11 +861,11 @@ async fn simulate(
         c.spool.dir = work.path().join("spool").join(node);
         let metric_sink: MetricSink =
             Box::new(CloudWatchSink::from_client(cw.clone(), cloudwatch_settings(&c, &namespace)));
-        let metrics = Route::open(&c, &namespace, Some(c.spool.dir.clone()), metric_sink);
+        let metrics = Route::open(&c.spool, &c.delivery, &namespace, Some(c.spool.dir.clone()), metric_sink);
         let records = (runs_node && c.node.job_metrics.records()).then(|| {
-            let settings = slurm_cw_shipper::sinks::logs::settings(&c, &group, node);
+            let settings = slurm_cw_shipper::sinks::logs::settings(&c.cloudwatch, &c.logs, &group, node);
             let sink = RecordSink::Logs(LogsSink::from_client(logs_client.clone(), settings));
-            Route::open(&c, &group, Some(c.spool.dir.join("logs")), sink)
+            Route::open(&c.spool, &c.delivery, &group, Some(c.spool.dir.join("logs")), sink)
         });
         // Two destinations, as `sink = ["cloudwatch", "otlp"]` makes them: CloudWatch's sent
         // for real, the OTLP one's datums (its own shape) only encoded (cost/otlp.rs).
@@ -899,7 +899,7 @@ async fn simulate(
         let role = if runs_node { Role::Node } else { Role::Head };
         Host {
             node: node.to_owned(),
-            pipeline: Pipeline::from_parts(&c, role, collectors, parts),
+            pipeline: Pipeline::new(&c.pipeline(), role, collectors, parts),
             runs_node,
             metrics,
             records,
@@ -991,8 +991,8 @@ async fn simulate(
     }
 }
 
-fn cloudwatch_settings(c: &Config, namespace: &str) -> Settings {
-    let mut s = slurm_cw_shipper::sinks::cloudwatch::settings(c, namespace);
+fn cloudwatch_settings(c: &Settings, namespace: &str) -> cloudwatch::Settings {
+    let mut s = cloudwatch::settings(&c.cloudwatch, namespace);
     // LocalStack answers slowly under load; the daemon's 10 s would only add retries here.
     s.attempt_timeout = Duration::from_secs(60);
     s.backoff = Backoff {

@@ -4,8 +4,8 @@
 //!
 //! `cargo bench -p slurm-cw-shipper --bench gpu_cycle`
 
-use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
 use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::settings::{GpuConfig, NodeConfig};
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::gpu::GpuCollector;
 use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeSource};

@@ -48,8 +48,8 @@
 //! On a 2-core VM with files held open: 0.56-0.68x the floor, 0.020% of a core with 64 jobs
 //! (0.033% reading processes every cycle).
 
-use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::settings::NodeConfig;
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::node::{NodeCollector, read_into};
 use std::path::{Path, PathBuf};

@@ -4,11 +4,10 @@
 //! 2 when the configuration itself cannot work (no cluster name, no role).
 
 use crate::Exit;
-use crate::config::Config;
 use crate::role::detect as detect_role;
+use crate::settings::Settings;
 use crate::sources::gpu::nvml::NvmlSource;
 use crate::sources::gpu::source::GpuSource;
-use crate::sources::head::command::SlurmCommands;
 use crate::sources::node::discover::{Layout, V1_CONTROLLERS, Version};
 use aws_credential_types::provider::ProvideCredentials;
 use std::fmt::Write;
@@ -56,7 +55,7 @@ fn config_row(check: &'static str, status: Status, detail: impl Into<String>) ->
     Row { config: true, ..row(check, status, detail) }
 }
 
-pub async fn run(config: &Config) -> Exit {
+pub async fn run(config: &Settings) -> Exit {
     let rows = collect_rows(config).await;
     print!("{}", render(&rows));
     exit(&rows)
@@ -84,19 +83,19 @@ pub fn render(rows: &[Row]) -> String {
     out
 }
 
-async fn collect_rows(config: &Config) -> Vec<Row> {
+async fn collect_rows(config: &Settings) -> Vec<Row> {
     let mut rows = vec![row("configuration", Status::Ok, "valid")];
     match config.resolve_cluster_name() {
         Ok((name, from)) => {
             rows.push(config_row("cluster name", Status::Ok, format!("{name} (from {from})")));
             rows.push(match config.namespace_for(&name) {
                 Ok(ns) => config_row("namespace", Status::Ok, ns),
-                Err(e) => config_row("namespace", Status::Fail, e.0),
+                Err(e) => config_row("namespace", Status::Fail, e.to_string()),
             });
         }
-        Err(e) => rows.push(config_row("cluster name", Status::Fail, e.0)),
+        Err(e) => rows.push(config_row("cluster name", Status::Fail, e.to_string())),
     }
-    let role = match detect_role(config) {
+    let role = match detect_role(config.role, &config.node.proc_root, config.slurm_conf_path().as_deref()) {
         Ok((r, why)) => {
             rows.push(config_row("role", Status::Ok, format!("{} ({why})", r.as_str())));
             Some(r)
@@ -117,7 +116,7 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
             Some(Ok(())) => {
                 config_row("token user", Status::Ok, format!("{user}: not slurm.conf's SlurmUser"))
             }
-            Some(Err(e)) => config_row("token user", Status::Fail, e.0),
+            Some(Err(e)) => config_row("token user", Status::Fail, e.to_string()),
             None => {
                 config_row("token user", Status::Warn, format!("{user}: no slurm.conf to check SlurmUser in"))
             }
@@ -126,7 +125,7 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
     rows.extend(aws_rows(config).await);
     rows.push(log_group_row(config, role.is_some_and(|r| r.runs_node())).await);
     rows.extend(destinations::destination_rows(config).await);
-    let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+    let cmds = config.slurm.commands();
     let head = role.is_some_and(|r| r.runs_head());
     for program in ["sinfo", "squeue", "sdiag"] {
         let r = match cmds.locate(program) {
@@ -143,10 +142,18 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
             config.slurm_conf_path().and_then(|p| crate::slurm_conf::entries(&p).ok()).unwrap_or_default();
         let hosts = crate::slurm_conf::controller_hosts(&entries);
         rows.push(controller::slurmctld_row(&cmds, head, &hosts).await);
-        rows.push(match crate::sources::head::openmetrics::describe(config, &cmds).await {
-            Ok(d) => row("head source", Status::Ok, d),
-            Err(d) => row("head source", Status::Warn, d),
-        });
+        rows.push(
+            match crate::sources::head::openmetrics::describe(
+                &config.head,
+                config.slurm_conf_path().as_deref(),
+                &cmds,
+            )
+            .await
+            {
+                Ok(d) => row("head source", Status::Ok, d),
+                Err(d) => row("head source", Status::Warn, d),
+            },
+        );
     }
     rows.push(cgroup_row(config, role.is_some_and(|r| r.runs_node())));
     let nvml = nvml_row(config);
@@ -158,17 +165,21 @@ async fn collect_rows(config: &Config) -> Vec<Row> {
     }
     rows.extend(host_rows(config, role.is_some_and(|r| r.runs_node())));
     if role.is_some_and(|r| r.runs_node()) && config.cost.enabled {
-        rows.push(match crate::cost::lookup::describe(config).await {
-            Ok(d) => row("price", Status::Ok, d),
-            Err(d) => row("price", Status::Warn, d),
-        });
+        rows.push(
+            match crate::cost::lookup::describe(&config.cost, config.slurm.commands(), &config.node_name())
+                .await
+            {
+                Ok(d) => row("price", Status::Ok, d),
+                Err(d) => row("price", Status::Warn, d),
+            },
+        );
     }
     rows
 }
 
 /// EFA/InfiniBand, the Lustre client and RAPL: found or not, never a failure (a node without
 /// them ships none of their figures).
-fn host_rows(config: &Config, node_role: bool) -> Vec<Row> {
+fn host_rows(config: &Settings, node_role: bool) -> Vec<Row> {
     let roots = crate::sources::host::Roots::from_config(&config.node);
     crate::sources::host::survey(&roots)
         .into_iter()
@@ -180,7 +191,7 @@ fn host_rows(config: &Config, node_role: bool) -> Vec<Row> {
         .collect()
 }
 
-async fn aws_rows(config: &Config) -> Vec<Row> {
+async fn aws_rows(config: &Settings) -> Vec<Row> {
     if !config.sink.iter().any(|k| k.component().uses_aws()) {
         return vec![row("aws", Status::Skip, "no AWS destination in sink")];
     }
@@ -229,7 +240,7 @@ async fn aws_rows(config: &Config) -> Vec<Row> {
 
 /// The job log group a node writes its job records to: it must exist (the Terraform module
 /// creates it); this node's stream is created here if missing.
-async fn log_group_row(config: &Config, node_role: bool) -> Row {
+async fn log_group_row(config: &Settings, node_role: bool) -> Row {
     let check = "job log group";
     if !node_role || !config.node.job_metrics.records() {
         return row(check, Status::Skip, "no job records on this role (node.job_metrics)");
@@ -241,8 +252,11 @@ async fn log_group_row(config: &Config, node_role: bool) -> Row {
         return row(check, Status::Skip, "no cluster name");
     };
     let group = config.logs.group_for(&cluster);
-    crate::sinks::logs::probe_row(check, crate::sinks::logs::settings(config, &group, &config.node_name()))
-        .await
+    crate::sinks::logs::probe_row(
+        check,
+        crate::sinks::logs::settings(&config.cloudwatch, &config.logs, &group, &config.node_name()),
+    )
+    .await
 }
 
 pub(crate) async fn endpoint_row(url: &str) -> Row {
@@ -263,7 +277,7 @@ pub(crate) async fn endpoint_row(url: &str) -> Row {
 }
 
 /// The cgroup hierarchy as the node collector sees it (see [`Layout::from_config`]).
-fn cgroup_row(config: &Config, needed: bool) -> Row {
+fn cgroup_row(config: &Settings, needed: bool) -> Row {
     let root = &config.node.cgroup_root;
     let miss = if needed { Status::Fail } else { Status::Skip };
     match Layout::from_config(&config.node).map(|l| l.version) {
@@ -293,7 +307,7 @@ fn cgroup_row(config: &Config, needed: bool) -> Row {
 }
 
 /// NVML loaded and read as the GPU collector does (see [`NvmlSource`]).
-fn nvml_row(config: &Config) -> Row {
+fn nvml_row(config: &Settings) -> Row {
     if config.gpu.enabled == crate::config::Toggle::Off {
         return row("nvml", Status::Skip, "gpu.enabled = off");
     }
@@ -309,7 +323,7 @@ fn nvml_row(config: &Config) -> Row {
 
 /// How Slurm's GPU numbers are read on this node, from gres.conf (see
 /// [`crate::sources::gpu`]'s allocation matching).
-fn gres_row(config: &Config) -> Row {
+fn gres_row(config: &Settings) -> Row {
     use slurm_cw_formats::slurm::gres_conf::GpuOrder;
     let (path, gres) = config.gres_conf();
     let from = path.map_or_else(|| "no gres.conf".to_owned(), |p| p.display().to_string());
@@ -347,8 +361,8 @@ mod tests {
     use super::*;
     use crate::sources::gpu::fake::{FakeGpu, FakeSource};
 
-    fn config_with_root(root: &std::path::Path) -> Config {
-        let mut c = Config::default();
+    fn config_with_root(root: &std::path::Path) -> Settings {
+        let mut c = Settings::default();
         c.node.cgroup_root = root.to_owned();
         c
     }
@@ -385,11 +399,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("memory")).unwrap();
         let mut c = config_with_root(dir.path());
-        c.node.cgroup_version = crate::config::CgroupVersion::V2;
+        c.node.cgroup_version = crate::settings::CgroupVersion::V2;
         let r = cgroup_row(&c, true);
         assert_eq!(r.status, Status::Fail, "{}", r.detail);
         std::fs::write(dir.path().join("cgroup.controllers"), "cpu memory\n").unwrap();
-        c.node.cgroup_version = crate::config::CgroupVersion::V1;
+        c.node.cgroup_version = crate::settings::CgroupVersion::V1;
         let r = cgroup_row(&c, true);
         assert_eq!((r.status, r.detail.ends_with("(cgroup v1: memory)")), (Status::Ok, true), "{}", r.detail);
     }

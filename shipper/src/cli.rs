@@ -23,8 +23,8 @@ pub struct Cli {
     pub once: bool,
     /// Where figures go (overrides `sink`): one destination or several, comma-separated
     /// (`cloudwatch,prometheus`); `stdout` prints one JSON line per datum.
-    #[arg(long, value_delimiter = ',', value_parser = crate::config::SinkKind::parse)]
-    pub sink: Vec<crate::config::SinkKind>,
+    #[arg(long, value_delimiter = ',', value_parser = crate::sinks::SinkKind::parse)]
+    pub sink: Vec<crate::sinks::SinkKind>,
     /// Check the configuration and what the shipper needs here, print a table, exit.
     #[arg(long, conflicts_with = "once")]
     pub check: bool,
@@ -58,8 +58,8 @@ pub enum Command {
 
 impl Cli {
     /// Applies the command line over the configuration file.
-    pub fn apply_to(&self, config: &mut crate::config::Config) {
-        use crate::config::Sinks;
+    pub fn apply_to(&self, config: &mut crate::settings::Settings) {
+        use crate::sinks::Sinks;
         if self.role.is_some() {
             config.role = self.role;
         }

@@ -7,17 +7,16 @@
 use crate::Exit;
 use crate::aggregate::Aggregate;
 use crate::collection::Collection;
-use crate::config::Config;
 use crate::cost::lookup::Lookup;
 use crate::hook;
 use crate::pipeline::Pipeline;
-use crate::role::Role;
 use crate::sinks::MetricSink;
 use crate::sinks::delivery::{Delivery, Destination, Step};
 use crate::sinks::logs::RecordSink;
 use crate::sinks::pacing::{Pace, deliver_loop};
 use crate::sinks::route::Route;
 use slurm_cw_formats::record::Record;
+use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -76,12 +75,24 @@ async fn drain<D: Destination>(delivery: &mut Delivery<D>) -> Result<(), String>
     }
 }
 
+/// When the loop collects and flushes, and where it listens (from the settings, by the app).
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub collect_interval: Duration,
+    pub flush_interval: Duration,
+    /// Start flushing at a random offset in the flush interval (`delivery.flush_jitter`).
+    pub flush_jitter: bool,
+    /// Requests a second while a backlog is sent again (`spool.replay_rate`).
+    pub replay_rate: f64,
+    /// Where the TaskEpilog hook is served, on a node (`node.hook_socket`).
+    pub hook_socket: Option<PathBuf>,
+}
+
 pub async fn daemon(
     make: impl FnOnce() -> Pipeline + Send + 'static,
     metrics: Vec<Metrics>,
     records: Option<Records>,
-    config: &Config,
-    role: Role,
+    schedule: &Schedule,
     cost: Option<Lookup>,
 ) -> Exit {
     if let Some(mut c) = cost {
@@ -93,10 +104,10 @@ pub async fn daemon(
         });
     }
     let pace = Pace {
-        replay_gap: Duration::from_secs_f64(1.0 / config.spool.replay_rate),
-        max_backoff: config.flush_interval,
+        replay_gap: Duration::from_secs_f64(1.0 / schedule.replay_rate),
+        max_backoff: schedule.flush_interval,
     };
-    let mut collection = match Collection::start(make, config.collect_interval) {
+    let mut collection = match Collection::start(make, schedule.collect_interval) {
         Ok(c) => c,
         Err(e) => return Exit::Failed(format!("cannot start the collection thread: {e}")),
     };
@@ -125,25 +136,25 @@ pub async fn daemon(
         ok
     };
 
-    let mut collect = tokio::time::interval(config.collect_interval);
+    let mut collect = tokio::time::interval(schedule.collect_interval);
     collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let offset = if config.delivery.flush_jitter {
-        config.flush_interval.mul_f64(rand::random::<f64>())
+    let offset = if schedule.flush_jitter {
+        schedule.flush_interval.mul_f64(rand::random::<f64>())
     } else {
-        config.flush_interval
+        schedule.flush_interval
     };
     tracing::debug!(?offset, "first flush after the random offset");
-    let mut flush = tokio::time::interval_at(tokio::time::Instant::now() + offset, config.flush_interval);
+    let mut flush = tokio::time::interval_at(tokio::time::Instant::now() + offset, schedule.flush_interval);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = Shutdown::new();
     let (hook_tx, mut hook_rx) = mpsc::channel::<hook::Request>(64);
-    if role.runs_node() {
-        match hook::bind(&config.node.hook_socket) {
+    if let Some(socket) = &schedule.hook_socket {
+        match hook::bind(socket) {
             Ok(listener) => {
                 tokio::spawn(hook::serve(listener, hook_tx));
             }
             Err(e) => tracing::warn!(
-                socket = %config.node.hook_socket.display(), error = %e,
+                socket = %socket.display(), error = %e,
                 "cannot listen for final job samples; short jobs may be missed"
             ),
         }

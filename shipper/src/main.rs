@@ -4,8 +4,8 @@ use clap::Parser;
 use slurm_cw_shipper::Exit;
 use slurm_cw_shipper::app;
 use slurm_cw_shipper::cli::{Cli, Command};
-use slurm_cw_shipper::config::{Config, LogFormat};
 use slurm_cw_shipper::report;
+use slurm_cw_shipper::settings::{LogFormat, Settings as Config};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
 /// The TaskEpilog hook: quiet on success, one line on standard error otherwise, exit 0 always.
 fn job_ended(cli: &Cli, job: &str) -> ExitCode {
     let config = Config::load(cli.config.as_deref(), std::env::vars()).ok();
-    let socket = slurm_cw_shipper::hook::socket_path(config.as_ref());
+    let socket = slurm_cw_shipper::hook::socket_path(config.as_ref().map(|c| c.node.hook_socket.as_path()));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let result = match runtime {
         Ok(rt) => rt.block_on(slurm_cw_shipper::hook::request(&socket, job)),

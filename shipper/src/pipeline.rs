@@ -4,7 +4,7 @@
 
 use crate::aggregate::Aggregate;
 use crate::aggregate::Aggregator;
-use crate::config::Config;
+use crate::config::Toggle;
 use crate::cost::Prices;
 use crate::role::Role;
 use crate::sample::{Batch, Dims, JobReading, Sample};
@@ -14,6 +14,7 @@ use crate::sinks::self_metrics::DeliveryFigures;
 use crate::sources::FinalSample;
 use crate::sources::{Collector, Errors};
 use crate::transforms::derive::Derive;
+use crate::transforms::findings::Thresholds;
 use crate::transforms::job_series;
 use crate::transforms::jobs::Jobs;
 use crate::transforms::node_sample::NodeSamples;
@@ -26,14 +27,30 @@ use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::record::Record;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// One datum a minute when a flush spans more (a flush is a billed request; a minute is what
 /// dashboards and alarms read), else one a flush.
-fn aggregator(cluster: String, config: &Config) -> Aggregator {
-    let minute = std::time::Duration::from_secs(60);
+fn aggregator(cluster: String, flush_interval: Duration) -> Aggregator {
+    let minute = Duration::from_secs(60);
     let a = Aggregator::new(cluster);
-    if config.flush_interval > minute { a.with_period(minute) } else { a }
+    if flush_interval > minute { a.with_period(minute) } else { a }
+}
+
+/// What the settings tell the pipeline (made by the app from the settings' sections).
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub flush_interval: Duration,
+    /// `node.findings`.
+    pub findings: Thresholds,
+    /// `head.per_partition`.
+    pub per_partition: Toggle,
+    /// `node.population_per_user`.
+    pub population_per_user: bool,
+    /// `exclude_metrics`: metric names never shipped.
+    pub exclude_metrics: Vec<String>,
+    /// The series a destination billed per series takes (`node.job_metrics`, ...).
+    pub per_series: Shape,
 }
 
 /// One destination's series: its shape (what it takes) and its aggregator.
@@ -113,25 +130,16 @@ pub struct Flushed {
 }
 
 impl Pipeline {
-    pub fn new(config: &Config, role: Role, parts: Parts) -> Self {
-        let collectors = crate::sources::table::build(config, role, &parts.node);
-        Pipeline::from_parts(config, role, collectors, parts)
-    }
-
-    /// A pipeline over the given collectors (the cost bench brings its own, on simulated time).
-    pub fn from_parts(
-        config: &Config,
-        role: Role,
-        collectors: Vec<Box<dyn Collector>>,
-        parts: Parts,
-    ) -> Self {
+    /// A pipeline over `collectors` (the table's, [`crate::sources::table::build`]; the cost
+    /// bench brings its own, on simulated time).
+    pub fn new(options: &Options, role: Role, collectors: Vec<Box<dyn Collector>>, parts: Parts) -> Self {
         let Parts { cluster, node, metrics, records, prices } = parts;
         let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
         let lanes = metrics
             .iter()
             .map(|d| Lane {
-                shape: d.sink.shape(config),
-                aggregator: aggregator(cluster.clone(), config),
+                shape: d.sink.shape(options.per_series),
+                aggregator: aggregator(cluster.clone(), options.flush_interval),
                 live: None,
             })
             .collect();
@@ -139,13 +147,13 @@ impl Pipeline {
             collectors,
             lanes,
             node: node.clone(),
-            jobs: role.runs_node().then(|| Jobs::new(config.node.findings.clone(), prices)),
+            jobs: role.runs_node().then(|| Jobs::new(options.findings.clone(), prices)),
             node_samples,
-            derive: role.runs_head().then(|| (Derive::default(), Trim::new(config.head.per_partition))),
+            derive: role.runs_head().then(|| (Derive::default(), Trim::new(options.per_partition))),
             delivery: DeliveryFigures { node, metrics, records, missed: Arc::default() },
-            per_user: config.node.population_per_user,
-            idle_gpu_percent: config.node.findings.idle_gpu_percent,
-            excluded: config.exclude_metrics.clone(),
+            per_user: options.population_per_user,
+            idle_gpu_percent: options.findings.idle_gpu_percent,
+            excluded: options.exclude_metrics.clone(),
             collections: 0,
         }
     }

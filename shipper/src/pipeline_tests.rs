@@ -1,8 +1,10 @@
 //! The pipeline's tests: final samples, and what a pull endpoint is shown between flushes.
 
 use super::*;
-use crate::config::{JobMetrics, SinkKind};
 use crate::sample::{JobFigures, JobInfo};
+use crate::settings::Settings;
+use crate::sinks::SinkKind;
+use crate::transforms::shape::JobMetrics;
 
 /// Answers a final sample with `answer`, after adding job 7's reading.
 struct Stub(FinalSample);
@@ -47,7 +49,7 @@ fn each_collection_is_shown_to_a_pull_endpoint_before_any_flush() {
         prices: None,
     };
     let collectors: Vec<Box<dyn Collector>> = vec![Box::new(Stub(FinalSample::Sampled(0)))];
-    let mut p = Pipeline::from_parts(&Config::default(), Role::Node, collectors, parts)
+    let mut p = Pipeline::new(&Options::default(), Role::Node, collectors, parts)
         .showing_live(vec![None, Some(live)]);
     let served = || body.lock().map(|b| b.to_string()).unwrap_or_default();
     assert_eq!(served(), "");
@@ -67,8 +69,8 @@ fn each_collection_is_shown_to_a_pull_endpoint_before_any_flush() {
 }
 
 fn pipeline(answers: &[FinalSample]) -> Pipeline {
-    let mut config = Config::default();
-    config.node.job_metrics = JobMetrics::Both;
+    let mut settings = Settings::default();
+    settings.node.job_metrics = JobMetrics::Both;
     let collectors: Vec<Box<dyn Collector>> =
         answers.iter().map(|a| Box::new(Stub(a.clone())) as Box<dyn Collector>).collect();
     let parts = Parts {
@@ -82,7 +84,7 @@ fn pipeline(answers: &[FinalSample]) -> Pipeline {
         records: None,
         prices: None,
     };
-    Pipeline::from_parts(&config, Role::Node, collectors, parts)
+    Pipeline::new(&settings.pipeline(), Role::Node, collectors, parts)
 }
 
 #[test]

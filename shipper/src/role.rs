@@ -1,19 +1,22 @@
 //! Which role this host plays: `head` (slurmctld, or a login node: see [`login_node`]),
 //! `node` (slurmd), or `all`.
 
-use crate::config::Config;
 use std::path::Path;
 
-/// This host's role, and why: the configured one, else what the host shows.
-pub fn detect(config: &Config) -> Result<(Role, String), RoleError> {
-    let conf = config.slurm_conf_path();
+/// This host's role, and why: `configured` (`role`, None for `auto`), else what the host shows
+/// (its processes under `proc_root`, its slurm.conf).
+pub fn detect(
+    configured: Option<Role>,
+    proc_root: &Path,
+    slurm_conf: Option<&Path>,
+) -> Result<(Role, String), RoleError> {
     let host = short_hostname();
     resolve(
-        config.role,
+        configured,
         &Probe {
             cfnconfig: Path::new("/etc/parallelcluster/cfnconfig"),
-            proc_root: &config.node.proc_root,
-            slurm_conf: conf.as_deref(),
+            proc_root,
+            slurm_conf,
             hostname: &host,
             trusted_owner: 0,
             pcs_root: Path::new(crate::sources::head::command::PCS_SCHEDULER),
@@ -228,14 +231,6 @@ fn untrusted_because(dir: &Path, users: &[u32], owner: u32) -> Option<String> {
         Ok(meta) if owned_by(&meta, owner) => None,
         Ok(_) => Some(format!("{} is not a root-owned file", target.display())),
         Err(e) => Some(format!("its program cannot be read ({e})")),
-    }
-}
-
-/// This host's name in the figures it ships.
-impl Config {
-    /// The `NodeName` dimension of this host.
-    pub fn node_name(&self) -> String {
-        self.node_name.clone().unwrap_or_else(short_hostname)
     }
 }
 

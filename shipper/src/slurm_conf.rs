@@ -1,7 +1,7 @@
 //! Reads the few slurm.conf keys the shipper needs (ClusterName, SlurmctldHost), and gres.conf's
 //! GPU order, following `Include` lines as Slurm does.
 
-use crate::config::{Config, ConfigError};
+use crate::config::ConfigError;
 use slurm_cw_formats::slurm::gres_conf::GresConf;
 use std::path::{Path, PathBuf};
 
@@ -140,59 +140,57 @@ pub const SLURM_CONF_PLACES: [&str; 4] = [
     "/run/slurm/conf/slurm.conf",
 ];
 
-/// Where this host's Slurm configuration and cluster name come from.
-impl Config {
-    /// The slurm.conf to read: the configured one, else the first that exists of $SLURM_CONF and
-    /// the usual places.
-    pub fn slurm_conf_path(&self) -> Option<PathBuf> {
-        if let Some(p) = &self.slurm.conf {
-            return Some(p.clone());
-        }
-        let mut candidates: Vec<PathBuf> = Vec::new();
-        if let Some(p) = std::env::var_os("SLURM_CONF") {
-            candidates.push(p.into());
-        }
-        candidates.extend(SLURM_CONF_PLACES.iter().map(PathBuf::from));
-        candidates.into_iter().find(|p| p.is_file())
+/// The slurm.conf to read: `configured` (the `slurm.conf` key), else the first that exists of
+/// $SLURM_CONF and the usual places.
+pub fn conf_path(configured: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = configured {
+        return Some(p.to_owned());
     }
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os("SLURM_CONF") {
+        candidates.push(p.into());
+    }
+    candidates.extend(SLURM_CONF_PLACES.iter().map(PathBuf::from));
+    candidates.into_iter().find(|p| p.is_file())
+}
 
-    /// gres.conf beside slurm.conf (with its includes), and where it was; empty when there is
-    /// none or it cannot be read.
-    pub fn gres_conf(&self) -> (Option<PathBuf>, GresConf) {
-        let Some(path) = self.slurm_conf_path().and_then(|p| Some(p.parent()?.join("gres.conf"))) else {
-            return (None, GresConf::default());
-        };
-        match with_includes(&path) {
-            Ok(text) => (Some(path), GresConf::parse(&text)),
-            Err(e) => {
-                if path.exists() {
-                    tracing::warn!(error = %e, "gres.conf unreadable: GPU numbers taken for device numbers");
-                }
-                (None, GresConf::default())
+/// gres.conf beside slurm.conf (with its includes), and where it was; empty when there is none
+/// or it cannot be read.
+pub fn gres_conf_beside(slurm_conf: Option<&Path>) -> (Option<PathBuf>, GresConf) {
+    let Some(path) = slurm_conf.and_then(|p| Some(p.parent()?.join("gres.conf"))) else {
+        return (None, GresConf::default());
+    };
+    match with_includes(&path) {
+        Ok(text) => (Some(path), GresConf::parse(&text)),
+        Err(e) => {
+            if path.exists() {
+                tracing::warn!(error = %e, "gres.conf unreadable: GPU numbers taken for device numbers");
             }
+            (None, GresConf::default())
         }
     }
+}
 
-    /// The cluster name: configured, or slurm.conf's ClusterName.
-    pub fn resolve_cluster_name(&self) -> Result<(String, String), ConfigError> {
-        if let Some(c) = &self.cluster_name {
-            return Ok((c.clone(), "configuration".into()));
-        }
-        let Some(conf) = self.slurm_conf_path() else {
-            return Err(ConfigError(format!(
-                "cluster_name: not set, and no slurm.conf found ($SLURM_CONF, {}) to read \
-                     ClusterName from; set cluster_name or SLURM_CW_CLUSTER_NAME",
+/// The cluster name when `cluster_name` is not set: slurm.conf's ClusterName, and the file it
+/// came from.
+pub fn cluster_name_from(conf: Option<&Path>) -> Result<(String, String), ConfigError> {
+    let Some(conf) = conf else {
+        return Err(ConfigError::invalid(
+            "cluster_name",
+            format!(
+                "not set, and no slurm.conf found ($SLURM_CONF, {}) to read ClusterName from; \
+                 set cluster_name or SLURM_CW_CLUSTER_NAME",
                 SLURM_CONF_PLACES.join(", ")
-            )));
-        };
-        match cluster_name(&conf) {
-            Ok(Some(name)) => Ok((name, conf.display().to_string())),
-            Ok(None) => Err(ConfigError(format!(
-                "cluster_name: not set, and {} has no ClusterName; set cluster_name",
-                conf.display()
-            ))),
-            Err(e) => Err(ConfigError(format!("cluster_name: not set, and {e}"))),
-        }
+            ),
+        ));
+    };
+    match cluster_name(conf) {
+        Ok(Some(name)) => Ok((name, conf.display().to_string())),
+        Ok(None) => Err(ConfigError::invalid(
+            "cluster_name",
+            format!("not set, and {} has no ClusterName; set cluster_name", conf.display()),
+        )),
+        Err(e) => Err(ConfigError::invalid("cluster_name", format!("not set, and {e}"))),
     }
 }
 
@@ -238,13 +236,12 @@ mod tests {
             "NodeName=gpu-st-p5-[1-4] Name=gpu Type=h100 File=/dev/nvidia[0-7]\n",
         )
         .unwrap();
-        let mut config = Config::default();
-        config.slurm.conf = Some(dir.path().join("slurm.conf"));
-        let (path, gres) = config.gres_conf();
+        let conf = dir.path().join("slurm.conf");
+        let (path, gres) = gres_conf_beside(Some(&conf));
         assert_eq!(path, Some(dir.path().join("gres.conf")));
         assert_eq!(gres.gpu_order("gpu-st-p5-2"), GpuOrder::Files((0..8).map(Some).collect()));
         std::fs::remove_file(dir.path().join("gres.conf")).unwrap();
-        assert_eq!(config.gres_conf(), (None, Default::default()));
+        assert_eq!(gres_conf_beside(Some(&conf)), (None, Default::default()));
     }
 
     #[test]

@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use slurm_cw_catalog::metrics::*;
-use slurm_cw_shipper::config::Config;
 use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::settings::Settings;
 use slurm_cw_shipper::sources::head::HeadCollector;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
 use slurm_cw_shipper::sources::head::config::HeadSource;
@@ -32,8 +32,8 @@ fn endpoint_bench() -> Option<PathBuf> {
     Some(conf)
 }
 
-fn config(conf: &Path, source: HeadSource) -> Config {
-    let mut c = Config::default();
+fn config(conf: &Path, source: HeadSource) -> Settings {
+    let mut c = Settings::default();
     c.slurm.conf = Some(conf.to_owned());
     c.slurm.bin_dir = std::env::var("BENCH_SLURM_BIN_DIR").ok().map(PathBuf::from);
     c.head.source = source;
@@ -44,7 +44,12 @@ fn config(conf: &Path, source: HeadSource) -> Config {
 async fn collect(conf: &Path, source: HeadSource) -> (Batch, &'static str) {
     let c = config(conf, source);
     let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
-    let ep = Endpoint::new(source, resolve(&c), TokenFrom::Nowhere, Duration::from_secs(10));
+    let ep = Endpoint::new(
+        source,
+        resolve(&c.head, c.slurm.conf.as_deref()),
+        TokenFrom::Nowhere,
+        Duration::from_secs(10),
+    );
     let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
     let mut b = Batch::new(std::time::SystemTime::now());
     let mut errors = Errors::new();
@@ -132,7 +137,7 @@ fn endpoint_gives_the_samples_sinfo_gives() {
     assert_eq!(rt.block_on(collect(&conf, HeadSource::Auto)).1, "commands", "auto keeps sinfo");
     // Where GPUs are tracked (or there are none), auto takes the endpoint.
     let c = config(&conf, HeadSource::Auto);
-    let mut resolved = resolve(&c);
+    let mut resolved = resolve(&c.head, c.slurm.conf.as_deref());
     resolved.gpus_configured = false;
     let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
     let ep = Endpoint::new(HeadSource::Auto, resolved, TokenFrom::Nowhere, Duration::from_secs(10));
@@ -213,7 +218,12 @@ fn endpoint_costs_slurmctld_fewer_rpcs() {
     let mut c = config(&conf, HeadSource::Openmetrics);
     c.head.top_rpc_types = 0;
     let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
-    let ep = Endpoint::new(HeadSource::Openmetrics, resolve(&c), TokenFrom::Nowhere, Duration::from_secs(10));
+    let ep = Endpoint::new(
+        HeadSource::Openmetrics,
+        resolve(&c.head, c.slurm.conf.as_deref()),
+        TokenFrom::Nowhere,
+        Duration::from_secs(10),
+    );
     let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
     let mut b = Batch::new(std::time::SystemTime::now());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -260,7 +270,12 @@ fn a_failing_endpoint_falls_back_to_sinfo_counted() {
         let mut c = config(&conf, source);
         c.head.metrics_url = Some(url.clone());
         let cmds = SlurmCommands::new(c.slurm.bin_dir.clone(), Duration::from_secs(20));
-        let ep = Endpoint::new(source, resolve(&c), TokenFrom::Nowhere, Duration::from_secs(5));
+        let ep = Endpoint::new(
+            source,
+            resolve(&c.head, c.slurm.conf.as_deref()),
+            TokenFrom::Nowhere,
+            Duration::from_secs(5),
+        );
         let mut head = HeadCollector::new(cmds, c.head.clone()).with_endpoint(ep);
         let mut b = Batch::new(std::time::SystemTime::now());
         let mut errors = Errors::new();

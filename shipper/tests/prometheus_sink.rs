@@ -174,9 +174,9 @@ fn private_data_jobs_keeps_job_and_user_series_off_the_endpoint() {
     use slurm_cw_catalog::dims::{ACCOUNT, JOB_ID, NODE_NAME, USER};
     use slurm_cw_catalog::metrics::{MEMORY_RSS, SHIPPER_MEMORY_RSS};
     use slurm_cw_shipper::aggregate::{Aggregate, Summary};
-    use slurm_cw_shipper::config::{Config, Toggle};
     use slurm_cw_shipper::sample::Dims;
-    use slurm_cw_shipper::sinks::{Context, MetricDestination};
+    use slurm_cw_shipper::settings::{PrometheusConfig, Settings, Toggle};
+    use slurm_cw_shipper::sinks::MetricDestination;
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let datum = |metric: &'static slurm_cw_catalog::Metric, dims: &[(&'static str, &str)]| Aggregate {
@@ -189,12 +189,10 @@ fn private_data_jobs_keeps_job_and_user_series_off_the_endpoint() {
     let serve = |slurm_conf: &str, job_series: Toggle| -> String {
         let conf = dir.path().join("slurm.conf");
         std::fs::write(&conf, slurm_conf).unwrap();
-        let mut config = Config::default();
-        config.slurm.conf = Some(conf);
-        config.prometheus.address = "127.0.0.1:0".into();
-        config.prometheus.job_series = job_series;
-        let ctx = Context { config: &config, cluster: "c", namespace: "Slurm/c", node: "n1" };
-        let mut sink = rt.block_on(prometheus::build(&ctx)).unwrap();
+        let settings = Settings::default();
+        let cfg = PrometheusConfig { address: "127.0.0.1:0".into(), job_series };
+        let cx = settings.sink_context("c", "Slurm/c", "n1", Some(&conf));
+        let mut sink = rt.block_on(prometheus::build(&cfg, &cx)).unwrap();
         let job = [(ACCOUNT, "physics"), (JOB_ID, "42"), (NODE_NAME, "n1"), (USER, "alice")];
         let datums = vec![datum(&MEMORY_RSS, &job), datum(&SHIPPER_MEMORY_RSS, &[(NODE_NAME, "n1")])];
         let outcome = rt.block_on(sink.put_in("c", datums));

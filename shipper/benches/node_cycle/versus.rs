@@ -11,7 +11,7 @@
 //! mount namespace of its own where the node's `slurm_<node>` directories are bound there.
 
 use super::{SYSCALL_CYCLES, cpu_time_thread, cycle, rss_mb, strace_counts_of};
-use slurm_cw_shipper::config::NodeConfig;
+use slurm_cw_shipper::settings::NodeConfig;
 use slurm_cw_shipper::sources::node::NodeCollector;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};

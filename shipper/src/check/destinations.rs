@@ -2,13 +2,18 @@
 //! [`crate::sinks::Component::check`]).
 
 use super::{Row, Status, row};
-use crate::config::Config;
+use crate::settings::Settings;
 
-pub async fn destination_rows(config: &Config) -> Vec<Row> {
-    let names: Vec<&str> = config.sink.iter().map(|k| k.as_str()).collect();
+pub async fn destination_rows(settings: &Settings) -> Vec<Row> {
+    let names: Vec<&str> = settings.sink.iter().map(|k| k.as_str()).collect();
     let mut rows = vec![row("destinations", Status::Ok, names.join(", "))];
-    for kind in config.sink.iter() {
-        rows.extend(kind.component().check(config).await);
+    // What can be resolved here: the cluster-name and namespace rows above say why not.
+    let cluster = settings.resolve_cluster_name().map(|(c, _)| c).unwrap_or_default();
+    let namespace = settings.namespace_for(&cluster).unwrap_or_default();
+    let (node, conf) = (settings.node_name(), settings.slurm_conf_path());
+    let cx = settings.sink_context(&cluster, &namespace, &node, conf.as_deref());
+    for kind in settings.sink.iter() {
+        rows.extend(kind.component().check(settings, &cx).await);
     }
     rows
 }
@@ -20,11 +25,9 @@ mod tests {
     #[test]
     fn destination_rows_say_where_figures_go_and_whether_the_pull_address_can_be_had() {
         let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut config = Config::default();
-        config.sink = crate::config::Sinks::new(
-            ["cloudwatch", "prometheus"].map(|n| crate::config::SinkKind::named(n).unwrap()).to_vec(),
-        )
-        .unwrap();
+        let sink = ["cloudwatch", "prometheus"].map(|n| crate::sinks::SinkKind::named(n).unwrap());
+        let mut config =
+            Settings { sink: crate::sinks::Sinks::new(sink.to_vec()).unwrap(), ..Settings::default() };
         config.prometheus.address = held.local_addr().unwrap().to_string();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let rows = rt.block_on(destination_rows(&config));

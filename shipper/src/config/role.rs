@@ -42,15 +42,15 @@ pub(crate) fn setting<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Role>, D
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
+    use crate::settings::Settings;
 
     #[test]
     fn auto_is_none_and_a_wrong_role_names_the_choices() {
         let role =
-            |text: &str| Config::from_toml(&format!("role = {text:?}\n"), "t", Vec::new()).map(|c| c.role);
+            |text: &str| Settings::from_toml(&format!("role = {text:?}\n"), "t", Vec::new()).map(|c| c.role);
         assert_eq!(role("auto").unwrap(), None);
         assert_eq!(role("head").unwrap(), Some(super::Role::Head));
-        let e = role("boss").unwrap_err().0;
+        let e = role("boss").unwrap_err().to_string();
         assert!(e.contains("\"boss\" is not a role: auto, node, head or all") && e.contains("line 1"), "{e}");
     }
 }

@@ -41,7 +41,7 @@ fn dollars(key: &str, v: f64) -> Result<(), ConfigError> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(ConfigError(format!("{key}: {v} is not a price: a number of dollars an hour, 0 or more")))
+        Err(ConfigError::invalid(key, format!("{v} is not a price: a number of dollars an hour, 0 or more")))
     }
 }
 

@@ -346,14 +346,12 @@ impl Lookup {
 
 /// `--check`'s line: which source gave the price (or why none did), and this node's size as
 /// Slurm defines it.
-pub async fn describe(config: &crate::config::Config) -> Result<String, String> {
-    let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
-    let mut lookup = Lookup::new(&config.cost, cmds, Prices::default());
+pub async fn describe(cost: &CostConfig, cmds: SlurmCommands, node: &str) -> Result<String, String> {
+    let mut lookup = Lookup::new(cost, cmds, Prices::default());
     lookup.log = false;
-    let node = config.node_name();
-    lookup.prices.size(&node);
+    lookup.prices.size(node);
     lookup.refresh().await;
-    let size = match lookup.prices.size(&node) {
+    let size = match lookup.prices.size(node) {
         Some(s) => format!(
             "; node {node}: {} CPUs, {:.0} MB, {} GPUs (scontrol show node)",
             s.cpus,

@@ -50,8 +50,8 @@ pub async fn request(socket: &Path, job: &str) -> Result<String, String> {
 
 /// Socket path for the client: the configured one, or the default when the configuration
 /// cannot be read (the hook must not fail a job for that).
-pub fn socket_path(config: Option<&crate::config::Config>) -> PathBuf {
-    config
-        .map(|c| c.node.hook_socket.clone())
-        .unwrap_or_else(|| crate::config::NodeConfig::default().hook_socket)
+pub fn socket_path(configured: Option<&std::path::Path>) -> PathBuf {
+    configured
+        .map(ToOwned::to_owned)
+        .unwrap_or_else(|| crate::sources::node::config::NodeConfig::default().hook_socket)
 }

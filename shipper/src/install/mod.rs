@@ -23,7 +23,7 @@ pub use files::Root;
 /// Where the pieces go, as seen on the node (under `--root`).
 pub const BIN: &str = "/usr/local/bin/slurm-cw-shipper";
 pub const EPILOG: &str = "/opt/slurm-cw-shipper/task-epilog.sh";
-pub const CONFIG: &str = crate::config::DEFAULT_PATH;
+pub const CONFIG: &str = crate::settings::DEFAULT_PATH;
 
 /// The TaskEpilog and the unit, built in: the repository's files are the one copy.
 pub const EPILOG_TEXT: &str = include_str!("../../../infra/slurm/task-epilog.sh");

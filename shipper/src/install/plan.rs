@@ -2,8 +2,8 @@
 //! reader with its `Include`s, the configuration's checks) on the node's tree under `--root`.
 
 use super::{InstallArgs, Root, Stop};
-use crate::config::Config;
 use crate::role::{self, Role};
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 
 const CFNCONFIG: &str = "/etc/parallelcluster/cfnconfig";
@@ -83,14 +83,14 @@ fn trusted_owner(root: &Root) -> u32 {
     std::fs::metadata(root.dir()).map(|m| m.uid()).unwrap_or(0)
 }
 
-/// slurm.conf under the root: `--slurm-conf`, else where the daemon looks ([`Config::slurm_conf_path`]
+/// slurm.conf under the root: `--slurm-conf`, else where the daemon looks ([`crate::slurm_conf::conf_path`]
 /// on the host itself, the same places under a fake root).
 pub fn slurm_conf(root: &Root, args: &InstallArgs) -> Option<PathBuf> {
     if let Some(p) = &args.slurm_conf {
         return Some(root.path(p));
     }
     if root.is_real() {
-        return Config::default().slurm_conf_path();
+        return crate::slurm_conf::conf_path(None);
     }
     crate::slurm_conf::SLURM_CONF_PLACES.iter().map(|p| root.path(p)).find(|p| p.is_file())
 }
@@ -123,9 +123,8 @@ pub fn config(
     let cluster = match &args.cluster_name {
         Some(c) => c.clone(),
         None => {
-            let mut config = Config::default();
-            config.slurm.conf = slurm_conf.map(Path::to_owned);
-            match (config.slurm_conf_path().map(|_| config.resolve_cluster_name()), stack_name) {
+            let conf = crate::slurm_conf::conf_path(slurm_conf);
+            match (conf.as_deref().map(|c| crate::slurm_conf::cluster_name_from(Some(c))), stack_name) {
                 (Some(Ok((name, from))), _) => {
                     tracing::info!("cluster name {name} (from {from})");
                     name
@@ -189,7 +188,7 @@ fn config_text(cluster: &str, args: &InstallArgs, role: &str) -> Result<String, 
     if let Some(conf) = &args.slurm_conf {
         text.push_str(&format!("\n[slurm]\nconf = {}\n", quote(&conf.to_string_lossy())));
     }
-    match Config::from_toml(&text, "the configuration", std::iter::empty()) {
+    match Settings::from_toml(&text, "the configuration", std::iter::empty()) {
         Ok(_) => Ok(text),
         Err(e) => Err(Stop::BadArguments(e.to_string())),
     }

@@ -10,8 +10,7 @@ pub mod fetch;
 pub mod model;
 pub mod render;
 
-use crate::config::Config;
-use crate::sources::head::command::SlurmCommands;
+use crate::settings::Settings;
 use fetch::FetchError;
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::slurm::job::{self as sjob, JobDetail};
@@ -34,7 +33,7 @@ pub fn valid_job_id(id: &str) -> bool {
 }
 
 /// Runs the report; returns the exit status.
-pub async fn run(config: &Config, req: &Request) -> u8 {
+pub async fn run(config: &Settings, req: &Request) -> u8 {
     if !valid_job_id(&req.job) {
         eprintln!("slurm-cw-shipper report: `{}` is not a Slurm job id (digits, `_`, `+`)", req.job);
         return 2;
@@ -44,7 +43,7 @@ pub async fn run(config: &Config, req: &Request) -> u8 {
         (None, Ok((c, _))) => Some(c),
         (None, Err(_)) if config.logs.group.is_some() => None,
         (None, Err(e)) => {
-            eprintln!("slurm-cw-shipper report: {}; or give --cluster NAME", e.0);
+            eprintln!("slurm-cw-shipper report: {e}; or give --cluster NAME");
             return 2;
         }
     };
@@ -158,8 +157,8 @@ pub async fn run(config: &Config, req: &Request) -> u8 {
 /// What Slurm says of the job, when it is reachable and still knows it: `scontrol show job
 /// --json` (Slurm 23.02+; an array task or het component by its name too), else the text
 /// form, whose user-written fields only widen or narrow the search window here.
-async fn slurm_detail(config: &Config, job: &str) -> Option<JobDetail> {
-    let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+async fn slurm_detail(config: &Settings, job: &str) -> Option<JobDetail> {
+    let cmds = config.slurm.commands();
     if let Ok(out) = cmds.run("scontrol", &["show", "job", "--json", job]).await {
         return slurm_cw_formats::slurm::job_json::parse(out.stdout.as_bytes(), job).ok();
     }
@@ -184,7 +183,7 @@ fn bounds(d: Option<&JobDetail>) -> (Option<i64>, Option<i64>) {
 }
 
 async fn client(
-    config: &Config,
+    config: &Settings,
 ) -> Result<aws_sdk_cloudwatchlogs::Client, slurm_cw_sink::aws::NoCaCertificates> {
     let sdk = slurm_cw_sink::aws::sdk_config(config.cloudwatch.region.as_deref()).await?;
     let mut conf = aws_sdk_cloudwatchlogs::config::Builder::from(&sdk);

@@ -1,11 +1,15 @@
 //! What a destination is to the rest of the daemon: one [`Component`] value in its folder's
-//! `mod.rs`, listed once in [`super::REGISTRY`]. The app, `--check`, the pipeline and the
-//! self-metrics ask it, never its name.
+//! `mod.rs`, listed once in [`super::REGISTRY`] with the section of the settings it is given.
+//! The app, `--check`, the pipeline and the self-metrics ask it, never its name.
 
-use super::{Context, MetricSink};
+use super::MetricSink;
+use super::cloudwatch::config::CloudWatchConfig;
+use super::logs::config::LogsConfig;
 use crate::check::Row;
-use crate::config::Config;
+use crate::config::docs::Key;
 use crate::transforms::shape::Shape;
+use std::path::Path;
+use std::time::Duration;
 
 /// Where a destination's undelivered flushes wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,13 +47,37 @@ impl BuildError {
     }
 }
 
-/// One destination: its name in `sink` and `--sink`, how it is built, what it takes.
+/// What every destination is built from besides its own section: where this host is, and the
+/// keys destinations share. Made once by the app (and by `--check`, with what it can resolve).
+pub struct Context<'a> {
+    /// The `ClusterName` dimension (empty in `--check` where it cannot be resolved).
+    pub cluster: &'a str,
+    pub namespace: &'a str,
+    /// The `NodeName` dimension, and the default log stream.
+    pub node: &'a str,
+    /// Region, endpoint, retries and time limits of the AWS clients (`cloudwatch.*`), which
+    /// every destination that calls AWS shares.
+    pub aws: &'a CloudWatchConfig,
+    /// CloudWatch Logs' keys (`logs.*`: its endpoint), which destinations writing there share.
+    pub logs: &'a LogsConfig,
+    pub flush_interval: Duration,
+    /// The slurm.conf this host reads.
+    pub slurm_conf: Option<&'a Path>,
+    /// Where job records go with the destinations named.
+    pub records: Records,
+}
+
+/// One destination: its name in `sink` and `--sink`, its section of the settings, how it is
+/// built, what it takes. It is given its own section, never the whole.
 #[async_trait::async_trait]
 pub trait Component: Sync {
+    /// Its section of the settings (`()` where it has none).
+    type Section: Sync;
     /// Its name in the configuration, on the command line and in the `Sink` dimension.
     fn name(&self) -> &'static str;
-    /// Which series it takes (the open shape unless it bills per series).
-    fn shape(&self, _config: &Config) -> Shape {
+    /// Which series it takes: `per_series` (the settings' trim of what is billed per series)
+    /// where it bills per series or stands in for a destination that does, else the open shape.
+    fn shape(&self, _per_series: Shape) -> Shape {
         Shape::Open
     }
     fn spool(&self) -> Spool {
@@ -68,12 +96,12 @@ pub trait Component: Sync {
         false
     }
     /// Its section's lines of the configuration table (docs/configuration.md).
-    fn keys(&self) -> &'static [crate::config::docs::Key] {
+    fn keys(&self) -> &'static [Key] {
         &[]
     }
-    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError>;
+    async fn build(&self, section: &Self::Section, cx: &Context<'_>) -> Result<MetricSink, BuildError>;
     /// Its own `--check` rows, when it is named.
-    async fn check(&self, _config: &Config) -> Vec<Row> {
+    async fn check(&self, _section: &Self::Section, _cx: &Context<'_>) -> Vec<Row> {
         Vec::new()
     }
 }

@@ -51,12 +51,13 @@ impl SpoolConfig {
     /// The `[spool]` keys' values.
     pub fn check(&self) -> Result<(), ConfigError> {
         if !(self.replay_rate > 0.0 && self.replay_rate <= 100.0) {
-            return Err(ConfigError(
-                "spool.replay_rate: must be above 0 and at most 100 requests per second".into(),
+            return Err(ConfigError::invalid(
+                "spool.replay_rate",
+                "must be above 0 and at most 100 requests per second",
             ));
         }
         if self.max_bytes < 1 << 20 {
-            return Err(ConfigError("spool.max_bytes: must be at least 1 MiB".into()));
+            return Err(ConfigError::invalid("spool.max_bytes", "must be at least 1 MiB"));
         }
         Ok(())
     }

@@ -29,24 +29,86 @@ pub mod stdout;
 pub use slurm_cw_sink::validate;
 
 use crate::aggregate::Aggregate;
-use crate::config::Config;
-pub use component::{BuildError, Component, Records, Spool};
+use crate::check::Row;
+use crate::settings::Settings;
+use crate::transforms::shape::Shape;
+pub use component::{BuildError, Component, Context, Records, Spool};
 use delivery::{Checks, Destination};
 use serde::Deserialize;
 use slurm_cw_sink::outcome::Outcome;
 
-/// The registry: every destination, one line each; the first is the default `sink`.
-pub static REGISTRY: &[&dyn Component] =
-    &[&cloudwatch::Spec, &stdout::Spec, &otlp::Spec, &prometheus::Spec, &emf::Spec];
+/// The registry: every destination, one line each with the section of the settings it is
+/// given; the first is the default `sink`.
+#[rustfmt::skip]
+pub static REGISTRY: &[&dyn Registered] = &[
+    &Entry { component: cloudwatch::Spec, section: |s| &s.cloudwatch },
+    &Entry { component: stdout::Spec, section: |_| &() },
+    &Entry { component: otlp::Spec, section: |s| &s.otlp },
+    &Entry { component: prometheus::Spec, section: |s| &s.prometheus },
+    &Entry { component: emf::Spec, section: |s| &s.emf },
+];
+
+/// A registered destination with the section it is given: a [`Component`] of any section type
+/// behind one type, so that the registry can list them.
+pub struct Entry<C: Component + 'static> {
+    pub component: C,
+    pub section: fn(&Settings) -> &C::Section,
+}
+
+/// What the daemon asks a registered destination ([`Component`]'s questions, with the settings
+/// it takes its section from).
+#[async_trait::async_trait]
+pub trait Registered: Sync {
+    fn component_name(&self) -> &'static str;
+    fn shape(&self, per_series: Shape) -> Shape;
+    fn spool(&self) -> Spool;
+    fn records(&self) -> Records;
+    fn uses_aws(&self) -> bool;
+    fn plain_self_metrics(&self) -> bool;
+    fn keys(&self) -> &'static [crate::config::docs::Key];
+    async fn build(&self, settings: &Settings, cx: &Context<'_>) -> Result<MetricSink, BuildError>;
+    async fn check(&self, settings: &Settings, cx: &Context<'_>) -> Vec<Row>;
+}
+
+#[async_trait::async_trait]
+impl<C: Component + 'static> Registered for Entry<C> {
+    fn component_name(&self) -> &'static str {
+        self.component.name()
+    }
+    fn shape(&self, per_series: Shape) -> Shape {
+        self.component.shape(per_series)
+    }
+    fn spool(&self) -> Spool {
+        self.component.spool()
+    }
+    fn records(&self) -> Records {
+        self.component.records()
+    }
+    fn uses_aws(&self) -> bool {
+        self.component.uses_aws()
+    }
+    fn plain_self_metrics(&self) -> bool {
+        self.component.plain_self_metrics()
+    }
+    fn keys(&self) -> &'static [crate::config::docs::Key] {
+        self.component.keys()
+    }
+    async fn build(&self, settings: &Settings, cx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        self.component.build((self.section)(settings), cx).await
+    }
+    async fn check(&self, settings: &Settings, cx: &Context<'_>) -> Vec<Row> {
+        self.component.check((self.section)(settings), cx).await
+    }
+}
 
 /// A destination named in the configuration (`sink`) or on the command line (`--sink`).
 #[derive(Clone, Copy)]
-pub struct SinkKind(&'static dyn Component);
+pub struct SinkKind(&'static dyn Registered);
 
 impl SinkKind {
     /// The registered destination of that name (any case).
     pub fn named(name: &str) -> Option<SinkKind> {
-        REGISTRY.iter().find(|c| c.name().eq_ignore_ascii_case(name.trim())).map(|c| SinkKind(*c))
+        REGISTRY.iter().find(|c| c.component_name().eq_ignore_ascii_case(name.trim())).map(|c| SinkKind(*c))
     }
 
     /// `--sink`'s parser.
@@ -55,17 +117,18 @@ impl SinkKind {
     }
 
     pub fn as_str(self) -> &'static str {
-        self.0.name()
+        self.0.component_name()
     }
 
     /// What the destination is: how it is built, what it takes.
-    pub fn component(self) -> &'static dyn Component {
+    pub fn component(self) -> &'static dyn Registered {
         self.0
     }
 
-    /// Which series the destination takes.
-    pub fn shape(self, config: &Config) -> crate::transforms::shape::Shape {
-        self.0.shape(config)
+    /// Which series the destination takes, `per_series` being the settings' trim of what is
+    /// billed per series.
+    pub fn shape(self, per_series: Shape) -> Shape {
+        self.0.shape(per_series)
     }
 
     /// Whether undelivered flushes wait on disk.
@@ -105,26 +168,22 @@ impl std::fmt::Debug for SinkKind {
 
 /// Every registered destination's name.
 pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|c| c.name()).collect()
+    REGISTRY.iter().map(|c| c.component_name()).collect()
 }
 
-/// The destination of metrics a name stands for.
-pub async fn metric_sink(kind: SinkKind, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
-    kind.0.build(ctx).await
+/// The destination of metrics a name stands for, built from its section of `settings`.
+pub async fn metric_sink(
+    kind: SinkKind,
+    settings: &Settings,
+    cx: &Context<'_>,
+) -> Result<MetricSink, BuildError> {
+    kind.0.build(settings, cx).await
 }
 
 /// Where job records go with these destinations: CloudWatch Logs where one of them sends
 /// there, else standard output where one prints, else nowhere.
 pub fn records_for(sinks: &Sinks) -> Records {
     sinks.iter().map(|k| k.0.records()).max().unwrap_or(Records::None)
-}
-
-/// What a destination is built from.
-pub struct Context<'a> {
-    pub config: &'a Config,
-    pub cluster: &'a str,
-    pub namespace: &'a str,
-    pub node: &'a str,
 }
 
 /// `sink`: one destination's name or a list of them (`"cloudwatch"`, `["cloudwatch", "otlp"]`,

@@ -1,7 +1,7 @@
 //! One destination's pieces: the sink, its spool directory, its intake and its delivery, and
 //! the counts of what they did.
 
-use crate::config::Config;
+use crate::sinks::config::{DeliveryConfig, SpoolConfig};
 use crate::sinks::delivery::{Delivery, Destination, Intake, SharedSpool, StatsHandle};
 use crate::sinks::spool::Spool;
 use crate::sinks::validate::DropReason;
@@ -19,14 +19,21 @@ pub struct Route<D: Destination> {
 
 impl<D: Destination> Route<D> {
     /// `dir`: this destination's spool directory, if it spools (and `spool.enabled`).
-    pub fn open(config: &Config, label: &str, dir: Option<PathBuf>, sink: D) -> Self {
+    pub fn open(
+        spool: &SpoolConfig,
+        delivery: &DeliveryConfig,
+        label: &str,
+        dir: Option<PathBuf>,
+        sink: D,
+    ) -> Self {
         let stats = StatsHandle::default();
+        let max_backlog = delivery.max_backlog;
         let spool = match dir {
-            Some(dir) if config.spool.enabled => open_spool(&dir, config.spool.max_bytes, &stats),
+            Some(dir) if spool.enabled => open_spool(&dir, spool.max_bytes, &stats),
             _ => None,
         };
         let intake = Intake::new(label, spool.clone(), stats.clone(), sink.checks());
-        let delivery = Delivery::new(sink, spool.clone(), config.delivery.max_backlog, stats.clone());
+        let delivery = Delivery::new(sink, spool.clone(), max_backlog, stats.clone());
         Route { intake, delivery, stats, spool }
     }
 }

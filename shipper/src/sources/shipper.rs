@@ -9,11 +9,10 @@ use slurm_cw_catalog::metrics::{SHIPPER_CPU_USAGE, SHIPPER_MEMORY_RSS};
 use std::time::Instant;
 
 /// The shipper's own figures, on every host, in [`super::COLLECTORS`].
-pub const COLLECTOR: super::CollectorSpec = super::CollectorSpec {
-    name: "shipper",
-    runs_on: |_| true,
-    build: |_, node, _| Some(Box::new(ShipperCollector::new(node.to_owned()))),
-};
+/// The shipper's own figures, on every role ([`super::table`]).
+pub fn build(shared: &super::Shared) -> Option<Box<dyn super::Collector>> {
+    Some(Box::new(ShipperCollector::new(shared.node.clone())))
+}
 
 pub struct ShipperCollector {
     node: String,

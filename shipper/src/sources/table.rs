@@ -1,34 +1,46 @@
-//! The collectors as a table, node_exporter's way: each source's folder says which roles run it
-//! and how it is built ([`CollectorSpec`]); the pipeline builds every entry of [`COLLECTORS`]
-//! its role runs, in this order, with what they share ([`Shared`]).
+//! The collectors as a table, node_exporter's way: each entry says which roles run it and how
+//! it is built from its own section ([`CollectorSpec`]); the pipeline builds every entry of
+//! [`COLLECTORS`] its role runs, in this order, with what they share ([`Shared`]).
 
 use super::Collector;
 use super::head::command::SlurmCommands;
 use super::node::table::SharedJobs;
 use super::slurm_jobs::{self, SlurmJobs};
-use crate::config::{Config, Role};
+use super::{gpu, head, host, node, shipper};
+use crate::config::Role;
+use crate::settings::Settings;
 use std::cell::OnceCell;
+use std::path::PathBuf;
 
-/// One collector: its name, the roles that run it, and how it is built (None: not here, as a
-/// GPU collector where no driver loads).
+/// One collector: its name, the roles that run it, and how it is built from its own section of
+/// the settings (None: not here, as a GPU collector where no driver loads). The table below is
+/// the one place that picks each collector's section out of the whole.
 pub struct CollectorSpec {
     pub name: &'static str,
     pub runs_on: fn(Role) -> bool,
-    pub build: fn(&Config, &str, &Shared) -> Option<Box<dyn Collector>>,
+    pub build: fn(&Settings, &Shared) -> Option<Box<dyn Collector>>,
 }
 
 /// Every collector, in the order each collection runs them: the GPU collector after the node
 /// collector, whose job table it reads.
 pub const COLLECTORS: &[CollectorSpec] = &[
-    super::head::COLLECTOR,
-    super::node::COLLECTOR,
-    super::gpu::COLLECTOR,
-    super::host::COLLECTOR,
-    super::shipper::COLLECTOR,
+    CollectorSpec { name: "head", runs_on: Role::runs_head, build: |s, shared| head::build(&s.head, shared) },
+    CollectorSpec { name: "node", runs_on: Role::runs_node, build: |s, shared| node::build(&s.node, shared) },
+    CollectorSpec {
+        name: "gpu",
+        runs_on: Role::runs_node,
+        build: |s, shared| gpu::build(&s.gpu, &s.node, shared),
+    },
+    CollectorSpec { name: "host", runs_on: Role::runs_node, build: |s, shared| host::build(&s.node, shared) },
+    CollectorSpec { name: "shipper", runs_on: |_| true, build: |_, shared| shipper::build(shared) },
 ];
 
-/// What collectors share, made once per pipeline.
+/// What collectors share, made once per pipeline: where they run and how Slurm is asked.
 pub struct Shared {
+    /// The `NodeName` dimension of this host's figures.
+    pub node: String,
+    /// The slurm.conf this host reads (gres.conf beside it, slurmctld's address in it).
+    pub slurm_conf: Option<PathBuf>,
     commands: SlurmCommands,
     slurm: OnceCell<slurm_jobs::Shared>,
     /// The node collector's job table, which the GPU collector reads.
@@ -36,12 +48,19 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: &Config) -> Self {
+    pub fn new(node: &str, slurm_conf: Option<PathBuf>, commands: SlurmCommands) -> Self {
         Shared {
-            commands: SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout),
+            node: node.to_owned(),
+            slurm_conf,
+            commands,
             slurm: OnceCell::new(),
             jobs: SharedJobs::default(),
         }
+    }
+
+    /// How Slurm's commands are run (`slurm.*`).
+    pub fn commands(&self) -> &SlurmCommands {
+        &self.commands
     }
 
     /// Slurm's answers about this node's jobs (accounts, partitions, GPU allocations, as Slurm
@@ -52,7 +71,7 @@ impl Shared {
 }
 
 /// Every collector `role` runs here.
-pub fn build(config: &Config, role: Role, node: &str) -> Vec<Box<dyn Collector>> {
-    let shared = Shared::new(config);
-    COLLECTORS.iter().filter(|c| (c.runs_on)(role)).filter_map(|c| (c.build)(config, node, &shared)).collect()
+pub fn build(settings: &Settings, role: Role, node: &str) -> Vec<Box<dyn Collector>> {
+    let shared = Shared::new(node, settings.slurm_conf_path(), settings.slurm.commands());
+    COLLECTORS.iter().filter(|c| (c.runs_on)(role)).filter_map(|c| (c.build)(settings, &shared)).collect()
 }

@@ -36,18 +36,19 @@ impl Default for Thresholds {
 }
 
 impl Thresholds {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), crate::config::ConfigError> {
+        use crate::config::ConfigError;
         for (key, v) in [
             ("idle_gpu_percent", self.idle_gpu_percent),
             ("low_cpu_efficiency_percent", self.low_cpu_efficiency_percent),
             ("memory_over_requested_percent", self.memory_over_requested_percent),
         ] {
             if !(0.0..=100.0).contains(&v) {
-                return Err(format!("node.findings.{key}: must be 0 to 100"));
+                return Err(ConfigError::invalid(format!("node.findings.{key}"), "must be 0 to 100"));
             }
         }
         if self.idle_gpu_minutes == 0 || self.low_cpu_minutes == 0 {
-            return Err("node.findings: minutes must be at least 1".into());
+            return Err(ConfigError::invalid("node.findings", "minutes must be at least 1"));
         }
         Ok(())
     }

@@ -6,8 +6,8 @@ use crate::common::copy_tree;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::gres_conf::GresConf;
-use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
 use slurm_cw_shipper::sample::{Batch, Sample};
+use slurm_cw_shipper::settings::{GpuConfig, NodeConfig};
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::gpu::GpuCollector;
 use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeGpus, FakeSource};
@@ -380,15 +380,15 @@ fn set_energy(gpus: &FakeGpus, mj: [u64; 3]) {
 
 #[test]
 fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_nothing() {
-    use slurm_cw_shipper::config::{Config, JobMetrics};
     use slurm_cw_shipper::pipeline::{Parts, Pipeline};
     use slurm_cw_shipper::role::Role;
+    use slurm_cw_shipper::settings::{JobMetrics, Settings};
     use slurm_cw_shipper::sources::Collector;
     use slurm_cw_shipper::sources::FinalSample;
     let gpus = vec![FakeGpu::gpu(0, 80.0).with_pids(&[4242]), FakeGpu::gpu(1, 0.0), FakeGpu::gpu(2, 0.0)];
     let mut b = bench(gpus, GpuConfig::default());
     let root = b._dir.path().to_owned();
-    let mut config = Config::default();
+    let mut config = Settings::default();
     config.node.cgroup_root = root.join("cg");
     config.node.proc_root = root.join("proc");
     // Per-job metrics as datums too, so that a figure a denied request let through would show.
@@ -401,7 +401,7 @@ fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_not
     .with_jobs(node.jobs());
     let collectors: Vec<Box<dyn Collector>> = vec![Box::new(node), Box::new(gpu)];
     let parts = Parts::cloudwatch("c", "g1");
-    let mut p = Pipeline::from_parts(&config, Role::Node, collectors, parts);
+    let mut p = Pipeline::new(&config.pipeline(), Role::Node, collectors, parts);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let start = SystemTime::now() - Duration::from_secs(600);
     let at = |m: u64| start + Duration::from_secs(m * 60);

@@ -3,8 +3,8 @@
 
 use crate::common::copy_tree;
 use slurm_cw_catalog::metrics::{GPU_COUNT, GPU_NO_JOB_COUNT};
-use slurm_cw_shipper::config::{GpuConfig, NodeConfig};
 use slurm_cw_shipper::sample::{Batch, GpuLabel, JobReading};
+use slurm_cw_shipper::settings::{GpuConfig, NodeConfig};
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::gpu::GpuCollector;
 use slurm_cw_shipper::sources::gpu::fake::{FakeGpu, FakeSource};

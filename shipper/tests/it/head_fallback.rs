@@ -20,8 +20,8 @@
 
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
-use slurm_cw_shipper::config::HeadConfig;
 use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::settings::HeadConfig;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
 use slurm_cw_shipper::sources::head::{HeadCollector, sdiag, sinfo, squeue};
 use slurm_cw_shipper::sources::{Collector, Errors};
@@ -76,7 +76,7 @@ impl FakeSlurm {
         HeadCollector::new(
             SlurmCommands::new(Some(self.path().to_owned()), Duration::from_secs(20)),
             HeadConfig {
-                per_partition: slurm_cw_shipper::config::Toggle::On,
+                per_partition: slurm_cw_shipper::settings::Toggle::On,
                 top_pending_reasons: 20,
                 top_rpc_types: 50,
                 ..HeadConfig::default()

@@ -6,8 +6,8 @@
 
 use crate::common;
 
-use slurm_cw_shipper::config::Config;
 use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::settings::Settings;
 use slurm_cw_shipper::sources::head::HeadCollector;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
 use slurm_cw_shipper::sources::head::config::HeadSource;
@@ -101,7 +101,7 @@ fn endpoint(url: Url) -> Endpoint {
 
 /// One head collection against `url`: its errors, and by how much its peak RSS passed `base`.
 async fn collect(url: Url, base: usize) -> (Errors, usize) {
-    let config = Config::default();
+    let config = Settings::default();
     let bin = tempfile::tempdir().unwrap();
     let cmds = SlurmCommands::new(Some(bin.path().to_owned()), Duration::from_secs(5));
     let mut head = HeadCollector::new(cmds, config.head.clone()).with_endpoint(endpoint(url));

@@ -5,9 +5,9 @@
 
 use crate::common::copy_tree;
 use slurm_cw_catalog::{Group, by_name};
-use slurm_cw_shipper::config::{Config, Toggle};
 use slurm_cw_shipper::pipeline::{Flushed, Parts, Pipeline};
 use slurm_cw_shipper::role::Role;
+use slurm_cw_shipper::settings::{Settings, Toggle};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,7 @@ async fn run(dir: &Path, sys: &[&str], proc: &[&str], per_node: bool) -> Flushed
     for p in proc {
         copy_tree(&fixtures().join("proc").join(p), &procfs);
     }
-    let mut config = Config::default();
+    let mut config = Settings::default();
     config.node.cgroup_root = cg;
     config.node.proc_root = procfs;
     config.node.sys_root = sysfs;
@@ -37,7 +37,12 @@ async fn run(dir: &Path, sys: &[&str], proc: &[&str], per_node: bool) -> Flushed
     config.slurm.bin_dir = Some(bin);
     config.gpu.enabled = Toggle::Off;
     config.self_metrics_per_node = per_node;
-    let mut p = Pipeline::new(&config, Role::Node, Parts::cloudwatch("c", "n1"));
+    let mut p = Pipeline::new(
+        &config.pipeline(),
+        Role::Node,
+        slurm_cw_shipper::sources::table::build(&config, Role::Node, "n1"),
+        Parts::cloudwatch("c", "n1"),
+    );
     p.collect().await;
     p.collect().await;
     p.flush()

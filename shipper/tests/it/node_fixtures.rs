@@ -6,8 +6,8 @@
 use crate::common::copy_tree;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
-use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::{Batch, Observed};
+use slurm_cw_shipper::settings::NodeConfig;
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::node::NodeCollector;
 use slurm_cw_shipper::transforms::job_series;

@@ -6,8 +6,8 @@
 
 use crate::common::copy_tree;
 use slurm_cw_formats::slurm::job::JobDetail;
-use slurm_cw_shipper::config::NodeConfig;
 use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::settings::NodeConfig;
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
 use slurm_cw_shipper::sources::node::NodeCollector;

@@ -7,7 +7,7 @@ use crate::sinks::config::DeliveryConfig;
 use serde::Deserialize;
 use std::time::Duration;
 
-/// This section's lines of the configuration table (docs/configuration.md) ([`crate::config::docs`]).
+/// This section's lines of the configuration table (docs/configuration.md) ([`crate::settings::docs`]).
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("cloudwatch.region", Unset("AWS_REGION, profile, or instance metadata"), "AWS region"),
@@ -66,7 +66,7 @@ impl Default for CloudWatchConfig {
 impl CloudWatchConfig {
     /// The `[cloudwatch]` keys' values.
     pub fn check(&self) -> Result<(), ConfigError> {
-        let err = |key: &str, why: &str| Err(ConfigError(format!("cloudwatch.{key}: {why}")));
+        let err = |key: &str, why: &str| Err(ConfigError::invalid(format!("cloudwatch.{key}"), why));
         if ![1, 60].contains(&self.storage_resolution) {
             return err("storage_resolution", "must be 1 or 60");
         }

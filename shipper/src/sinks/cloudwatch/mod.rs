@@ -13,7 +13,6 @@ use crate::sinks::delivery::Checks;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};
 use crate::transforms::shape::Shape;
 pub use encode::PutMetricDataRules;
-use slurm_cw_sink::aws::NoCaCertificates;
 use slurm_cw_sink::outcome::Outcome;
 use slurm_cw_sink::retry::Backoff;
 
@@ -22,6 +21,8 @@ pub struct Spec;
 
 #[async_trait::async_trait]
 impl crate::sinks::Component for Spec {
+    type Section = config::CloudWatchConfig;
+
     fn name(&self) -> &'static str {
         "cloudwatch"
     }
@@ -30,8 +31,9 @@ impl crate::sinks::Component for Spec {
         config::KEYS
     }
 
-    fn shape(&self, config: &crate::config::Config) -> Shape {
-        shape(config)
+    /// Every series is a custom metric billed by the hour.
+    fn shape(&self, per_series: Shape) -> Shape {
+        per_series
     }
 
     fn spool(&self) -> Spool {
@@ -50,18 +52,9 @@ impl crate::sinks::Component for Spec {
         true
     }
 
-    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
-        Ok(Box::new(build(ctx).await.map_err(|e| BuildError::new(self.name(), e))?))
-    }
-}
-
-/// Every series is a custom metric billed by the hour: per-job series only when
-/// `node.job_metrics` asks, per-node detail only when asked.
-pub fn shape(config: &crate::config::Config) -> Shape {
-    Shape::CloudWatch {
-        job_metrics: config.node.job_metrics,
-        per_node_job_dimensions: config.node.per_node_dimensions,
-        per_node_self_metrics: config.self_metrics_per_node,
+    async fn build(&self, cw: &config::CloudWatchConfig, cx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        let sink = CloudWatchSink::new(settings(cw, cx.namespace)).await;
+        Ok(Box::new(sink.map_err(|e| BuildError::new(self.name(), e))?))
     }
 }
 
@@ -82,12 +75,8 @@ impl MetricDestination for CloudWatchSink {
 }
 
 /// The client, for the namespace the run resolved. Fails without CA certificates.
-pub async fn build(ctx: &Context<'_>) -> Result<CloudWatchSink, NoCaCertificates> {
-    CloudWatchSink::new(settings(ctx.config, ctx.namespace)).await
-}
-
-pub fn settings(config: &crate::config::Config, namespace: &str) -> Settings {
-    let cw = &config.cloudwatch;
+/// The client's settings from `[cloudwatch]`.
+pub fn settings(cw: &config::CloudWatchConfig, namespace: &str) -> Settings {
     Settings {
         namespace: namespace.to_owned(),
         region: cw.region.clone(),

@@ -5,7 +5,7 @@ use crate::config::docs::{Key, key};
 use crate::config::{ConfigError, opt_string};
 use serde::Deserialize;
 
-/// This section's lines of the configuration table (docs/configuration.md) ([`crate::config::docs`]).
+/// This section's lines of the configuration table (docs/configuration.md) ([`crate::settings::docs`]).
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("emf.log_group", Unset("`/slurm-cw/<cluster>/metrics`"), "the log group of the `emf` destination's events (the Terraform module creates it, kept a day: CloudWatch takes the metrics out as the events arrive); region, endpoint (`logs.endpoint`), retries and resolution are `cloudwatch.*`'s"),

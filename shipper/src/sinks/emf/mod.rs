@@ -11,11 +11,11 @@ pub mod encode;
 
 use crate::aggregate::Aggregate;
 use crate::check::{Row, Status, row};
-use crate::config::Config;
 use crate::sinks::cloudwatch::PutMetricDataRules;
 use crate::sinks::delivery::Checks;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};
 use crate::transforms::shape::Shape;
+use config::EmfConfig;
 use slurm_cw_sink::logs::LogsSink;
 use slurm_cw_sink::outcome::Outcome;
 use std::collections::HashMap;
@@ -25,6 +25,8 @@ pub struct Spec;
 
 #[async_trait::async_trait]
 impl crate::sinks::Component for Spec {
+    type Section = EmfConfig;
+
     fn name(&self) -> &'static str {
         "emf"
     }
@@ -33,8 +35,9 @@ impl crate::sinks::Component for Spec {
         config::KEYS
     }
 
-    fn shape(&self, config: &Config) -> Shape {
-        crate::sinks::cloudwatch::shape(config)
+    /// The same custom metrics as `cloudwatch`, billed the same.
+    fn shape(&self, per_series: Shape) -> Shape {
+        per_series
     }
 
     fn spool(&self) -> Spool {
@@ -53,42 +56,41 @@ impl crate::sinks::Component for Spec {
         true
     }
 
-    async fn check(&self, config: &Config) -> Vec<Row> {
-        vec![group_row(config).await]
+    async fn check(&self, emf: &EmfConfig, cx: &Context<'_>) -> Vec<Row> {
+        vec![group_row(emf, cx).await]
     }
 
-    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
-        let group = ctx.config.emf.group_for(ctx.cluster);
-        let logs = LogsSink::new(settings(ctx.config, &group, ctx.node))
-            .await
-            .map_err(|e| BuildError::new(self.name(), e))?;
+    async fn build(&self, emf: &EmfConfig, cx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        let group = emf.group_for(cx.cluster);
+        let logs =
+            LogsSink::new(settings(emf, cx, &group)).await.map_err(|e| BuildError::new(self.name(), e))?;
         tracing::info!(group, "embedded metric format events destination");
         Ok(Box::new(EmfSink {
             logs,
             group,
-            namespace: ctx.namespace.to_owned(),
-            resolution: ctx.config.cloudwatch.storage_resolution,
+            namespace: cx.namespace.to_owned(),
+            resolution: cx.aws.storage_resolution,
         }))
     }
 }
 
 /// The Logs client's settings for the events: `[emf]`'s group and stream, the rest as the job
 /// records'.
-fn settings(config: &Config, group: &str, node: &str) -> slurm_cw_sink::logs::Settings {
-    let mut settings = crate::sinks::logs::settings(config, group, node);
-    settings.stream = config.emf.log_stream.clone().unwrap_or_else(|| node.to_owned());
+fn settings(emf: &EmfConfig, cx: &Context<'_>, group: &str) -> slurm_cw_sink::logs::Settings {
+    let mut settings = crate::sinks::logs::settings(cx.aws, cx.logs, group, cx.node);
+    settings.stream = emf.log_stream.clone().unwrap_or_else(|| cx.node.to_owned());
     settings
 }
 
 /// The log group's row: it must exist (the Terraform module creates it); this node's stream is
 /// created here if missing.
-async fn group_row(config: &Config) -> Row {
+async fn group_row(emf: &EmfConfig, cx: &Context<'_>) -> Row {
     let check = "emf log group";
-    let Ok((cluster, _)) = config.resolve_cluster_name() else {
+    if cx.cluster.is_empty() {
         return row(check, Status::Skip, "no cluster name");
-    };
-    let group = config.emf.group_for(&cluster);
-    crate::sinks::logs::probe_row(check, settings(config, &group, &config.node_name())).await
+    }
+    let group = emf.group_for(cx.cluster);
+    crate::sinks::logs::probe_row(check, settings(emf, cx, &group)).await
 }
 
 pub struct EmfSink {

@@ -43,7 +43,7 @@ pub fn check_group(key: &str, group: Option<&str>) -> Result<(), ConfigError> {
                 || g.len() > 512
                 || !g.chars().all(|c| c.is_ascii_alphanumeric() || "_-/.#".contains(c)) =>
         {
-            Err(ConfigError(format!("{key}: must be 1 to 512 characters of letters, digits and _ - / . #")))
+            Err(ConfigError::invalid(key, "must be 1 to 512 characters of letters, digits and _ - / . #"))
         }
         _ => Ok(()),
     }
@@ -53,7 +53,7 @@ pub fn check_group(key: &str, group: Option<&str>) -> Result<(), ConfigError> {
 pub fn check_stream(key: &str, stream: Option<&str>) -> Result<(), ConfigError> {
     match stream {
         Some(s) if s.is_empty() || s.len() > 512 || s.contains(':') || s.contains('*') => {
-            Err(ConfigError(format!("{key}: must be 1 to 512 characters without ':' or '*'")))
+            Err(ConfigError::invalid(key, "must be 1 to 512 characters without ':' or '*'"))
         }
         _ => Ok(()),
     }

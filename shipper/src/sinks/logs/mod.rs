@@ -7,6 +7,7 @@ pub mod config;
 pub use slurm_cw_sink::logs::*;
 
 use crate::sinks::Context;
+use crate::sinks::cloudwatch::config::CloudWatchConfig;
 use crate::sinks::delivery::{Checks, Destination, StatsHandle};
 use crate::sinks::stdout::{StdoutSink, to_stdout};
 use crate::sinks::validate::{DropReason, Validator};
@@ -68,21 +69,22 @@ impl Destination for RecordSink {
 
 /// The job records' destination: CloudWatch Logs, or standard output when no destination named
 /// sends them to CloudWatch Logs ([`crate::sinks::records_for`]). Fails without CA certificates.
-pub async fn build(ctx: &Context<'_>, group: &str) -> Result<RecordSink, NoCaCertificates> {
-    Ok(if crate::sinks::records_for(&ctx.config.sink) == crate::sinks::Records::Logs {
-        RecordSink::Logs(LogsSink::new(settings(ctx.config, group, ctx.node)).await?)
+pub async fn build(cx: &Context<'_>, group: &str) -> Result<RecordSink, NoCaCertificates> {
+    Ok(if cx.records == crate::sinks::Records::Logs {
+        RecordSink::Logs(LogsSink::new(settings(cx.aws, cx.logs, group, cx.node)).await?)
     } else {
         RecordSink::Stdout(StdoutSink::new(group))
     })
 }
 
-pub fn settings(config: &crate::config::Config, group: &str, node: &str) -> Settings {
-    let cw = &config.cloudwatch;
+/// The client's settings: `[logs]`' endpoint and stream, `[cloudwatch]`'s region, retries and
+/// time limits.
+pub fn settings(cw: &CloudWatchConfig, logs: &config::LogsConfig, group: &str, node: &str) -> Settings {
     Settings {
         group: group.to_owned(),
-        stream: config.logs.stream.clone().unwrap_or_else(|| node.to_owned()),
+        stream: logs.stream.clone().unwrap_or_else(|| node.to_owned()),
         region: cw.region.clone(),
-        endpoint: config.logs.endpoint.clone(),
+        endpoint: logs.endpoint.clone(),
         backoff: crate::sinks::cloudwatch::backoff(cw),
         attempt_timeout: cw.attempt_timeout,
     }

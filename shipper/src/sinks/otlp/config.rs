@@ -5,7 +5,7 @@ use crate::config::docs::{Key, key};
 use crate::config::{ConfigError, opt_string};
 use serde::Deserialize;
 
-/// This section's lines of the configuration table (docs/configuration.md) ([`crate::config::docs`]).
+/// This section's lines of the configuration table (docs/configuration.md) ([`crate::settings::docs`]).
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("otlp.endpoint", Unset("CloudWatch's in the region"), "OTLP/HTTP metrics URL, path included: `https://monitoring.<region>.amazonaws.com/v1/metrics`, a collector's `/v1/metrics`, Prometheus' `/api/v1/otlp/v1/metrics`; retries and timeouts are `cloudwatch.*`'s"),
@@ -46,10 +46,13 @@ impl OtlpConfig {
         if let Some(e) = &self.endpoint
             && !(e.starts_with("http://") || e.starts_with("https://"))
         {
-            return Err(ConfigError(format!(
-                "otlp.endpoint: {e:?} must be an http:// or https:// URL with its path \
+            return Err(ConfigError::invalid(
+                "otlp.endpoint",
+                format!(
+                    "{e:?} must be an http:// or https:// URL with its path \
                  (https://monitoring.us-east-1.amazonaws.com/v1/metrics)"
-            )));
+                ),
+            ));
         }
         // A signed request over http:// shows the access key id, the session token and a
         // signature anyone on the path can replay for minutes.
@@ -66,11 +69,14 @@ impl OtlpConfig {
                 SigV4Setting::Auto => super::endpoint::aws_endpoint(host).is_some(),
             };
             if signs {
-                return Err(ConfigError(format!(
-                    "otlp.sigv4: signing over http:// (otlp.endpoint {e:?}) would send the instance \
+                return Err(ConfigError::invalid(
+                    "otlp.sigv4",
+                    format!(
+                        "signing over http:// (otlp.endpoint {e:?}) would send the instance \
                      role's session token and signature in clear text: use https://, or \
                      otlp.sigv4 = \"off\" for a receiver that needs no signature"
-                )));
+                    ),
+                ));
             }
         }
         Ok(())
@@ -88,7 +94,7 @@ mod tests {
     use super::*;
 
     fn check(endpoint: &str, sigv4: SigV4Setting) -> Result<(), String> {
-        OtlpConfig { endpoint: Some(endpoint.into()), region: None, sigv4 }.check().map_err(|e| e.0)
+        OtlpConfig { endpoint: Some(endpoint.into()), region: None, sigv4 }.check().map_err(|e| e.to_string())
     }
 
     #[test]

@@ -12,11 +12,11 @@ pub mod endpoint;
 
 use crate::aggregate::Aggregate;
 use crate::check::{Row, Status, endpoint_row, row};
-use crate::config::Config;
 use crate::sinks::delivery::Checks;
 use crate::sinks::open::OpenRules;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Spool};
 pub use client::{OtlpSink, Settings, SigV4, resource};
+use config::OtlpConfig;
 use config::SigV4Setting;
 use slurm_cw_sink::outcome::Outcome;
 
@@ -25,6 +25,8 @@ pub struct Spec;
 
 #[async_trait::async_trait]
 impl crate::sinks::Component for Spec {
+    type Section = OtlpConfig;
+
     fn name(&self) -> &'static str {
         "otlp"
     }
@@ -41,13 +43,13 @@ impl crate::sinks::Component for Spec {
         true
     }
 
-    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
-        Ok(Box::new(build(ctx).await.map_err(|e| BuildError::new(self.name(), e))?))
+    async fn build(&self, otlp: &OtlpConfig, cx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        Ok(Box::new(build(otlp, cx).await.map_err(|e| BuildError::new(self.name(), e))?))
     }
 
     /// Whether the endpoint answers.
-    async fn check(&self, config: &Config) -> Vec<Row> {
-        vec![match &config.otlp.endpoint {
+    async fn check(&self, otlp: &OtlpConfig, _: &Context<'_>) -> Vec<Row> {
+        vec![match &otlp.endpoint {
             Some(url) => {
                 let mut r = endpoint_row(url).await;
                 r.check = "otlp endpoint";
@@ -61,9 +63,8 @@ impl crate::sinks::Component for Spec {
 }
 
 /// The client, to `otlp.endpoint` (CloudWatch's in the region when not set).
-pub async fn build(ctx: &Context<'_>) -> Result<OtlpSink, String> {
-    let otlp = &ctx.config.otlp;
-    let region = otlp.region.clone().or_else(|| ctx.config.cloudwatch.region.clone());
+pub async fn build(otlp: &OtlpConfig, cx: &Context<'_>) -> Result<OtlpSink, String> {
+    let region = otlp.region.clone().or_else(|| cx.aws.region.clone());
     let endpoint = match &otlp.endpoint {
         Some(e) => e.clone(),
         None => {
@@ -83,9 +84,9 @@ pub async fn build(ctx: &Context<'_>) -> Result<OtlpSink, String> {
             SigV4Setting::On => SigV4::On,
             SigV4Setting::Off => SigV4::Off,
         },
-        resource: client::resource(ctx.cluster, ctx.node),
-        backoff: crate::sinks::cloudwatch::backoff(&ctx.config.cloudwatch),
-        attempt_timeout: ctx.config.cloudwatch.attempt_timeout,
+        resource: client::resource(cx.cluster, cx.node),
+        backoff: crate::sinks::cloudwatch::backoff(cx.aws),
+        attempt_timeout: cx.aws.attempt_timeout,
         max_request_bytes: client::DEFAULT_MAX_REQUEST_BYTES,
     };
     let sink = OtlpSink::new(settings).await.map_err(|e| e.to_string())?;

@@ -1,12 +1,13 @@
 //! `--check`'s rows for the pull endpoint: whether its address can be had (and who holds it when
 //! it cannot), and whether it serves per-job series.
 
+use super::config::PrometheusConfig;
 use crate::check::{Row, Status, row};
-use crate::config::Config;
+use std::path::Path;
 
 /// Whether the address can be had, and the job series row.
-pub fn rows(config: &Config) -> Vec<Row> {
-    let address = &config.prometheus.address;
+pub fn rows(cfg: &PrometheusConfig, slurm_conf: Option<&Path>) -> Vec<Row> {
+    let address = &cfg.address;
     let endpoint = match std::net::TcpListener::bind(address) {
         Ok(_) => row("prometheus endpoint", Status::Ok, format!("http://{address}/metrics can be served")),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => prometheus_held_row(address),
@@ -16,17 +17,16 @@ pub fn rows(config: &Config) -> Vec<Row> {
             format!("{address}: {e}; the daemon ships to the other destinations and keeps trying it"),
         ),
     };
-    vec![endpoint, job_series_row(config)]
+    vec![endpoint, job_series_row(cfg, slurm_conf)]
 }
 
 /// Whether every local user reads every job's series: a warning where slurm.conf's
 /// `PrivateData` says they should not and `prometheus.job_series = "on"` serves them anyway.
-fn job_series_row(config: &Config) -> Row {
+fn job_series_row(cfg: &PrometheusConfig, conf: Option<&Path>) -> Row {
     use super::config::serves_job_series;
     use crate::config::Toggle;
-    let conf = config.slurm_conf_path();
-    let (served, why) = serves_job_series(config.prometheus.job_series, conf.as_deref());
-    let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf.as_deref());
+    let (served, why) = serves_job_series(cfg.job_series, conf);
+    let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf);
     match (served, !auto_served) {
         (true, true) => row(
             "prometheus job series",
@@ -78,12 +78,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("slurm.conf");
         std::fs::write(&conf, "PrivateData=jobs\n").unwrap();
-        let mut config = Config::default();
-        config.slurm.conf = Some(conf);
-        let status = |config: &Config| (job_series_row(config).status, job_series_row(config).detail);
-        assert_eq!(status(&config).0, Status::Ok, "{}", status(&config).1);
-        assert!(status(&config).1.starts_with("aggregate series only"), "{}", status(&config).1);
-        config.prometheus.job_series = Toggle::On;
-        assert_eq!(status(&config).0, Status::Warn, "{}", status(&config).1);
+        let mut cfg = PrometheusConfig::default();
+        let status = |cfg: &PrometheusConfig| {
+            let r = job_series_row(cfg, Some(&conf));
+            (r.status, r.detail)
+        };
+        assert_eq!(status(&cfg).0, Status::Ok, "{}", status(&cfg).1);
+        assert!(status(&cfg).1.starts_with("aggregate series only"), "{}", status(&cfg).1);
+        cfg.job_series = Toggle::On;
+        assert_eq!(status(&cfg).0, Status::Warn, "{}", status(&cfg).1);
     }
 }

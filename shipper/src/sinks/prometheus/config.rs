@@ -6,7 +6,7 @@ use crate::config::{ConfigError, Toggle, string};
 use serde::Deserialize;
 use std::path::Path;
 
-/// This section's lines of the configuration table (docs/configuration.md) ([`crate::config::docs`]).
+/// This section's lines of the configuration table (docs/configuration.md) ([`crate::settings::docs`]).
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it, so open it wider only behind a firewall"),
@@ -68,10 +68,10 @@ pub fn serves_job_series(job_series: Toggle, slurm_conf: Option<&Path>) -> (bool
 impl PrometheusConfig {
     pub fn check(&self) -> Result<(), ConfigError> {
         self.address.parse::<std::net::SocketAddr>().map(|_| ()).map_err(|_| {
-            ConfigError(format!(
-                "prometheus.address: {:?} is not an address and port (127.0.0.1:9817, [::1]:9817)",
-                self.address
-            ))
+            ConfigError::invalid(
+                "prometheus.address",
+                format!("{:?} is not an address and port (127.0.0.1:9817, [::1]:9817)", self.address),
+            )
         })
     }
 }

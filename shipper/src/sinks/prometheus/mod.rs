@@ -21,6 +21,7 @@ use crate::aggregate::Aggregate;
 use crate::sinks::delivery::{Checks, StatsHandle};
 use crate::sinks::open::OpenRules;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink};
+use config::PrometheusConfig;
 use live::Live;
 use server::Body;
 use slurm_cw_sink::outcome::Outcome;
@@ -34,6 +35,8 @@ pub struct Spec;
 
 #[async_trait::async_trait]
 impl crate::sinks::Component for Spec {
+    type Section = PrometheusConfig;
+
     fn name(&self) -> &'static str {
         "prometheus"
     }
@@ -42,12 +45,12 @@ impl crate::sinks::Component for Spec {
         config::KEYS
     }
 
-    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
-        Ok(Box::new(build(ctx).await.map_err(|e| BuildError::new(self.name(), e))?))
+    async fn build(&self, cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        Ok(Box::new(build(cfg, cx).await.map_err(|e| BuildError::new(self.name(), e))?))
     }
 
-    async fn check(&self, config: &crate::config::Config) -> Vec<crate::check::Row> {
-        check::rows(config)
+    async fn check(&self, cfg: &PrometheusConfig, cx: &Context<'_>) -> Vec<crate::check::Row> {
+        check::rows(cfg, cx.slurm_conf)
     }
 }
 
@@ -71,8 +74,8 @@ pub const BIND_RETRY_MAX: Duration = Duration::from_secs(30);
 /// Binds the endpoint and serves it on the runtime. When the address cannot be had (another
 /// program, maybe another user's, holds it), it says so and keeps trying in the background:
 /// the daemon and its other destinations go on.
-pub async fn build(ctx: &Context<'_>) -> Result<PrometheusSink, String> {
-    let configured = ctx.config.prometheus.address.clone();
+pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<PrometheusSink, String> {
+    let configured = cfg.address.clone();
     let body: Body = Arc::new(Mutex::new(Arc::new(String::new())));
     let listening = Arc::new(AtomicBool::new(false));
     let address = match tokio::net::TcpListener::bind(&configured).await {
@@ -95,15 +98,13 @@ pub async fn build(ctx: &Context<'_>) -> Result<PrometheusSink, String> {
             configured
         }
     };
-    let slurm_conf = ctx.config.slurm_conf_path();
-    let (job_series, why) =
-        config::serves_job_series(ctx.config.prometheus.job_series, slurm_conf.as_deref());
+    let (job_series, why) = config::serves_job_series(cfg.job_series, cx.slurm_conf);
     if job_series {
         tracing::info!(why, "the Prometheus endpoint serves per-job and per-user series");
     } else {
         tracing::info!(why, "the Prometheus endpoint serves no per-job or per-user series");
     }
-    let live = Live::new(body, ctx.config.flush_interval * 3, job_series);
+    let live = Live::new(body, cx.flush_interval * 3, job_series);
     Ok(PrometheusSink { address, live, listening })
 }
 

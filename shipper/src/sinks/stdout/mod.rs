@@ -14,12 +14,15 @@ pub struct Spec;
 
 #[async_trait::async_trait]
 impl crate::sinks::Component for Spec {
+    type Section = ();
+
     fn name(&self) -> &'static str {
         "stdout"
     }
 
-    fn shape(&self, config: &crate::config::Config) -> crate::transforms::shape::Shape {
-        crate::sinks::cloudwatch::shape(config)
+    /// It stands in for CloudWatch: the series CloudWatch would be sent.
+    fn shape(&self, per_series: crate::transforms::shape::Shape) -> crate::transforms::shape::Shape {
+        per_series
     }
 
     fn records(&self) -> Records {
@@ -30,8 +33,8 @@ impl crate::sinks::Component for Spec {
         true
     }
 
-    async fn build(&self, ctx: &Context<'_>) -> Result<MetricSink, BuildError> {
-        Ok(Box::new(StdoutSink::new(ctx.namespace)))
+    async fn build(&self, _: &(), cx: &Context<'_>) -> Result<MetricSink, BuildError> {
+        Ok(Box::new(StdoutSink::new(cx.namespace)))
     }
 }
 

@@ -24,10 +24,11 @@ use super::node::owner::Owners;
 
 use super::node::table::{self, JobTable, SharedJobs};
 use super::{Collector, Errors};
-use crate::config::{GpuConfig, NodeConfig};
 use crate::sample::{Batch, Dims, GpuFigures, JobInfo, JobReading, SlurmNames};
 use crate::sources::FinalSample;
+use crate::sources::node::config::NodeConfig;
 use allocation::Allocation;
+use config::GpuConfig;
 use energy::Energy;
 use figures::{job_figures, per_gpu};
 use slurm_cw_catalog::dims::NODE_NAME;
@@ -82,30 +83,27 @@ enum Scope<'a> {
 
 /// The node role's GPU collector in [`super::COLLECTORS`]: after the node collector, reading
 /// the jobs it found, with GPU allocations as Slurm says.
-pub const COLLECTOR: super::CollectorSpec = super::CollectorSpec {
-    name: "gpu",
-    runs_on: crate::config::Role::runs_node,
-    build: |config, node, shared| {
-        let gpu = gpu_collector(config, node)?;
-        Some(Box::new(gpu.with_slurm(shared.slurm()).with_jobs(shared.jobs.clone())))
-    },
-};
+/// The GPU collector of the `[gpu]` section, reading jobs where `[node]` says ([`super::table`]).
+pub fn build(gpu: &GpuConfig, node: &NodeConfig, shared: &super::Shared) -> Option<Box<dyn Collector>> {
+    let collector = gpu_collector(gpu, node, shared)?;
+    Some(Box::new(collector.with_slurm(shared.slurm()).with_jobs(shared.jobs.clone())))
+}
 
 /// The GPU collector, when `gpu.enabled` allows and NVML loads; with `auto` and no driver, one
 /// log line and no collector.
-fn gpu_collector(config: &crate::config::Config, node: &str) -> Option<GpuCollector> {
-    if config.gpu.enabled == crate::config::Toggle::Off {
+fn gpu_collector(cfg: &GpuConfig, node_cfg: &NodeConfig, shared: &super::Shared) -> Option<GpuCollector> {
+    if cfg.enabled == crate::config::Toggle::Off {
         return None;
     }
-    let (gpu, node_cfg) = (config.gpu.clone(), config.node.clone());
+    let (gpu, node_cfg, node) = (cfg.clone(), node_cfg.clone(), shared.node.as_str());
     match nvml::NvmlSource::init() {
         Ok(source) => {
-            let (path, gres) = config.gres_conf();
+            let (path, gres) = crate::slurm_conf::gres_conf_beside(shared.slurm_conf.as_deref());
             let order = gres.gpu_order(node);
             tracing::info!(gres_conf = ?path, ?order, "Slurm's GPU numbers read in this order");
             Some(GpuCollector::new(Box::new(source), gpu, node_cfg, node.to_owned()).with_gres_conf(gres))
         }
-        Err(e) if config.gpu.enabled == crate::config::Toggle::On => {
+        Err(e) if cfg.enabled == crate::config::Toggle::On => {
             Some(GpuCollector::unavailable(e, gpu, node_cfg, node.to_owned()))
         }
         Err(e) => {

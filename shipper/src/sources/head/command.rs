@@ -65,6 +65,11 @@ impl SlurmCommands {
         }
     }
 
+    /// Each command's time limit.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Other output bounds (tests).
     pub fn with_limits(mut self, stdout_max: usize, stderr_max: usize) -> Self {
         self.stdout_max = stdout_max;

@@ -98,9 +98,12 @@ impl HeadConfig {
                 && u.len() <= 64
                 && u.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
             if !plain || u == "root" {
-                return Err(ConfigError(format!(
-                    "head.metrics_token_user: {u:?} must be a plain user name, not root (its token goes to the endpoint in clear text)"
-                )));
+                return Err(ConfigError::invalid(
+                    "head.metrics_token_user",
+                    format!(
+                        "{u:?} must be a plain user name, not root (its token goes to the endpoint in clear text)"
+                    ),
+                ));
             }
         }
         Ok(())
@@ -115,11 +118,14 @@ impl HeadConfig {
         let Some(user) = &self.metrics_token_user else { return Ok(()) };
         let slurm_user = crate::slurm_conf::value(entries, "SlurmUser").unwrap_or_else(|| "root".into());
         if *user == slurm_user {
-            return Err(ConfigError(format!(
-                "head.metrics_token_user: {user:?} is slurm.conf's SlurmUser, whose token is good for \
+            return Err(ConfigError::invalid(
+                "head.metrics_token_user",
+                format!(
+                    "{user:?} is slurm.conf's SlurmUser, whose token is good for \
                  every Slurm RPC and would go to the endpoint in clear text; name a user of \
                  MetricsAuthUsers with no other rights"
-            )));
+                ),
+            ));
         }
         Ok(())
     }
@@ -129,9 +135,14 @@ impl SlurmConfig {
     /// The `[slurm]` keys' values.
     pub fn check(&self) -> Result<(), ConfigError> {
         if self.command_timeout < Duration::from_millis(100) {
-            return Err(ConfigError("slurm.command_timeout: must be at least 100ms".into()));
+            return Err(ConfigError::invalid("slurm.command_timeout", "must be at least 100ms"));
         }
         Ok(())
+    }
+
+    /// The Slurm commands these keys say how to run.
+    pub fn commands(&self) -> super::command::SlurmCommands {
+        super::command::SlurmCommands::new(self.bin_dir.clone(), self.command_timeout)
     }
 }
 
@@ -147,7 +158,11 @@ mod tests {
         let head = |user: &str| HeadConfig { metrics_token_user: Some(user.into()), ..HeadConfig::default() };
         let slurm = conf("ClusterName=c\nSlurmUser=slurm");
         let e = head("slurm").check_with_slurm_conf(&slurm).unwrap_err();
-        assert!(e.0.starts_with("head.metrics_token_user: \"slurm\" is slurm.conf's SlurmUser"), "{}", e.0);
+        assert!(
+            e.to_string().starts_with("head.metrics_token_user: \"slurm\" is slurm.conf's SlurmUser"),
+            "{}",
+            e.to_string()
+        );
         assert!(
             head("SLURM").check_with_slurm_conf(&conf("slurmuser=SLURM")).is_err(),
             "the key in any case"

@@ -18,9 +18,9 @@ pub mod squeue;
 pub use slurm_cw_formats::slurm::{gres, state};
 
 use super::{Collector, Errors};
-use crate::config::HeadConfig;
 use crate::sample::{Batch, Dims};
 use command::{CommandError, Output, SlurmCommands};
+use config::HeadConfig;
 use fallback::{Format, PartFormat, run_part};
 use slurm_cw_catalog::metrics::{SLURMCTLD_RESPONSE_TIME, SLURMCTLD_UP};
 use slurm_cw_formats::log_once::LogOnce;
@@ -50,23 +50,18 @@ impl Version {
 
 /// The head role's collector in [`super::COLLECTORS`]: sinfo, squeue and sdiag, or slurmctld's
 /// OpenMetrics endpoint.
-pub const COLLECTOR: super::CollectorSpec =
-    super::CollectorSpec { name: "head", runs_on: crate::config::Role::runs_head, build: build_collector };
-
-fn build_collector(
-    config: &crate::config::Config,
-    _node: &str,
-    _shared: &super::Shared,
-) -> Option<Box<dyn Collector>> {
-    let cmds = SlurmCommands::new(config.slurm.bin_dir.clone(), config.slurm.command_timeout);
+/// The head collector of the `[head]` section ([`super::table`]).
+pub fn build(head: &HeadConfig, shared: &super::Shared) -> Option<Box<dyn Collector>> {
+    let cmds = shared.commands().clone();
+    let conf = shared.slurm_conf.as_deref();
     let endpoint = openmetrics::Endpoint::new(
-        config.head.source,
-        openmetrics::resolve(config),
-        openmetrics::TokenFrom::of(&config.head),
-        config.slurm.command_timeout,
+        head.source,
+        openmetrics::resolve(head, conf),
+        openmetrics::TokenFrom::of(head),
+        cmds.timeout(),
     )
-    .trusting(openmetrics::listener_users(config));
-    Some(Box::new(HeadCollector::new(cmds, config.head.clone()).with_endpoint(endpoint)))
+    .trusting(openmetrics::listener_users(conf));
+    Some(Box::new(HeadCollector::new(cmds, head.clone()).with_endpoint(endpoint)))
 }
 
 pub struct HeadCollector {

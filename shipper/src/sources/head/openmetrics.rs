@@ -13,13 +13,12 @@
 //! when the error changes, counted under the part `openmetrics`).
 
 use super::command::SlurmCommands;
-use super::config::HeadSource;
+use super::config::{HeadConfig, HeadSource};
 pub use super::openmetrics_describe::describe;
 use super::openmetrics_http::{self as http, HttpError, Url};
-use crate::config::Config;
 use crate::slurm_conf;
 use slurm_cw_formats::slurm::openmetrics::{Exposition, parse_at_most};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Where the endpoint is and what slurm.conf says of it.
@@ -43,8 +42,8 @@ pub struct Resolved {
 /// The endpoint's address: `head.metrics_url`, else each SlurmctldHost's address (`name(addr)`,
 /// else the name: a login node reaches a controller elsewhere, which AWS PCS names by address)
 /// and the first port of SlurmctldPort, else 6817; the first is the primary, the others its backups.
-pub fn resolve(config: &Config) -> Resolved {
-    let entries = config.slurm_conf_path().and_then(|p| slurm_conf::entries(&p).ok());
+pub fn resolve(head: &HeadConfig, slurm_conf: Option<&Path>) -> Resolved {
+    let entries = slurm_conf.and_then(|p| slurm_conf::entries(p).ok());
     let metrics_on = entries.as_ref().map(|e| {
         slurm_conf::value(e, "MetricsType").is_some_and(|v| v.to_ascii_lowercase().contains("openmetrics"))
     });
@@ -55,7 +54,7 @@ pub fn resolve(config: &Config) -> Resolved {
     let gpus_configured = entries.as_ref().is_some_and(|e| {
         slurm_conf::value(e, "GresTypes").is_some_and(|v| v.to_ascii_lowercase().contains("gpu"))
     });
-    if let Some(u) = &config.head.metrics_url {
+    if let Some(u) = &head.metrics_url {
         return Resolved {
             url: Url::parse(u),
             backups: Vec::new(),
@@ -128,7 +127,7 @@ pub enum TokenFrom {
 }
 
 impl TokenFrom {
-    pub fn of(head: &super::config::HeadConfig) -> TokenFrom {
+    pub fn of(head: &HeadConfig) -> TokenFrom {
         match (&head.metrics_token_file, &head.metrics_token_user) {
             (Some(f), _) => TokenFrom::File(f.clone()),
             (None, Some(u)) => TokenFrom::User(u.clone()),
@@ -167,8 +166,8 @@ pub struct Endpoint {
 
 /// The users slurmctld may listen as (root, and slurm.conf's SlurmUser): a listener on this
 /// host that belongs to another is sent nothing (see [`http::get`]).
-pub fn listener_users(config: &Config) -> Vec<u32> {
-    match config.slurm_conf_path().map(|p| slurm_conf::entries(&p)) {
+pub fn listener_users(slurm_conf: Option<&Path>) -> Vec<u32> {
+    match slurm_conf.map(slurm_conf::entries) {
         Some(Ok(e)) => crate::role::daemon_users(&e),
         _ => vec![0],
     }

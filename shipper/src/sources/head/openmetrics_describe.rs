@@ -2,21 +2,20 @@
 //! where a token would cross the network, that the network must be trusted.
 
 use super::command::SlurmCommands;
-use super::config::HeadSource;
+use super::config::{HeadConfig, HeadSource};
 use super::openmetrics::{Endpoint, TokenFrom, listener_users, resolve};
 use super::openmetrics_http::Url;
-use crate::config::Config;
+use std::path::Path;
 
 /// `--check`'s line: which source gives node figures, and why. Err where `head.source =
 /// openmetrics` and the endpoint fails (the commands stand in, but that is not what was asked).
-pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, String> {
-    let mut ep = Endpoint::new(
-        config.head.source,
-        resolve(config),
-        TokenFrom::of(&config.head),
-        config.slurm.command_timeout,
-    )
-    .trusting(listener_users(config));
+pub async fn describe(
+    head: &HeadConfig,
+    slurm_conf: Option<&Path>,
+    cmds: &SlurmCommands,
+) -> Result<String, String> {
+    let mut ep = Endpoint::new(head.source, resolve(head, slurm_conf), TokenFrom::of(head), cmds.timeout())
+        .trusting(listener_users(slurm_conf));
     let version = match cmds.run("sinfo", &["--version"]).await {
         Ok(o) => super::Version::parse(&o.stdout),
         Err(_) => None,
@@ -27,7 +26,7 @@ pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, S
     let from = ep.resolved().from.clone();
     let release =
         version.map(|v| format!("; Slurm {}.{:02} (sinfo --version)", v.major, v.minor)).unwrap_or_default();
-    match ep.fetch(cmds, config.head.top_rpc_types == 0).await {
+    match ep.fetch(cmds, head.top_rpc_types == 0).await {
         Ok(f) => Ok(format!(
             "openmetrics: {} ({} controller, from {from}) answers OpenMetrics, {} samples in \
              /metrics/nodes{release}{}{}",
@@ -39,7 +38,7 @@ pub async fn describe(config: &Config, cmds: &SlurmCommands) -> Result<String, S
             } else {
                 "; GPU figures left out (accounting does not track gres/gpu)"
             },
-            token_note(&TokenFrom::of(&config.head), ep.answering().ok().as_ref()),
+            token_note(&TokenFrom::of(head), ep.answering().ok().as_ref()),
         )),
         Err(e) if ep.mode() == HeadSource::Openmetrics => Err(format!("commands (sinfo) stand in: {e}")),
         Err(e) => Ok(format!("commands (sinfo): the endpoint fails: {e}")),

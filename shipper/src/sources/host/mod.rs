@@ -17,8 +17,8 @@ pub mod lustre;
 pub mod rapl;
 
 use super::{Collector, Errors};
-use crate::config::NodeConfig;
 use crate::sample::{Batch, DeviceReading};
+use crate::sources::node::config::NodeConfig;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -90,13 +90,13 @@ pub struct HostCollector {
 
 /// The node role's fabric, Lustre and RAPL collector in [`super::COLLECTORS`] (nothing shipped
 /// where there are none).
-pub const COLLECTOR: super::CollectorSpec = super::CollectorSpec {
-    name: "host",
-    runs_on: crate::config::Role::runs_node,
-    build: |config, node, _| {
-        Some(Box::new(HostCollector::new(Roots::from_config(&config.node), node.to_owned())))
-    },
-};
+/// The host collector, reading where `[node]` says /proc and /sys are ([`super::table`]).
+pub fn build(
+    node: &crate::sources::node::config::NodeConfig,
+    shared: &super::Shared,
+) -> Option<Box<dyn Collector>> {
+    Some(Box::new(HostCollector::new(Roots::from_config(node), shared.node.clone())))
+}
 
 impl HostCollector {
     pub fn new(roots: Roots, node: String) -> Self {

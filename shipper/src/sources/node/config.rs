@@ -1,6 +1,8 @@
 //! `[node]`: where the node collector finds job cgroups, /proc and /sys, and what it ships.
 
-use crate::config::{ConfigError, JobMetrics, Thresholds, string};
+use crate::config::{ConfigError, string};
+use crate::transforms::findings::Thresholds;
+use crate::transforms::shape::JobMetrics;
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -83,7 +85,7 @@ impl Default for NodeConfig {
 impl NodeConfig {
     /// The `[node]` keys' values.
     pub fn check(&self) -> Result<(), ConfigError> {
-        let err = |key: &str, why: &str| Err(ConfigError(format!("{key}: {why}")));
+        let err = |key: &str, why: &str| Err(ConfigError::invalid(key, why));
         for (key, v) in [
             ("node.v1_slurm_dir", &self.v1_slurm_dir),
             ("node.v2_parent", &self.v2_parent),
@@ -94,9 +96,7 @@ impl NodeConfig {
                 return err(key, "must be a non-empty directory name without '/'");
             }
         }
-        if let Err(why) = self.findings.check() {
-            return Err(ConfigError(why));
-        }
+        self.findings.check()?;
         if !(1..=60).contains(&self.process_every) {
             return err("node.process_every", "must be 1 to 60 collections");
         }

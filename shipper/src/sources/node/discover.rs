@@ -50,8 +50,8 @@ impl Layout {
 
     /// The layout `node.*` describes: the configured version, else the one the root shows; None
     /// when neither says (no hierarchy at the root).
-    pub fn from_config(cfg: &crate::config::NodeConfig) -> Option<Layout> {
-        use crate::config::CgroupVersion;
+    pub fn from_config(cfg: &super::config::NodeConfig) -> Option<Layout> {
+        use super::config::CgroupVersion;
         let version = match cfg.cgroup_version {
             CgroupVersion::V1 => Some(Version::V1),
             CgroupVersion::V2 => Some(Version::V2),
@@ -167,7 +167,7 @@ pub type ProcJob = (Option<String>, String, Option<String>);
 /// `/<v2_parent>/[<node>_]<v2_scope>/<job dir>/...`. A `job_<id>` elsewhere (below a job's
 /// own directory, or in a user's delegated `user@UID.service/app.slice/`) is a user's name
 /// and never a job's.
-pub fn job_of_proc_cgroup(cfg: &crate::config::NodeConfig, text: &str) -> Option<ProcJob> {
+pub fn job_of_proc_cgroup(cfg: &super::config::NodeConfig, text: &str) -> Option<ProcJob> {
     text.lines().find_map(|line| {
         let mut fields = line.splitn(3, ':');
         let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
@@ -304,7 +304,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_process_belongs_to_a_job_only_in_the_places_slurm_makes() {
-        let cfg = crate::config::NodeConfig::default();
+        let cfg = crate::sources::node::config::NodeConfig::default();
         let job = |text: &str| job_of_proc_cgroup(&cfg, text);
         let plain = |id: &str| Some((None, id.to_owned(), None));
         assert_eq!(job("0::/system.slice/slurmstepd.scope/job_9/step_0/user/task_0\n"), plain("9"));

@@ -39,10 +39,10 @@ pub use slurm_cw_formats::cgroup as kv;
 
 use super::slurm_jobs::{self, SlurmJobs};
 use super::{Collector, Errors};
-use crate::config::NodeConfig;
 use crate::sample::{Batch, Dims, Held, JobInfo, JobReading, SlurmNames};
 use crate::sources::FinalSample;
 use cgroup::CgroupStats;
+use config::NodeConfig;
 use discover::{JobRef, Layout};
 use kv::Io;
 use owner::Owners;
@@ -119,15 +119,9 @@ pub struct NodeCollector {
 
 /// The node role's collector in [`super::COLLECTORS`]: job cgroups and /proc, with accounts,
 /// partitions and GPU allocations as Slurm says; its job table is the one the GPU collector reads.
-pub const COLLECTOR: super::CollectorSpec =
-    super::CollectorSpec { name: "node", runs_on: crate::config::Role::runs_node, build: build_collector };
-
-fn build_collector(
-    config: &crate::config::Config,
-    node: &str,
-    shared: &super::Shared,
-) -> Option<Box<dyn Collector>> {
-    let mut collector = NodeCollector::new(config.node.clone(), node.to_owned()).with_slurm(shared.slurm());
+/// The node collector of the `[node]` section ([`super::table`]).
+pub fn build(cfg: &NodeConfig, shared: &super::Shared) -> Option<Box<dyn Collector>> {
+    let mut collector = NodeCollector::new(cfg.clone(), shared.node.clone()).with_slurm(shared.slurm());
     collector.table = shared.jobs.clone();
     Some(Box::new(collector))
 }

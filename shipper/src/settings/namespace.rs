@@ -1,9 +1,9 @@
 //! The namespace a cluster's figures go to: one per cluster unless configured, because IAM
 //! confines PutMetricData by namespace (`cloudwatch:namespace`), never by `ClusterName`.
 
-use super::{Config, ConfigError};
+use super::{ConfigError, Settings};
 
-impl Config {
+impl Settings {
     /// The namespace metrics go to: `namespace`, or `Slurm/<cluster>` when it is not set. An
     /// invalid one is an error naming the key it comes from.
     pub fn namespace_for(&self, cluster: &str) -> Result<String, ConfigError> {
@@ -11,16 +11,19 @@ impl Config {
         match &self.namespace {
             Some(ns) => match check_namespace(ns) {
                 Ok(()) => Ok(ns.clone()),
-                Err(why) => Err(ConfigError(format!("namespace: {why}"))),
+                Err(why) => Err(ConfigError::invalid("namespace", why)),
             },
             None => {
                 let ns = slurm_cw_catalog::default_namespace(cluster);
                 match check_namespace(&ns) {
                     Ok(()) => Ok(ns),
-                    Err(why) => Err(ConfigError(format!(
-                        "cluster_name: {cluster:?} makes the default namespace invalid ({why}); \
-                         set namespace, or a cluster_name of letters, digits and - _ ."
-                    ))),
+                    Err(why) => Err(ConfigError::invalid(
+                        "cluster_name",
+                        format!(
+                            "{cluster:?} makes the default namespace invalid ({why}); set \
+                             namespace, or a cluster_name of letters, digits and - _ ."
+                        ),
+                    )),
                 }
             }
         }
@@ -37,16 +40,16 @@ mod tests {
 
     #[test]
     fn the_namespace_is_the_clusters_own_unless_set() {
-        let c = Config::from_toml("cluster_name = \"prod-a\"\n", "t", env(&[])).unwrap();
+        let c = Settings::from_toml("cluster_name = \"prod-a\"\n", "t", env(&[])).unwrap();
         assert_eq!(c.namespace_for("prod-a").unwrap(), "Slurm/prod-a");
-        let c = Config::from_toml(
+        let c = Settings::from_toml(
             "cluster_name = \"prod-a\"\nnamespace = \"Slurm\"\n",
             "t",
             env(&[("SLURM_CW_NAMESPACE", "Hpc/Shared")]),
         )
         .unwrap();
         assert_eq!(c.namespace_for("prod-a").unwrap(), "Hpc/Shared", "an explicit namespace wins");
-        let c = Config::from_toml("namespace = \"Slurm\"\n", "t", env(&[])).unwrap();
+        let c = Settings::from_toml("namespace = \"Slurm\"\n", "t", env(&[])).unwrap();
         assert_eq!(c.namespace_for("prod-a").unwrap(), "Slurm", "the old shared one, kept on purpose");
     }
 
@@ -65,17 +68,17 @@ mod tests {
             ("cluster_name = \"prod@eu\"\n".to_owned(), "cluster_name"),
         ];
         for (text, key) in &cases {
-            let e = Config::from_toml(text, "t", env(&[])).unwrap_err();
-            assert!(e.0.starts_with(&format!("{key}: ")), "{text:?} -> {e}");
+            let e = Settings::from_toml(text, "t", env(&[])).unwrap_err();
+            assert_eq!(e.key(), Some(*key), "{text:?} -> {e}");
         }
         // The same cluster names are fine with a namespace of their own.
         let c =
-            Config::from_toml(&format!("cluster_name = \"{long}\"\nnamespace = \"Hpc\"\n"), "t", env(&[]))
+            Settings::from_toml(&format!("cluster_name = \"{long}\"\nnamespace = \"Hpc\"\n"), "t", env(&[]))
                 .unwrap();
         assert_eq!(c.namespace_for(&long).unwrap(), "Hpc");
         // A cluster name read from slurm.conf is checked when the namespace is made from it.
-        let c = Config::from_toml("", "t", env(&[])).unwrap();
-        assert!(c.namespace_for("hpc*").unwrap_err().0.starts_with("cluster_name: "));
+        let c = Settings::from_toml("", "t", env(&[])).unwrap();
+        assert!(c.namespace_for("hpc*").unwrap_err().to_string().starts_with("cluster_name: "));
         assert_eq!(c.namespace_for("from-conf").unwrap(), "Slurm/from-conf");
     }
 }
