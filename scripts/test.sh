@@ -123,7 +123,7 @@ fi
 
 # cgroup v2 (what ParallelCluster 3.15+ images run; this host mounts v1 only): real Slurm 24.11
 # (Debian trixie) and 26.05 (Debian sid) booted in a VM, the node role run there; `cargo test`
-# below reads what they left (tests/vm_cgroup_v2.rs, through BENCH_VM_OUT_*). Images are made
+# below reads what they left (shipper/tests/it/bench/vm_cgroup_v2.rs, through BENCH_VM_OUT_*). Images are made
 # once (a few minutes each) and cached.
 step "cgroup v2: the node role on Slurm 24.11 and 26.05 in a VM (SLURM_VM=0 skips)"
 if [ "${SLURM_VM:-1}" = 0 ]; then
@@ -157,16 +157,33 @@ fi
 ignored=(-- --include-ignored)
 for a in "${extra[@]}"; do [ "$a" = -- ] && ignored=(--include-ignored); done
 
+# The tests that need a bench are modules of each crate's one integration binary
+# (shipper/tests/it/bench/, lambda/tests/it/bench/); they run a module at a time, each module's
+# tests beside each other, as they were written to.
+bench_modules() { sed -n 's/^mod \([a-z0-9_]*\);$/\1/p' {shipper,lambda}/tests/it/bench/mod.rs; }
+in_turn() {
+    local m
+    for m in "$@"; do
+        cargo test --workspace --locked --test it -- --include-ignored "bench::$m::"
+    done
+}
+
 step "cargo test"
-cargo test --workspace --locked "${extra[@]}" "${ignored[@]}"
+if [ ${#extra[@]} -gt 0 ]; then
+    cargo test --workspace --locked "${extra[@]}" "${ignored[@]}"
+else
+    cargo test --workspace --locked -- --include-ignored --skip bench::
+    # shellcheck disable=SC2046 # one module name a word
+    in_turn $(bench_modules)
+fi
 
 # slurm_bench_tests VERSION SKIP_VARIABLE TEST...: starts the chroot bench of Slurm VERSION
-# (slurm.sh --version; stopped at the end when this script started it) and runs the `cargo test
-# --test` targets TEST... there (the -- arguments instead, when given), unless SKIP_VARIABLE=0.
+# (slurm.sh --version; stopped at the end when this script started it) and runs the bench test
+# modules TEST... there (the -- arguments instead, when given), unless SKIP_VARIABLE=0.
 # --workspace, as above, so that nothing is built again. With CI=true a bench that cannot be
 # had fails.
 slurm_bench_tests() {
-    local v=$1 skip=$2 t0 env_out t
+    local v=$1 skip=$2 t0 env_out
     shift 2
     local slurm_tests=()
     if [ "${!skip:-1}" = 0 ]; then
@@ -176,19 +193,20 @@ slurm_bench_tests() {
         t0=$SECONDS
         if env_out=$(bash "$here/bench/slurm.sh" start --version "$v"); then
             echo "Slurm $v bench up in $((SECONDS - t0)) s"
+            t0=$SECONDS
             if [ ${#extra[@]} -gt 0 ]; then
                 slurm_tests=("${extra[@]}")
+                (eval "$env_out" && cargo test --workspace --locked "${slurm_tests[@]}" "${ignored[@]}")
             else
-                for t in "$@"; do slurm_tests+=(--test "$t"); done
+                (eval "$env_out" && in_turn "$@")
             fi
-            t0=$SECONDS
-            (eval "$env_out" && cargo test --workspace --locked "${slurm_tests[@]}" "${ignored[@]}")
             if [ "$v" = 26.05 ] && [ ${#extra[@]} -eq 0 ]; then
                 # The node role's attribution from `scontrol show job --json` and its bounded
                 # cgroup walks, on 26.05's job lookups too (its jobs' cgroups are this host's v1
                 # ones).
-                (eval "$env_out" && cargo test --workspace --locked --test node_slurm "${ignored[@]}" \
-                    attribution accounts_and a_cgroup_subtree)
+                (eval "$env_out" && cargo test --workspace --locked --test it -- --include-ignored \
+                    bench::node_slurm::attribution bench::node_slurm::accounts_and \
+                    bench::node_slurm::a_cgroup_subtree)
             fi
             echo "Slurm $v tests took $((SECONDS - t0)) s"
         else
@@ -220,7 +238,8 @@ slurm_bench_tests 26.05 SLURM_26_05 head_openmetrics head_once head_scenario rep
 step "ParallelCluster's default Slurm settings: a job's memory and CPU without its cgroups"
 if [ "$(id -u)" -eq 0 ] && [ ${#extra[@]} -eq 0 ]; then
     if env_out=$(bash "$here/bench/slurm.sh" start --profile pcluster); then
-        (eval "$env_out" && cargo test --workspace --locked --test node_pcluster -- --nocapture --include-ignored) \
+        (eval "$env_out" && cargo test --workspace --locked --test it -- --nocapture --include-ignored \
+            bench::node_pcluster::) \
             || { bash "$here/bench/slurm.sh" start >/dev/null; exit 1; }
         bash "$here/bench/slurm.sh" start >/dev/null
     else

@@ -19,7 +19,7 @@
 //! five minutes of `job_sample` records and, for every tenth job, a `job_finding` in the minute
 //! the run reads.
 
-#[path = "../tests/common/runtime.rs"]
+#[path = "../tests/it/common/runtime.rs"]
 mod runtime;
 
 use slurm_cw_catalog::metrics::*;

@@ -7,7 +7,7 @@
 #                            is downloaded
 #   infra/systemd/           the unit (offline checks, systemd-analyze verify and security)
 #   infra/parallelcluster/   the boot script (download, checksum, `install`) in a fake root with
-#                            recording fakes; `install` itself: shipper/tests/install/
+#                            recording fakes; `install` itself: shipper/tests/it/install/
 #   the IAM check            every AWS call in the Rust code against the module's policies
 #
 #   tests/infra/run.sh              everything

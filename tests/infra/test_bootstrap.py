@@ -2,7 +2,7 @@
 the binary (fake `aws` from a directory, real curl on file:// URLs, or a path), checks its SHA-256
 and runs its `install` with the arguments it does not use itself. The binary here is a shell
 script that records how it was run; `slurm-cw-shipper install` itself is tested in
-shipper/tests/install/."""
+shipper/tests/it/install/."""
 
 import hashlib
 import json

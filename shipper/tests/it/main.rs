@@ -1,10 +1,15 @@
-//! The shipper's fixture and loopback tests, one binary (one link of the AWS SDK instead of
-//! one per file): each module is one subject, run alone with `cargo test -p slurm-cw-shipper
-//! --test it <module>::`. The tests that need a bench (Slurm, LocalStack, Prometheus) are
-//! their own binaries, which scripts/test.sh runs by name.
+//! The shipper's integration tests, one binary (one link of the AWS SDK instead of one per
+//! file): each module is one subject, run alone with `cargo test -p slurm-cw-shipper --test it
+//! <module>::`. The fixture and loopback tests are the modules here; the tests that need a
+//! bench (Slurm, LocalStack, Prometheus, the cgroup v2 VM) are under [`bench`], `#[ignore]`d so
+//! that a plain `cargo test` skips them, and run by scripts/test.sh with `--include-ignored`
+//! (the Slurm 24.11 and 26.05 stages by module: `bench::node_slurm::`). The helpers they share
+//! are [`common`].
 
-#[path = "../common/mod.rs"]
+mod bench;
 mod common;
+mod install;
+mod otlp_client;
 
 mod check_first_line;
 mod daemon;
