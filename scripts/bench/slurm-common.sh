@@ -5,8 +5,9 @@
 # a chroot): one configuration, so that the tests run unchanged on either, and how their daemons
 # start, come up and stop. The caller sets
 # bench, conf, cluster, ctld_port, first_node_port, nodes (four; the last one has the GPUs) and
-# profile (default, or pcluster: ParallelCluster's defaults, no ConstrainRAMSpace and no
-# JobAcctGatherType), and cgroup_automount (yes or no).
+# profile (default; pcluster: ParallelCluster's defaults, no ConstrainRAMSpace and no
+# JobAcctGatherType; dense: the default with 40 CPUs on the first node, so that the node cycle
+# bench runs 32 jobs on one node), and cgroup_automount (yes or no).
 #
 #   write_bench_config WRITER [EXTRA_SLURM_CONF_LINE...]
 #
@@ -15,7 +16,7 @@
 write_bench_config() {
     local writer=$1
     shift
-    local host mem port gres line n
+    local host mem port gres line n cpus
     local gpu_node=${nodes[3]}
     host=$(hostname)
     mkdir -p "$bench/etc" "$bench/state" "$bench/log" "$bench/run" "$bench/spool"
@@ -38,7 +39,7 @@ write_bench_config() {
         echo "SlurmdLogFile=$bench/log/slurmd.%n.log"
         echo "ProctrackType=proctrack/cgroup"
         echo "TaskPlugin=task/cgroup"
-        if [ "$profile" = default ]; then
+        if [ "$profile" != pcluster ]; then
             echo "JobAcctGatherType=jobacct_gather/cgroup"
             echo "JobAcctGatherFrequency=30"
         fi
@@ -70,7 +71,10 @@ write_bench_config() {
             # requests, which is what the head collector reads.
             gres=""
             [ "$n" = "$gpu_node" ] && gres=" Gres=gpu:2"
-            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem$gres State=UNKNOWN"
+            cpus=2
+            # More CPUs than the host has (SlurmdParameters=config_overrides): jobs that sleep.
+            [ "$profile" = dense ] && [ "$n" = "${nodes[0]}" ] && cpus=40
+            echo "NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port CPUs=$cpus RealMemory=$mem$gres State=UNKNOWN"
             port=$((port + 1))
         done
         echo "PartitionName=batch Nodes=${nodes[0]},${nodes[1]},${nodes[2]} Default=YES MaxTime=INFINITE State=UP"
@@ -93,7 +97,7 @@ EOT
         echo "CgroupPlugin=cgroup/v1"
         [ "$cgroup_automount" = yes ] && echo "CgroupAutomount=yes"
         echo "ConstrainCores=yes"
-        echo "ConstrainRAMSpace=$([ "$profile" = default ] && echo yes || echo no)"
+        echo "ConstrainRAMSpace=$([ "$profile" != pcluster ] && echo yes || echo no)"
         echo "ConstrainDevices=no"
     } > "$bench/etc/cgroup.conf"
 }

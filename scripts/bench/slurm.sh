@@ -16,7 +16,9 @@
 # With `--profile pcluster` (22.05) the bench takes AWS ParallelCluster's default Slurm settings
 # where they differ from ours: no ConstrainRAMSpace (it is written only with memory-based
 # scheduling) and no JobAcctGatherType (written only with accounting), so jobs get no memory or
-# cpuacct cgroup. `start` with another profile than the running one restarts the bench.
+# cpuacct cgroup. With `--profile dense` the first node has 40 CPUs (more than the host: jobs
+# that sleep), so that the node cycle bench runs 32 jobs on one node (`node_cycle -- --versus`).
+# `start` with another profile than the running one restarts the bench.
 #
 # Layout (the integration tests rely on it):
 #   nodes c1..c4, 2 CPUs and 2000 MB each (the host's 2 cores, shared);
@@ -121,8 +123,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$profile" in
-    default | pcluster) ;;
-    *) echo "profiles of this bench: default, pcluster (ParallelCluster's Slurm defaults)" >&2; exit 2 ;;
+    default | pcluster | dense) ;;
+    *) echo "profiles of this bench: default, pcluster (ParallelCluster's Slurm defaults), dense (40 CPUs on the first node)" >&2; exit 2 ;;
 esac
 case "$version" in
     22.05) ;;
@@ -135,5 +137,5 @@ case "$command" in
     stop) stop ;;
     env) print_env ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|env|status [--version 22.05|24.11|26.05] [--profile default|pcluster]" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|env|status [--version 22.05|24.11|26.05] [--profile default|pcluster|dense]" >&2; exit 2 ;;
 esac

@@ -59,6 +59,8 @@ const PROCS_PER_JOB: u32 = 8;
 
 #[path = "node_cycle/versus.rs"]
 mod versus;
+#[path = "node_cycle/whole.rs"]
+mod whole;
 
 fn rusage(who: i32) -> Duration {
     // SAFETY: getrusage fills the struct we pass.

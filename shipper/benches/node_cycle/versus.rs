@@ -1,14 +1,17 @@
-//! The node collector beside slurm-job-exporter (github.com/guilbaults/slurm-job-exporter, not
-//! in this repository: give the path of its `slurm-job-exporter.py` and a Python with psutil
-//! and prometheus-client) on the same two real jobs of the Slurm bench, measured in one run:
-//! CPU per collection (every thread's schedstat for the exporter, its scrapes over HTTP; this
-//! thread's rusage for the collector) and syscalls per job per collection (strace -c).
+//! The node collector, and the whole node-role daemon ([`super::whole`]), beside
+//! slurm-job-exporter (github.com/guilbaults/slurm-job-exporter, not in this repository: give
+//! the path of its `slurm-job-exporter.py` and a Python with psutil and prometheus-client) on
+//! the same real jobs of the Slurm bench, measured in one run: CPU per collection (every
+//! thread's schedstat for the exporter, its scrapes over HTTP, and for the daemon; this
+//! thread's rusage for the collector alone) and syscalls per collection (strace -c).
 //!
-//! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --versus <exporter.py> <python> <user>`
-//! after `source /work/bench-slurm.env` (or any bench's env). The jobs run as `<user>` (not
-//! root: the exporter skips root's processes), four sleeping threads each, on the bench's
-//! first node. The exporter knows only `/sys/fs/cgroup/<controller>/slurm/`, so it runs in a
-//! mount namespace of its own where the node's `slurm_<node>` directories are bound there.
+//! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --versus <exporter.py> <python> <user>
+//! [jobs]` after starting the Slurm bench and LocalStack and taking their env. The jobs (2 by
+//! default) run as `<user>` (not root: the exporter skips root's processes), four sleeping
+//! threads each, on the bench's first node; more than two need its `dense` profile
+//! (`scripts/bench/slurm.sh start --profile dense`: 40 CPUs there). The exporter knows only
+//! `/sys/fs/cgroup/<controller>/slurm/`, so it runs in a mount namespace of its own where the
+//! node's `slurm_<node>` directories are bound there.
 
 use super::{SYSCALL_CYCLES, cpu_time_thread, cycle, rss_mb, strace_counts_of};
 use slurm_cw_shipper::settings::NodeConfig;
@@ -20,6 +23,8 @@ use std::time::{Duration, Instant};
 
 const PORT: u16 = 19798;
 const SCRAPES: u32 = 40;
+/// Scrapes a second apart, the pace the whole daemon is measured at.
+const PACED: u32 = 30;
 const CYCLES: u32 = 200;
 
 fn slurm(program: &str) -> PathBuf {
@@ -62,7 +67,7 @@ fn scrape() -> usize {
 }
 
 /// CPU time of every thread of `pid`, from schedstat (nanoseconds).
-fn process_cpu(pid: u32) -> Duration {
+pub(super) fn process_cpu(pid: u32) -> Duration {
     let mut ns = 0u64;
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
         let text = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
@@ -95,8 +100,10 @@ fn exporter_syscalls(pid: u32, scrapes: u32, out: &Path) -> std::collections::BT
 }
 
 pub fn versus(args: &[String]) {
-    let [exporter, python, user] = args else {
-        panic!("--versus <slurm-job-exporter.py> <python> <user>");
+    let (exporter, python, user, jobs) = match args {
+        [e, p, u] => (e, p, u, 2),
+        [e, p, u, n] => (e, p, u, n.parse::<usize>().expect("a number of jobs")),
+        _ => panic!("--versus <slurm-job-exporter.py> <python> <user> [jobs]"),
     };
     let node = std::env::var("BENCH_SLURM_NODES")
         .ok()
@@ -111,10 +118,11 @@ pub fn versus(args: &[String]) {
     std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/workload.py"), &workload)
         .unwrap();
     let mut cleanup = Cleanup { jobs: Vec::new(), exporter: None };
-    for _ in 0..2 {
-        let wrap = format!("/usr/bin/python3 {} threads 4 240", workload.display());
+    for _ in 0..jobs {
+        let wrap = format!("/usr/bin/python3 {} threads 4 900", workload.display());
         let out = Command::new(slurm("sbatch"))
-            .args(["--parsable", "--output=/dev/null", "-w", &node, "--time=5", &format!("--uid={user}")])
+            .args(["--parsable", "--output=/dev/null", "-w", &node, "--time=15", "--mem=20M"])
+            .arg(format!("--uid={user}"))
             .args(["--wrap", &wrap])
             .output()
             .unwrap();
@@ -126,7 +134,7 @@ pub fn versus(args: &[String]) {
     let root = Path::new("/sys/fs/cgroup");
     let slurm_dir = format!("slurm_{node}");
     let uid_dirs = root.join("cpuacct").join(&slurm_dir);
-    wait_for("both jobs' processes", Duration::from_secs(60), || {
+    wait_for("every job's processes", Duration::from_secs(120), || {
         cleanup.jobs.iter().all(|j| {
             std::fs::read_dir(&uid_dirs).into_iter().flatten().flatten().any(|u| {
                 let task = u.path().join(format!("job_{j}/step_batch/task_0/cgroup.procs"));
@@ -153,7 +161,7 @@ pub fn versus(args: &[String]) {
         for _ in 0..2 {
             n = cycle(&mut c).1;
         }
-        assert_eq!(n, 2, "the collector sees the two jobs");
+        assert_eq!(n, jobs, "the collector sees every job");
         let t = cpu_time_thread();
         for _ in 0..CYCLES {
             cycle(&mut c);
@@ -166,7 +174,7 @@ pub fn versus(args: &[String]) {
         };
         let (none, some) = (calls(0), calls(SYSCALL_CYCLES));
         let total: i64 = some.values().sum::<i64>() - none.values().sum::<i64>();
-        let per_job = total as f64 / SYSCALL_CYCLES as f64 / 2.0;
+        let per_job = total as f64 / SYSCALL_CYCLES as f64 / jobs as f64;
         ours.push((label, cpu, per_job));
     }
     let our_rss = rss_mb("VmRSS:");
@@ -196,13 +204,23 @@ pub fn versus(args: &[String]) {
         scrape();
     }
     let theirs_cpu = (process_cpu(pid) - t) / SCRAPES;
+    // At the daemon's pace too, one scrape a second: a process woken once a second finds its
+    // caches cold, which back-to-back scrapes do not.
+    let t = process_cpu(pid);
+    for _ in 0..PACED {
+        std::thread::sleep(Duration::from_secs(1));
+        scrape();
+    }
+    let theirs_paced = (process_cpu(pid) - t) / PACED;
     let traced = tempfile::tempdir().unwrap();
     let counts = exporter_syscalls(pid, SYSCALL_CYCLES, &traced.path().join("strace.txt"));
-    let theirs_calls = counts.values().sum::<i64>() as f64 / SYSCALL_CYCLES as f64 / 2.0;
+    let theirs_scrape_calls = counts.values().sum::<i64>() as f64 / SYSCALL_CYCLES as f64;
+    let theirs_calls = theirs_scrape_calls / jobs as f64;
     let theirs_rss = super::rss_mb_of(pid, "VmRSS:");
     println!(
-        "slurm-job-exporter: {:.2} ms CPU a scrape ({body} bytes), {theirs_calls:.0} syscalls a job a scrape, {theirs_rss:.1} MB RSS",
-        theirs_cpu.as_secs_f64() * 1e3
+        "slurm-job-exporter: {:.2} ms CPU a scrape back to back, {:.2} ms one a second ({body} bytes), {theirs_calls:.0} syscalls a job a scrape, {theirs_rss:.1} MB RSS",
+        theirs_cpu.as_secs_f64() * 1e3,
+        theirs_paced.as_secs_f64() * 1e3,
     );
     for (label, cpu, calls) in ours {
         println!(
@@ -213,4 +231,18 @@ pub fn versus(args: &[String]) {
         );
     }
     println!("this bench process (a collector, no sinks): {our_rss:.1} MB RSS");
+    let _ = cleanup.exporter.take().map(|mut c| {
+        let _ = c.kill();
+        c.wait()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let whole = super::whole::measure(&node, &slurm_dir, dir.path());
+    println!(
+        "the whole node-role daemon (cloudwatch, records, self-metrics), a cycle a second: {:.3} ms CPU a cycle ({:.1}x less than a scrape a second), {:.0} syscalls a cycle ({:.1}x fewer), {:.1} MB RSS",
+        whole.cpu.as_secs_f64() * 1e3,
+        theirs_paced.as_secs_f64() / whole.cpu.as_secs_f64().max(1e-9),
+        whole.syscalls,
+        theirs_scrape_calls / whole.syscalls.max(1e-9),
+        whole.rss_mb,
+    );
 }

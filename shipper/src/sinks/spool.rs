@@ -5,8 +5,12 @@
 //! `kill -9` loses at most the batch being written; a batch in flight is sent again after a
 //! restart, never anything older.
 //!
-//! Files are written to a temporary name, synced, renamed, and the directory synced, so a file
-//! with a final name is whole; a torn one (power loss) fails its checksum and is counted.
+//! Files are written to a temporary name and renamed, so a file with a final name is whole
+//! whatever happens to the process. A fresh flush is not synced to the disk: it is usually
+//! delivered and removed within a second, before the kernel would write it at all, and a
+//! power loss then costs what it costs the batch being aggregated in memory anyway. A file
+//! kept after a failed send (rewritten with what is left) is synced, file and directory, as it
+//! may wait out an outage; a torn one (power loss) fails its checksum and is counted.
 
 use slurm_cw_formats::spool::{self, Item, SpoolError};
 use std::collections::BTreeMap;
@@ -152,19 +156,25 @@ impl<T: Item> Spool<T> {
             SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
         self.seq += 1;
         let name = format!("{millis:020}-{:08}{SUFFIX}", self.seq % 100_000_000);
-        self.write_atomically(&name, &bytes)?;
+        self.write_atomically(&name, &bytes, false)?;
         self.files.insert(name.clone(), bytes.len() as u64);
         Ok((name, dropped))
     }
 
-    fn write_atomically(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    /// Writes `name` whole or not at all; `durable`: synced to the disk, file and directory.
+    fn write_atomically(&self, name: &str, bytes: &[u8], durable: bool) -> std::io::Result<()> {
         let tmp = self.dir.join(format!("{name}{TMP_SUFFIX}"));
         let result = (|| {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(bytes)?;
-            f.sync_all()?;
+            if durable {
+                f.sync_all()?;
+            }
             std::fs::rename(&tmp, self.dir.join(name))?;
-            std::fs::File::open(&self.dir)?.sync_all()
+            if durable {
+                std::fs::File::open(&self.dir)?.sync_all()?;
+            }
+            Ok(())
         })();
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -229,10 +239,11 @@ impl<T: Item> Spool<T> {
         }
     }
 
-    /// Replaces a file with what is left of its batch (after part of it was delivered).
+    /// Replaces a file with what is left of its batch after a send that did not deliver all of
+    /// it, synced: it may wait out an outage.
     pub fn rewrite(&mut self, name: &str, label: &str, items: &[T]) -> std::io::Result<()> {
         let bytes = spool::encode(label, items);
-        self.write_atomically(name, &bytes)?;
+        self.write_atomically(name, &bytes, true)?;
         self.files.insert(name.to_owned(), bytes.len() as u64);
         Ok(())
     }

@@ -3,7 +3,7 @@
 //!
 //! - [`user`]: who this process is, and the passwd database (names and uids);
 //! - [`fs`]: a directory's entries with one getdents64, an exclusive lock, a filesystem's type;
-//! - [`limits`]: the open-file limit.
+//! - [`limits`]: the open-file limit, the process's CPU time.
 #![allow(unsafe_code)]
 
 pub mod fs;

@@ -317,3 +317,30 @@ fn no_source_no_sample_no_record() {
     assert_eq!(e.iter().count(), 0, "not even a zero CollectorErrors series");
     assert!(rec.is_none());
 }
+
+#[test]
+fn a_node_without_any_source_looks_again_every_tenth_collection() {
+    use slurm_cw_shipper::sources::Collector;
+    use slurm_cw_shipper::sources::host::LOOK_AGAIN_EVERY;
+    let (tmp, roots) = tree(&[], &[]);
+    let mut c = HostCollector::new(roots.clone(), "n1".into());
+    let t0 = Instant::now();
+    let mut collect = |i: u64| {
+        let mut b = Batch::new(SystemTime::now());
+        c.collect_at(t0 + Duration::from_secs(30 * i), &mut b, &mut Errors::new());
+        b
+    };
+    collect(0);
+    // EFA appears (a driver loaded late): not looked for until the tenth collection.
+    copy_tree(&fixtures().join("sys/efa-2.17"), &roots.sys);
+    for i in 1..u64::from(LOOK_AGAIN_EVERY) {
+        assert!(collect(i).devices.is_empty(), "collection {i} does not look");
+    }
+    collect(u64::from(LOOK_AGAIN_EVERY));
+    let port = roots.infiniband().join("rdmap16s27/ports/1/hw_counters/rx_bytes");
+    add(&port, 3_000_000_000);
+    let b = collect(u64::from(LOOK_AGAIN_EVERY) + 1);
+    assert_eq!(value(&b, &FABRIC_RX_BYTES), Some(100_000_000.0), "found, then read every collection");
+    assert!(!c.found_nothing());
+    drop(tmp);
+}

@@ -1,7 +1,9 @@
 //! The node's own HPC hardware, per node rather than per job: EFA and InfiniBand port counters
 //! ([`fabric`]), the Lustre client's per-mount stats ([`lustre`]) and RAPL CPU energy
-//! ([`rapl`]). Each reader finds its source again every collection (a file system mounted
-//! later is picked up), turns counters into rates against its previous reading (a counter
+//! ([`rapl`]). Each reader finds its source again every collection while the node has any of
+//! them (a file system mounted later is picked up); a node with none looks again every
+//! [`LOOK_AGAIN_EVERY`] collections, not four failed opens a cycle. Each turns counters into
+//! rates against its previous reading (a counter
 //! that went back was reset: counted from zero, never negative), and emits
 //!
 //! - a few metrics summed over the node's ports, mounts or packages, with `NodeName`, which
@@ -86,11 +88,16 @@ pub struct HostCollector {
     lustre: lustre::Lustre,
     rapl: rapl::Rapl,
     found: bool,
+    /// Collections since the last look, while nothing was found.
+    idle: u32,
 }
 
-/// The node role's fabric, Lustre and RAPL collector in [`super::COLLECTORS`] (nothing shipped
-/// where there are none).
-/// The host collector, reading where `[node]` says /proc and /sys are ([`super::table`]).
+/// How often a node with none of the sources looks for them again (a Lustre file system
+/// mounted after the daemon started): every 10th collection, 5 minutes at the default interval.
+pub const LOOK_AGAIN_EVERY: u32 = 10;
+
+/// The host collector, reading where `[node]` says /proc and /sys are ([`super::table`]);
+/// nothing is shipped where there are none.
 pub fn build(
     node: &crate::sources::node::config::NodeConfig,
     shared: &super::Shared,
@@ -106,11 +113,17 @@ impl HostCollector {
             lustre: lustre::Lustre::new(roots.llite()),
             rapl: rapl::Rapl::new(roots.powercap()),
             found: false,
+            idle: LOOK_AGAIN_EVERY,
         }
     }
 
     /// One collection as of `now` (tests give the time; the daemon the clock's).
     pub fn collect_at(&mut self, now: Instant, out: &mut Batch, errors: &mut Errors) {
+        if !self.found && self.idle + 1 < LOOK_AGAIN_EVERY {
+            self.idle += 1;
+            return;
+        }
+        self.idle = 0;
         let node = self.node.as_str();
         let fabric = self.fabric.collect(now, node, out, errors);
         let lustre = self.lustre.collect(now, node, out, errors);
