@@ -71,30 +71,57 @@ pub struct Rule {
     pub notify: bool,
 }
 
-/// Why a rule cannot become an alarm.
-pub fn check_rule(r: &Rule) -> Result<(), String> {
+/// Why a rule cannot become an alarm: the rule, the metric at fault where it is one of the
+/// rule's, and what is wrong. Written by hand: the catalog keeps to serde alone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleError {
+    pub rule: String,
+    pub metric: Option<String>,
+    pub why: String,
+}
+
+impl std::fmt::Display for RuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.metric {
+            Some(m) => write!(f, "rule {}, metric {m}: {}", self.rule, self.why),
+            None => write!(f, "rule {}: {}", self.rule, self.why),
+        }
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+/// Checks that a rule can become an alarm.
+pub fn check_rule(r: &Rule) -> Result<(), RuleError> {
+    let fail = |metric: Option<&str>, why: String| RuleError {
+        rule: r.name.clone(),
+        metric: metric.map(str::to_owned),
+        why,
+    };
     let name_ok = !r.name.is_empty()
         && r.name.len() <= 200
         && r.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !name_ok {
-        return Err(format!("rule {:?}: name must be 1-200 letters, digits, '-' or '_'", r.name));
+        // The name itself is bad: quoted, so an empty or odd one shows.
+        let why = "name must be 1-200 letters, digits, '-' or '_'".into();
+        return Err(RuleError { rule: format!("{:?}", r.name), metric: None, why });
     }
-    let check_ref = |m: &MetricRef| -> Result<(), String> {
+    let check_ref = |m: &MetricRef| -> Result<(), RuleError> {
+        let metric = Some(m.metric.as_str());
         let known = crate::by_name(&m.metric)
-            .ok_or_else(|| format!("rule {}: {:?} is not a metric of the catalog", r.name, m.metric))?;
+            .ok_or_else(|| fail(metric, "not a metric of the catalog (see docs/metrics.md)".into()))?;
         let mut names: Vec<&str> = m.dimensions.keys().map(String::as_str).collect();
         names.push(dims::CLUSTER_NAME);
         if !known.accepts_dimensions(names) {
-            return Err(format!(
-                "rule {}: {} is not published with dimensions {:?} (see docs/metrics.md)",
-                r.name,
-                m.metric,
-                m.dimensions.keys().collect::<Vec<_>>()
+            let given = m.dimensions.keys().collect::<Vec<_>>();
+            return Err(fail(
+                metric,
+                format!("not published with dimensions {given:?} (see docs/metrics.md)"),
             ));
         }
         const STATS: &[&str] = &["Average", "Sum", "Minimum", "Maximum", "SampleCount"];
         if !STATS.contains(&m.statistic.as_str()) {
-            return Err(format!("rule {}: statistic {:?} is not one of {STATS:?}", r.name, m.statistic));
+            return Err(fail(metric, format!("statistic {:?} is not one of {STATS:?}", m.statistic)));
         }
         Ok(())
     };
@@ -103,30 +130,28 @@ pub fn check_rule(r: &Rule) -> Result<(), String> {
         (None, Some(_)) if !r.terms.is_empty() => {
             for (id, m) in &r.terms {
                 if !id.starts_with(|c: char| c.is_ascii_lowercase()) {
-                    return Err(format!(
-                        "rule {}: term id {id:?} must start with a lowercase letter",
-                        r.name
-                    ));
+                    let why = format!("term id {id:?} must start with a lowercase letter");
+                    return Err(fail(Some(&m.metric), why));
                 }
                 check_ref(m)?;
             }
         }
-        _ => return Err(format!("rule {}: give either `watch`, or `expression` with `terms`", r.name)),
+        _ => return Err(fail(None, "give either `watch`, or `expression` with `terms`".into())),
     }
     if !(r.period == 10 || r.period == 30 || (r.period >= 60 && r.period % 60 == 0)) {
-        return Err(format!("rule {}: period {} must be 10, 30 or a multiple of 60", r.name, r.period));
+        return Err(fail(None, format!("period {} must be 10, 30 or a multiple of 60", r.period)));
     }
     if r.evaluation_periods < 1 || r.datapoints_to_alarm.is_some_and(|d| d < 1 || d > r.evaluation_periods) {
-        return Err(format!("rule {}: need 1 <= datapoints_to_alarm <= evaluation_periods", r.name));
+        return Err(fail(None, "need 1 <= datapoints_to_alarm <= evaluation_periods".into()));
     }
     if !matches!(r.comparison.as_str(), ">" | ">=" | "<" | "<=") {
-        return Err(format!("rule {}: comparison {:?} is not >, >=, < or <=", r.name, r.comparison));
+        return Err(fail(None, format!("comparison {:?} is not >, >=, < or <=", r.comparison)));
     }
     if !matches!(r.treat_missing_data.as_str(), "missing" | "notBreaching" | "breaching" | "ignore") {
-        return Err(format!("rule {}: treat_missing_data {:?} is not valid", r.name, r.treat_missing_data));
+        return Err(fail(None, format!("treat_missing_data {:?} is not valid", r.treat_missing_data)));
     }
     if !r.threshold.is_finite() {
-        return Err(format!("rule {}: threshold must be a number", r.name));
+        return Err(fail(None, "threshold must be a number".into()));
     }
     Ok(())
 }
@@ -261,10 +286,12 @@ mod tests {
     fn bad_rules_are_refused_with_the_rule_name() {
         let mut r = default_rules().remove(0);
         r.watch.as_mut().unwrap().metric = "NodeCoutn".into();
-        assert!(check_rule(&r).unwrap_err().contains("nodes-down"));
+        let e = check_rule(&r).unwrap_err();
+        assert_eq!((e.rule.as_str(), e.metric.as_deref()), ("nodes-down", Some("NodeCoutn")));
+        assert!(e.to_string().contains("nodes-down") && e.to_string().contains("NodeCoutn"), "{e}");
         let mut r = default_rules().remove(0);
         r.watch.as_mut().unwrap().dimensions.insert("Flag".into(), "x".into());
-        assert!(check_rule(&r).unwrap_err().contains("dimensions"));
+        assert!(check_rule(&r).unwrap_err().to_string().contains("dimensions"));
         let mut r = default_rules().remove(0);
         r.period = 45;
         assert!(check_rule(&r).is_err());

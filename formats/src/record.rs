@@ -41,12 +41,22 @@ impl Record {
         }
     }
 
-    pub fn from_json_line(s: &str) -> Result<Record, String> {
-        let line: Line = serde_json::from_str(s).map_err(|e| format!("not a record line: {e}"))?;
-        let t = OffsetDateTime::parse(&line.time, &Rfc3339)
-            .map_err(|e| format!("bad time {:?}: {e}", line.time))?;
+    /// Parses a line written by [`Record::to_json_line`].
+    pub fn from_json_line(s: &str) -> Result<Record, LineError> {
+        let line: Line = serde_json::from_str(s)?;
+        let t =
+            OffsetDateTime::parse(&line.time, &Rfc3339).map_err(|e| LineError::Time(line.time.clone(), e))?;
         Ok(Record { time: t.into(), message: line.record.get().to_owned() })
     }
+}
+
+/// Why a line is not a record; serde_json's error gives the column and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("not a record line: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("bad time {0:?}: {1}")]
+    Time(String, time::error::Parse),
 }
 
 /// RFC 3339 to the millisecond (PutLogEvents' resolution), so a record's time survives the spool.
@@ -69,6 +79,7 @@ mod tests {
         assert!(line.contains(r#""record":{"Type":"job_sample""#), "{line}");
         assert_eq!(Record::from_json_line(&line).unwrap(), r);
         assert_eq!(r.millis(), 1_800_000_000_123);
-        assert!(Record::from_json_line(r#"{"time":"x","record":{}}"#).is_err());
+        let e = Record::from_json_line(r#"{"time":"x","record":{}}"#).unwrap_err();
+        assert!(matches!(e, LineError::Time(..)) && e.to_string().contains("bad time \"x\""), "{e}");
     }
 }

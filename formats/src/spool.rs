@@ -65,7 +65,7 @@ impl Item for Record {
     }
 
     fn from_line(line: &str) -> Result<Option<Self>, String> {
-        Record::from_json_line(line).map(Some)
+        Record::from_json_line(line).map(Some).map_err(|e| e.to_string())
     }
 }
 

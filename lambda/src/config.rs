@@ -2,7 +2,8 @@
 //! module writes it). Unknown keys and bad rules are errors that name them.
 
 use serde::Deserialize;
-use slurm_cw_catalog::alarms::{Rule, check_rule};
+use slurm_cw_catalog::alarms::{Rule, RuleError, check_rule};
+use slurm_cw_sink::validate::NamespaceError;
 
 pub const ENV: &str = "SLURM_CW_LAMBDA_CONFIG";
 
@@ -88,30 +89,58 @@ fn default_bus() -> String {
     "default".into()
 }
 
+/// Why the configuration cannot be used, naming the variable and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{ENV} is not set")]
+    NotSet,
+    #[error("{ENV} is not valid Unicode")]
+    NotUnicode,
+    /// Not JSON, a value of the wrong type or an unknown key: serde_json names the key, the
+    /// line and the column.
+    #[error("{ENV}: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A key whose value cannot work: the key (`budgets.<account>` for a budget) and why.
+    #[error("{ENV}: {key}: {why}")]
+    Key { key: String, why: String },
+    /// The namespace (the `namespace` key, or the default one `cluster_name` makes).
+    #[error("{ENV}: {key}: {source}")]
+    Namespace { key: &'static str, source: NamespaceError },
+    #[error("{ENV}: {0}")]
+    Rule(#[from] RuleError),
+    #[error("{ENV}: rule {0} appears twice")]
+    DuplicateRule(String),
+}
+
+fn bad(key: impl Into<String>, why: impl Into<String>) -> ConfigError {
+    ConfigError::Key { key: key.into(), why: why.into() }
+}
+
 impl Config {
-    pub fn from_json(text: &str) -> Result<Config, String> {
-        let mut c: Config = serde_json::from_str(text).map_err(|e| format!("{ENV}: {e}"))?;
+    pub fn from_json(text: &str) -> Result<Config, ConfigError> {
+        let mut c: Config = serde_json::from_str(text)?;
         if c.cluster_name.trim().is_empty() {
-            return Err(format!("{ENV}: cluster_name is empty"));
+            return Err(bad("cluster_name", "empty"));
         }
         // '/' ends the alarm prefix (`slurm-cw-<cluster>/`), so that no cluster's prefix is the
         // start of another's; a line break would forge the ownership marker.
         if c.cluster_name.contains('/') || c.cluster_name.chars().any(char::is_control) {
-            return Err(format!("{ENV}: cluster_name must not contain '/' or control characters"));
+            return Err(bad("cluster_name", "must not contain '/' or control characters"));
         }
         if let Some(g) = &c.job_log_group {
-            check_log_group(g).map_err(|e| format!("{ENV}: job_log_group: {e}"))?;
+            check_log_group("job_log_group", g)?;
         }
         if let Some(g) = &c.pcs_scaling_log_group {
-            check_log_group(g).map_err(|e| format!("{ENV}: pcs_scaling_log_group: {e}"))?;
+            check_log_group("pcs_scaling_log_group", g)?;
             match c.pcs_cluster_id.as_deref().map(str::trim) {
                 None | Some("") => {
-                    return Err(format!(
-                        "{ENV}: pcs_cluster_id is required with pcs_scaling_log_group (the PCS cluster's id, pcs_…)"
+                    return Err(bad(
+                        "pcs_cluster_id",
+                        "required with pcs_scaling_log_group (the PCS cluster's id, pcs_…)",
                     ));
                 }
                 Some(id) if id.chars().any(|ch| ch.is_control() || ch.is_whitespace()) => {
-                    return Err(format!("{ENV}: pcs_cluster_id {id:?} is not a PCS cluster id"));
+                    return Err(bad("pcs_cluster_id", format!("{id:?} is not a PCS cluster id")));
                 }
                 Some(_) => {}
             }
@@ -120,38 +149,40 @@ impl Config {
             Some(ns) => ns.clone(),
             None => slurm_cw_catalog::default_namespace(&c.cluster_name),
         };
-        slurm_cw_sink::validate::check_namespace(&c.namespace).map_err(|e| {
+        slurm_cw_sink::validate::check_namespace(&c.namespace).map_err(|source| {
             let key =
                 if c.namespace_key.is_some() { "namespace" } else { "cluster_name (the default namespace)" };
-            format!("{ENV}: {key}: {e}")
+            ConfigError::Namespace { key, source }
         })?;
         let t = &c.thresholds;
-        if t.idle_gpu_minutes == 0
-            || t.low_cpu_minutes == 0
-            || t.idle_gpu_minutes > 1440
-            || t.low_cpu_minutes > 1440
+        for (key, minutes) in
+            [("idle_gpu_minutes", t.idle_gpu_minutes), ("low_cpu_minutes", t.low_cpu_minutes)]
         {
-            return Err(format!("{ENV}: thresholds: idle_gpu_minutes and low_cpu_minutes must be 1 to 1440"));
+            if !(1..=1440).contains(&minutes) {
+                return Err(bad(format!("thresholds.{key}"), format!("{minutes} is not 1 to 1440")));
+            }
         }
         for (account, usd) in &c.budgets {
             if !(usd.is_finite() && *usd > 0.0) {
-                return Err(format!(
-                    "{ENV}: budgets.{account}: {usd} is not a budget: a number of dollars above 0"
-                ));
+                let why = format!("{usd} is not a budget: a number of dollars above 0");
+                return Err(bad(format!("budgets.{account}"), why));
             }
         }
         let mut names = std::collections::HashSet::new();
         for r in &c.rules {
-            check_rule(r).map_err(|e| format!("{ENV}: {e}"))?;
+            check_rule(r)?;
             if !names.insert(&r.name) {
-                return Err(format!("{ENV}: rule {} appears twice", r.name));
+                return Err(ConfigError::DuplicateRule(r.name.clone()));
             }
         }
         Ok(c)
     }
 
-    pub fn from_env() -> Result<Config, String> {
-        let text = std::env::var(ENV).map_err(|_| format!("{ENV} is not set"))?;
+    pub fn from_env() -> Result<Config, ConfigError> {
+        let text = std::env::var(ENV).map_err(|e| match e {
+            std::env::VarError::NotPresent => ConfigError::NotSet,
+            std::env::VarError::NotUnicode(_) => ConfigError::NotUnicode,
+        })?;
         Self::from_json(&text)
     }
 
@@ -165,10 +196,10 @@ impl Config {
 }
 
 /// CloudWatch Logs' rule for group names: 1 to 512 of `[A-Za-z0-9_./#-]`.
-fn check_log_group(name: &str) -> Result<(), String> {
+fn check_log_group(key: &str, name: &str) -> Result<(), ConfigError> {
     let ok = |c: char| c.is_ascii_alphanumeric() || "_-./#".contains(c);
     if name.is_empty() || name.len() > 512 || !name.chars().all(ok) {
-        return Err(format!("{name:?} is not a log group name (1-512 of A-Z a-z 0-9 _ - . / #)"));
+        return Err(bad(key, format!("{name:?} is not a log group name (1-512 of A-Z a-z 0-9 _ - . / #)")));
     }
     Ok(())
 }
@@ -211,49 +242,57 @@ mod tests {
         assert_eq!(c.budgets.get("physics"), Some(&1000.5));
         for bad in ["0", "-5", "\"lots\""] {
             let e = Config::from_json(&format!(r#"{{"cluster_name": "p", "budgets": {{"chem": {bad}}}}}"#))
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("budgets.chem") || e.contains("expected f64 at line 1"), "{bad}: {e}");
         }
     }
 
     #[test]
     fn errors_name_what_is_wrong() {
-        let e = Config::from_json(r#"{"cluster_name": "p", "colour": 1}"#).unwrap_err();
+        let e = Config::from_json(r#"{"cluster_name": "p", "colour": 1}"#).unwrap_err().to_string();
         assert!(e.contains("colour"), "{e}");
-        let e = Config::from_json(r#"{"cluster_name": "p", "namespace": "AWS/X"}"#).unwrap_err();
+        let e = Config::from_json(r#"{"cluster_name": "p", "namespace": "AWS/X"}"#).unwrap_err().to_string();
         assert!(e.contains("namespace"), "{e}");
         let e = Config::from_json(
             r#"{"cluster_name": "p", "rules": [{"name": "a", "watch": {"metric": "Nope"}, "comparison": ">", "threshold": 1}]}"#,
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         assert!(e.contains("Nope"), "{e}");
-        let e = Config::from_json(r#"{"cluster_name": ""}"#).unwrap_err();
+        let e = Config::from_json(r#"{"cluster_name": ""}"#).unwrap_err().to_string();
         assert!(e.contains("cluster_name"), "{e}");
         for bad in ["hpc/prod", "/", "hpc\\n"] {
-            let e = Config::from_json(&format!(r#"{{"cluster_name": "{bad}"}}"#)).unwrap_err();
+            let e = Config::from_json(&format!(r#"{{"cluster_name": "{bad}"}}"#)).unwrap_err().to_string();
             assert!(e.contains("cluster_name"), "{bad}: {e}");
         }
-        let e = Config::from_json(r#"{"cluster_name": "p", "namespace": ":X"}"#).unwrap_err();
+        let e = Config::from_json(r#"{"cluster_name": "p", "namespace": ":X"}"#).unwrap_err().to_string();
         assert!(e.contains("namespace"), "{e}");
         // A cluster name that makes no valid namespace, unless one is given.
         let long = "c".repeat(250);
         for bad in [long.as_str(), "hpc*", "prod@eu"] {
-            let e = Config::from_json(&format!(r#"{{"cluster_name": "{bad}"}}"#)).unwrap_err();
+            let e = Config::from_json(&format!(r#"{{"cluster_name": "{bad}"}}"#)).unwrap_err().to_string();
             assert!(e.contains("cluster_name (the default namespace)"), "{bad}: {e}");
             let c =
                 Config::from_json(&format!(r#"{{"cluster_name": "{bad}", "namespace": "Hpc"}}"#)).unwrap();
             assert_eq!(c.namespace, "Hpc");
         }
-        let e = Config::from_json(r#"{"cluster_name": "p", "job_log_group": "a b"}"#).unwrap_err();
+        let e =
+            Config::from_json(r#"{"cluster_name": "p", "job_log_group": "a b"}"#).unwrap_err().to_string();
         assert!(e.contains("job_log_group"), "{e}");
-        let e = Config::from_json(r#"{"cluster_name": "p", "pcs_scaling_log_group": ""}"#).unwrap_err();
+        let e = Config::from_json(r#"{"cluster_name": "p", "pcs_scaling_log_group": ""}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("pcs_scaling_log_group"), "{e}");
+        let e =
+            Config::from_json(r#"{"cluster_name": "p", "thresholds": {"low_cpu_minutes": 0}}"#).unwrap_err();
+        assert!(matches!(&e, ConfigError::Key { key, .. } if key == "thresholds.low_cpu_minutes"), "{e}");
         // Without the cluster's id, another cluster's records could pass as this one's.
         for id in ["", r#", "pcs_cluster_id": """#, r#", "pcs_cluster_id": "pcs x""#] {
             let e = Config::from_json(&format!(
                 r#"{{"cluster_name": "p", "pcs_scaling_log_group": "/aws/vendedlogs/pcs/x"{id}}}"#
             ))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(e.contains("pcs_cluster_id"), "{id}: {e}");
         }
     }

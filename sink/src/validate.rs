@@ -77,22 +77,33 @@ impl DropReason {
 /// Checks a namespace against CloudWatch's rules: 1-255 of `A-Z a-z 0-9 . - _ / # :` and
 /// space, not starting with `:` (the API's pattern) nor `AWS/` (reserved). The same set as the
 /// Terraform module's, so the IAM condition it writes names exactly what the shipper sends.
-pub fn check_namespace(ns: &str) -> Result<(), String> {
+pub fn check_namespace(ns: &str) -> Result<(), NamespaceError> {
     if ns.is_empty() || ns.len() > MAX_NAMESPACE {
-        return Err(format!("must be 1 to {MAX_NAMESPACE} characters, not {}", ns.len()));
+        return Err(NamespaceError::Length(ns.len()));
     }
     if ns.starts_with("AWS/") {
-        return Err("namespaces starting with AWS/ are reserved for AWS".into());
+        return Err(NamespaceError::Reserved);
     }
     if let Some(c) = ns.chars().find(|&c| !(c.is_ascii_alphanumeric() || ".-_/#: ".contains(c))) {
-        return Err(format!(
-            "{ns:?} holds {c:?}: a namespace is made of letters, digits, spaces and . - _ / # :"
-        ));
+        return Err(NamespaceError::Character { namespace: ns.to_owned(), c });
     }
     if ns.starts_with(':') || ns.trim().is_empty() {
-        return Err(format!("{ns:?} must not start with ':' nor be only spaces"));
+        return Err(NamespaceError::Start(ns.to_owned()));
     }
     Ok(())
+}
+
+/// Why CloudWatch would refuse a namespace; the caller names the key it came from.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NamespaceError {
+    #[error("must be 1 to {MAX_NAMESPACE} characters, not {0}")]
+    Length(usize),
+    #[error("namespaces starting with AWS/ are reserved for AWS")]
+    Reserved,
+    #[error("{namespace:?} holds {c:?}: a namespace is made of letters, digits, spaces and . - _ / # :")]
+    Character { namespace: String, c: char },
+    #[error("{0:?} must not start with ':' nor be only spaces")]
+    Start(String),
 }
 
 /// Validates datums; remembers which (reason, metric) pairs it has logged so each is logged once.
@@ -412,7 +423,7 @@ mod tests {
     #[test]
     fn namespaces() {
         assert!(check_namespace("Slurm").is_ok());
-        assert!(check_namespace("AWS/EC2").is_err());
+        assert_eq!(check_namespace("AWS/EC2"), Err(NamespaceError::Reserved));
         assert!(check_namespace("").is_err());
         assert!(check_namespace(&"n".repeat(256)).is_err());
         assert!(check_namespace("Slurm/prod-1_a.b#c:d e").is_ok());

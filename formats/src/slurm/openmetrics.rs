@@ -5,7 +5,7 @@
 //! No I/O. A line that does not parse is counted in [`Exposition::bad`] and skipped: one
 //! damaged series must not cost the others.
 
-use super::sinfo::BadLine;
+use super::sinfo::{BadLine, Fault};
 use std::collections::BTreeMap;
 
 /// One sample line.
@@ -78,18 +78,18 @@ pub fn parse(text: &str) -> Exposition {
             continue;
         }
         let result = if line.len() > MAX_LINE {
-            Err("line too long".to_owned())
+            Err(Fault::from("line too long"))
         } else if e.eof {
-            Err("text after # EOF".to_owned())
+            Err(Fault::from("text after # EOF"))
         } else if let Some(rest) = line.strip_prefix('#') {
-            comment(rest, &mut e)
+            comment(rest, &mut e).map_err(Fault::from)
         } else {
             sample(line).map(|s| e.samples.push(s))
         };
-        if let Err(reason) = result {
+        if let Err(fault) = result {
             e.bad_total += 1;
             if e.bad.len() < BAD_KEPT {
-                e.bad.push(BadLine { line: i + 1, reason });
+                e.bad.push(fault.on_line(i + 1));
             }
         }
     }
@@ -164,26 +164,27 @@ fn unescape(s: &str, quotes: bool) -> Result<String, String> {
     Ok(out)
 }
 
-fn sample(line: &str) -> Result<Sample, String> {
+/// One sample line; a fault names its metric once the name is known.
+fn sample(line: &str) -> Result<Sample, Fault> {
     let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
     let name = &line[..name_end];
     if !valid_name(name) {
-        return Err(format!("not a metric name: {:?}", name.chars().take(80).collect::<String>()));
+        return Err(format!("not a metric name: {:?}", name.chars().take(80).collect::<String>()).into());
     }
     let mut rest = &line[name_end..];
     let mut labels = Vec::new();
     if let Some(after) = rest.strip_prefix('{') {
-        rest = parse_labels(after, &mut labels)?;
+        rest = parse_labels(after, &mut labels).map_err(|why| Fault::at(name, why))?;
     }
     let mut fields = rest.split_whitespace();
-    let value = fields.next().ok_or_else(|| format!("{name}: no value"))?;
-    let value = number(value).ok_or_else(|| format!("{name}: not a number: {value:?}"))?;
+    let value = fields.next().ok_or_else(|| Fault::at(name, "no value"))?;
+    let value = number(value).ok_or_else(|| Fault::at(name, format!("value {value:?} is not a number")))?;
     // A timestamp may follow, then an OpenMetrics exemplar after `#`; neither is used here.
     if let Some(ts) = fields.next()
         && ts != "#"
         && number(ts).is_none()
     {
-        return Err(format!("{name}: not a timestamp: {ts:?}"));
+        return Err(Fault::at(name, format!("timestamp {ts:?} is not a number")));
     }
     Ok(Sample { name: name.to_owned(), labels, value })
 }
@@ -202,7 +203,7 @@ fn parse_labels<'a>(mut s: &'a str, labels: &mut Vec<(String, String)>) -> Resul
         }
         s = s[eq + 1..].trim_start().strip_prefix('"').ok_or("label value without quotes")?;
         let end = closing_quote(s).ok_or("label value without its closing quote")?;
-        let value = unescape(&s[..end], true)?;
+        let value = unescape(&s[..end], true).map_err(|e| format!("label {key}: {e}"))?;
         if labels.iter().any(|(k, _)| k == key) {
             return Err(format!("label {key} twice"));
         }
@@ -283,6 +284,12 @@ mod tests {
         let e = parse(text);
         let lines: Vec<usize> = e.bad.iter().map(|b| b.line).collect();
         assert_eq!(lines, vec![2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16]);
+        // Where a sample's name was read, the fault names it (and the label at fault).
+        assert_eq!(e.bad[1].to_string(), "line 3, novalue: no value");
+        assert_eq!(e.bad[2].to_string(), r#"line 5, words: value "one" is not a number"#);
+        assert_eq!(e.bad[7].field.as_deref(), Some("lab"));
+        assert!(e.bad[7].reason.starts_with("label a: unknown escape"), "{}", e.bad[7]);
+        assert_eq!(e.bad[0].field, None, "9bad is no metric name");
         assert_eq!(e.value("good"), Some(1.0));
         assert!(e.value("nan_value").is_some_and(f64::is_nan));
         assert_eq!(e.series("also_good").next().and_then(|s| s.label("x")), Some("}"));

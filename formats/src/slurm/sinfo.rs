@@ -34,11 +34,61 @@ pub struct NodeRow {
     pub gpus_alloc: u64,
 }
 
-/// A line that could not be used, with where and why.
-#[derive(Debug, Clone, PartialEq)]
+/// A line that could not be used: its number (a record's, in JSON), the field at fault where
+/// one is, and why. Shown as `line 4, Memory: "lots" is not a number`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}{}: {reason}", .field.as_ref().map(|f| format!(", {f}")).unwrap_or_default())]
 pub struct BadLine {
     pub line: usize,
+    /// sinfo's `-O` field (`CPUsState`, `Memory`), an OpenMetrics sample's metric name.
+    pub field: Option<String>,
     pub reason: String,
+}
+
+impl BadLine {
+    /// A line bad as a whole, no one field at fault.
+    pub fn new(line: usize, reason: impl Into<String>) -> BadLine {
+        BadLine { line, field: None, reason: reason.into() }
+    }
+}
+
+/// Why a line is bad, found by a parser's helpers; the loop adds the line's number.
+#[derive(Debug)]
+pub(super) struct Fault {
+    field: Option<String>,
+    reason: String,
+}
+
+impl Fault {
+    pub(super) fn at(field: &str, reason: impl Into<String>) -> Fault {
+        Fault { field: Some(field.to_owned()), reason: reason.into() }
+    }
+
+    pub(super) fn on_line(self, line: usize) -> BadLine {
+        BadLine { line, field: self.field, reason: self.reason }
+    }
+}
+
+impl From<String> for Fault {
+    fn from(reason: String) -> Fault {
+        Fault { field: None, reason }
+    }
+}
+
+impl From<&str> for Fault {
+    fn from(reason: &str) -> Fault {
+        reason.to_owned().into()
+    }
+}
+
+/// Why `sinfo --json` output cannot be read at all (one bad record is a [`BadLine`] instead).
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON, or cut short: serde_json gives the line and column.
+    #[error("sinfo --json: {0}")]
+    Syntax(#[from] serde_json::Error),
+    #[error("sinfo --json: neither a `sinfo` nor a `nodes` array")]
+    NoNodes,
 }
 
 /// Parses the output of [`ARGS`]. Bad lines are skipped and returned, never fatal.
@@ -53,37 +103,35 @@ pub fn parse_text(out: &str) -> (Vec<NodeRow>, Vec<BadLine>) {
         }
         match parse_line(line, &mut states) {
             Ok(r) => rows.push(r),
-            Err(reason) => bad.push(BadLine { line: i + 1, reason }),
+            Err(fault) => bad.push(fault.on_line(i + 1)),
         }
     }
     (rows, bad)
 }
 
-fn parse_line<'a>(line: &'a str, states: &mut HashMap<&'a str, NodeState>) -> Result<NodeRow, String> {
+fn parse_line<'a>(line: &'a str, states: &mut HashMap<&'a str, NodeState>) -> Result<NodeRow, Fault> {
     let f: Vec<&str> = line.split('|').collect();
     // Eight fields and the empty string after the last `|`.
     if f.len() < 8 {
-        return Err(format!("{} fields, expected 8: {line:?}", f.len().min(8)));
+        return Err(format!("{} fields, expected 8: {line:?}", f.len().min(8)).into());
     }
     let name = f[0].trim();
     if name.is_empty() {
-        return Err("empty node name".into());
+        return Err(Fault::at("NodeList", "empty node name"));
     }
-    let cpus: Vec<u64> = f[3]
-        .split('/')
-        .map(|x| x.trim().parse::<u64>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| format!("CPUsState {:?} is not A/I/O/T", f[3]))?;
+    let not_cpus = || Fault::at("CPUsState", format!("{:?} is not A/I/O/T", f[3]));
+    let cpus: Vec<u64> =
+        f[3].split('/').map(|x| x.trim().parse::<u64>()).collect::<Result<_, _>>().map_err(|_| not_cpus())?;
     let [alloc, idle, other, total] = cpus[..] else {
-        return Err(format!("CPUsState {:?} is not A/I/O/T", f[3]));
+        return Err(not_cpus());
     };
-    let number = |field: &str, what: &str| -> Result<u64, String> {
+    let number = |field: &str, what: &str| -> Result<u64, Fault> {
         let t = field.trim();
         if t.is_empty() || t == "N/A" {
             return Ok(0);
         }
         // Memory may carry a `+` when nodes in a group differ; take the minimum part.
-        t.trim_end_matches('+').parse().map_err(|_| format!("{what} {t:?} is not a number"))
+        t.trim_end_matches('+').parse().map_err(|_| Fault::at(what, format!("{t:?} is not a number")))
     };
     Ok(NodeRow {
         name: name.to_owned(),
@@ -106,27 +154,24 @@ fn parse_line<'a>(line: &'a str, states: &mut HashMap<&'a str, NodeState>) -> Re
 /// state, carrying sums (`cpus`, `memory.allocated`) and per-node ranges (`memory.minimum`);
 /// a record of several nodes is split evenly among them, exact for the usual one-node records
 /// and for uniform groups.
-pub fn parse_json(text: &str) -> Result<(Vec<NodeRow>, Vec<BadLine>), String> {
-    let doc: Value = serde_json::from_str(text).map_err(|e| format!("sinfo --json: {e}"))?;
+pub fn parse_json(text: &str) -> Result<(Vec<NodeRow>, Vec<BadLine>), JsonError> {
+    let doc: Value = serde_json::from_str(text)?;
     let mut rows = Vec::new();
     let mut bad = Vec::new();
     if let Some(records) = doc.get("sinfo").and_then(Value::as_array) {
         for (i, r) in records.iter().enumerate() {
             match json_record(r) {
                 Ok(mut nodes) => rows.append(&mut nodes),
-                Err(reason) => bad.push(BadLine { line: i + 1, reason }),
+                Err(reason) => bad.push(BadLine::new(i + 1, reason)),
             }
         }
         return Ok((rows, bad));
     }
-    let nodes = doc
-        .get("nodes")
-        .and_then(Value::as_array)
-        .ok_or("sinfo --json: neither a `sinfo` nor a `nodes` array")?;
+    let nodes = doc.get("nodes").and_then(Value::as_array).ok_or(JsonError::NoNodes)?;
     for (i, n) in nodes.iter().enumerate() {
         match json_node(n) {
             Ok(mut per_partition) => rows.append(&mut per_partition),
-            Err(reason) => bad.push(BadLine { line: i + 1, reason }),
+            Err(reason) => bad.push(BadLine::new(i + 1, reason)),
         }
     }
     Ok((rows, bad))
@@ -282,7 +327,11 @@ mod tests {
         assert_eq!(rows.len(), 1);
         let lines: Vec<usize> = bad.iter().map(|b| b.line).collect();
         assert_eq!(lines, vec![2, 3, 4, 5, 6]);
-        assert!(bad[2].reason.contains("Memory"), "{:?}", bad[2]);
+        assert_eq!(bad[2].field.as_deref(), Some("Memory"));
+        assert_eq!(bad[2].to_string(), r#"line 4, Memory: "lots" is not a number"#);
+        assert!(bad[1].to_string().starts_with("line 3, CPUsState: "), "{}", bad[1]);
+        assert!(matches!(parse_json("{"), Err(JsonError::Syntax(_))));
+        assert!(matches!(parse_json("{}"), Err(JsonError::NoNodes)));
     }
 
     #[test]

@@ -157,7 +157,7 @@ pub fn parse_text(out: &str) -> (Queue, Vec<BadLine>) {
         }
         match parse_line(line) {
             Ok(job) => q.add(&job),
-            Err(reason) => bad.push(BadLine { line: i + 1, reason }),
+            Err(reason) => bad.push(BadLine::new(i + 1, reason)),
         }
     }
     (q, bad)
@@ -219,7 +219,7 @@ pub fn parse_json(text: &str) -> Result<(Queue, Vec<BadLine>), String> {
             Some(Value::String(s)) => text_state(s),
             Some(Value::Array(a)) => job_state_list(a.iter().filter_map(Value::as_str)),
             _ => {
-                bad.push(BadLine { line: i + 1, reason: "job without job_state".into() });
+                bad.push(BadLine::new(i + 1, "job without job_state"));
                 continue;
             }
         };

@@ -1,6 +1,7 @@
 //! Files on the node: written only when their content or mode differs, through a temporary
 //! file beside them and a rename, so a reader never sees half a file.
 
+use super::InstallError;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -30,9 +31,10 @@ impl Root {
 }
 
 /// Creates `dir` (and its parents) when missing, then gives it `mode`.
-pub fn create_dir(dir: &Path, mode: u32) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    set_mode(dir, mode)
+pub fn create_dir(dir: &Path, mode: u32) -> Result<(), InstallError> {
+    std::fs::create_dir_all(dir)
+        .and_then(|()| set_mode(dir, mode))
+        .map_err(|e| InstallError::file(dir, "create", e))
 }
 
 fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
@@ -43,14 +45,10 @@ fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-fn err(path: &Path, what: &str, e: std::io::Error) -> String {
-    format!("cannot {what} {}: {e}", path.display())
-}
-
 /// `text` at `path` with `mode`; true when the content changed (a mode alone is fixed quietly).
-pub fn write(path: &Path, text: &[u8], mode: u32) -> Result<bool, String> {
+pub fn write(path: &Path, text: &[u8], mode: u32) -> Result<bool, InstallError> {
     if std::fs::read(path).is_ok_and(|old| old == text) {
-        set_mode(path, mode).map_err(|e| err(path, "set the mode of", e))?;
+        set_mode(path, mode).map_err(|e| InstallError::file(path, "set the mode of", e))?;
         return Ok(false);
     }
     replace(path, mode, |tmp| std::fs::write(tmp, text))?;
@@ -58,9 +56,9 @@ pub fn write(path: &Path, text: &[u8], mode: u32) -> Result<bool, String> {
 }
 
 /// `src` copied to `dest` with `mode` unless `dest` already has its bytes; true when copied.
-pub fn copy(src: &Path, dest: &Path, mode: u32) -> Result<bool, String> {
-    if same_bytes(src, dest).map_err(|e| err(src, "read", e))? {
-        set_mode(dest, mode).map_err(|e| err(dest, "set the mode of", e))?;
+pub fn copy(src: &Path, dest: &Path, mode: u32) -> Result<bool, InstallError> {
+    if same_bytes(src, dest).map_err(|e| InstallError::file(src, "read", e))? {
+        set_mode(dest, mode).map_err(|e| InstallError::file(dest, "set the mode of", e))?;
         return Ok(false);
     }
     replace(dest, mode, |tmp| std::fs::copy(src, tmp).map(|_| ()))?;
@@ -69,9 +67,13 @@ pub fn copy(src: &Path, dest: &Path, mode: u32) -> Result<bool, String> {
 
 /// Writes a temporary file beside `path` with `fill`, gives it `mode` and renames it over
 /// `path`; removed again when any of that fails.
-fn replace(path: &Path, mode: u32, fill: impl FnOnce(&Path) -> std::io::Result<()>) -> Result<(), String> {
-    let dir = path.parent().ok_or_else(|| format!("{} has no directory", path.display()))?;
-    std::fs::create_dir_all(dir).map_err(|e| err(dir, "create", e))?;
+fn replace(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<(), InstallError> {
+    let dir = path.parent().ok_or_else(|| InstallError::NoDirectory(path.to_owned()))?;
+    std::fs::create_dir_all(dir).map_err(|e| InstallError::file(dir, "create", e))?;
     let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.new.{}", std::process::id()));
     let done = fill(&tmp)
@@ -80,7 +82,7 @@ fn replace(path: &Path, mode: u32, fill: impl FnOnce(&Path) -> std::io::Result<(
         .and_then(|()| std::fs::rename(&tmp, path));
     done.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        err(path, "write", e)
+        InstallError::file(path, "write", e)
     })
 }
 
@@ -117,10 +119,10 @@ fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Removes `path`; true when it was there.
-pub fn remove(path: &Path) -> Result<bool, String> {
+pub fn remove(path: &Path) -> Result<bool, InstallError> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(err(path, "remove", e)),
+        Err(e) => Err(InstallError::file(path, "remove", e)),
     }
 }

@@ -8,7 +8,7 @@
 //! open (no ip6tables beside iptables) is a warning and a journal line.
 
 use super::command::Runner;
-use super::{IMDS_UNIT_TEXT, Root, files, log, systemd};
+use super::{IMDS_UNIT_TEXT, InstallError, Root, files, log, systemd};
 
 pub const SERVICE: &str = "slurm-cw-imds-restrict.service";
 const UNIT: &str = "/etc/systemd/system/slurm-cw-imds-restrict.service";
@@ -49,7 +49,7 @@ table inet slurm_cw_imds {
 
 /// Adds the rules and the boot unit; the changes made, and the problem when IPv4 IMDS stays
 /// open or the unit could not be set.
-pub fn restrict(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), String> {
+pub fn restrict(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), InstallError> {
     let mut problem = None;
     let rules = if runner.has("iptables") {
         with_iptables(runner, changes)
@@ -57,7 +57,7 @@ pub fn restrict(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Resu
         tracing::info!("iptables not found: IMDS restricted with nftables");
         with_nft(root, runner, changes)
     } else {
-        Err("neither iptables nor nft found".into())
+        Err(InstallError::NoFirewall)
     };
     if let Err(e) = rules {
         tracing::warn!("IMDS stays open to every user: {e}");
@@ -79,27 +79,27 @@ pub fn restrict(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Resu
         Ok(())
     });
     if let Err(e) = boot {
-        tracing::warn!("setting up {SERVICE} failed: {e}");
-        problem.get_or_insert(format!("setting up {SERVICE} failed: {e}"));
+        let e = InstallError::BootUnit { unit: SERVICE, source: Box::new(e) };
+        tracing::warn!("{e}");
+        problem.get_or_insert(e);
     }
     problem.map_or(Ok(()), Err)
 }
 
 /// The iptables rule (required) and the ip6tables one (said loudly when it cannot be set).
-fn with_iptables(runner: &Runner, changes: &mut Vec<String>) -> Result<(), String> {
+fn with_iptables(runner: &Runner, changes: &mut Vec<String>) -> Result<(), InstallError> {
     let mut v4 = Ok(());
     for (tool, addr, required) in ENDPOINTS {
-        let outcome = if !runner.has(tool) {
-            Err(format!("{tool} not found"))
-        } else if runner.succeeds(tool, &args("-C", addr)) {
-            tracing::info!("IMDS ({addr}) already restricted to root");
-            Ok(())
-        } else {
+        let outcome = runner.find(tool).and_then(|()| {
+            if runner.succeeds(tool, &args("-C", addr)) {
+                tracing::info!("IMDS ({addr}) already restricted to root");
+                return Ok(());
+            }
             runner.run(tool, &args("-I", addr)).map(|()| {
                 tracing::info!("IMDS ({addr}) restricted to root: {tool} -I {}", rule(addr).join(" "));
                 changes.push(format!("IMDS rule for {addr}"));
             })
-        };
+        });
         match outcome {
             Err(e) if required => v4 = Err(e),
             // Open only where the instance enables IMDS over IPv6; it still must be seen.
@@ -117,10 +117,10 @@ fn with_iptables(runner: &Runner, changes: &mut Vec<String>) -> Result<(), Strin
 }
 
 /// The nftables table, from [`NFT_FILE`]: loaded when the file changed or the table is missing.
-fn with_nft(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), String> {
+fn with_nft(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), InstallError> {
     let file = root.path(NFT_FILE);
     if let Some(dir) = file.parent() {
-        files::create_dir(dir, 0o755).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        files::create_dir(dir, 0o755)?;
     }
     let wrote = files::write(&file, NFT_RULESET.as_bytes(), 0o644)?;
     let [family, table] = NFT_TABLE;
@@ -137,7 +137,7 @@ fn with_nft(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(
 
 /// `--no-imds-restriction`: the rules and the boot unit taken away where an earlier run added
 /// them.
-pub fn open(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), String> {
+pub fn open(root: &Root, runner: &Runner, changes: &mut Vec<String>) -> Result<(), InstallError> {
     for (tool, addr, _) in ENDPOINTS {
         if !runner.has(tool) {
             continue;

@@ -1,8 +1,8 @@
 //! Where the installer reports: standard error (ParallelCluster and PCS keep a lifecycle
 //! script's output), the log file on the node, and one journal line when something failed.
 
-use super::Root;
 use super::command::Runner;
+use super::{InstallError, Root};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -18,7 +18,11 @@ pub fn init(root: &Root) -> String {
     let path = root.path(LOG_FILE);
     let file = path.parent().map(|dir| {
         super::files::create_dir(dir, 0o755)?;
-        std::fs::OpenOptions::new().create(true).append(true).open(&path)
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| InstallError::file(&path, "open", e))
     });
     let filter = || {
         std::env::var("RUST_LOG")

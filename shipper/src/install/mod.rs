@@ -8,6 +8,7 @@
 //! exits 0, so a node's boot goes on; `--strict` makes it exit 1. Bad arguments exit 2.
 
 mod command;
+mod error;
 mod files;
 mod imds;
 mod log;
@@ -18,6 +19,7 @@ mod systemd;
 
 use std::path::PathBuf;
 
+use error::InstallError;
 pub use files::Root;
 
 /// Where the pieces go, as seen on the node (under `--root`).
@@ -74,6 +76,13 @@ pub enum Stop {
     Failed(String),
     /// The arguments cannot work: exit 2, nothing done.
     BadArguments(String),
+}
+
+/// A failed step stops the run; its text is what the log and the journal line say.
+impl From<InstallError> for Stop {
+    fn from(e: InstallError) -> Stop {
+        Stop::Failed(e.to_string())
+    }
 }
 
 /// Runs the installer; the process's exit status.

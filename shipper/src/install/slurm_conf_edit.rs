@@ -2,17 +2,17 @@
 //! file it includes sets one, then `scontrol reconfigure`. Only for clusters that cannot set it
 //! through their own settings (ParallelCluster before 3.6: CustomSlurmSettings).
 
-use super::EPILOG;
 use super::command::Runner;
+use super::{EPILOG, InstallError};
 use std::io::Write;
 use std::path::Path;
 
 /// True when slurm.conf was changed.
-pub fn add_task_epilog(conf: Option<&Path>, runner: &Runner) -> Result<bool, String> {
+pub fn add_task_epilog(conf: Option<&Path>, runner: &Runner) -> Result<bool, InstallError> {
     let Some(conf) = conf.filter(|c| c.is_file()) else {
-        return Err("--edit-slurm-conf: slurm.conf not found (give --slurm-conf)".into());
+        return Err(InstallError::NoSlurmConf);
     };
-    let entries = crate::slurm_conf::entries(conf).map_err(|e| e.to_string())?;
+    let entries = crate::slurm_conf::entries(conf)?;
     match crate::slurm_conf::value(&entries, "TaskEpilog") {
         Some(v) if v == EPILOG => {
             tracing::info!("slurm.conf already has TaskEpilog={EPILOG}");
@@ -27,16 +27,17 @@ pub fn add_task_epilog(conf: Option<&Path>, runner: &Runner) -> Result<bool, Str
         }
         None => {}
     }
-    let old = std::fs::read(conf).map_err(|e| format!("cannot read {}: {e}", conf.display()))?;
+    let old = std::fs::read(conf).map_err(|e| InstallError::file(conf, "read", e))?;
     let newline = if old.last().is_some_and(|b| *b != b'\n') { "\n" } else { "" };
     let lines = format!("{newline}# slurm-cw-shipper: the final sample of each job\nTaskEpilog={EPILOG}\n");
     std::fs::OpenOptions::new()
         .append(true)
         .open(conf)
         .and_then(|mut f| f.write_all(lines.as_bytes()))
-        .map_err(|e| format!("cannot write {}: {e}", conf.display()))?;
+        .map_err(|e| InstallError::file(conf, "write", e))?;
     tracing::info!("added TaskEpilog={EPILOG} to {}", conf.display());
-    runner.run("scontrol", &["reconfigure"]).map_err(|e| format!("scontrol reconfigure failed: {e}"))?;
+    // Err reads "scontrol reconfigure failed: ...".
+    runner.run("scontrol", &["reconfigure"])?;
     tracing::info!("scontrol reconfigure done");
     Ok(true)
 }

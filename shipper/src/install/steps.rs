@@ -6,7 +6,8 @@
 use super::command::Runner;
 use super::plan::{self, Imds};
 use super::{
-    BIN, CONFIG, EPILOG, EPILOG_TEXT, InstallArgs, Root, Stop, files, imds, log, slurm_conf_edit, systemd,
+    BIN, CONFIG, EPILOG, EPILOG_TEXT, InstallArgs, InstallError, Root, Stop, files, imds, log,
+    slurm_conf_edit, systemd,
 };
 use std::path::Path;
 
@@ -43,10 +44,9 @@ pub fn run(args: &InstallArgs, root: &Root, runner: &Runner) -> Result<Vec<Strin
 
     let epilog = root.path(EPILOG);
     if let Some(dir) = epilog.parent() {
-        files::create_dir(dir, 0o755)
-            .map_err(|e| Stop::Failed(format!("cannot create {}: {e}", dir.display())))?;
+        files::create_dir(dir, 0o755)?;
     }
-    if files::write(&epilog, EPILOG_TEXT.as_bytes(), 0o755).map_err(Stop::Failed)? {
+    if files::write(&epilog, EPILOG_TEXT.as_bytes(), 0o755)? {
         tracing::info!("installed {EPILOG}");
         changes.push(EPILOG.into());
     }
@@ -59,9 +59,7 @@ pub fn run(args: &InstallArgs, root: &Root, runner: &Runner) -> Result<Vec<Strin
     let mut restart = false;
     let binary = match &args.binary {
         Some(b) => root.path(b),
-        None => {
-            std::env::current_exe().map_err(|e| Stop::Failed(format!("cannot find this executable: {e}")))?
-        }
+        None => std::env::current_exe().map_err(InstallError::ThisExecutable)?,
     };
     if install_binary(&binary, &root.path(BIN))? {
         tracing::info!("installed {BIN} from {}", binary.display());
@@ -70,22 +68,22 @@ pub fn run(args: &InstallArgs, root: &Root, runner: &Runner) -> Result<Vec<Strin
     } else {
         tracing::info!("{BIN} is already this build");
     }
-    if files::write(&root.path(CONFIG), config_text.as_bytes(), 0o644).map_err(Stop::Failed)? {
+    if files::write(&root.path(CONFIG), config_text.as_bytes(), 0o644)? {
         tracing::info!("wrote {CONFIG}");
         changes.push(CONFIG.into());
         restart = true;
     }
-    if systemd::install_unit(root, runner).map_err(Stop::Failed)? {
+    if systemd::install_unit(root, runner)? {
         changes.push("the systemd unit".into());
         restart = true;
     }
-    if let Some(done) = systemd::ensure_running(runner, restart).map_err(Stop::Failed)? {
+    if let Some(done) = systemd::ensure_running(runner, restart)? {
         changes.push(done.into());
     }
 
     if args.edit_slurm_conf {
         if role.runs_head() {
-            if slurm_conf_edit::add_task_epilog(slurm_conf.as_deref(), runner).map_err(Stop::Failed)? {
+            if slurm_conf_edit::add_task_epilog(slurm_conf.as_deref(), runner)? {
                 changes.push("TaskEpilog in slurm.conf".into());
             }
         } else {
@@ -99,15 +97,14 @@ pub fn run(args: &InstallArgs, root: &Root, runner: &Runner) -> Result<Vec<Strin
 }
 
 /// The executable copied into place unless it is already there; true when copied.
-fn install_binary(src: &Path, dest: &Path) -> Result<bool, Stop> {
+fn install_binary(src: &Path, dest: &Path) -> Result<bool, InstallError> {
     if let Some(dir) = dest.parent() {
-        files::create_dir(dir, 0o755)
-            .map_err(|e| Stop::Failed(format!("cannot create {}: {e}", dir.display())))?;
+        files::create_dir(dir, 0o755)?;
     }
     // Running the installed one (a second run, a boot script that found it current).
     let same = matches!((src.canonicalize(), dest.canonicalize()), (Ok(a), Ok(b)) if a == b);
     if same {
         return Ok(false);
     }
-    files::copy(src, dest, 0o755).map_err(Stop::Failed)
+    files::copy(src, dest, 0o755)
 }

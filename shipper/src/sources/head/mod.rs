@@ -125,8 +125,12 @@ impl HeadCollector {
         match ep.fetch(&self.cmds, self.cfg.top_rpc_types == 0).await {
             Ok(f) => {
                 let bad = f.nodes.bad_total + f.partitions.bad_total;
-                if bad > 0 {
-                    let why = format!("{bad} metrics lines unreadable; skipped");
+                let first = (f.nodes.bad.first().map(|b| ("nodes", b)))
+                    .or_else(|| f.partitions.bad.first().map(|b| ("partitions", b)));
+                if let Some((path, first)) = first {
+                    // The first bad line says where, which metric and why: enough to act on.
+                    let why =
+                        format!("{bad} metrics lines unreadable; skipped (first: /metrics/{path} {first})");
                     self.note_error("openmetrics", errors, why);
                 } else {
                     self.note_ok("openmetrics");
@@ -218,12 +222,12 @@ impl HeadCollector {
         };
         let parsed = match self.sinfo_format.current {
             Format::Text => Ok(sinfo::parse_text(&o.stdout)),
-            Format::Json => sinfo::parse_json(&o.stdout),
+            Format::Json => sinfo::parse_json(&o.stdout).map_err(|e| e.to_string()),
         };
         match parsed {
             Ok((rows, bad)) => {
                 for b in &bad {
-                    self.note_error("sinfo", errors, format!("sinfo output line {}: {}", b.line, b.reason));
+                    self.note_error("sinfo", errors, format!("sinfo output {b}"));
                 }
                 if let Some(r) = rows.iter().find(|r| !r.state.recognised) {
                     self.note_unknown("node state", &r.name);
@@ -252,7 +256,7 @@ impl HeadCollector {
         match parsed {
             Ok((queue, bad)) => {
                 for b in &bad {
-                    self.note_error("squeue", errors, format!("squeue output line {}: {}", b.line, b.reason));
+                    self.note_error("squeue", errors, format!("squeue output {b}"));
                 }
                 if queue.unknown_states > 0 {
                     self.note_unknown("job state", "");
