@@ -11,7 +11,9 @@
 //! tree and leaves it, to trace one cycle by hand (`strace -f <bench> --syscall-child ...`).
 //!
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --versus <exporter.py> <python>
-//! <user>`: beside slurm-job-exporter on two real jobs of the Slurm bench (see `versus.rs`).
+//! <user> [jobs]`: beside slurm-job-exporter on real jobs of the Slurm bench, the collector
+//! alone and the whole node-role daemon (see `versus.rs` and `whole.rs`; docs/testing.md has
+//! the figures).
 //!
 //! Syscalls per job per cycle (`--syscalls`) on the same trees, whose fake /proc has each
 //! process's `status` as a real one does. Files read every cycle are held open and read with
