@@ -78,6 +78,20 @@ pub(super) fn process_cpu(pid: u32) -> Duration {
 
 /// strace attached to `pid` while `scrapes` scrapes run: syscall name -> calls.
 fn exporter_syscalls(pid: u32, scrapes: u32, out: &Path) -> std::collections::BTreeMap<String, i64> {
+    traced_while(pid, out, || {
+        for _ in 0..scrapes {
+            scrape();
+        }
+    })
+}
+
+/// `strace -f -c` attached to `pid` (its threads and the children it starts) while `during`
+/// runs: syscall name -> calls.
+pub(super) fn traced_while(
+    pid: u32,
+    out: &Path,
+    during: impl FnOnce(),
+) -> std::collections::BTreeMap<String, i64> {
     let mut st = Command::new("strace")
         .args(["-f", "-c", "-o"])
         .arg(out)
@@ -90,9 +104,7 @@ fn exporter_syscalls(pid: u32, scrapes: u32, out: &Path) -> std::collections::BT
     while err.read_line(&mut line).unwrap() > 0 && !line.contains("attached") {
         line.clear();
     }
-    for _ in 0..scrapes {
-        scrape();
-    }
+    during();
     // SAFETY: signals the strace this function started.
     unsafe { libc::kill(st.id() as i32, libc::SIGINT) };
     st.wait().unwrap();

@@ -6,7 +6,6 @@
 //! is every thread's schedstat over [`CYCLES`] cycles; syscalls are strace's count over
 //! [`TRACED`] cycles, the daemon's own threads and the commands it runs.
 
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,24 +75,9 @@ pub fn measure(node: &str, slurm_dir: &str, dir: &Path) -> Whole {
     Whole { cpu, syscalls, rss_mb }
 }
 
-/// strace -f -c attached to `pid` for [`TRACED`] seconds: every syscall, the commands it
-/// starts included.
+/// strace's count of every syscall over [`TRACED`] seconds, the commands the daemon starts
+/// included.
 fn traced(pid: u32, out: &Path) -> f64 {
-    let mut st = Command::new("strace")
-        .args(["-f", "-c", "-o"])
-        .arg(out)
-        .args(["-p", &pid.to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("strace (apt-get install strace)");
-    let mut err = std::io::BufReader::new(st.stderr.take().unwrap());
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 && !line.contains("attached") {
-        line.clear();
-    }
-    std::thread::sleep(Duration::from_secs(TRACED.into()));
-    // SAFETY: signals the strace this function started.
-    unsafe { libc::kill(st.id() as i32, libc::SIGINT) };
-    st.wait().unwrap();
-    super::parse_strace(&std::fs::read_to_string(out).unwrap()).values().sum::<i64>() as f64
+    let during = || std::thread::sleep(Duration::from_secs(TRACED.into()));
+    super::versus::traced_while(pid, out, during).values().sum::<i64>() as f64
 }
