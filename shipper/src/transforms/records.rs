@@ -2,11 +2,11 @@
 //! that makes a record fit one log event.
 
 use crate::sample::JobInfo;
+use crate::sinks::logs::batch::MAX_MESSAGE_BYTES;
 use serde_json::{Map, Value, json};
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::record::Record;
-use slurm_cw_sink::logs::batch::MAX_MESSAGE_BYTES;
 use std::time::SystemTime;
 
 /// Whole units from 1000 up (bytes stay exact), six significant digits below: more than any

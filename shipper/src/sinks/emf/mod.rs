@@ -13,10 +13,10 @@ use crate::aggregate::Aggregate;
 use crate::check::{Row, Status, row};
 use crate::sinks::cloudwatch::PutMetricDataRules;
 use crate::sinks::delivery::Checks;
+use crate::sinks::logs::LogsSink;
 use crate::sinks::{BuildError, Context, MetricDestination, MetricSink, Records, Spool};
 use crate::transforms::shape::Shape;
 use config::EmfConfig;
-use slurm_cw_sink::logs::LogsSink;
 use slurm_cw_sink::outcome::Outcome;
 use std::collections::HashMap;
 
@@ -76,7 +76,7 @@ impl crate::sinks::Component for Spec {
 
 /// The Logs client's settings for the events: `[emf]`'s group and stream, the rest as the job
 /// records'.
-fn settings(emf: &EmfConfig, cx: &Context<'_>, group: &str) -> slurm_cw_sink::logs::Settings {
+fn settings(emf: &EmfConfig, cx: &Context<'_>, group: &str) -> crate::sinks::logs::Settings {
     let mut settings = crate::sinks::logs::settings(cx.aws, cx.logs, group, cx.node);
     settings.stream = emf.log_stream.clone().unwrap_or_else(|| cx.node.to_owned());
     settings

@@ -4,7 +4,10 @@
 
 pub mod config;
 
-pub use slurm_cw_sink::logs::*;
+pub mod batch;
+mod client;
+
+pub use client::*;
 
 use crate::sinks::Context;
 use crate::sinks::cloudwatch::config::CloudWatchConfig;

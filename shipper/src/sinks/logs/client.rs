@@ -5,16 +5,15 @@
 //! node's stream is created on first use; a missing log group is a persistent failure (the
 //! records wait in the spool) with a message that says what to create.
 
-pub mod batch;
-
-use crate::failure::{Failure, classify, code};
-use crate::outcome::Outcome;
-use crate::record::Record;
-use crate::retry::Backoff;
+use super::batch;
 use aws_sdk_cloudwatchlogs::Client;
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use slurm_cw_formats::record::Record;
+use slurm_cw_sink::failure::{Failure, classify, code};
+use slurm_cw_sink::outcome::Outcome;
+use slurm_cw_sink::retry::Backoff;
 use std::time::{Duration, SystemTime};
 
 /// CloudWatch Logs refuses events older than this (or than the group's retention).
@@ -64,8 +63,8 @@ pub fn check(r: &Record, now: SystemTime) -> Result<(), Unsendable> {
 impl LogsSink {
     /// Builds the client from the default AWS configuration chain (`AWS_ENDPOINT_URL_CLOUDWATCH_LOGS`
     /// and `AWS_ENDPOINT_URL` redirect it, as in every AWS SDK).
-    pub async fn new(settings: Settings) -> Result<Self, crate::aws::NoCaCertificates> {
-        let sdk = crate::aws::sdk_config(settings.region.as_deref()).await?;
+    pub async fn new(settings: Settings) -> Result<Self, slurm_cw_sink::aws::NoCaCertificates> {
+        let sdk = slurm_cw_sink::aws::sdk_config(settings.region.as_deref()).await?;
         let mut conf = aws_sdk_cloudwatchlogs::config::Builder::from(&sdk);
         if let Some(url) = &settings.endpoint {
             conf = conf.endpoint_url(url);
@@ -92,11 +91,11 @@ impl LogsSink {
 
     /// Sends `records` (already checked) to this node's stream of `group`.
     pub async fn put_in(&mut self, group: &str, records: Vec<Record>) -> Outcome<Record> {
-        crate::send::send_all(self, group, batch::requests(records)).await
+        slurm_cw_sink::send::send_all(self, group, batch::requests(records)).await
     }
 }
 
-impl crate::send::Requests<Record> for LogsSink {
+impl slurm_cw_sink::send::Requests<Record> for LogsSink {
     const SERVICE: &'static str = "CloudWatch Logs";
 
     fn size(r: &Record) -> usize {

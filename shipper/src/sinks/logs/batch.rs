@@ -1,7 +1,7 @@
 //! Cuts records into PutLogEvents requests: in time order, at most 10,000 events and 1 MiB
 //! (each message's bytes plus 26), and all of one request's events within 24 hours.
 
-use crate::record::Record;
+use slurm_cw_formats::record::Record;
 use std::time::Duration;
 
 pub const MAX_EVENTS: usize = 10_000;
