@@ -5,7 +5,7 @@ use slurm_cw_shipper::Exit;
 use slurm_cw_shipper::app;
 use slurm_cw_shipper::cli::{Cli, Command};
 use slurm_cw_shipper::report;
-use slurm_cw_shipper::settings::{LogFormat, Settings as Config};
+use slurm_cw_shipper::settings::{LogFormat, Settings};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         let req = report::Request { job: job.clone(), json: *json, cluster: cluster.clone() };
         return report(&cli, &req);
     }
-    let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
+    let config = match Settings::load(cli.config.as_deref(), std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("slurm-cw-shipper: bad configuration: {e}");
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
 
 /// The TaskEpilog hook: quiet on success, one line on standard error otherwise, exit 0 always.
 fn job_ended(cli: &Cli, job: &str) -> ExitCode {
-    let config = Config::load(cli.config.as_deref(), std::env::vars()).ok();
+    let config = Settings::load(cli.config.as_deref(), std::env::vars()).ok();
     let socket = slurm_cw_shipper::hook::socket_path(config.as_ref().map(|c| c.node.hook_socket.as_path()));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
     let result = match runtime {
@@ -67,7 +67,7 @@ fn job_ended(cli: &Cli, job: &str) -> ExitCode {
 
 /// `report <jobid>`: warnings only, so standard output is the report alone.
 fn report(cli: &Cli, req: &report::Request) -> ExitCode {
-    let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
+    let config = match Settings::load(cli.config.as_deref(), std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("slurm-cw-shipper: bad configuration: {e}");
@@ -86,7 +86,7 @@ fn report(cli: &Cli, req: &report::Request) -> ExitCode {
 /// Quiet by default (warnings and errors on standard error, which journald keeps; the AWS SDK's
 /// own retries only at debug, see [`slurm_cw_shipper::logging`]); `log.level` or RUST_LOG ask
 /// for more.
-fn init_logging(config: &Config) {
+fn init_logging(config: &Settings) {
     let filter = std::env::var("RUST_LOG").ok().unwrap_or_else(|| config.log.level.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(slurm_cw_shipper::logging::filter(&filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

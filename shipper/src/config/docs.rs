@@ -4,7 +4,7 @@
 /// A key's default as the table shows it.
 #[derive(Debug, Clone, Copy)]
 pub enum Shown {
-    /// A TOML value, checked against `Config::default()`.
+    /// A TOML value, checked against `Settings::default()`.
     Value(&'static str),
     /// Not set: what the shipper does instead.
     Unset(&'static str),
