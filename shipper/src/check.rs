@@ -85,17 +85,26 @@ pub fn render(rows: &[Row]) -> String {
 
 async fn collect_rows(config: &Settings) -> Vec<Row> {
     let mut rows = vec![row("configuration", Status::Ok, "valid")];
+    // What the rows below resolve once: the cluster and namespace (empty where they cannot be
+    // had: their rows say why), slurm.conf, the node's name.
+    let (mut cluster, mut namespace) = (String::new(), String::new());
     match config.resolve_cluster_name() {
         Ok((name, from)) => {
             rows.push(config_row("cluster name", Status::Ok, format!("{name} (from {from})")));
             rows.push(match config.namespace_for(&name) {
-                Ok(ns) => config_row("namespace", Status::Ok, ns),
+                Ok(ns) => {
+                    namespace.clone_from(&ns);
+                    config_row("namespace", Status::Ok, ns)
+                }
                 Err(e) => config_row("namespace", Status::Fail, e.to_string()),
             });
+            cluster = name;
         }
         Err(e) => rows.push(config_row("cluster name", Status::Fail, e.to_string())),
     }
-    let role = match detect_role(config.role, &config.node.proc_root, config.slurm_conf_path().as_deref()) {
+    let conf = config.slurm_conf_path();
+    let node = config.node_name();
+    let role = match detect_role(config.role, &config.node.proc_root, conf.as_deref()) {
         Ok((r, why)) => {
             rows.push(config_row("role", Status::Ok, format!("{} ({why})", r.as_str())));
             Some(r)
@@ -105,13 +114,13 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
             None
         }
     };
-    rows.push(row("node name", Status::Ok, config.node_name()));
-    match config.slurm_conf_path() {
+    rows.push(row("node name", Status::Ok, node.clone()));
+    match &conf {
         Some(p) => rows.push(row("slurm.conf", Status::Ok, p.display().to_string())),
         None => rows.push(row("slurm.conf", Status::Warn, "not found")),
     }
     if let Some(user) = &config.head.metrics_token_user {
-        let entries = config.slurm_conf_path().and_then(|p| crate::slurm_conf::entries(&p).ok());
+        let entries = conf.as_deref().and_then(|p| crate::slurm_conf::entries(p).ok());
         rows.push(match entries.map(|e| config.head.check_with_slurm_conf(&e)) {
             Some(Ok(())) => {
                 config_row("token user", Status::Ok, format!("{user}: not slurm.conf's SlurmUser"))
@@ -124,7 +133,8 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
     }
     rows.extend(aws_rows(config).await);
     rows.push(log_group_row(config, role.is_some_and(|r| r.runs_node())).await);
-    rows.extend(destinations::destination_rows(config).await);
+    let cx = config.sink_context(&cluster, &namespace, &node, conf.as_deref());
+    rows.extend(destinations::destination_rows(config, &cx).await);
     let cmds = config.slurm.commands();
     let head = role.is_some_and(|r| r.runs_head());
     for program in ["sinfo", "squeue", "sdiag"] {
@@ -138,18 +148,11 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
         rows.push(r);
     }
     if head {
-        let entries =
-            config.slurm_conf_path().and_then(|p| crate::slurm_conf::entries(&p).ok()).unwrap_or_default();
+        let entries = conf.as_deref().and_then(|p| crate::slurm_conf::entries(p).ok()).unwrap_or_default();
         let hosts = crate::slurm_conf::controller_hosts(&entries);
         rows.push(controller::slurmctld_row(&cmds, head, &hosts).await);
         rows.push(
-            match crate::sources::head::openmetrics::describe(
-                &config.head,
-                config.slurm_conf_path().as_deref(),
-                &cmds,
-            )
-            .await
-            {
+            match crate::sources::head::openmetrics::describe(&config.head, conf.as_deref(), &cmds).await {
                 Ok(d) => row("head source", Status::Ok, d),
                 Err(d) => row("head source", Status::Warn, d),
             },
@@ -165,14 +168,10 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
     }
     rows.extend(host_rows(config, role.is_some_and(|r| r.runs_node())));
     if role.is_some_and(|r| r.runs_node()) && config.cost.enabled {
-        rows.push(
-            match crate::cost::lookup::describe(&config.cost, config.slurm.commands(), &config.node_name())
-                .await
-            {
-                Ok(d) => row("price", Status::Ok, d),
-                Err(d) => row("price", Status::Warn, d),
-            },
-        );
+        rows.push(match crate::cost::lookup::describe(&config.cost, cmds.clone(), &node).await {
+            Ok(d) => row("price", Status::Ok, d),
+            Err(d) => row("price", Status::Warn, d),
+        });
     }
     rows
 }

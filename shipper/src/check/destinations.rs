@@ -3,17 +3,14 @@
 
 use super::{Row, Status, row};
 use crate::settings::Settings;
+use crate::sinks::Context;
 
-pub async fn destination_rows(settings: &Settings) -> Vec<Row> {
+/// `cx` as `--check` resolved it (an empty cluster where it could not be).
+pub async fn destination_rows(settings: &Settings, cx: &Context<'_>) -> Vec<Row> {
     let names: Vec<&str> = settings.sink.iter().map(|k| k.as_str()).collect();
     let mut rows = vec![row("destinations", Status::Ok, names.join(", "))];
-    // What can be resolved here: the cluster-name and namespace rows above say why not.
-    let cluster = settings.resolve_cluster_name().map(|(c, _)| c).unwrap_or_default();
-    let namespace = settings.namespace_for(&cluster).unwrap_or_default();
-    let (node, conf) = (settings.node_name(), settings.slurm_conf_path());
-    let cx = settings.sink_context(&cluster, &namespace, &node, conf.as_deref());
     for kind in settings.sink.iter() {
-        rows.extend(kind.component().check(settings, &cx).await);
+        rows.extend(kind.component().check(settings, cx).await);
     }
     rows
 }
@@ -30,7 +27,8 @@ mod tests {
             Settings { sink: crate::sinks::Sinks::new(sink.to_vec()).unwrap(), ..Settings::default() };
         config.prometheus.address = held.local_addr().unwrap().to_string();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let rows = rt.block_on(destination_rows(&config));
+        let cx = config.sink_context("c", "Slurm/c", "n1", None);
+        let rows = rt.block_on(destination_rows(&config, &cx));
         let got: Vec<(&str, Status, &str)> =
             rows.iter().map(|r| (r.check, r.status, r.detail.as_str())).collect();
         assert_eq!(got[0], ("destinations", Status::Ok, "cloudwatch, prometheus"));
@@ -38,7 +36,7 @@ mod tests {
         let expected = if crate::sys::uid() == 0 { Status::Warn } else { Status::Fail };
         assert_eq!((got[1].0, got[1].1), ("prometheus endpoint", expected), "{got:?}");
         drop(held);
-        let rows = rt.block_on(destination_rows(&config));
+        let rows = rt.block_on(destination_rows(&config, &cx));
         assert_eq!(rows[1].status, Status::Ok, "{}", rows[1].detail);
     }
 }
