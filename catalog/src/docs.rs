@@ -25,6 +25,7 @@ pub fn metrics_markdown() -> String {
         dims::CLUSTER_NAME,
         ALL.len()
     );
+    let detail = crate::views::scheduler_detail();
     let mut groups: Vec<Group> = ALL.iter().map(|m| m.group).collect();
     groups.dedup();
     for group in groups {
@@ -32,14 +33,14 @@ pub fn metrics_markdown() -> String {
         out.push_str("| Metric | Unit | Kind | Emitted by | Dimensions | Description |\n");
         out.push_str("|---|---|---|---|---|---|\n");
         for m in ALL.iter().filter(|m| m.group == group) {
-            row(&mut out, m);
+            row(&mut out, m, &detail);
         }
         out.push('\n');
     }
     out
 }
 
-fn row(out: &mut String, m: &Metric) {
+fn row(out: &mut String, m: &Metric, detail: &[&Metric]) {
     let kind = match m.kind {
         Kind::Gauge => "gauge",
         Kind::Counter => "counter (not sent)",
@@ -51,6 +52,9 @@ fn row(out: &mut String, m: &Metric) {
     let mut help = m.help.replace('|', "\\|");
     if let Some(src) = m.rate_of {
         let _ = write!(help, " Increase of `{}`.", src.name);
+    }
+    if detail.iter().any(|d| std::ptr::eq(*d, m)) {
+        help.push_str(" Sent in the head's `scheduler_sample` record unless `head.scheduler_detail = \"metrics\"` (no view reads it).");
     }
     let _ = writeln!(
         out,

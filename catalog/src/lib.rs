@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod pcs;
 pub mod records;
 pub mod series;
+pub mod views;
 
 pub use metrics::ALL;
 

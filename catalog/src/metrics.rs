@@ -333,8 +333,8 @@ catalog! {
             "US dollars the jobs' node time cost during the period: each node adds what its jobs accrued since its last flush (price x share x hours, see *What jobs cost*); Sum over a period is the spend, per account and partition.";
         JOB_WASTE = "JobWaste", None, Increase, [Node], SPEND,
             "US dollars of JobCost wasted by the rule (the unused part of the resource that set the job's share), added as jobs run and end; Sum over a period.";
-        JOB_RECORDS = "JobRecords", Count, Total, [Node], &[&[]],
-            "Records written to the job log group: job samples, summaries and findings, and node samples (node_sample).";
+        JOB_RECORDS = "JobRecords", Count, Total, [Head, Node], &[&[]],
+            "Records written to the job log group: job samples, summaries and findings, node samples (node_sample), and the head's scheduler samples (scheduler_sample).";
     }
     NodeHardware {
         FABRIC_RX_BYTES = "FabricRxBytes", BytesPerSecond, Total, [Node], HOST,

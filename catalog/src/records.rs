@@ -32,6 +32,8 @@ pub mod kinds {
     pub const JOB_FINDING: &str = "job_finding";
     /// A node's own figures (fabric, Lustre, CPU power) over one flush.
     pub const NODE_SAMPLE: &str = "node_sample";
+    /// The head's scheduler figures that no view reads, over one flush.
+    pub const SCHEDULER_SAMPLE: &str = "scheduler_sample";
 }
 
 /// Values of [`FINDING`].
@@ -52,7 +54,7 @@ pub mod endings {
 use crate::dims;
 
 fields! {
-    TYPE = "Type", "job_sample, job_summary, job_finding or node_sample.";
+    TYPE = "Type", "job_sample, job_summary, job_finding, node_sample or scheduler_sample.";
     RECORD_ID = "RecordId", "Unique per record; a record delivered twice (at-least-once delivery) has the same id. A summary's id is the same for every summary of a job on a node: the latest one wins.";
     TIME = "Time", "When the record was made (RFC 3339); the log event carries the same time.";
     CLUSTER_NAME = dims::CLUSTER_NAME, "The cluster.";
@@ -140,6 +142,15 @@ pub fn records_markdown() -> String {
          port, file system or zone. These are each node's own figures behind the cluster-wide \
          `Fabric*`, `Lustre*` and `CpuPackagePower` metrics. Rates are over `Seconds`; counts and \
          `Joules` are totals for the flush.\n\n",
+    );
+    out.push_str(
+        "The head node's stream carries one `scheduler_sample` record per flush: slurmctld's \
+         scheduler figures that neither the dashboard draws nor a default alarm watches (sdiag's \
+         depths, queue lengths and maxima, RPC time by message type), each under its metric's \
+         name in the [metric catalog](metrics.md) (by message type where it has one), a level as \
+         its mean over the flush and an increase as its total; `Type`, `RecordId`, `Time`, \
+         `NodeName` and `Samples` as above. With `head.scheduler_detail = \"metrics\"` they are \
+         metrics instead.\n\n",
     );
     out.push_str("| Field | Meaning |\n|---|---|\n");
     for f in ALL_FIELDS {

@@ -862,7 +862,10 @@ async fn simulate(
         let metric_sink: MetricSink =
             Box::new(CloudWatchSink::from_client(cw.clone(), cloudwatch_settings(&c, &namespace)));
         let metrics = Route::open(&c.spool, &c.delivery, &namespace, Some(c.spool.dir.clone()), metric_sink);
-        let records = (runs_node && c.node.job_metrics.records()).then(|| {
+        // Job records on a node; the scheduler's detail on the head (`head.scheduler_detail`).
+        let with_records =
+            if runs_node { c.node.job_metrics.records() } else { c.pipeline().scheduler_records };
+        let records = with_records.then(|| {
             let settings = slurm_cw_shipper::sinks::logs::settings(&c.cloudwatch, &c.logs, &group, node);
             let sink = RecordSink::Logs(LogsSink::from_client(logs_client.clone(), settings));
             Route::open(&c.spool, &c.delivery, &group, Some(c.spool.dir.join("logs")), sink)
@@ -1077,7 +1080,8 @@ fn month(r: &Run) -> Month {
     let put_requests = (node_requests * s.nodes as f64 * busy + r.head.metric_requests as f64 / minutes)
         * MINUTES
         + lambda_requests;
-    let log_gb = r.nodes.log_bytes as f64 * scale * busy * HOURS / 1e9;
+    // The nodes' records while they run; the head's (its scheduler detail) every hour.
+    let log_gb = (r.nodes.log_bytes as f64 * scale * busy + r.head.log_bytes as f64) * HOURS / 1e9;
     let logs_usd =
         log_gb * LOG_INGEST_PER_GB + log_gb * (RETENTION_DAYS * 24.0 / HOURS) * LOG_STORE_PER_GB_MONTH;
     let mut m = Month {
@@ -1138,8 +1142,8 @@ fn print(r: &Run, m: &Month, baseline_of: Option<f64>) {
         scope("job"),
         scope("node"),
         r.nodes.metric_requests + r.head.metric_requests,
-        r.nodes.log_bytes,
-        r.nodes.log_events,
+        r.nodes.log_bytes + r.head.log_bytes,
+        r.nodes.log_events + r.head.log_events,
         m.metric_months,
         m.metrics_usd,
         m.put_requests / 1e6,
@@ -1154,7 +1158,8 @@ fn print(r: &Run, m: &Month, baseline_of: Option<f64>) {
         s.target,
     );
     if std::env::var_os("COST_DETAIL").is_some() {
-        let records: Vec<String> = r.nodes.records.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let records: Vec<String> =
+            r.nodes.records.iter().chain(&r.head.records).map(|(k, n)| format!("{n} {k}")).collect();
         let mut names: Vec<(&String, &usize)> = l.by_name.iter().collect();
         names.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let list: Vec<String> = names.iter().map(|(n, c)| format!("{n} {c}")).collect();

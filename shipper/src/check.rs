@@ -4,6 +4,7 @@
 //! 2 when the configuration itself cannot work (no cluster name, no role).
 
 use crate::Exit;
+use crate::role::Role;
 use crate::role::detect as detect_role;
 use crate::settings::Settings;
 use crate::sources::gpu::nvml::NvmlSource;
@@ -132,7 +133,7 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
         });
     }
     rows.extend(aws_rows(config).await);
-    rows.push(log_group_row(config, role.is_some_and(|r| r.runs_node())).await);
+    rows.push(log_group_row(config, role).await);
     let cx = config.sink_context(&cluster, &namespace, &node, conf.as_deref());
     rows.extend(destinations::destination_rows(config, &cx).await);
     let cmds = config.slurm.commands();
@@ -237,12 +238,15 @@ async fn aws_rows(config: &Settings) -> Vec<Row> {
     rows
 }
 
-/// The job log group a node writes its job records to: it must exist (the Terraform module
-/// creates it); this node's stream is created here if missing.
-async fn log_group_row(config: &Settings, node_role: bool) -> Row {
+/// The job log group a node writes its job records to, and the head its `scheduler_sample`
+/// records: it must exist (the Terraform module creates it); this host's stream is created here
+/// if missing.
+async fn log_group_row(config: &Settings, role: Option<Role>) -> Row {
     let check = "job log group";
-    if !node_role || !config.node.job_metrics.records() {
-        return row(check, Status::Skip, "no job records on this role (node.job_metrics)");
+    let node = role.is_some_and(|r| r.runs_node()) && config.node.job_metrics.records();
+    let head = role.is_some_and(|r| r.runs_head()) && config.pipeline().scheduler_records;
+    if !node && !head {
+        return row(check, Status::Skip, "no records on this role (node.job_metrics, head.scheduler_detail)");
     }
     if crate::sinks::records_for(&config.sink) != crate::sinks::Records::Logs {
         return row(check, Status::Skip, "no destination named sends job records to CloudWatch Logs");

@@ -19,6 +19,7 @@ use crate::transforms::job_series;
 use crate::transforms::jobs::Jobs;
 use crate::transforms::node_sample::NodeSamples;
 use crate::transforms::population;
+use crate::transforms::scheduler_sample::SchedulerSamples;
 use crate::transforms::shape::Shape;
 use crate::transforms::trim::Trim;
 use slurm_cw_catalog::Metric;
@@ -45,6 +46,8 @@ pub struct Options {
     pub findings: Thresholds,
     /// `head.per_partition`.
     pub per_partition: Toggle,
+    /// `head.scheduler_detail`: the scheduler figures no view reads as a record.
+    pub scheduler_records: bool,
     /// `node.population_per_user`.
     pub population_per_user: bool,
     /// `exclude_metrics`: metric names never shipped.
@@ -75,6 +78,8 @@ pub struct Pipeline {
     derive: Option<(Derive, Trim)>,
     /// The node's own `node_sample` records (node role).
     node_samples: Option<NodeSamples>,
+    /// The head's `scheduler_sample` records (head role, where records go somewhere).
+    scheduler: Option<SchedulerSamples>,
     /// What delivery did, for the self-metrics at each flush.
     delivery: DeliveryFigures,
     per_user: bool,
@@ -135,6 +140,8 @@ impl Pipeline {
     pub fn new(options: &Options, role: Role, collectors: Vec<Box<dyn Collector>>, parts: Parts) -> Self {
         let Parts { cluster, node, metrics, records, prices } = parts;
         let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
+        let scheduler = (role.runs_head() && options.scheduler_records && records.is_some())
+            .then(|| SchedulerSamples::new(node.clone(), &options.exclude_metrics));
         let lanes = metrics
             .iter()
             .map(|d| Lane {
@@ -149,6 +156,7 @@ impl Pipeline {
             node: node.clone(),
             jobs: role.runs_node().then(|| Jobs::new(options.findings.clone(), prices)),
             node_samples,
+            scheduler,
             derive: role.runs_head().then(|| (Derive::default(), Trim::new(options.per_partition))),
             delivery: DeliveryFigures { node, metrics, records, missed: Arc::default() },
             per_user: options.population_per_user,
@@ -196,6 +204,9 @@ impl Pipeline {
         if let Some((derive, trim)) = &mut self.derive {
             derive.apply(&mut batch);
             trim.apply(&mut batch);
+        }
+        if let Some(s) = &mut self.scheduler {
+            s.take(&mut batch);
         }
         if let Some(n) = &mut self.node_samples {
             n.observe(&batch);
@@ -279,12 +290,18 @@ impl Pipeline {
         if let Some(r) = self.node_samples.as_mut().and_then(|n| n.flush(now)) {
             records.push(r);
         }
+        if let Some(r) = self.scheduler.as_mut().and_then(|s| s.flush(now)) {
+            records.push(r);
+        }
         let mut trimmed = 0;
         if let Some(jobs) = &mut self.jobs {
             trimmed += std::mem::take(&mut jobs.trimmed);
         }
         if let Some(n) = &mut self.node_samples {
             trimmed += std::mem::take(&mut n.trimmed);
+        }
+        if let Some(s) = &mut self.scheduler {
+            trimmed += std::mem::take(&mut s.trimmed);
         }
         let mut batch = Batch::new(now);
         if let Some(jobs) = &mut self.jobs {

@@ -102,3 +102,46 @@ fn a_refused_final_sample_keeps_no_collectors_samples() {
     assert!(f.aggregates[0].iter().any(|d| d.metric.name == CPU_USAGE.name));
     assert!(!f.records.is_empty(), "the job's summary");
 }
+
+/// Scheduler figures as sdiag gives them, every collection.
+struct Sched;
+
+#[async_trait::async_trait(?Send)]
+impl Collector for Sched {
+    fn name(&self) -> &'static str {
+        "sched"
+    }
+
+    async fn collect(&mut self, out: &mut Batch, _errors: &mut Errors) {
+        out.push(&BACKFILL_LAST_CYCLE, Dims::new(), 1500.0);
+        out.push(&BACKFILL_QUEUE_LENGTH, Dims::new(), 40.0);
+    }
+}
+
+#[test]
+fn the_head_sends_what_no_view_reads_as_one_record_where_records_go() {
+    let run = |records: Option<StatsHandle>, options: &Options| {
+        let parts = Parts { records, ..Parts::cloudwatch("c", "head") };
+        let mut p = Pipeline::new(options, Role::Head, vec![Box::new(Sched)], parts);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(p.collect());
+        rt.block_on(p.collect());
+        let f = p.flush();
+        let names: Vec<&str> = f.aggregates[0].iter().map(|a| a.metric.name).collect();
+        (names, f.records)
+    };
+    let (names, records) = run(Some(StatsHandle::default()), &Options::default());
+    assert!(names.contains(&"BackfillLastCycle") && !names.contains(&"BackfillQueueLength"), "{names:?}");
+    assert_eq!(records.len(), 1);
+    let v: serde_json::Value = serde_json::from_str(&records[0].message).unwrap();
+    assert_eq!(
+        (v["Type"].as_str(), v["BackfillQueueLength"].as_f64()),
+        (Some("scheduler_sample"), Some(40.0))
+    );
+    // No destination takes records, or `head.scheduler_detail = "metrics"`: metrics, as before.
+    let (names, records) = run(None, &Options::default());
+    assert!(names.contains(&"BackfillQueueLength") && records.is_empty(), "{names:?}");
+    let metrics = Options { scheduler_records: false, ..Options::default() };
+    let (names, records) = run(Some(StatsHandle::default()), &metrics);
+    assert!(names.contains(&"BackfillQueueLength") && records.is_empty(), "{names:?}");
+}

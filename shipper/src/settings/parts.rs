@@ -28,6 +28,8 @@ impl Settings {
             flush_interval: self.flush_interval,
             findings: self.node.findings.clone(),
             per_partition: self.head.per_partition,
+            scheduler_records: self.head.scheduler_detail
+                == crate::sources::head::config::SchedulerDetail::Records,
             population_per_user: self.node.population_per_user,
             exclude_metrics: self.exclude_metrics.clone(),
             per_series: self.per_series_shape(),

@@ -5,6 +5,7 @@
 //! - [`jobs`]: per-job typed readings -> job records (a sample per job and flush, a summary when the
 //!   job ends on this node) and [`findings`] decided on the node; [`records`] is their JSON;
 //! - [`node_sample`]: the node's own fabric, Lustre and RAPL figures per device, one record per
+//!   flush; [`scheduler_sample`]: the head's scheduler figures no view reads, one record per
 //!   flush;
 //! - [`population`]: figures across jobs per cluster, partition and account;
 //! - [`shape`]: which series each destination takes, and with which dimensions
@@ -18,5 +19,6 @@ pub mod jobs;
 pub mod node_sample;
 pub mod population;
 pub mod records;
+pub mod scheduler_sample;
 pub mod shape;
 pub mod trim;

@@ -30,6 +30,9 @@ pub struct HeadConfig {
     pub top_pending_reasons: usize,
     /// RPC message types shipped by name (by count); the rest are left out.
     pub top_rpc_types: usize,
+    /// Where the scheduler figures no view reads go: the head's `scheduler_sample` record, or
+    /// metrics.
+    pub scheduler_detail: SchedulerDetail,
     /// Where node figures come from: slurmctld's OpenMetrics endpoint or sinfo.
     pub source: HeadSource,
     /// The endpoint's base URL (`http://host:port`); from slurm.conf when not set.
@@ -38,6 +41,16 @@ pub struct HeadConfig {
     pub metrics_token_file: Option<PathBuf>,
     /// A `MetricsAuthUsers` user whose short-lived token `scontrol token username=` makes.
     pub metrics_token_user: Option<String>,
+}
+
+/// `head.scheduler_detail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerDetail {
+    /// One `scheduler_sample` record a flush, where job records go somewhere (else metrics).
+    Records,
+    /// Custom metrics, as the figures the views read.
+    Metrics,
 }
 
 /// `head.source`.
@@ -82,6 +95,7 @@ impl Default for HeadConfig {
             per_partition: Toggle::Auto,
             top_pending_reasons: 10,
             top_rpc_types: 10,
+            scheduler_detail: SchedulerDetail::Records,
             source: HeadSource::Auto,
             metrics_url: None,
             metrics_token_file: None,

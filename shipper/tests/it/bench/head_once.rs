@@ -50,7 +50,14 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
     let ns = unique_namespace("head_once");
     let cluster = cluster_name();
     let before = node_states();
-    let out = shipper().args(["--once", "--role", "head"]).envs(shipper_env(&url, &ns)).output().unwrap();
+    // The scheduler's detail goes to the job log group, as the Terraform module makes it.
+    let group = job_log_group(&logs(&url).await, "head_once").await;
+    let out = shipper()
+        .args(["--once", "--role", "head"])
+        .envs(shipper_env(&url, &ns))
+        .env("SLURM_CW_LOGS__GROUP", &group)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "shipper failed: {}", String::from_utf8_lossy(&out.stderr));
     let after = node_states();
     assert_eq!(before, after, "node states changed while the test ran; run it again");

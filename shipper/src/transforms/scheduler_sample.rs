@@ -1,0 +1,122 @@
+//! The head's `scheduler_sample` record: slurmctld's scheduler figures that no view reads
+//! (sdiag's depths, queue lengths and maxima, RPC time by type: the catalog's
+//! [`slurm_cw_catalog::views::scheduler_detail`]), one record per flush beside the job records,
+//! instead of about 30 custom metrics billed by the hour whatever their value (docs/cost.md).
+//! The figures the dashboard draws and the alarms watch stay metrics.
+
+use super::records::{finish, round};
+use crate::sample::{Batch, Sample};
+use serde_json::{Map, Value, json};
+use slurm_cw_catalog::dims::MESSAGE_TYPE;
+use slurm_cw_catalog::records::{self as r, kinds};
+use slurm_cw_catalog::{Kind, Metric};
+use slurm_cw_formats::datum::format_timestamp;
+use slurm_cw_formats::record::Record;
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+#[derive(Debug)]
+pub struct SchedulerSamples {
+    node: String,
+    detail: Vec<&'static Metric>,
+    /// (metric, message type) -> (sum, readings), in the catalog's order.
+    figures: BTreeMap<(usize, String), (f64, u32)>,
+    samples: u32,
+    /// Records cut to fit one log event.
+    pub trimmed: u64,
+}
+
+impl SchedulerSamples {
+    /// For `node`'s records; a metric in `excluded` (`exclude_metrics`) is left out of them too.
+    pub fn new(node: String, excluded: &[String]) -> Self {
+        let mut detail = slurm_cw_catalog::views::scheduler_detail();
+        detail.retain(|m| !excluded.iter().any(|e| e == m.name));
+        SchedulerSamples { node, detail, figures: BTreeMap::new(), samples: 0, trimmed: 0 }
+    }
+
+    /// Takes the detail figures out of one collection.
+    pub fn take(&mut self, batch: &mut Batch) {
+        let mut took = false;
+        let detail = &self.detail;
+        let figures = &mut self.figures;
+        batch.samples.retain(|s: &Sample| {
+            let Some(i) = detail.iter().position(|m| std::ptr::eq(*m, s.metric)) else { return true };
+            if let Some(v) = s.scalar().filter(|v| v.is_finite()) {
+                let e = figures.entry((i, s.dims.get(MESSAGE_TYPE).unwrap_or("").to_owned())).or_default();
+                e.0 += v;
+                e.1 += 1;
+                took = true;
+            }
+            false
+        });
+        self.samples += u32::from(took);
+    }
+
+    /// The record of the figures taken since the last flush: each under its metric's name (by
+    /// message type where it has one), a level as its mean over the flush, an increase as its
+    /// total. None when nothing was taken.
+    pub fn flush(&mut self, at: SystemTime) -> Option<Record> {
+        if self.samples == 0 {
+            return None;
+        }
+        let millis = at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let mut m = Map::new();
+        m.insert(r::TYPE.name.into(), json!(kinds::SCHEDULER_SAMPLE));
+        m.insert(r::RECORD_ID.name.into(), json!(format!("{}:scheduler:{millis}", self.node)));
+        m.insert(r::TIME.name.into(), json!(format_timestamp(at)));
+        m.insert(r::NODE_NAME.name.into(), json!(self.node));
+        m.insert(r::SAMPLES.name.into(), json!(std::mem::take(&mut self.samples)));
+        for ((i, by), (sum, n)) in std::mem::take(&mut self.figures) {
+            let metric = self.detail[i];
+            let v = json!(round(if metric.kind == Kind::Increase { sum } else { sum / f64::from(n) }));
+            if by.is_empty() {
+                m.insert(metric.name.into(), v);
+            } else if let Value::Object(o) = m.entry(metric.name).or_insert_with(|| Value::Object(Map::new()))
+            {
+                o.insert(by, v);
+            }
+        }
+        let (rec, cut) = finish(m, at);
+        self.trimmed += u64::from(cut);
+        Some(rec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::Dims;
+    use slurm_cw_catalog::metrics::{
+        AGENT_COUNT, BACKFILL_DEPTH_MEAN, BACKFILL_LAST_CYCLE, RPC_RATE, RPC_TIME_RATE,
+    };
+    use std::time::Duration;
+
+    #[test]
+    fn detail_leaves_the_metrics_for_one_record_a_flush() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut s = SchedulerSamples::new("head".into(), &["AgentCount".into()]);
+        let rpc = |t: &str| Dims::new().with(MESSAGE_TYPE, t);
+        for (depth, time) in [(10.0, 300.0), (20.0, 500.0)] {
+            let mut b = Batch::new(at);
+            b.push(&BACKFILL_DEPTH_MEAN, Dims::new(), depth);
+            b.push(&BACKFILL_LAST_CYCLE, Dims::new(), 1200.0);
+            b.push(&RPC_TIME_RATE, rpc("REQUEST_JOB_INFO"), time);
+            b.push(&RPC_RATE, rpc("REQUEST_JOB_INFO"), 4.0);
+            b.push(&AGENT_COUNT, Dims::new(), 2.0);
+            s.take(&mut b);
+            let left: Vec<&str> = b.samples.iter().map(|x| x.metric.name).collect();
+            assert_eq!(
+                left,
+                ["BackfillLastCycle", "RpcRate", "AgentCount"],
+                "what the views read stays a metric (and an excluded metric is left to the exclusion)"
+            );
+        }
+        let v: Value = serde_json::from_str(&s.flush(at).unwrap().message).unwrap();
+        assert_eq!(v["Type"], "scheduler_sample");
+        assert_eq!(v["RecordId"], "head:scheduler:1800000000000");
+        assert_eq!(v["Samples"], 2);
+        assert_eq!(v["BackfillDepthMean"], 15.0, "a level: its mean over the flush");
+        assert_eq!(v["RpcTimeRate"], json!({"REQUEST_JOB_INFO": 800.0}), "an increase: its total");
+        assert!(s.flush(at).is_none(), "a flush takes everything");
+    }
+}
