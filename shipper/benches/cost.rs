@@ -411,6 +411,31 @@ impl Host {
         }
     }
 
+    /// The head through `hours` simulated hours from `from` of an idle cluster (every node
+    /// powered down, no job: the fake commands print so), the distinct series its CloudWatch
+    /// lane had in each hour. Counted, not delivered: these hours lie after the busy hour the
+    /// Lambda reads, and only their number of series is billed differently.
+    async fn idle_hours(&mut self, from: u64, hours: u64, flush: u64) -> Vec<usize> {
+        let mut out = Vec::new();
+        for hour in 0..hours {
+            let mut series = BTreeSet::new();
+            for step in 0..SIM_SECONDS / COLLECT {
+                let t = from + hour * SIM_SECONDS + step * COLLECT;
+                self.pipeline.collect_at(at(t)).await;
+                if (step + 1) % (flush / COLLECT) == 0 {
+                    let flushed = self.pipeline.flush_at(at(t + COLLECT - 1));
+                    let cloudwatch = flushed.aggregates.into_iter().next().unwrap_or_default();
+                    for a in cloudwatch.iter().filter(|a| a.dimension(slurm_cw_catalog::dims::SINK).is_none())
+                    {
+                        series.insert(format!("{} {:?}", a.metric.name, a.dims));
+                    }
+                }
+            }
+            out.push(series.len());
+        }
+        out
+    }
+
     /// What the last delivery did (after the last flush).
     fn finish(&mut self) {
         self.sent.metric_requests += self.metrics.stats.take().requests;
@@ -444,7 +469,7 @@ impl Sent {
 
 /// The scenario's cluster as the head node's commands print it (the formats `sinfo::ARGS` and
 /// `squeue::ARGS` ask for; sdiag as 22.05 prints it), in fake commands under `dir`.
-fn fake_slurm(s: &Scenario, dir: &Path) {
+fn fake_slurm(s: &Scenario, dir: &Path, idle: bool) {
     use std::fmt::Write as _;
     use std::os::unix::fs::PermissionsExt;
     let cpus = if s.cores >= 16 { 64 } else { 192 };
@@ -452,6 +477,7 @@ fn fake_slurm(s: &Scenario, dir: &Path) {
     for i in 0..s.nodes {
         let u = noise(i as u64, 7, 0);
         let (state, alloc) = match u {
+            _ if idle => ("idle+cloud+powered_down", 0),
             u if u < 0.45 => ("mixed+cloud", cpus / 2),
             u if u < 0.70 => ("allocated+cloud", cpus),
             u if u < 0.88 => ("idle+cloud+powered_down", 0),
@@ -463,31 +489,34 @@ fn fake_slurm(s: &Scenario, dir: &Path) {
         let p = i % s.partitions;
         let default = if p == 0 { "*" } else { "" };
         let other = if state.starts_with("down") { cpus } else { 0 };
-        let idle = cpus - alloc - other;
+        let free = cpus - alloc - other;
         let _ = writeln!(
             sinfo,
-            "{}|{}{default}|{state}|{alloc}/{idle}/{other}/{cpus}|{}|{}|(null)|(null)|",
+            "{}|{}{default}|{state}|{alloc}/{free}/{other}/{cpus}|{}|{}|(null)|(null)|",
             node_name(s, i),
             partition_name(p),
             cpus * 4000,
             alloc * 4000,
         );
     }
-    let running = (s.jobs_per_day * s.job_minutes as f64 / 1440.0).round() as usize;
+    let running = if idle { 0 } else { (s.jobs_per_day * s.job_minutes as f64 / 1440.0).round() as usize };
     // What squeue --states=all shows: running, pending, and what ended in the last MinJobAge (300 s).
     let ended = (s.jobs_per_day * 5.0 / 1440.0).round() as usize;
     let mut rows: Vec<(&str, &str, usize)> =
         vec![("RUNNING", "None", running), ("PENDING", "Resources", running / 3)];
-    rows.extend([
-        ("PENDING", "Priority", running / 3),
-        ("PENDING", "Dependency", running / 10 + 1),
-        ("PENDING", "QOSMaxJobsPerUserLimit", running / 20 + 1),
-        ("COMPLETING", "None", ended / 50 + 1),
-        ("COMPLETED", "None", ended * 85 / 100),
-        ("FAILED", "NonZeroExitCode", ended / 20 + 1),
-        ("CANCELLED", "None", ended / 25 + 1),
-        ("TIMEOUT", "TimeLimit", ended / 50 + 1),
-    ]);
+    // Idle: nothing ran in the last MinJobAge either.
+    if !idle {
+        rows.extend([
+            ("PENDING", "Priority", running / 3),
+            ("PENDING", "Dependency", running / 10 + 1),
+            ("PENDING", "QOSMaxJobsPerUserLimit", running / 20 + 1),
+            ("COMPLETING", "None", ended / 50 + 1),
+            ("COMPLETED", "None", ended * 85 / 100),
+            ("FAILED", "NonZeroExitCode", ended / 20 + 1),
+            ("CANCELLED", "None", ended / 25 + 1),
+            ("TIMEOUT", "TimeLimit", ended / 50 + 1),
+        ]);
+    }
     let mut squeue = String::new();
     let mut k = 0;
     for (state, reason, n) in rows {
@@ -529,6 +558,11 @@ fn fake_slurm(s: &Scenario, dir: &Path) {
         "REQUEST_UPDATE_JOB",
     ];
     let mut sdiag = String::from(SDIAG_HEAD);
+    if idle {
+        sdiag = sdiag
+            .replace("Jobs pending:   317", "Jobs pending:   0")
+            .replace("Jobs running:   347", "Jobs running:   0");
+    }
     for (i, r) in rpcs.iter().enumerate() {
         let count = 400_000 / (i + 1);
         let _ = writeln!(
@@ -792,6 +826,9 @@ struct Run {
     mode: JobMetrics,
     nodes: Sent,
     head: Sent,
+    /// The head's distinct series in its first and second idle hour (scenarios whose nodes
+    /// scale to zero; empty else).
+    idle_series: Vec<usize>,
     listing: Listing,
     lambda: Option<LambdaRun>,
     seconds: f64,
@@ -854,7 +891,7 @@ async fn simulate(
     let all_jobs = jobs_for(&s, t0, &names);
     let bin = work.path().join("slurm");
     std::fs::create_dir_all(&bin).expect("mkdir");
-    fake_slurm(&s, &bin);
+    fake_slurm(&s, &bin, false);
 
     let make = |node: &str, collectors: Vec<Box<dyn Collector>>, runs_node: bool| {
         let mut c = config.clone();
@@ -933,9 +970,12 @@ async fn simulate(
     // Every host on its own task, as every node runs its own shipper.
     let flush = config.flush_interval.as_secs().max(COLLECT);
     let local = tokio::task::LocalSet::new();
+    // Where the nodes scale to zero, the cluster is idle the rest of the day.
+    let idle_after = (s.busy_hours < 24.0).then(|| bin.clone());
     let tasks: Vec<_> = hosts
         .into_iter()
         .map(|(mut host, jobs)| {
+            let idle_after = idle_after.clone().filter(|_| !host.runs_node);
             local.spawn_local(async move {
                 let refs: Option<Vec<&Job>> = jobs.as_ref().map(|j| j.iter().collect());
                 for step in 0..SIM_SECONDS / COLLECT {
@@ -946,7 +986,15 @@ async fn simulate(
                     }
                 }
                 host.finish();
-                (host.runs_node, host.sent, host.otlp, host.emf)
+                // The head's series in the first two idle hours after the busy one.
+                let idle = match idle_after {
+                    Some(bin) => {
+                        fake_slurm(&s, &bin, true);
+                        host.idle_hours(t0 + SIM_SECONDS, 2, flush).await
+                    }
+                    None => Vec::new(),
+                };
+                (host.runs_node, host.sent, host.otlp, host.emf, idle)
             })
         })
         .collect();
@@ -962,13 +1010,15 @@ async fn simulate(
     let (mut nodes, mut head_sent) = (Sent::default(), Sent::default());
     let (mut otlp_nodes, mut otlp_head) = (otlp::OtlpBytes::default(), otlp::OtlpBytes::default());
     let (mut emf_nodes, mut emf_head) = (emf::EmfBytes::default(), emf::EmfBytes::default());
-    for (is_node, sent, otlp, emf) in &results {
+    let mut idle_series = Vec::new();
+    for (is_node, sent, otlp, emf, idle) in &results {
         if *is_node {
             nodes.add(sent);
             otlp_nodes.add(otlp);
             emf_nodes.add(emf);
         } else {
             head_sent.add(sent);
+            idle_series.clone_from(idle);
             otlp_head.add(otlp);
             emf_head.add(emf);
         }
@@ -984,6 +1034,7 @@ async fn simulate(
         mode,
         nodes,
         head: head_sent,
+        idle_series,
         listing,
         lambda,
         seconds: started.elapsed().as_secs_f64(),
@@ -1060,8 +1111,24 @@ fn month(r: &Run) -> Month {
     // the shipper's own (the head sends them too) and the Lambda's every hour.
     let busy = s.busy_hours / 24.0;
     let node_only = l.by_role.get("node").copied().unwrap_or(0) as f64;
-    let steady = scope("cluster") + partitions + accounts + scope("user") + scope("node") * scale * busy
-        - node_only * (1.0 - busy);
+    let lambda_series = l.by_role.get("lambda").copied().unwrap_or(0) as f64;
+    let steady = match r.idle_series.as_slice() {
+        // Measured where the cluster idles: a busy hour's series the busy hours of a day; then
+        // the head's (and the Lambda's, as in a busy hour: an upper bound) in its first idle
+        // hour, and in the second for each idle hour after.
+        [first, then] => {
+            let all = scope("cluster") + partitions + accounts + scope("user") + scope("node") * scale;
+            let idle = 24.0 - s.busy_hours;
+            (s.busy_hours * all
+                + (*first as f64 + lambda_series)
+                + (idle - 1.0).max(0.0) * (*then as f64 + lambda_series))
+                / 24.0
+        }
+        _ => {
+            scope("cluster") + partitions + accounts + scope("user") + scope("node") * scale * busy
+                - node_only * (1.0 - busy)
+        }
+    };
     // A job's series are billed for each clock hour they get data: 1 + duration/60 on average.
     let per_job = scope("job") / l.jobs.len().max(1) as f64;
     let jobs_a_month = s.jobs_per_day * HOURS / 24.0;
@@ -1122,11 +1189,14 @@ fn print(r: &Run, m: &Month, baseline_of: Option<f64>) {
             mode.push_str(&format!(" {var}={v}"));
         }
     }
-    let lambda = match &r.lambda {
+    let mut lambda = match &r.lambda {
         Some(x) if x.failed == "[]" => format!("Lambda {} series/run", x.series_read),
         Some(x) => format!("Lambda {} series/run (failed: {})", x.series_read, x.failed),
         None => "Lambda not run: 36 series/run assumed".into(),
     };
+    if let [first, then] = r.idle_series.as_slice() {
+        lambda.push_str(&format!(", idle: head {first} then {then} series an hour"));
+    }
     let verdict = if m.total <= s.target { "meets" } else { "MISSES" };
     let ratio =
         baseline_of.map(|b| format!(", {:.1}x the default's ${b:.2}", m.total / b)).unwrap_or_default();
