@@ -53,6 +53,9 @@ fn row(out: &mut String, m: &Metric, detail: &[&Metric]) {
     if let Some(src) = m.rate_of {
         let _ = write!(help, " Increase of `{}`.", src.name);
     }
+    if crate::views::quiet_at_zero(m) {
+        help.push_str(" At zero, sent to CloudWatch as it falls to zero and then once a day (a gap after a zero is still zero).");
+    }
     if detail.iter().any(|d| std::ptr::eq(*d, m)) {
         help.push_str(" Sent in the head's `scheduler_sample` record unless `head.scheduler_detail = \"metrics\"` (no view reads it).");
     }

@@ -1,10 +1,12 @@
 //! What the generated views read: the metrics the cluster dashboard draws and the default alarm
 //! rules watch. A head figure of slurmctld's scheduler that neither reads goes, by default, into
 //! the head's `scheduler_sample` record (billed by the byte) instead of being a custom metric
-//! (billed by the hour whatever its value): [`scheduler_detail`].
+//! (billed by the hour whatever its value): [`scheduler_detail`]. A count of events at zero
+//! or a level of work at zero says only that nothing happened: [`quiet_at_zero`].
 
 use crate::alarms::default_rules;
 use crate::dashboard::{cluster_dashboard, referenced_metrics};
+use crate::metrics::*;
 use crate::{ALL, Group, Kind, Metric, Role};
 use std::collections::BTreeSet;
 
@@ -29,6 +31,38 @@ pub fn scheduler_detail() -> Vec<&'static Metric> {
             m.roles == [Role::Head] && m.kind != Kind::Counter && scheduler(m) && !shown.contains(m.name)
         })
         .collect()
+}
+
+/// Counts of events (an increase: RPCs, jobs submitted, dollars spent; a collector's errors, a
+/// shipper's retries, drops, missed collections, its spool's backlog) and levels of work (CPUs,
+/// memory and GPUs allocated, running and pending, slurmctld's queues, utilisation): at zero
+/// they say only that nothing happened or waits, so a destination billed per series sends one
+/// as the figure falls to zero and then one a day, not one a minute (shipper
+/// `transforms/quiet.rs`). Node and job counts by state have their own rule (`trim.rs`).
+pub fn quiet_at_zero(m: &Metric) -> bool {
+    const QUIET: [&Metric; 20] = [
+        &COLLECTOR_ERRORS,
+        &SHIPPER_RETRIES,
+        &SHIPPER_COLLECTIONS_MISSED,
+        &SHIPPER_DATUMS_DROPPED,
+        &SHIPPER_SPOOL_BYTES,
+        &SHIPPER_SPOOL_FILES,
+        &CPUS_ALLOCATED,
+        &CPUS_OTHER,
+        &GPUS_ALLOCATED,
+        &MEMORY_ALLOCATED,
+        &RUNNING_CPUS,
+        &RUNNING_GPUS,
+        &PENDING_CPUS,
+        &PENDING_GPUS,
+        &PENDING_NODES,
+        &AGENT_QUEUE_SIZE,
+        &DBD_AGENT_QUEUE_SIZE,
+        &PENDING_RPCS,
+        &CLUSTER_CPU_UTILIZATION,
+        &CLUSTER_GPU_UTILIZATION,
+    ];
+    m.kind == Kind::Increase || QUIET.iter().any(|q| std::ptr::eq(*q, m))
 }
 
 #[cfg(test)]

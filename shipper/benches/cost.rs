@@ -329,6 +329,26 @@ struct Host {
     namespace: String,
     otlp: otlp::OtlpBytes,
     emf: emf::EmfBytes,
+    /// The head's fake sdiag, rewritten before each collection.
+    sdiag: Option<FakeSdiag>,
+}
+
+/// Where the head's fake sdiag prints from, and the simulated times its counters grow from.
+struct FakeSdiag {
+    dir: PathBuf,
+    scenario: Scenario,
+    t0: u64,
+    /// When the cluster went idle.
+    idle_from: Option<u64>,
+}
+
+impl FakeSdiag {
+    fn write(&self, t: u64) {
+        let busy_until = self.idle_from.unwrap_or(t).min(t);
+        let (busy, idle) = (busy_until.saturating_sub(self.t0), t - busy_until);
+        let text = sdiag_text(&self.scenario, busy as f64, idle as f64);
+        std::fs::write(self.dir.join("sdiag.out"), text).expect("write the fake sdiag's output");
+    }
 }
 
 impl Host {
@@ -371,6 +391,9 @@ impl Host {
             batch.push(&COLLECTOR_ERRORS, host.clone().with(COLLECTOR, "cgroup"), 0.0);
             self.pipeline.add(batch);
         }
+        if let Some(f) = &self.sdiag {
+            f.write(t);
+        }
         self.pipeline.collect_at(at(t)).await;
     }
 
@@ -411,16 +434,25 @@ impl Host {
         }
     }
 
-    /// The head through `hours` simulated hours from `from` of an idle cluster (every node
-    /// powered down, no job: the fake commands print so), the distinct series its CloudWatch
-    /// lane had in each hour. Counted, not delivered: these hours lie after the busy hour the
-    /// Lambda reads, and only their number of series is billed differently.
-    async fn idle_hours(&mut self, from: u64, hours: u64, flush: u64) -> Vec<usize> {
+    /// The head through `hours` simulated hours from `from` of the cluster the fake commands
+    /// print, the distinct series its CloudWatch lane had in each hour. Counted, not delivered:
+    /// these hours lie outside the hour the Lambda reads (the head's warm-up before it, the
+    /// idle hours after), and only their number of series is billed differently.
+    async fn undelivered_hours(
+        &mut self,
+        what: &str,
+        from: u64,
+        hours: u64,
+        flush: u64,
+    ) -> Vec<BTreeSet<String>> {
         let mut out = Vec::new();
         for hour in 0..hours {
             let mut series = BTreeSet::new();
             for step in 0..SIM_SECONDS / COLLECT {
                 let t = from + hour * SIM_SECONDS + step * COLLECT;
+                if let Some(f) = &self.sdiag {
+                    f.write(t);
+                }
                 self.pipeline.collect_at(at(t)).await;
                 if (step + 1) % (flush / COLLECT) == 0 {
                     let flushed = self.pipeline.flush_at(at(t + COLLECT - 1));
@@ -431,7 +463,11 @@ impl Host {
                     }
                 }
             }
-            out.push(series.len());
+            if std::env::var_os("COST_DETAIL").is_some() {
+                let names: Vec<&str> = series.iter().map(|s| s.as_str()).collect();
+                eprintln!("  {what} hour {}: {} series: {}", hour + 1, names.len(), names.join("; "));
+            }
+            out.push(series);
         }
         out
     }
@@ -531,49 +567,7 @@ fn fake_slurm(s: &Scenario, dir: &Path, idle: bool) {
             k += 1;
         }
     }
-    let rpcs = [
-        "REQUEST_PARTITION_INFO",
-        "REQUEST_NODE_INFO_SINGLE",
-        "REQUEST_JOB_INFO",
-        "REQUEST_NODE_INFO",
-        "REQUEST_SUBMIT_BATCH_JOB",
-        "REQUEST_COMPLETE_BATCH_SCRIPT",
-        "MESSAGE_EPILOG_COMPLETE",
-        "REQUEST_STEP_COMPLETE",
-        "REQUEST_COMPLETE_PROLOG",
-        "REQUEST_JOB_STEP_CREATE",
-        "REQUEST_JOB_INFO_SINGLE",
-        "REQUEST_FED_INFO",
-        "REQUEST_STATS_INFO",
-        "REQUEST_UPDATE_NODE",
-        "MESSAGE_NODE_REGISTRATION_STATUS",
-        "REQUEST_JOB_USER_INFO",
-        "REQUEST_KILL_JOB",
-        "REQUEST_CANCEL_JOB_STEP",
-        "REQUEST_RESOURCE_ALLOCATION",
-        "REQUEST_JOB_READY",
-        "REQUEST_BUILD_INFO",
-        "REQUEST_PING",
-        "REQUEST_SHARE_INFO",
-        "REQUEST_UPDATE_JOB",
-    ];
-    let mut sdiag = String::from(SDIAG_HEAD);
-    if idle {
-        sdiag = sdiag
-            .replace("Jobs pending:   317", "Jobs pending:   0")
-            .replace("Jobs running:   347", "Jobs running:   0");
-    }
-    for (i, r) in rpcs.iter().enumerate() {
-        let count = 400_000 / (i + 1);
-        let _ = writeln!(
-            sdiag,
-            "\t{r:<40}( {}) count:{count:<6} ave_time:{}    total_time:{}",
-            2000 + i,
-            300 + i,
-            count * (300 + i)
-        );
-    }
-    sdiag.push_str("\nRemote Procedure Call statistics by user\n\troot            (       0) count:29     ave_time:482    total_time:13985\n\nPending RPC statistics\n\tNo pending RPCs\n");
+    let sdiag = sdiag_text(s, 0.0, 0.0);
     for (name, out) in [("sinfo", sinfo), ("squeue", squeue), ("sdiag", sdiag)] {
         std::fs::write(dir.join(format!("{name}.out")), out).expect("write a fake Slurm output");
         let script = dir.join(name);
@@ -588,6 +582,83 @@ fn fake_slurm(s: &Scenario, dir: &Path, idle: bool) {
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
             .expect("chmod a fake Slurm command");
     }
+}
+
+/// The message types sdiag lists, most frequent first.
+const RPCS: [&str; 24] = [
+    "REQUEST_PARTITION_INFO",
+    "REQUEST_NODE_INFO_SINGLE",
+    "REQUEST_JOB_INFO",
+    "REQUEST_NODE_INFO",
+    "REQUEST_SUBMIT_BATCH_JOB",
+    "REQUEST_COMPLETE_BATCH_SCRIPT",
+    "MESSAGE_EPILOG_COMPLETE",
+    "REQUEST_STEP_COMPLETE",
+    "REQUEST_COMPLETE_PROLOG",
+    "REQUEST_JOB_STEP_CREATE",
+    "REQUEST_JOB_INFO_SINGLE",
+    "REQUEST_FED_INFO",
+    "REQUEST_STATS_INFO",
+    "REQUEST_UPDATE_NODE",
+    "MESSAGE_NODE_REGISTRATION_STATUS",
+    "REQUEST_JOB_USER_INFO",
+    "REQUEST_KILL_JOB",
+    "REQUEST_CANCEL_JOB_STEP",
+    "REQUEST_RESOURCE_ALLOCATION",
+    "REQUEST_JOB_READY",
+    "REQUEST_BUILD_INFO",
+    "REQUEST_PING",
+    "REQUEST_SHARE_INFO",
+    "REQUEST_UPDATE_JOB",
+];
+
+/// The Slurm commands the head's collection runs, each an RPC of these types.
+const OWN_RPCS: [&str; 4] =
+    ["REQUEST_PARTITION_INFO", "REQUEST_NODE_INFO", "REQUEST_JOB_INFO", "REQUEST_STATS_INFO"];
+
+/// Seconds from the statistics' reset to the time `SDIAG_HEAD` prints.
+const SDIAG_SINCE: f64 = 71_206.0;
+
+/// sdiag as 22.05 prints it, `busy` seconds of the scenario's load and then `idle` seconds of
+/// an idle cluster after `SDIAG_HEAD`'s moment: its counters grow (jobs at the scenario's
+/// rate; each RPC type at the rate it reached its count, while idle only those of the head's
+/// own commands, one each a collection), so the increases the head sends are those of a
+/// cluster at work, and of one at rest.
+fn sdiag_text(s: &Scenario, busy: f64, idle: f64) -> String {
+    use std::fmt::Write as _;
+    let jobs = s.jobs_per_day / (s.busy_hours * 3600.0) * busy;
+    let grow = |text: String, label: &str, base: u64, by: f64| {
+        text.replace(&format!("{label}{base}"), &format!("{label}{}", base + by as u64))
+    };
+    let mut sdiag = String::from(SDIAG_HEAD);
+    sdiag = grow(sdiag, "Jobs submitted: ", 41233, jobs);
+    sdiag = grow(sdiag, "Jobs started:   ", 40127, jobs);
+    sdiag = grow(sdiag, "Jobs completed: ", 39508, jobs * 0.97);
+    sdiag = grow(sdiag, "Jobs canceled:  ", 412, jobs * 0.02);
+    sdiag = grow(sdiag, "Jobs failed:    ", 97, jobs * 0.01);
+    sdiag = grow(sdiag, "\tTotal cycles: ", 4415, busy / 20.0 + idle / 60.0);
+    sdiag = grow(sdiag, "(since last slurm start): ", 20512, jobs * 0.5);
+    sdiag = grow(sdiag, "(since last stats cycle start): ", 8190, jobs * 0.5);
+    sdiag = grow(sdiag, "\tTotal cycles: ", 2360, (busy + idle) / 30.0);
+    if idle > 0.0 {
+        sdiag = sdiag
+            .replace("Jobs pending:   317", "Jobs pending:   0")
+            .replace("Jobs running:   347", "Jobs running:   0");
+    }
+    for (i, r) in RPCS.iter().enumerate() {
+        let base = 400_000.0 / (i + 1) as f64;
+        let own = if OWN_RPCS.contains(r) { idle / COLLECT as f64 } else { 0.0 };
+        let count = (base + base / SDIAG_SINCE * busy + own) as u64;
+        let ave = 300 + i as u64;
+        let _ = writeln!(
+            sdiag,
+            "\t{r:<40}( {}) count:{count:<6} ave_time:{ave}    total_time:{}",
+            2000 + i,
+            count * ave
+        );
+    }
+    sdiag.push_str("\nRemote Procedure Call statistics by user\n\troot            (       0) count:29     ave_time:482    total_time:13985\n\nPending RPC statistics\n\tNo pending RPCs\n");
+    sdiag
 }
 
 const SDIAG_HEAD: &str = "*******************************************************
@@ -829,6 +900,8 @@ struct Run {
     /// The head's distinct series in its first and second idle hour (scenarios whose nodes
     /// scale to zero; empty else).
     idle_series: Vec<usize>,
+    /// Metric names the head sent in its warm-up hour (listed by their daily zero).
+    listed_earlier: BTreeSet<String>,
     listing: Listing,
     lambda: Option<LambdaRun>,
     seconds: f64,
@@ -950,6 +1023,7 @@ async fn simulate(
             namespace: namespace.clone(),
             otlp: otlp::OtlpBytes::default(),
             emf: emf::EmfBytes::default(),
+            sdiag: None,
         }
     };
     let mut hosts: Vec<(Host, Option<Vec<Job>>)> = Vec::new();
@@ -965,7 +1039,9 @@ async fn simulate(
         )),
         Box::new(ShipperCollector::new(head_name.clone())),
     ];
-    hosts.push((make(&head_name, head, false), None));
+    let mut head = make(&head_name, head, false);
+    head.sdiag = Some(FakeSdiag { dir: bin.clone(), scenario: s, t0, idle_from: None });
+    hosts.push((head, None));
 
     // Every host on its own task, as every node runs its own shipper.
     let flush = config.flush_interval.as_secs().max(COLLECT);
@@ -977,6 +1053,19 @@ async fn simulate(
         .map(|(mut host, jobs)| {
             let idle_after = idle_after.clone().filter(|_| !host.runs_node);
             local.spawn_local(async move {
+                // The head runs all day: an hour before the busy one (idle where the cluster
+                // idles), so that the hour measured is not its first (the zeros a daemon sends
+                // once are sent).
+                let mut warm = Vec::new();
+                if !host.runs_node {
+                    if let Some(bin) = &idle_after {
+                        fake_slurm(&s, bin, true);
+                    }
+                    warm = host.undelivered_hours("warm-up", t0 - SIM_SECONDS, 1, flush).await;
+                    if let Some(bin) = &idle_after {
+                        fake_slurm(&s, bin, false);
+                    }
+                }
                 let refs: Option<Vec<&Job>> = jobs.as_ref().map(|j| j.iter().collect());
                 for step in 0..SIM_SECONDS / COLLECT {
                     let t = t0 + step * COLLECT;
@@ -990,11 +1079,19 @@ async fn simulate(
                 let idle = match idle_after {
                     Some(bin) => {
                         fake_slurm(&s, &bin, true);
-                        host.idle_hours(t0 + SIM_SECONDS, 2, flush).await
+                        if let Some(f) = &mut host.sdiag {
+                            f.idle_from = Some(t0 + SIM_SECONDS);
+                        }
+                        host.undelivered_hours("idle", t0 + SIM_SECONDS, 2, flush).await
                     }
                     None => Vec::new(),
                 };
-                (host.runs_node, host.sent, host.otlp, host.emf, idle)
+                let idle = idle.iter().map(BTreeSet::len).collect::<Vec<_>>();
+                // What the head sent while warming up: listed in CloudWatch as well (a series at
+                // zero goes once a day), whether or not it had data in the hour measured.
+                let warm: BTreeSet<String> =
+                    warm.iter().flatten().filter_map(|k| k.split(' ').next()).map(str::to_owned).collect();
+                (host.runs_node, host.sent, host.otlp, host.emf, idle, warm)
             })
         })
         .collect();
@@ -1011,7 +1108,8 @@ async fn simulate(
     let (mut otlp_nodes, mut otlp_head) = (otlp::OtlpBytes::default(), otlp::OtlpBytes::default());
     let (mut emf_nodes, mut emf_head) = (emf::EmfBytes::default(), emf::EmfBytes::default());
     let mut idle_series = Vec::new();
-    for (is_node, sent, otlp, emf, idle) in &results {
+    let mut listed_earlier = BTreeSet::new();
+    for (is_node, sent, otlp, emf, idle, warm) in &results {
         if *is_node {
             nodes.add(sent);
             otlp_nodes.add(otlp);
@@ -1019,6 +1117,7 @@ async fn simulate(
         } else {
             head_sent.add(sent);
             idle_series.clone_from(idle);
+            listed_earlier.clone_from(warm);
             otlp_head.add(otlp);
             emf_head.add(emf);
         }
@@ -1035,6 +1134,7 @@ async fn simulate(
         nodes,
         head: head_sent,
         idle_series,
+        listed_earlier,
         listing,
         lambda,
         seconds: started.elapsed().as_secs_f64(),
@@ -1305,7 +1405,7 @@ fn main() {
                         m.total,
                     );
                     emf::print(s, &run, &m);
-                    views::print(s.name, &run.listing);
+                    views::print(s.name, &run.listing, &run.listed_earlier);
                 }
             }
         }

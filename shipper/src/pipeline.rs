@@ -19,6 +19,7 @@ use crate::transforms::job_series;
 use crate::transforms::jobs::Jobs;
 use crate::transforms::node_sample::NodeSamples;
 use crate::transforms::population;
+use crate::transforms::quiet::Quiet;
 use crate::transforms::scheduler_sample::SchedulerSamples;
 use crate::transforms::shape::Shape;
 use crate::transforms::trim::Trim;
@@ -60,6 +61,8 @@ pub struct Options {
 struct Lane {
     shape: Shape,
     aggregator: Aggregator,
+    /// Where each series is billed (CloudWatch, EMF): counts of events at zero left out.
+    quiet: Option<Quiet>,
     /// Where each collection's aggregates so far are shown (a pull endpoint's).
     live: Option<crate::sinks::prometheus::live::Live>,
 }
@@ -144,10 +147,14 @@ impl Pipeline {
             .then(|| SchedulerSamples::new(node.clone(), &options.exclude_metrics));
         let lanes = metrics
             .iter()
-            .map(|d| Lane {
-                shape: d.sink.shape(options.per_series),
-                aggregator: aggregator(cluster.clone(), options.flush_interval),
-                live: None,
+            .map(|d| {
+                let shape = d.sink.shape(options.per_series);
+                Lane {
+                    shape,
+                    aggregator: aggregator(cluster.clone(), options.flush_interval),
+                    quiet: matches!(shape, Shape::CloudWatch { .. }).then(Quiet::default),
+                    live: None,
+                }
             })
             .collect();
         Pipeline {
@@ -315,7 +322,17 @@ impl Pipeline {
         let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
         self.feed_lanes(batch.samples, &[], now);
         let collections = std::mem::take(&mut self.collections);
-        let aggregates = self.lanes.iter_mut().map(|l| l.aggregator.drain()).collect();
+        let aggregates = self
+            .lanes
+            .iter_mut()
+            .map(|l| {
+                let mut a = l.aggregator.drain();
+                if let Some(q) = &mut l.quiet {
+                    q.apply(&mut a);
+                }
+                a
+            })
+            .collect();
         Flushed { aggregates, records, delivered, records_delivered, collections }
     }
 }

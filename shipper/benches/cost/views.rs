@@ -10,14 +10,16 @@ use slurm_cw_catalog::dashboard::{cluster_dashboard, referenced_metrics};
 use std::collections::BTreeSet;
 
 /// One line: how many of the dashboard's and the alarms' metrics have data, and which not.
-pub fn print(scenario: &str, listing: &Listing) {
+/// `earlier`: names the head sent before the hour measured (a figure at zero goes once a day:
+/// listed in CloudWatch, without data in this hour).
+pub fn print(scenario: &str, listing: &Listing, earlier: &BTreeSet<String>) {
     let drawn: BTreeSet<String> = referenced_metrics(&cluster_dashboard()).into_iter().collect();
     let watched: BTreeSet<String> = default_rules()
         .iter()
         .flat_map(|r| r.watch.iter().chain(r.terms.values()).map(|m| m.metric.clone()).collect::<Vec<_>>())
         .collect();
     let without = |set: &BTreeSet<String>| -> Vec<String> {
-        set.iter().filter(|n| !listing.by_name.contains_key(*n)).cloned().collect()
+        set.iter().filter(|n| !listing.by_name.contains_key(*n) && !earlier.contains(*n)).cloned().collect()
     };
     let (drawn_none, watched_none) = (without(&drawn), without(&watched));
     let list = |v: &[String]| if v.is_empty() { "none".to_owned() } else { v.join(", ") };

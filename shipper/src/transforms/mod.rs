@@ -8,6 +8,8 @@
 //!   flush; [`scheduler_sample`]: the head's scheduler figures no view reads, one record per
 //!   flush;
 //! - [`population`]: figures across jobs per cluster, partition and account;
+//! - [`quiet`]: what a destination billed per series leaves out of a flush (counts of events at
+//!   zero);
 //! - [`shape`]: which series each destination takes, and with which dimensions
 //!   (`node.job_metrics`, `node.per_node_dimensions`, `self_metrics_per_node`);
 //!   [`job_series`]: per-job typed readings -> per-job series, in a destination's shape.
@@ -18,6 +20,7 @@ pub mod job_series;
 pub mod jobs;
 pub mod node_sample;
 pub mod population;
+pub mod quiet;
 pub mod records;
 pub mod scheduler_sample;
 pub mod shape;

@@ -31,18 +31,7 @@ pub struct Trim {
 
 impl Trim {
     pub fn new(per_partition: Toggle) -> Self {
-        let watched = slurm_cw_catalog::alarms::default_rules()
-            .iter()
-            .flat_map(|r| r.watch.iter().chain(r.terms.values()).cloned().collect::<Vec<_>>())
-            .filter_map(|m| {
-                let metric = STATE_COUNTS.iter().find(|s| s.name == m.metric)?;
-                let mut dims = Dims::new();
-                for (n, v) in &m.dimensions {
-                    dims.set(slurm_cw_catalog::dims::named(n)?, v.as_str());
-                }
-                Some((metric.name, dims))
-            })
-            .collect();
+        let watched = watched(&STATE_COUNTS);
         Trim { one_partition_as_cluster: per_partition == Toggle::Auto, watched, shown: HashSet::new() }
     }
 
@@ -68,6 +57,23 @@ impl Trim {
         let fell = self.shown.remove(&key);
         fell || self.watched.iter().any(|(m, d)| *m == s.metric.name && *d == s.dims)
     }
+}
+
+/// The series of `metrics` a rule of the catalog's default alarms watches: metric name and
+/// dimensions, `ClusterName` left out.
+pub fn watched(metrics: &[&'static Metric]) -> Vec<(&'static str, Dims)> {
+    slurm_cw_catalog::alarms::default_rules()
+        .iter()
+        .flat_map(|r| r.watch.iter().chain(r.terms.values()).cloned().collect::<Vec<_>>())
+        .filter_map(|m| {
+            let metric = metrics.iter().find(|s| s.name == m.metric)?;
+            let mut dims = Dims::new();
+            for (n, v) in &m.dimensions {
+                dims.set(slurm_cw_catalog::dims::named(n)?, v.as_str());
+            }
+            Some((metric.name, dims))
+        })
+        .collect()
 }
 
 /// Drops the per-partition copies of the cluster's figures when the collection saw one
