@@ -2,7 +2,8 @@
 //! rules watch. A head figure of slurmctld's scheduler that neither reads goes, by default, into
 //! the head's `scheduler_sample` record (billed by the byte) instead of being a custom metric
 //! (billed by the hour whatever its value): [`scheduler_detail`]. A count of events at zero
-//! or a level of work at zero says only that nothing happened: [`quiet_at_zero`].
+//! or a level of work at zero says only that nothing happened: [`quiet_at_zero`]. A figure's
+//! copy per partition is sent where a view reads it per partition: [`read_per_partition`].
 
 use crate::alarms::default_rules;
 use crate::dashboard::{cluster_dashboard, referenced_metrics};
@@ -15,6 +16,45 @@ pub fn shown() -> BTreeSet<String> {
     let mut names: BTreeSet<String> = referenced_metrics(&cluster_dashboard()).into_iter().collect();
     for r in default_rules() {
         names.extend(r.watch.iter().chain(r.terms.values()).map(|m| m.metric.clone()));
+    }
+    names
+}
+
+/// What the Lambda reads per partition (lambda/src/cluster.rs): the autoscaling signal, and the
+/// cores behind `ClusterCpuEfficiency` per partition.
+pub const LAMBDA_READS_PER_PARTITION: [&Metric; 4] =
+    [&BACKLOG_NODES, &IDLE_NODES, &JOB_CORES_USED, &JOB_CORES_ALLOCATED];
+
+/// Every metric name a view reads per partition: the cluster dashboard's lines and SEARCH
+/// expressions over `Partition`, the default alarms' with a `Partition`, and the Lambda's.
+pub fn read_per_partition() -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = LAMBDA_READS_PER_PARTITION.iter().map(|m| m.name.to_owned()).collect();
+    let dashboard: serde_json::Value = serde_json::from_str(&cluster_dashboard()).unwrap_or_default();
+    let widgets = dashboard["widgets"].as_array().cloned().unwrap_or_default();
+    for line in widgets.iter().filter_map(|w| w.pointer("/properties/metrics")?.as_array()).flatten() {
+        let Some(parts) = line.as_array() else { continue };
+        for p in parts {
+            // SEARCH('{ns,ClusterName,Partition} MetricName="X" ...')
+            if let Some(expr) = p.get("expression").and_then(|e| e.as_str())
+                && let Some((schema, _)) = expr.split_once("} MetricName=")
+                && schema.split(',').any(|d| d == crate::dims::PARTITION)
+                && let Some(name) = expr.split("MetricName=\"").nth(1).and_then(|r| r.split('"').next())
+            {
+                names.insert(name.to_owned());
+            }
+        }
+        if parts.iter().any(|p| p.as_str() == Some(crate::dims::PARTITION))
+            && let Some(name) = parts.get(1).and_then(|n| n.as_str())
+        {
+            names.insert(name.to_owned());
+        }
+    }
+    for r in default_rules() {
+        for m in r.watch.iter().chain(r.terms.values()) {
+            if m.dimensions.contains_key(crate::dims::PARTITION) {
+                names.insert(m.metric.clone());
+            }
+        }
     }
     names
 }
@@ -68,6 +108,23 @@ pub fn quiet_at_zero(m: &Metric) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_views_read_per_partition() {
+        let names: Vec<String> = read_per_partition().into_iter().collect();
+        assert_eq!(
+            names,
+            [
+                "BacklogNodes",
+                "ClusterCpuEfficiency",
+                "IdleNodes",
+                "JobCoresAllocated",
+                "JobCoresUsed",
+                "JobCost"
+            ],
+            "the dashboard's partition widgets, and the Lambda's reads"
+        );
+    }
 
     #[test]
     fn detail_is_the_scheduler_figures_no_view_reads() {

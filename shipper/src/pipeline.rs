@@ -22,7 +22,7 @@ use crate::transforms::population;
 use crate::transforms::quiet::Quiet;
 use crate::transforms::scheduler_sample::SchedulerSamples;
 use crate::transforms::shape::Shape;
-use crate::transforms::trim::Trim;
+use crate::transforms::trim::{PartitionCopies, Trim};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME};
 use slurm_cw_catalog::metrics::*;
@@ -51,6 +51,8 @@ pub struct Options {
     pub scheduler_records: bool,
     /// `node.population_per_user`.
     pub population_per_user: bool,
+    /// `node.per_partition`.
+    pub node_per_partition: Toggle,
     /// `exclude_metrics`: metric names never shipped.
     pub exclude_metrics: Vec<String>,
     /// The series a destination billed per series takes (`node.job_metrics`, ...).
@@ -83,6 +85,8 @@ pub struct Pipeline {
     node_samples: Option<NodeSamples>,
     /// The head's `scheduler_sample` records (head role, where records go somewhere).
     scheduler: Option<SchedulerSamples>,
+    /// Which population figures go per partition (`node.per_partition`; None: all).
+    node_partitions: Option<NodePartitions>,
     /// What delivery did, for the self-metrics at each flush.
     delivery: DeliveryFigures,
     per_user: bool,
@@ -164,6 +168,11 @@ impl Pipeline {
             jobs: role.runs_node().then(|| Jobs::new(options.findings.clone(), prices)),
             node_samples,
             scheduler,
+            node_partitions: match options.node_per_partition {
+                Toggle::Auto => Some(NodePartitions::Read(PartitionCopies::default())),
+                Toggle::Off => Some(NodePartitions::None),
+                Toggle::On => None,
+            },
             derive: role.runs_head().then(|| (Derive::default(), Trim::new(options.per_partition))),
             delivery: DeliveryFigures { node, metrics, records, missed: Arc::default() },
             per_user: options.population_per_user,
@@ -222,7 +231,11 @@ impl Pipeline {
             let held = jobs.observe(&batch);
             if batch.all_jobs {
                 let read = std::mem::take(&mut batch.jobs);
+                let from = batch.samples.len();
                 population::push(&read, &held, self.per_user, self.idle_gpu_percent, &mut batch);
+                if let Some(p) = &self.node_partitions {
+                    p.apply(&mut batch, from);
+                }
                 batch.jobs = read;
             }
         }
@@ -313,6 +326,9 @@ impl Pipeline {
         let mut batch = Batch::new(now);
         if let Some(jobs) = &mut self.jobs {
             spend(jobs.take_spent(), &mut batch);
+            if let Some(p) = &self.node_partitions {
+                p.apply(&mut batch, 0);
+            }
             // Jobs without a cost figure (no price, or no node size), counted where they are.
             if jobs.uncosted > 0 {
                 let dims = Dims::new().with(NODE_NAME, self.node.as_str()).with(COLLECTOR, "cost");
@@ -334,6 +350,29 @@ impl Pipeline {
             })
             .collect();
         Flushed { aggregates, records, delivered, records_delivered, collections }
+    }
+}
+
+/// `node.per_partition`: the population figures' copies per partition a view reads, or none.
+#[derive(Debug)]
+enum NodePartitions {
+    Read(PartitionCopies),
+    None,
+}
+
+impl NodePartitions {
+    /// Leaves out the samples from `from` on that are partition copies not wanted.
+    fn apply(&self, batch: &mut Batch, from: usize) {
+        match self {
+            NodePartitions::Read(c) => c.apply(batch, from),
+            NodePartitions::None => {
+                let mut i = 0;
+                batch.samples.retain(|s| {
+                    i += 1;
+                    i <= from || s.dims.get(slurm_cw_catalog::dims::PARTITION).is_none()
+                });
+            }
+        }
     }
 }
 

@@ -145,3 +145,48 @@ fn the_head_sends_what_no_view_reads_as_one_record_where_records_go() {
     let (names, records) = run(Some(StatsHandle::default()), &metrics);
     assert!(names.contains(&"BackfillQueueLength") && records.is_empty(), "{names:?}");
 }
+
+/// One job in partition `batch`, every collection.
+struct OneJob;
+
+#[async_trait::async_trait(?Send)]
+impl Collector for OneJob {
+    fn name(&self) -> &'static str {
+        "one-job"
+    }
+
+    async fn collect(&mut self, out: &mut Batch, _errors: &mut Errors) {
+        let mut reading = JobReading::new(JobInfo {
+            id: "7".into(),
+            names: Default::default(),
+            node: "n1".into(),
+            user: "u".into(),
+            account: "a".into(),
+            partition: "batch".into(),
+        });
+        reading.job = JobFigures::from_figures(vec![(&CPU_USAGE, 1.0), (&CPUS_ALLOCATED, 2.0)]);
+        out.jobs.push(reading);
+        out.all_jobs = true;
+    }
+}
+
+#[test]
+fn a_node_sends_per_partition_only_what_a_view_reads_per_partition() {
+    let run = |per_partition: Toggle| {
+        let options = Options { node_per_partition: per_partition, ..Options::default() };
+        let mut p = Pipeline::new(&options, Role::Node, vec![Box::new(OneJob)], Parts::cloudwatch("c", "n1"));
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(p.collect());
+        let f = p.flush();
+        let mut per_partition: Vec<&str> = f.aggregates[0]
+            .iter()
+            .filter(|a| a.dimension("Partition").is_some())
+            .map(|a| a.metric.name)
+            .collect();
+        per_partition.sort_unstable();
+        per_partition.dedup();
+        per_partition
+    };
+    assert_eq!(run(Toggle::Auto), ["JobCoresAllocated", "JobCoresUsed"], "what the Lambda reads");
+    assert!(run(Toggle::On).contains(&"JobAllocations"), "on: every figure");
+    assert!(run(Toggle::Off).is_empty(), "off: none");
+}

@@ -31,6 +31,7 @@ impl Settings {
             scheduler_records: self.head.scheduler_detail
                 == crate::sources::head::config::SchedulerDetail::Records,
             population_per_user: self.node.population_per_user,
+            node_per_partition: self.node.per_partition,
             exclude_metrics: self.exclude_metrics.clone(),
             per_series: self.per_series_shape(),
         }

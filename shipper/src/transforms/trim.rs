@@ -1,9 +1,11 @@
 //! What the head leaves out of its collection, as each series it sends is a custom metric
 //! billed by the hour whatever its value (docs/cost.md):
 //!
-//! - on a cluster of one partition (`head.per_partition = "auto"`), the partition's copies of
-//!   the cluster's figures: they repeat them. The figures that exist per partition only (the
-//!   autoscaling signal) stay;
+//! - with `head.per_partition = "auto"`, the partitions' copies of the cluster's figures that
+//!   no view reads per partition ([`PartitionCopies`]; on a cluster of one partition, every
+//!   copy: it repeats the cluster's figure). The figures that exist per partition only (the
+//!   autoscaling signal) stay. The node's population figures follow the same rule
+//!   (`node.per_partition`);
 //! - the node and job counts of a state at zero: sent once when the count falls to zero (a graph
 //!   comes down to it), then not until the state has nodes or jobs again; a state an alarm of
 //!   the catalog's default rules watches (drained nodes, pending jobs) is sent at zero always.
@@ -22,7 +24,8 @@ const STATE_COUNTS: [&Metric; 2] = [&NODE_COUNT, &JOB_COUNT];
 
 #[derive(Debug)]
 pub struct Trim {
-    one_partition_as_cluster: bool,
+    /// `auto`'s partition rule; None with `on` (or `off`, where no partition is read).
+    copies: Option<PartitionCopies>,
     /// The state-count series an alarm watches: sent at zero.
     watched: Vec<(&'static str, Dims)>,
     /// State-count series sent non-zero last time.
@@ -32,12 +35,14 @@ pub struct Trim {
 impl Trim {
     pub fn new(per_partition: Toggle) -> Self {
         let watched = watched(&STATE_COUNTS);
-        Trim { one_partition_as_cluster: per_partition == Toggle::Auto, watched, shown: HashSet::new() }
+        let copies = (per_partition == Toggle::Auto).then(PartitionCopies::default);
+        Trim { copies, watched, shown: HashSet::new() }
     }
 
     pub fn apply(&mut self, batch: &mut Batch) {
-        if self.one_partition_as_cluster {
+        if let Some(c) = &self.copies {
             one_partition(batch);
+            c.apply(batch, 0);
         }
         let samples = std::mem::take(&mut batch.samples);
         batch.samples = samples.into_iter().filter(|s| self.keep(s)).collect();
@@ -76,18 +81,47 @@ pub fn watched(metrics: &[&'static Metric]) -> Vec<(&'static str, Dims)> {
         .collect()
 }
 
+/// A partition's copy of a cluster figure: a sample with a `Partition` whose metric has the
+/// same set without it.
+fn is_copy(s: &Sample) -> bool {
+    s.dims.get(PARTITION).is_some()
+        && s.metric.accepts_dimensions(s.dims.names().filter(|n| *n != PARTITION).chain([CLUSTER_NAME]))
+}
+
 /// Drops the per-partition copies of the cluster's figures when the collection saw one
-/// partition: a figure with a `Partition` whose metric has the same set without it.
+/// partition.
 fn one_partition(batch: &mut Batch) {
     let mut partitions = batch.samples.iter().filter_map(|s| s.dims.get(PARTITION));
     let Some(first) = partitions.next() else { return };
     if partitions.any(|p| p != first) {
         return;
     }
-    batch.samples.retain(|s| {
-        s.dims.get(PARTITION).is_none()
-            || !s.metric.accepts_dimensions(s.dims.names().filter(|n| *n != PARTITION).chain([CLUSTER_NAME]))
-    });
+    batch.samples.retain(|s| !is_copy(s));
+}
+
+/// The copies per partition that a view reads (catalog `views::read_per_partition`: the
+/// dashboard's partition widgets, the Lambda's reads); the others say per partition what no
+/// one looks at, each a billed metric.
+#[derive(Debug)]
+pub struct PartitionCopies {
+    read: Vec<String>,
+}
+
+impl Default for PartitionCopies {
+    fn default() -> Self {
+        PartitionCopies { read: slurm_cw_catalog::views::read_per_partition().into_iter().collect() }
+    }
+}
+
+impl PartitionCopies {
+    /// Leaves out the samples from `from` on that are copies no view reads.
+    pub fn apply(&self, batch: &mut Batch, from: usize) {
+        let mut i = 0;
+        batch.samples.retain(|s| {
+            i += 1;
+            i <= from || !is_copy(s) || self.read.iter().any(|r| r == s.metric.name)
+        });
+    }
 }
 
 #[cfg(test)]
@@ -133,8 +167,9 @@ mod tests {
 
         let mut two = batch(&["batch", "gpu"]);
         Trim::new(Toggle::Auto).apply(&mut two);
-        assert_eq!(two.value(&CPUS_TOTAL, &batch_p), Some(16.0), "two partitions: each its own");
-        assert_eq!(two.value(&CPUS_TOTAL, &[("Partition", "gpu")]), Some(16.0));
+        assert_eq!(two.value(&CPUS_TOTAL, &batch_p), None, "two partitions: no view reads it per partition");
+        assert_eq!(two.value(&BACKLOG_NODES, &[("Partition", "gpu")]), Some(2.0), "the autoscaling signal");
+        assert_eq!(two.value(&CPUS_TOTAL, &[]), Some(16.0), "the cluster's");
 
         let mut on = batch(&["batch"]);
         Trim::new(Toggle::On).apply(&mut on);

@@ -1,6 +1,6 @@
 //! `[node]`: where the node collector finds job cgroups, /proc and /sys, and what it ships.
 
-use crate::config::{ConfigError, string};
+use crate::config::{ConfigError, Toggle, string};
 use crate::transforms::findings::Thresholds;
 use crate::transforms::shape::JobMetrics;
 use serde::Deserialize;
@@ -56,6 +56,10 @@ pub struct NodeConfig {
     pub job_metrics: JobMetrics,
     /// Population metrics per user as well as per cluster, partition and account.
     pub population_per_user: bool,
+    /// Job population figures per partition: `auto` those a view reads per partition (cores
+    /// used and allocated, spend), `on` all, `off` none.
+    #[serde(deserialize_with = "crate::config::de::toggle")]
+    pub per_partition: Toggle,
     /// When the node reports a job as wasteful (`job_finding` records).
     pub findings: Thresholds,
 }
@@ -77,6 +81,7 @@ impl Default for NodeConfig {
             process_every: 10,
             job_metrics: JobMetrics::Logs,
             population_per_user: false,
+            per_partition: Toggle::Auto,
             findings: Thresholds::default(),
         }
     }

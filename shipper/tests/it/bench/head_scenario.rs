@@ -193,6 +193,9 @@ async fn every_head_metric_equals_what_slurm_says() {
     let group = job_log_group(&logs, "head_scenario").await;
     let mut env = shipper_env(&url, &ns);
     env.push(("SLURM_CW_LOGS__GROUP".into(), group.clone()));
+    // Every partition's figures, to check each against Slurm (by default only those a view
+    // reads per partition go: the golden head file shows which).
+    env.push(("SLURM_CW_HEAD__PER_PARTITION".into(), "on".into()));
     // Truth before and after the shipper's one cycle; the queue must hold still meanwhile.
     let (before, sdiag_before, sdiag_after) = loop {
         let before = slurm_truth();
