@@ -3,7 +3,7 @@
 //! the head's `scheduler_sample` record (billed by the byte) instead of being a custom metric
 //! (billed by the hour whatever its value): [`scheduler_detail`]. A count of events at zero
 //! or a level of work at zero says only that nothing happened: [`quiet_at_zero`]. A figure's
-//! copy per partition is sent where a view reads it per partition: [`read_per_partition`].
+//! copy per partition or account is sent where a view reads it so: [`read_per`].
 
 use crate::alarms::default_rules;
 use crate::dashboard::{cluster_dashboard, referenced_metrics};
@@ -20,15 +20,22 @@ pub fn shown() -> BTreeSet<String> {
     names
 }
 
-/// What the Lambda reads per partition (lambda/src/cluster.rs): the autoscaling signal, and the
-/// cores behind `ClusterCpuEfficiency` per partition.
-pub const LAMBDA_READS_PER_PARTITION: [&Metric; 4] =
-    [&BACKLOG_NODES, &IDLE_NODES, &JOB_CORES_USED, &JOB_CORES_ALLOCATED];
+/// What the Lambda reads per partition or account: the autoscaling signal and the cores behind
+/// `ClusterCpuEfficiency` per partition (lambda/src/cluster.rs), each account's spend for its
+/// budget (lambda/src/budgets.rs).
+pub const LAMBDA_READS: [(&str, &Metric); 5] = [
+    (crate::dims::PARTITION, &BACKLOG_NODES),
+    (crate::dims::PARTITION, &IDLE_NODES),
+    (crate::dims::PARTITION, &JOB_CORES_USED),
+    (crate::dims::PARTITION, &JOB_CORES_ALLOCATED),
+    (crate::dims::ACCOUNT, &JOB_COST),
+];
 
-/// Every metric name a view reads per partition: the cluster dashboard's lines and SEARCH
-/// expressions over `Partition`, the default alarms' with a `Partition`, and the Lambda's.
-pub fn read_per_partition() -> BTreeSet<String> {
-    let mut names: BTreeSet<String> = LAMBDA_READS_PER_PARTITION.iter().map(|m| m.name.to_owned()).collect();
+/// Every metric name a view reads per `dim` (`Partition`, `Account`): the cluster dashboard's
+/// lines and SEARCH expressions over it, the default alarms' with it, and the Lambda's.
+pub fn read_per(dim: &str) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> =
+        LAMBDA_READS.iter().filter(|(d, _)| *d == dim).map(|(_, m)| m.name.to_owned()).collect();
     let dashboard: serde_json::Value = serde_json::from_str(&cluster_dashboard()).unwrap_or_default();
     let widgets = dashboard["widgets"].as_array().cloned().unwrap_or_default();
     for line in widgets.iter().filter_map(|w| w.pointer("/properties/metrics")?.as_array()).flatten() {
@@ -37,13 +44,13 @@ pub fn read_per_partition() -> BTreeSet<String> {
             // SEARCH('{ns,ClusterName,Partition} MetricName="X" ...')
             if let Some(expr) = p.get("expression").and_then(|e| e.as_str())
                 && let Some((schema, _)) = expr.split_once("} MetricName=")
-                && schema.split(',').any(|d| d == crate::dims::PARTITION)
+                && schema.split(',').any(|d| d == dim)
                 && let Some(name) = expr.split("MetricName=\"").nth(1).and_then(|r| r.split('"').next())
             {
                 names.insert(name.to_owned());
             }
         }
-        if parts.iter().any(|p| p.as_str() == Some(crate::dims::PARTITION))
+        if parts.iter().any(|p| p.as_str() == Some(dim))
             && let Some(name) = parts.get(1).and_then(|n| n.as_str())
         {
             names.insert(name.to_owned());
@@ -51,7 +58,7 @@ pub fn read_per_partition() -> BTreeSet<String> {
     }
     for r in default_rules() {
         for m in r.watch.iter().chain(r.terms.values()) {
-            if m.dimensions.contains_key(crate::dims::PARTITION) {
+            if m.dimensions.contains_key(dim) {
                 names.insert(m.metric.clone());
             }
         }
@@ -110,8 +117,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn what_views_read_per_partition() {
-        let names: Vec<String> = read_per_partition().into_iter().collect();
+    fn what_views_read_per_partition_and_account() {
+        let names: Vec<String> = read_per(crate::dims::PARTITION).into_iter().collect();
         assert_eq!(
             names,
             [
@@ -124,6 +131,8 @@ mod tests {
             ],
             "the dashboard's partition widgets, and the Lambda's reads"
         );
+        let names: Vec<String> = read_per(crate::dims::ACCOUNT).into_iter().collect();
+        assert_eq!(names, ["JobCost", "JobCpuEfficiency", "JobWaste"], "the account widgets, and budgets");
     }
 
     #[test]

@@ -22,9 +22,9 @@ use crate::transforms::population;
 use crate::transforms::quiet::Quiet;
 use crate::transforms::scheduler_sample::SchedulerSamples;
 use crate::transforms::shape::Shape;
-use crate::transforms::trim::{PartitionCopies, Trim};
+use crate::transforms::trim::{Copies, Trim};
 use slurm_cw_catalog::Metric;
-use slurm_cw_catalog::dims::{COLLECTOR, NODE_NAME};
+use slurm_cw_catalog::dims::{ACCOUNT, COLLECTOR, NODE_NAME, PARTITION};
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::record::Record;
 use std::sync::Arc;
@@ -53,6 +53,8 @@ pub struct Options {
     pub population_per_user: bool,
     /// `node.per_partition`.
     pub node_per_partition: Toggle,
+    /// `node.per_account`.
+    pub node_per_account: Toggle,
     /// `exclude_metrics`: metric names never shipped.
     pub exclude_metrics: Vec<String>,
     /// The series a destination billed per series takes (`node.job_metrics`, ...).
@@ -85,8 +87,9 @@ pub struct Pipeline {
     node_samples: Option<NodeSamples>,
     /// The head's `scheduler_sample` records (head role, where records go somewhere).
     scheduler: Option<SchedulerSamples>,
-    /// Which population figures go per partition (`node.per_partition`; None: all).
-    node_partitions: Option<NodePartitions>,
+    /// Which population figures go per partition and per account (`node.per_partition`,
+    /// `node.per_account`; none here: every copy).
+    node_copies: Vec<Copies>,
     /// What delivery did, for the self-metrics at each flush.
     delivery: DeliveryFigures,
     per_user: bool,
@@ -168,11 +171,10 @@ impl Pipeline {
             jobs: role.runs_node().then(|| Jobs::new(options.findings.clone(), prices)),
             node_samples,
             scheduler,
-            node_partitions: match options.node_per_partition {
-                Toggle::Auto => Some(NodePartitions::Read(PartitionCopies::default())),
-                Toggle::Off => Some(NodePartitions::None),
-                Toggle::On => None,
-            },
+            node_copies: [(PARTITION, options.node_per_partition), (ACCOUNT, options.node_per_account)]
+                .into_iter()
+                .filter_map(|(dim, setting)| Copies::by(dim, setting))
+                .collect(),
             derive: role.runs_head().then(|| (Derive::default(), Trim::new(options.per_partition))),
             delivery: DeliveryFigures { node, metrics, records, missed: Arc::default() },
             per_user: options.population_per_user,
@@ -233,8 +235,8 @@ impl Pipeline {
                 let read = std::mem::take(&mut batch.jobs);
                 let from = batch.samples.len();
                 population::push(&read, &held, self.per_user, self.idle_gpu_percent, &mut batch);
-                if let Some(p) = &self.node_partitions {
-                    p.apply(&mut batch, from);
+                for c in &self.node_copies {
+                    c.apply(&mut batch, from);
                 }
                 batch.jobs = read;
             }
@@ -326,8 +328,8 @@ impl Pipeline {
         let mut batch = Batch::new(now);
         if let Some(jobs) = &mut self.jobs {
             spend(jobs.take_spent(), &mut batch);
-            if let Some(p) = &self.node_partitions {
-                p.apply(&mut batch, 0);
+            for c in &self.node_copies {
+                c.apply(&mut batch, 0);
             }
             // Jobs without a cost figure (no price, or no node size), counted where they are.
             if jobs.uncosted > 0 {
@@ -353,32 +355,8 @@ impl Pipeline {
     }
 }
 
-/// `node.per_partition`: the population figures' copies per partition a view reads, or none.
-#[derive(Debug)]
-enum NodePartitions {
-    Read(PartitionCopies),
-    None,
-}
-
-impl NodePartitions {
-    /// Leaves out the samples from `from` on that are partition copies not wanted.
-    fn apply(&self, batch: &mut Batch, from: usize) {
-        match self {
-            NodePartitions::Read(c) => c.apply(batch, from),
-            NodePartitions::None => {
-                let mut i = 0;
-                batch.samples.retain(|s| {
-                    i += 1;
-                    i <= from || s.dims.get(slurm_cw_catalog::dims::PARTITION).is_none()
-                });
-            }
-        }
-    }
-}
-
 /// What the jobs cost and wasted since the last flush, per cluster, partition and account.
 fn spend(spent: crate::transforms::jobs::Spent, out: &mut Batch) {
-    use slurm_cw_catalog::dims::{ACCOUNT, PARTITION};
     let mut sums: std::collections::BTreeMap<Dims, (f64, f64)> = std::collections::BTreeMap::new();
     for ((account, partition), (usd, waste)) in spent {
         for scope in

@@ -171,22 +171,23 @@ impl Collector for OneJob {
 }
 
 #[test]
-fn a_node_sends_per_partition_only_what_a_view_reads_per_partition() {
-    let run = |per_partition: Toggle| {
-        let options = Options { node_per_partition: per_partition, ..Options::default() };
+fn a_node_sends_per_partition_and_account_only_what_a_view_reads_so() {
+    let run = |node_per_partition: Toggle, node_per_account: Toggle, dim: &str| {
+        let options = Options { node_per_partition, node_per_account, ..Options::default() };
         let mut p = Pipeline::new(&options, Role::Node, vec![Box::new(OneJob)], Parts::cloudwatch("c", "n1"));
         tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(p.collect());
         let f = p.flush();
-        let mut per_partition: Vec<&str> = f.aggregates[0]
-            .iter()
-            .filter(|a| a.dimension("Partition").is_some())
-            .map(|a| a.metric.name)
-            .collect();
-        per_partition.sort_unstable();
-        per_partition.dedup();
-        per_partition
+        let mut names: Vec<&str> =
+            f.aggregates[0].iter().filter(|a| a.dimension(dim).is_some()).map(|a| a.metric.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     };
-    assert_eq!(run(Toggle::Auto), ["JobCoresAllocated", "JobCoresUsed"], "what the Lambda reads");
-    assert!(run(Toggle::On).contains(&"JobAllocations"), "on: every figure");
-    assert!(run(Toggle::Off).is_empty(), "off: none");
+    use Toggle::{Auto, Off, On};
+    assert_eq!(run(Auto, Auto, "Partition"), ["JobCoresAllocated", "JobCoresUsed"], "what the Lambda reads");
+    assert!(run(On, Auto, "Partition").contains(&"JobAllocations"), "on: every figure");
+    assert!(run(Off, Auto, "Partition").is_empty(), "off: none");
+    // One collection: no CPU efficiency yet, and no price here: no spend.
+    assert!(run(Auto, Auto, "Account").is_empty(), "no figure a view reads per account yet");
+    assert!(run(Auto, On, "Account").contains(&"JobAllocations"), "on: every figure");
 }

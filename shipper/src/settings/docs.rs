@@ -62,6 +62,7 @@ const KEYS: &[Key] = &[
     key("node.hook_socket", Value("\"/run/slurm-cw-shipper/hook.sock\""), "where the daemon listens for `--job-ended`"),
     key("node.job_metrics", Value("\"logs\""), "where per-job figures go: `logs` (job records), `metrics` (per-job custom metrics: 27 to 50 billed metrics a job, a full hour each, see [docs/cost.md](cost.md)) or `both`"),
     key("node.per_partition", Value("\"auto\""), "job population figures and spend per partition as well as per cluster: `auto` those a view reads per partition (`JobCoresUsed` and `JobCoresAllocated`, behind the Lambda's `ClusterCpuEfficiency` per partition, and `JobCost`: each a billed metric per partition), `on` all, `off` none"),
+    key("node.per_account", Value("\"auto\""), "the same per account: `auto` those a view reads per account (`JobCpuEfficiency`, `JobCost`, `JobWaste`: the dashboard's account widgets and the Lambda's budgets), `on` all (`JobAllocations`, `JobMemoryUsed`, GPU figures too), `off` none"),
     key("node.population_per_user", Value("false"), "job population metrics per user as well as per cluster, partition and account"),
     key("node.findings.idle_gpu_percent", Value("5.0"), "a job's GPUs under this utilisation count as idle (`job_finding` idle_gpu)"),
     key("node.findings.idle_gpu_minutes", Value("30"), "... for this many minutes without a break"),

@@ -32,6 +32,7 @@ impl Settings {
                 == crate::sources::head::config::SchedulerDetail::Records,
             population_per_user: self.node.population_per_user,
             node_per_partition: self.node.per_partition,
+            node_per_account: self.node.per_account,
             exclude_metrics: self.exclude_metrics.clone(),
             per_series: self.per_series_shape(),
         }

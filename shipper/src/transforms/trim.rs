@@ -2,10 +2,10 @@
 //! billed by the hour whatever its value (docs/cost.md):
 //!
 //! - with `head.per_partition = "auto"`, the partitions' copies of the cluster's figures that
-//!   no view reads per partition ([`PartitionCopies`]; on a cluster of one partition, every
-//!   copy: it repeats the cluster's figure). The figures that exist per partition only (the
-//!   autoscaling signal) stay. The node's population figures follow the same rule
-//!   (`node.per_partition`);
+//!   no view reads per partition ([`Copies`]; on a cluster of one partition, every copy: it
+//!   repeats the cluster's figure). The figures that exist per partition only (the autoscaling
+//!   signal) stay. The node's population figures follow the same rule per partition and per
+//!   account (`node.per_partition`, `node.per_account`);
 //! - the node and job counts of a state at zero: sent once when the count falls to zero (a graph
 //!   comes down to it), then not until the state has nodes or jobs again; a state an alarm of
 //!   the catalog's default rules watches (drained nodes, pending jobs) is sent at zero always.
@@ -25,7 +25,7 @@ const STATE_COUNTS: [&Metric; 2] = [&NODE_COUNT, &JOB_COUNT];
 #[derive(Debug)]
 pub struct Trim {
     /// `auto`'s partition rule; None with `on` (or `off`, where no partition is read).
-    copies: Option<PartitionCopies>,
+    copies: Option<Copies>,
     /// The state-count series an alarm watches: sent at zero.
     watched: Vec<(&'static str, Dims)>,
     /// State-count series sent non-zero last time.
@@ -35,7 +35,7 @@ pub struct Trim {
 impl Trim {
     pub fn new(per_partition: Toggle) -> Self {
         let watched = watched(&STATE_COUNTS);
-        let copies = (per_partition == Toggle::Auto).then(PartitionCopies::default);
+        let copies = (per_partition == Toggle::Auto).then(|| Copies::read(PARTITION));
         Trim { copies, watched, shown: HashSet::new() }
     }
 
@@ -82,10 +82,10 @@ pub fn watched(metrics: &[&'static Metric]) -> Vec<(&'static str, Dims)> {
 }
 
 /// A partition's copy of a cluster figure: a sample with a `Partition` whose metric has the
-/// same set without it.
-fn is_copy(s: &Sample) -> bool {
-    s.dims.get(PARTITION).is_some()
-        && s.metric.accepts_dimensions(s.dims.names().filter(|n| *n != PARTITION).chain([CLUSTER_NAME]))
+/// same set without it (or an `Account`, ...).
+fn is_copy(s: &Sample, dim: &str) -> bool {
+    s.dims.get(dim).is_some()
+        && s.metric.accepts_dimensions(s.dims.names().filter(|n| *n != dim).chain([CLUSTER_NAME]))
 }
 
 /// Drops the per-partition copies of the cluster's figures when the collection saw one
@@ -96,30 +96,41 @@ fn one_partition(batch: &mut Batch) {
     if partitions.any(|p| p != first) {
         return;
     }
-    batch.samples.retain(|s| !is_copy(s));
+    batch.samples.retain(|s| !is_copy(s, PARTITION));
 }
 
-/// The copies per partition that a view reads (catalog `views::read_per_partition`: the
-/// dashboard's partition widgets, the Lambda's reads); the others say per partition what no
-/// one looks at, each a billed metric.
+/// Which copies of the cluster's figures per partition (or account) go: those a view reads
+/// so (catalog `views::read_per`: the dashboard's widgets, the alarms, the Lambda's reads; the
+/// others say per partition what no one looks at, each a billed metric), or none.
 #[derive(Debug)]
-pub struct PartitionCopies {
-    read: Vec<String>,
+pub struct Copies {
+    dim: &'static str,
+    /// None: no copy at all.
+    read: Option<Vec<String>>,
 }
 
-impl Default for PartitionCopies {
-    fn default() -> Self {
-        PartitionCopies { read: slurm_cw_catalog::views::read_per_partition().into_iter().collect() }
+impl Copies {
+    /// The copies per `dim` a view reads.
+    pub fn read(dim: &'static str) -> Self {
+        Copies { dim, read: Some(slurm_cw_catalog::views::read_per(dim).into_iter().collect()) }
     }
-}
 
-impl PartitionCopies {
-    /// Leaves out the samples from `from` on that are copies no view reads.
+    /// A `node.per_*` setting's rule: `auto` what a view reads, `off` none; `on` every copy (None).
+    pub fn by(dim: &'static str, setting: Toggle) -> Option<Self> {
+        match setting {
+            Toggle::Auto => Some(Copies::read(dim)),
+            Toggle::Off => Some(Copies { dim, read: None }),
+            Toggle::On => None,
+        }
+    }
+
+    /// Leaves out the samples from `from` on that are copies not wanted.
     pub fn apply(&self, batch: &mut Batch, from: usize) {
         let mut i = 0;
         batch.samples.retain(|s| {
             i += 1;
-            i <= from || !is_copy(s) || self.read.iter().any(|r| r == s.metric.name)
+            let wanted = || self.read.as_ref().is_some_and(|r| r.iter().any(|n| n == s.metric.name));
+            i <= from || !is_copy(s, self.dim) || wanted()
         });
     }
 }

@@ -60,6 +60,10 @@ pub struct NodeConfig {
     /// used and allocated, spend), `on` all, `off` none.
     #[serde(deserialize_with = "crate::config::de::toggle")]
     pub per_partition: Toggle,
+    /// The same per account: `auto` those a view reads per account (CPU efficiency, spend,
+    /// waste), `on` all, `off` none.
+    #[serde(deserialize_with = "crate::config::de::toggle")]
+    pub per_account: Toggle,
     /// When the node reports a job as wasteful (`job_finding` records).
     pub findings: Thresholds,
 }
@@ -82,6 +86,7 @@ impl Default for NodeConfig {
             job_metrics: JobMetrics::Logs,
             population_per_user: false,
             per_partition: Toggle::Auto,
+            per_account: Toggle::Auto,
             findings: Thresholds::default(),
         }
     }

@@ -18,6 +18,8 @@ fn once_node(cluster: &str) -> String {
     let run = shipper()
         .args(["--once", "--role", "node", "--sink", "stdout"])
         .env("SLURM_CW_CLUSTER_NAME", cluster)
+        // Every figure per account (by default only those a view reads so), to see whose it is.
+        .env("SLURM_CW_NODE__PER_ACCOUNT", "on")
         .output()
         .unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
@@ -238,6 +240,7 @@ async fn per_job_figures_equal_what_the_jobs_did() {
     assert!(with_job.is_empty(), "metrics with a JobId dimension by default: {with_job:?}");
     assert!(listed.metrics().len() > 10, "the node's other metrics: {}", listed.metrics().len());
     let window = Duration::from_secs(600);
+    // Per account by default only what a view reads so (CPU efficiency, spend, waste).
     let allocations = statistic(
         &cw,
         &ns,
@@ -247,7 +250,17 @@ async fn per_job_figures_equal_what_the_jobs_did() {
         window,
     )
     .await;
-    assert_eq!(allocations, Some(2.0), "two biology jobs on {c3}");
+    assert_eq!(allocations, None, "JobAllocations per account is not sent by default");
+    let biology = statistic(
+        &cw,
+        &ns,
+        JOB_CPU_EFFICIENCY.name,
+        &[("ClusterName", "nodetest"), ("Account", "biology")],
+        "SampleCount",
+        window,
+    )
+    .await;
+    assert!(biology.is_some_and(|n| n >= 2.0), "the two biology jobs on {c3}, each sample: {biology:?}");
     let efficiency = statistic(
         &cw,
         &ns,
