@@ -61,9 +61,10 @@ pub async fn job_figures(cw: &mut Cw, at: i64) -> Result<Vec<Datum>> {
     }
     let points = cw.fetch(&series, at_epoch(at), at_epoch(at + 60), 60).await?;
     let mut out = Vec::new();
-    let allocated_anywhere = value(&points[2], at).is_some();
-    // GPU-minutes idle over the minute, in hours; none reported while nodes report jobs is 0.
-    if let Some(gpus) = value(&points[0], at).or(allocated_anywhere.then_some(0.0)) {
+    // GPU-minutes idle over the minute, in hours: where some node's jobs hold GPUs (a node
+    // reports JobGpusIdle, 0 included, only then). A cluster without GPU jobs pays for no
+    // series of zeros, as with the nodes' GPU figures.
+    if let Some(gpus) = value(&points[0], at) {
         out.push(datum(&cw.cluster, &GPU_HOURS_IDLE, &[], at, gpus / 60.0));
     }
     for (i, dims) in scopes.iter().enumerate() {

@@ -463,7 +463,7 @@ impl Host {
                     }
                 }
             }
-            if std::env::var_os("COST_DETAIL").is_some() {
+            if std::env::var_os("COST_DETAIL").is_some() && !self.runs_node {
                 let names: Vec<&str> = series.iter().map(|s| s.as_str()).collect();
                 eprintln!("  {what} hour {}: {} series: {}", hour + 1, names.len(), names.join("; "));
             }
@@ -900,7 +900,7 @@ struct Run {
     /// The head's distinct series in its first and second idle hour (scenarios whose nodes
     /// scale to zero; empty else).
     idle_series: Vec<usize>,
-    /// Metric names the head sent in its warm-up hour (listed by their daily zero).
+    /// Metric names the hosts sent in their warm-up hour (listed by their daily zero).
     listed_earlier: BTreeSet<String>,
     listing: Listing,
     lambda: Option<LambdaRun>,
@@ -1053,11 +1053,15 @@ async fn simulate(
         .map(|(mut host, jobs)| {
             let idle_after = idle_after.clone().filter(|_| !host.runs_node);
             local.spawn_local(async move {
-                // The head runs all day: an hour before the busy one (idle where the cluster
-                // idles), so that the hour measured is not its first (the zeros a daemon sends
-                // once are sent).
+                // The head runs all day, and so do the nodes of a cluster that never scales
+                // down: an hour before the busy one (the head's idle where the cluster idles; a
+                // node's without jobs), so that the hour measured is not the daemon's first (the
+                // zeros a daemon sends once are sent). The nodes of a cluster that scales to zero
+                // start each day: their first hour is the one measured.
                 let mut warm = Vec::new();
-                if !host.runs_node {
+                if host.runs_node && s.busy_hours >= 24.0 {
+                    warm = host.undelivered_hours("warm-up", t0 - SIM_SECONDS, 1, flush).await;
+                } else if !host.runs_node {
                     if let Some(bin) = &idle_after {
                         fake_slurm(&s, bin, true);
                     }
@@ -1110,6 +1114,7 @@ async fn simulate(
     let mut idle_series = Vec::new();
     let mut listed_earlier = BTreeSet::new();
     for (is_node, sent, otlp, emf, idle, warm) in &results {
+        listed_earlier.extend(warm.iter().cloned());
         if *is_node {
             nodes.add(sent);
             otlp_nodes.add(otlp);
@@ -1117,7 +1122,6 @@ async fn simulate(
         } else {
             head_sent.add(sent);
             idle_series.clone_from(idle);
-            listed_earlier.clone_from(warm);
             otlp_head.add(otlp);
             emf_head.add(emf);
         }

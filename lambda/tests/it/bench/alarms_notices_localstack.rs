@@ -161,6 +161,7 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     // 30 of 80 cores busy over the cluster; 10 of 40 in p, 20 of 40 in q.
     assert_eq!(w(&whole, &CLUSTER_CPU_EFFICIENCY, &[]).await, Some(37.5));
     let w = |m, dims| w(&cluster, m, dims);
+    assert_eq!(w(&GPU_HOURS_IDLE, &[]).await, None, "no node's jobs hold GPUs: no series of zeros");
     assert_eq!(w(&CLUSTER_CPU_EFFICIENCY, &[("Partition", "p")]).await, Some(25.0));
     assert_eq!(w(&CLUSTER_CPU_EFFICIENCY, &[("Partition", "q")]).await, Some(50.0));
     let events = messages(&sqs, &ev_url, Duration::from_secs(20)).await;
