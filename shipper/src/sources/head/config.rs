@@ -94,7 +94,7 @@ impl Default for HeadConfig {
         HeadConfig {
             per_partition: Toggle::Auto,
             top_pending_reasons: 10,
-            top_rpc_types: 10,
+            top_rpc_types: 5,
             scheduler_detail: SchedulerDetail::Records,
             source: HeadSource::Auto,
             metrics_url: None,
