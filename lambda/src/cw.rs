@@ -74,6 +74,22 @@ impl Cw {
 
     /// As [`Cw::list`], of the series that have (at least) the dimensions `names`.
     async fn list_having(&mut self, metric: &CatalogMetric, names: &[&str]) -> Result<Vec<Dims>> {
+        let all = self.list_named(Some(metric), names).await?;
+        Ok(all.into_iter().map(|(_, d)| d).collect())
+    }
+
+    /// Every recently active series of this cluster that has (at least) the dimensions `names`,
+    /// whatever its metric, with its metric's name: one listing where several metrics' series
+    /// are wanted (a `ListMetrics` request is billed whatever it asks).
+    pub async fn list_every(&mut self, names: &[&str]) -> Result<Vec<(String, Dims)>> {
+        self.list_named(None, names).await
+    }
+
+    async fn list_named(
+        &mut self,
+        metric: Option<&CatalogMetric>,
+        names: &[&str],
+    ) -> Result<Vec<(String, Dims)>> {
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut filters = vec![DimensionFilter::builder().name(CLUSTER_NAME).value(&self.cluster).build()];
@@ -85,13 +101,13 @@ impl Cw {
                 .client
                 .list_metrics()
                 .namespace(&self.namespace)
-                .metric_name(metric.name)
+                .set_metric_name(metric.map(|m| m.name.to_owned()))
                 .set_dimensions(Some(filters.clone()))
                 .recently_active(RecentlyActive::Pt3H)
                 .set_next_token(token)
                 .send()
                 .await
-                .with_context(|| format!("ListMetrics {}", metric.name))?;
+                .with_context(|| format!("ListMetrics {}", metric.map_or("", |m| m.name)))?;
             for m in resp.metrics() {
                 let mut d: Dims = m
                     .dimensions()
@@ -100,8 +116,9 @@ impl Cw {
                     .filter(|(n, _)| n != CLUSTER_NAME)
                     .collect();
                 d.sort();
-                if seen.insert(d.clone()) {
-                    out.push(d);
+                let name = m.metric_name().unwrap_or_default().to_owned();
+                if seen.insert((name.clone(), d.clone())) {
+                    out.push((name, d));
                 }
             }
             token = resp.next_token().map(str::to_owned);

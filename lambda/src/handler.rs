@@ -303,8 +303,9 @@ async fn cluster_stage(
     at: i64,
     datums: &mut Vec<Datum>,
 ) -> Result<usize> {
-    let jobs = cluster::job_figures(cw, at).await.map(|mut d| datums.append(&mut d));
-    let backlogs = cluster::backlogs(cw, at).await?;
+    let partitions = cluster::partitions(cw).await?;
+    let jobs = cluster::job_figures(cw, at, &partitions.cores).await.map(|mut d| datums.append(&mut d));
+    let backlogs = cluster::backlogs(cw, at, &partitions.backlog).await?;
     let changed: Vec<&cluster::Backlog> =
         backlogs.iter().filter(|b| cluster::changed(b, cfg.thresholds.backlog_change_nodes)).collect();
     if !changed.is_empty() {

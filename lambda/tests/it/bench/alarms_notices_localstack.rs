@@ -175,6 +175,40 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     assert_eq!(detail[backlog::PREVIOUS_BACKLOG_NODES], 0.0);
 }
 
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn one_partition_is_read_and_published_as_the_cluster_alone() {
+    let Some(url) = localstack() else { return };
+    let (ns, cluster) = (unique("OnePartition"), unique("c"));
+    let clients = clients(&url).await;
+    let at = minute_ago(8);
+    let part = [("Partition", "p")];
+    let node = |m: &'static slurm_cw_catalog::Metric, dims: &[(&str, &str)], v: f64| {
+        let dims: Vec<(String, String)> = dims.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        slurm_cw_lambda::cw::datum(&cluster, m, &dims, at + 12, v)
+    };
+    let mut data = vec![
+        node(&JOB_CORES_USED, &[], 10.0),
+        node(&JOB_CORES_ALLOCATED, &[], 40.0),
+        node(&JOB_CORES_USED, &part, 10.0),
+        node(&JOB_CORES_ALLOCATED, &part, 40.0),
+    ];
+    data.extend(series(&cluster, &BACKLOG_NODES, &part, &[(at - 60, 0.0), (at, 0.0)]));
+    data.extend(series(&cluster, &IDLE_NODES, &part, &[(at - 60, 1.0), (at, 1.0)]));
+    put(&url, &ns, data).await;
+
+    let s = slurm_cw_lambda::handler::run(&config(&ns, &cluster), &clients, invocation_for(at)).await;
+    // One listing finds the partitions of both stages; the one partition's cores are the
+    // cluster's: JobGpusIdle, the cluster's two cores series, the backlog's two.
+    assert_eq!((s.list_metrics_calls, s.metrics_read), (1, 5), "{s:?}");
+    let w = |dims: &'static [(&'static str, &'static str)]| {
+        let (cw, ns, c) = (clients.cloudwatch.clone(), ns.clone(), cluster.clone());
+        async move { read(&cw, &ns, &c, &CLUSTER_CPU_EFFICIENCY, dims, at, at).await.get(&at).copied() }
+    };
+    assert_eq!(w(&[]).await, Some(25.0));
+    assert_eq!(w(&[("Partition", "p")]).await, None, "no copy of the cluster's figure");
+}
+
 /// A `job_summary` record with the cost a node counted.
 fn summary(job: &str, node: &str, account: &str, usd: f64, ms: i64) -> (i64, String) {
     use slurm_cw_catalog::records as r;
