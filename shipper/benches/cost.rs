@@ -749,10 +749,8 @@ async fn simulate(
         let metric_sink: MetricSink =
             Box::new(CloudWatchSink::from_client(cw.clone(), cloudwatch_settings(&c, &namespace)));
         let metrics = Route::open(&c.spool, &c.delivery, &namespace, Some(c.spool.dir.clone()), metric_sink);
-        // Job records on a node; the scheduler's detail on the head (`head.scheduler_detail`).
-        let with_records =
-            if runs_node { c.node.job_metrics.records() } else { c.pipeline().scheduler_records };
-        let records = with_records.then(|| {
+        let role = if runs_node { Role::Node } else { Role::Head };
+        let records = c.writes_records(role).then(|| {
             let settings = slurm_cw_shipper::sinks::logs::settings(&c.cloudwatch, &c.logs, &group, node);
             let sink = RecordSink::Logs(LogsSink::from_client(logs_client.clone(), settings));
             Route::open(&c.spool, &c.delivery, &group, Some(c.spool.dir.join("logs")), sink)
@@ -786,7 +784,6 @@ async fn simulate(
                 )
             }),
         };
-        let role = if runs_node { Role::Node } else { Role::Head };
         Host {
             node: node.to_owned(),
             pipeline: Pipeline::new(&c.pipeline(), role, collectors, parts),

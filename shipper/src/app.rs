@@ -54,10 +54,7 @@ pub async fn run(cli: Cli, mut config: Settings) -> Exit {
         live.push(sink.live());
         metrics.push((kind, Route::open(spool, delivery, &namespace, kind.spool_dir(&spool.dir), sink)));
     }
-    // Job records on a node; the scheduler's detail on the head (`head.scheduler_detail`).
-    let node_records = role.runs_node() && config.node.job_metrics.records();
-    let head_records = role.runs_head() && config.pipeline().scheduler_records;
-    let records = if (node_records || head_records) && cx.records != Records::None {
+    let records = if config.writes_records(role) && cx.records != Records::None {
         let group = config.logs.group_for(&cluster);
         let sink = match crate::sinks::logs::build(&cx, &group).await {
             Ok(s) => s,

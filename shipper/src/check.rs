@@ -243,9 +243,7 @@ async fn aws_rows(config: &Settings) -> Vec<Row> {
 /// if missing.
 async fn log_group_row(config: &Settings, role: Option<Role>) -> Row {
     let check = "job log group";
-    let node = role.is_some_and(|r| r.runs_node()) && config.node.job_metrics.records();
-    let head = role.is_some_and(|r| r.runs_head()) && config.pipeline().scheduler_records;
-    if !node && !head {
+    if !role.is_some_and(|r| config.writes_records(r)) {
         return row(check, Status::Skip, "no records on this role (node.job_metrics, head.scheduler_detail)");
     }
     if crate::sinks::records_for(&config.sink) != crate::sinks::Records::Logs {

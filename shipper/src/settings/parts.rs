@@ -22,14 +22,20 @@ impl Settings {
         }
     }
 
+    /// Whether `role` writes records to the job log group: a node its job records
+    /// (`node.job_metrics`), the head its `scheduler_sample` records (`head.scheduler_detail`).
+    pub fn writes_records(&self, role: Role) -> bool {
+        (role.runs_node() && self.node.job_metrics.records())
+            || (role.runs_head() && self.head.scheduler_records())
+    }
+
     /// The pipeline's options.
     pub fn pipeline(&self) -> Options {
         Options {
             flush_interval: self.flush_interval,
             findings: self.node.findings.clone(),
             per_partition: self.head.per_partition,
-            scheduler_records: self.head.scheduler_detail
-                == crate::sources::head::config::SchedulerDetail::Records,
+            scheduler_records: self.head.scheduler_records(),
             population_per_user: self.node.population_per_user,
             node_per_partition: self.node.per_partition,
             node_per_account: self.node.per_account,

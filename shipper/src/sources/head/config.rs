@@ -87,6 +87,11 @@ impl HeadConfig {
     pub fn reads_partitions(&self) -> bool {
         self.per_partition != Toggle::Off
     }
+
+    /// Whether the scheduler figures no view reads go as a `scheduler_sample` record.
+    pub fn scheduler_records(&self) -> bool {
+        self.scheduler_detail == SchedulerDetail::Records
+    }
 }
 
 impl Default for HeadConfig {
