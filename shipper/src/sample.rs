@@ -45,6 +45,11 @@ impl Dims {
         self.0.iter().map(|(n, _)| *n)
     }
 
+    /// The same set less the dimension `name` (still sorted).
+    pub fn without(&self, name: &str) -> Dims {
+        Dims(self.0.iter().filter(|(n, _)| *n != name).cloned().collect())
+    }
+
     pub fn len(&self) -> usize {
         self.0.len()
     }

@@ -55,7 +55,7 @@ impl Quiet {
             Some(Some(sent)) => a.time.duration_since(*sent).is_ok_and(|d| d >= ZERO_AGAIN_AFTER),
         };
         let watched = || {
-            let dims = without_cluster(&a.dims);
+            let dims = a.dims.without(CLUSTER_NAME);
             self.watched.iter().any(|(m, d)| *m == a.metric.name && *d == dims)
         };
         if due || watched() {
@@ -64,14 +64,6 @@ impl Quiet {
         }
         false
     }
-}
-
-fn without_cluster(d: &Dims) -> Dims {
-    let mut out = Dims::new();
-    for (n, v) in d.iter().filter(|(n, _)| *n != CLUSTER_NAME) {
-        out.set(n, v);
-    }
-    out
 }
 
 /// Every figure of the summary is zero (nothing counted, or all counts zero).

@@ -12,7 +12,7 @@
 //! [`Shape::apply`] shapes the samples (host, cluster and shipper figures);
 //! [`super::job_series`] makes the jobs' series out of their readings in the same shape.
 
-use crate::sample::{Dims, Sample};
+use crate::sample::Sample;
 use serde::Deserialize;
 use slurm_cw_catalog::dims::{CLUSTER_NAME, NODE_NAME};
 
@@ -49,14 +49,6 @@ pub enum Shape {
     Open,
 }
 
-fn without_node(d: &Dims) -> Dims {
-    let mut out = Dims::new();
-    for (n, v) in d.iter().filter(|(n, _)| *n != NODE_NAME) {
-        out.set(n, v);
-    }
-    out
-}
-
 impl Shape {
     /// The samples that go on to this destination's aggregator (the jobs' series: see
     /// [`super::job_series`]).
@@ -78,7 +70,7 @@ fn cloudwatch(samples: Vec<Sample>, per_node_self_metrics: bool, out: &mut Vec<S
             out.push(s);
             continue;
         }
-        let stripped = without_node(&s.dims);
+        let stripped = s.dims.without(NODE_NAME);
         let names = stripped.names().chain([CLUSTER_NAME]);
         if !s.metric.accepts_dimensions(names) {
             out.push(s);
@@ -94,6 +86,7 @@ fn cloudwatch(samples: Vec<Sample>, per_node_self_metrics: bool, out: &mut Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::Dims;
     use slurm_cw_catalog::dims::COLLECTOR;
     use slurm_cw_catalog::metrics::{COLLECTOR_ERRORS, SHIPPER_MEMORY_RSS};
     use std::time::SystemTime;
