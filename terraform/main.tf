@@ -63,6 +63,7 @@ locals {
     event_bus     = var.event_bus_name
     rules         = local.alarm_rules
     thresholds    = var.thresholds
+    every_minutes = var.every_minutes
     budgets       = var.account_budgets
     job_log_group = aws_cloudwatch_log_group.jobs.name
     # null (no PCS stage) unless set.

@@ -3,7 +3,7 @@
 resource "aws_cloudwatch_event_rule" "schedule" {
   name                = "slurm-cw-${var.cluster_name}-schedule"
   description         = "Runs the slurm-cw Lambda of cluster ${var.cluster_name}"
-  schedule_expression = var.schedule_expression
+  schedule_expression = var.every_minutes == 1 ? "rate(1 minute)" : "rate(${var.every_minutes} minutes)"
   tags                = var.tags
 }
 

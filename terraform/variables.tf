@@ -112,14 +112,14 @@ variable "emf_log_retention_days" {
   }
 }
 
-variable "schedule_expression" {
-  description = "EventBridge schedule of the Lambda: rate(...) or cron(...)."
-  type        = string
-  default     = "rate(1 minute)"
+variable "every_minutes" {
+  description = "Minutes between the Lambda's runs (its EventBridge schedule). Each run derives every minute since the last, so the figures are the same as with a run a minute; GetMetricData is billed per series read, so five minutes costs a fifth of one (docs/cost.md). Backlog events and findings come up to this many minutes later."
+  type        = number
+  default     = 5
 
   validation {
-    condition     = can(regex("^(rate|cron)\\(.+\\)$", var.schedule_expression))
-    error_message = "schedule_expression must be an EventBridge schedule expression, rate(...) or cron(...)."
+    condition     = var.every_minutes >= 1 && var.every_minutes <= 60 && floor(var.every_minutes) == var.every_minutes
+    error_message = "every_minutes must be a whole number of minutes from 1 to 60."
   }
 }
 

@@ -2,6 +2,10 @@
 //! efficiency; and the autoscaling signal the head node publishes, read back to tell the
 //! autoscaler when it moves. Each reads a fixed set of series per partition, however many jobs
 //! ran. (Utilisation, backlog and rates are derived on the head node, from its own readings.)
+//!
+//! A run derives every minute since the last one (`every_minutes`): `GetMetricData` is billed
+//! by the series requested, not by the minutes read, so a run every five minutes reads the same
+//! figures for a fifth of the price of five runs.
 
 use crate::cw::{Cw, Dims, Points, Series, at_epoch, datum};
 use anyhow::Result;
@@ -14,6 +18,8 @@ use slurm_cw_sink::datum::Datum;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Backlog {
     pub partition: String,
+    /// The minute (epoch seconds).
+    pub minute: i64,
     pub backlog_nodes: f64,
     pub idle_nodes: f64,
     /// BacklogNodes as published a minute earlier, when it was.
@@ -44,33 +50,56 @@ pub async fn partitions(cw: &mut Cw) -> Result<Partitions> {
     Ok(Partitions { backlog: of(&BACKLOG_NODES), cores: of(&JOB_CORES_ALLOCATED) })
 }
 
-/// Each partition's backlog at minute `at` and the minute before, as the head node published it.
-pub async fn backlogs(cw: &mut Cw, at: i64, partitions: &[Dims]) -> Result<Vec<Backlog>> {
+/// The minutes a run derives: the `every` minutes up to and including `at`, oldest first.
+pub fn window(at: i64, every: u32) -> impl Iterator<Item = i64> {
+    (0..i64::from(every.max(1))).rev().map(move |k| at - 60 * k)
+}
+
+/// Each partition's backlog at each minute of the run's window (and the minute before each),
+/// as the head node published it; oldest first.
+pub async fn backlogs(cw: &mut Cw, at: i64, every: u32, partitions: &[Dims]) -> Result<Vec<Backlog>> {
     let mut series = Vec::new();
     for dims in partitions {
         for m in [&BACKLOG_NODES, &IDLE_NODES] {
             series.push(Series { metric: m, dims: dims.clone(), stat: "Maximum" });
         }
     }
-    let points = cw.fetch(&series, at_epoch(at - 60), at_epoch(at + 60), 60).await?;
+    let first = window(at, every).next().unwrap_or(at);
+    let points = cw.fetch(&series, at_epoch(first - 60), at_epoch(at + 60), 60).await?;
     let mut out = Vec::new();
     for (i, dims) in partitions.iter().enumerate() {
         let Some((_, part)) = dims.iter().find(|(n, _)| n == PARTITION) else { continue };
-        let (Some(backlog_nodes), Some(idle_nodes)) =
-            (value(&points[2 * i], at), value(&points[2 * i + 1], at))
-        else {
-            continue;
-        };
-        let previous = value(&points[2 * i], at - 60);
-        out.push(Backlog { partition: part.clone(), backlog_nodes, idle_nodes, previous });
+        for minute in window(at, every) {
+            let (Some(backlog_nodes), Some(idle_nodes)) =
+                (value(&points[2 * i], minute), value(&points[2 * i + 1], minute))
+            else {
+                continue;
+            };
+            let previous = value(&points[2 * i], minute - 60);
+            out.push(Backlog { partition: part.clone(), minute, backlog_nodes, idle_nodes, previous });
+        }
     }
     Ok(out)
 }
 
+/// Per partition, the last minute of the window at which the backlog moved enough to tell the
+/// autoscaler (an earlier move in the same window is already stale).
+pub fn last_moves(backlogs: &[Backlog], threshold: f64) -> Vec<&Backlog> {
+    let mut last: Vec<&Backlog> = Vec::new();
+    for b in backlogs.iter().filter(|b| changed(b, threshold)) {
+        match last.iter_mut().find(|l| l.partition == b.partition) {
+            Some(l) if l.minute < b.minute => *l = b,
+            Some(_) => {}
+            None => last.push(b),
+        }
+    }
+    last
+}
+
 /// GpuHoursIdle (cluster) and ClusterCpuEfficiency (cluster, and each partition where there are
-/// several) at minute `at`, from the nodes' totals: each node sends one value per minute, so
-/// the minute's Sum is the cluster's (or partition's) figure.
-pub async fn job_figures(cw: &mut Cw, at: i64, partitions: &[Dims]) -> Result<Vec<Datum>> {
+/// several) at each minute of the window up to `at`, from the nodes' totals: each node sends
+/// one value per minute, so the minute's Sum is the cluster's (or partition's) figure.
+pub async fn job_figures(cw: &mut Cw, at: i64, every: u32, partitions: &[Dims]) -> Result<Vec<Datum>> {
     let mut scopes: Vec<Vec<(String, String)>> = vec![Vec::new()];
     // One partition's figures are the cluster's (the head sends no copy either): two series a
     // minute fewer to read, one fewer to publish.
@@ -83,19 +112,23 @@ pub async fn job_figures(cw: &mut Cw, at: i64, partitions: &[Dims]) -> Result<Ve
             series.push(Series { metric: m, dims: dims.clone(), stat: "Sum" });
         }
     }
-    let points = cw.fetch(&series, at_epoch(at), at_epoch(at + 60), 60).await?;
+    let first = window(at, every).next().unwrap_or(at);
+    let points = cw.fetch(&series, at_epoch(first), at_epoch(at + 60), 60).await?;
     let mut out = Vec::new();
-    // GPU-minutes idle over the minute, in hours: where some node's jobs hold GPUs (a node
-    // reports JobGpusIdle, 0 included, only then). A cluster without GPU jobs pays for no
-    // series of zeros, as with the nodes' GPU figures.
-    if let Some(gpus) = value(&points[0], at) {
-        out.push(datum(&cw.cluster, &GPU_HOURS_IDLE, &[], at, gpus / 60.0));
-    }
-    for (i, dims) in scopes.iter().enumerate() {
-        if let (Some(used), Some(alloc)) = (value(&points[1 + 2 * i], at), value(&points[2 + 2 * i], at))
-            && alloc > 0.0
-        {
-            out.push(datum(&cw.cluster, &CLUSTER_CPU_EFFICIENCY, dims, at, used / alloc * 100.0));
+    for minute in window(at, every) {
+        // GPU-minutes idle over the minute, in hours: where some node's jobs hold GPUs (a node
+        // reports JobGpusIdle, 0 included, only then). A cluster without GPU jobs pays for no
+        // series of zeros, as with the nodes' GPU figures.
+        if let Some(gpus) = value(&points[0], minute) {
+            out.push(datum(&cw.cluster, &GPU_HOURS_IDLE, &[], minute, gpus / 60.0));
+        }
+        for (i, dims) in scopes.iter().enumerate() {
+            if let (Some(used), Some(alloc)) =
+                (value(&points[1 + 2 * i], minute), value(&points[2 + 2 * i], minute))
+                && alloc > 0.0
+            {
+                out.push(datum(&cw.cluster, &CLUSTER_CPU_EFFICIENCY, dims, minute, used / alloc * 100.0));
+            }
         }
     }
     Ok(out)
@@ -118,6 +151,7 @@ mod tests {
     fn material_changes() {
         let b = |now, prev| Backlog {
             partition: "p".into(),
+            minute: 0,
             backlog_nodes: now,
             idle_nodes: 0.0,
             previous: prev,
@@ -127,5 +161,28 @@ mod tests {
         assert!(!changed(&b(3.5, Some(3.0)), 1.0));
         assert!(changed(&b(2.0, None), 1.0));
         assert!(!changed(&b(0.0, None), 1.0));
+    }
+
+    #[test]
+    fn a_window_is_every_minute_since_the_last_run_and_the_last_move_is_told() {
+        assert_eq!(window(600, 5).collect::<Vec<_>>(), [360, 420, 480, 540, 600]);
+        assert_eq!(window(600, 1).collect::<Vec<_>>(), [600]);
+        let b = |partition: &str, minute, now, prev| Backlog {
+            partition: partition.into(),
+            minute,
+            backlog_nodes: now,
+            idle_nodes: 0.0,
+            previous: Some(prev),
+        };
+        let all = [
+            b("p", 60, 2.0, 0.0),
+            b("p", 120, 2.0, 2.0),
+            b("p", 180, 0.0, 2.0),
+            b("q", 60, 1.0, 1.0),
+            b("r", 120, 4.0, 1.0),
+        ];
+        let told: Vec<(&str, i64)> =
+            last_moves(&all, 1.0).iter().map(|b| (b.partition.as_str(), b.minute)).collect();
+        assert_eq!(told, [("p", 180), ("r", 120)], "p went up and down again: its current figure");
     }
 }

@@ -52,6 +52,18 @@ pub struct Config {
     /// the job records every run, and no run reads per-job series any more.
     #[serde(default)]
     pub rollup_minutes: Option<u32>,
+    /// Minutes between runs (the Terraform module's `every_minutes`, which sets the schedule
+    /// too): each run derives every minute since the last, so the figures are those of a run a
+    /// minute, for fewer billed reads.
+    #[serde(default = "default_every")]
+    pub every_minutes: u32,
+}
+
+/// The Terraform module's default `every_minutes` (terraform/variables.tf).
+pub const DEFAULT_EVERY_MINUTES: u32 = 5;
+
+fn default_every() -> u32 {
+    DEFAULT_EVERY_MINUTES
 }
 
 /// Only `backlog_change_nodes` is the Lambda's own: the nodes decide job findings now
@@ -154,6 +166,9 @@ impl Config {
                 if c.namespace_key.is_some() { "namespace" } else { "cluster_name (the default namespace)" };
             ConfigError::Namespace { key, source }
         })?;
+        if !(1..=60).contains(&c.every_minutes) {
+            return Err(bad("every_minutes", format!("{} is not 1 to 60", c.every_minutes)));
+        }
         let t = &c.thresholds;
         for (key, minutes) in
             [("idle_gpu_minutes", t.idle_gpu_minutes), ("low_cpu_minutes", t.low_cpu_minutes)]
@@ -234,6 +249,29 @@ mod tests {
                 .unwrap();
         assert_eq!(c.pcs_scaling_log_group.as_deref(), Some("/aws/vendedlogs/pcs/x"));
         assert_eq!(c.pcs_cluster_id.as_deref(), Some("pcs_x"));
+    }
+
+    #[test]
+    fn every_minutes_is_the_modules_default_and_bounded() {
+        let c = Config::from_json(r#"{"cluster_name": "p"}"#).unwrap();
+        assert_eq!(c.every_minutes, DEFAULT_EVERY_MINUTES);
+        // The module sets both the schedule and this key from its variable; their defaults agree.
+        let tf = include_str!("../../terraform/variables.tf");
+        let block = tf.split("variable \"every_minutes\"").nth(1).unwrap_or_default();
+        let default = block.lines().find(|l| l.trim_start().starts_with("default")).unwrap_or_default();
+        assert_eq!(
+            default.split('=').nth(1).map(str::trim),
+            Some(DEFAULT_EVERY_MINUTES.to_string().as_str())
+        );
+        assert_eq!(
+            Config::from_json(r#"{"cluster_name": "p", "every_minutes": 1}"#).unwrap().every_minutes,
+            1
+        );
+        for bad in ["0", "61"] {
+            let e = Config::from_json(&format!(r#"{{"cluster_name": "p", "every_minutes": {bad}}}"#))
+                .unwrap_err();
+            assert!(e.to_string().contains("every_minutes"), "{e}");
+        }
     }
 
     #[test]

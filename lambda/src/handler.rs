@@ -304,10 +304,11 @@ async fn cluster_stage(
     datums: &mut Vec<Datum>,
 ) -> Result<usize> {
     let partitions = cluster::partitions(cw).await?;
-    let jobs = cluster::job_figures(cw, at, &partitions.cores).await.map(|mut d| datums.append(&mut d));
-    let backlogs = cluster::backlogs(cw, at, &partitions.backlog).await?;
-    let changed: Vec<&cluster::Backlog> =
-        backlogs.iter().filter(|b| cluster::changed(b, cfg.thresholds.backlog_change_nodes)).collect();
+    let every = cfg.every_minutes;
+    let jobs =
+        cluster::job_figures(cw, at, every, &partitions.cores).await.map(|mut d| datums.append(&mut d));
+    let backlogs = cluster::backlogs(cw, at, every, &partitions.backlog).await?;
+    let changed = cluster::last_moves(&backlogs, cfg.thresholds.backlog_change_nodes);
     if !changed.is_empty() {
         notify::backlog_events(&clients.eventbridge, &cfg.event_bus, &cfg.cluster_name, &changed).await?;
     }

@@ -87,6 +87,9 @@ const HOURS: f64 = 730.0;
 const RETENTION_DAYS: f64 = 30.0;
 /// Flushes (and Lambda runs) a minute.
 const MINUTES: f64 = HOURS * 60.0;
+/// The Terraform module's `every_minutes` (default): a Lambda run derives that many minutes
+/// with one read of each series.
+const LAMBDA_EVERY_MINUTES: u32 = 5;
 
 const COLLECT: u64 = 30;
 const SIM_SECONDS: u64 = 3600;
@@ -587,6 +590,7 @@ fn run_lambda(bootstrap: &Path, url: &str, namespace: &str, cluster: &str, minut
     let config = serde_json::json!({
         "namespace": namespace,
         "cluster_name": cluster,
+        "every_minutes": LAMBDA_EVERY_MINUTES,
         "rules": serde_json::from_str::<serde_json::Value>(&slurm_cw_catalog::alarms::default_rules_json()).expect("the catalog's rules are JSON"),
     })
     .to_string();
@@ -1018,10 +1022,12 @@ fn month(r: &Run) -> Month {
         datums_published: 30,
         ..LambdaRun::default()
     });
-    // Requests a minute: a node's, the head's, and the Lambda's (one run a minute).
+    // Requests a minute: a node's, the head's, and the Lambda's (one run every
+    // LAMBDA_EVERY_MINUTES, reading and publishing that many minutes at once).
     let minutes = SIM_SECONDS as f64 / 60.0;
     let node_requests = r.nodes.metric_requests as f64 / (s.sim_nodes as f64 * minutes);
-    let lambda_requests = (lambda.datums_published as f64 / 1000.0).ceil() * MINUTES;
+    let lambda_runs = MINUTES / f64::from(LAMBDA_EVERY_MINUTES);
+    let lambda_requests = (lambda.datums_published as f64 / 1000.0).ceil() * lambda_runs;
     let put_requests = (node_requests * s.nodes as f64 * busy + r.head.metric_requests as f64 / minutes)
         * MINUTES
         + lambda_requests;
@@ -1039,8 +1045,8 @@ fn month(r: &Run) -> Month {
         put_usd: put_requests / 1000.0 * PER_1000_REQUESTS,
         log_gb,
         logs_usd,
-        read_usd: lambda.series_read as f64 * MINUTES / 1000.0 * PER_1000_SERIES_READ,
-        list_usd: lambda.list_metrics_calls as f64 * MINUTES / 1000.0 * PER_1000_REQUESTS,
+        read_usd: lambda.series_read as f64 * lambda_runs / 1000.0 * PER_1000_SERIES_READ,
+        list_usd: lambda.list_metrics_calls as f64 * lambda_runs / 1000.0 * PER_1000_REQUESTS,
         alarms_usd: alarm_metrics() as f64 * ALARM_METRIC_MONTH,
         dashboard_usd: DASHBOARD_MONTH,
         total: 0.0,

@@ -106,6 +106,8 @@ run "defaults" {
       }
       # No account budgets unless account_budgets is given.
       budgets = {}
+      # A run every five minutes derives each of them.
+      every_minutes = 5
     }
     error_message = "SLURM_CW_LAMBDA_CONFIG: ${aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG}"
   }
@@ -151,12 +153,12 @@ run "defaults" {
 
   assert {
     condition = (
-      aws_cloudwatch_event_rule.schedule.schedule_expression == "rate(1 minute)" &&
+      aws_cloudwatch_event_rule.schedule.schedule_expression == "rate(5 minutes)" &&
       aws_cloudwatch_event_target.lambda.arn == aws_lambda_function.this.arn &&
       aws_lambda_permission.schedule.principal == "events.amazonaws.com" &&
       aws_lambda_permission.schedule.source_arn == aws_cloudwatch_event_rule.schedule.arn
     )
-    error_message = "The schedule must invoke the Lambda every minute, with a permission restricted to the rule."
+    error_message = "The schedule must invoke the Lambda every five minutes (every_minutes), with a permission restricted to the rule."
   }
 
   assert {
@@ -549,9 +551,9 @@ run "rejects_zero_reserved_concurrency" {
 run "rejects_bad_schedule" {
   command = plan
   variables {
-    schedule_expression = "every minute"
+    every_minutes = 0
   }
-  expect_failures = [var.schedule_expression]
+  expect_failures = [var.every_minutes]
 }
 
 run "rejects_bad_threshold" {

@@ -92,7 +92,7 @@ def test_variable_defaults():
     assert v["lambda_memory_size"]["default"] == 256
     assert v["lambda_timeout"]["default"] == 60
     assert v["log_retention_days"]["default"] == 30
-    assert v["schedule_expression"]["default"] == "rate(1 minute)"
+    assert v["every_minutes"]["default"] == 5
     assert v["event_bus_name"]["default"] == "default"
     assert v["namespace"]["default"] is None  # the cluster's own: local.namespace
     assert v["alarm_rules"]["default"] is None
@@ -182,10 +182,11 @@ FUNCTION_INPUTS = {
     "lambda_reserved_concurrency": "function",
     "pcs_scaling_log_group": "config",
     "pcs_cluster_id": "config",
+    "every_minutes": "config",  # and the schedule
 }
 # Inputs that are not the function's settings.
 OTHER_INPUTS = {
-    "log_retention_days", "job_log_retention_days", "emf_log_retention_days", "schedule_expression", "alarm_emails",
+    "log_retention_days", "job_log_retention_days", "emf_log_retention_days", "alarm_emails",
     "kms_key_deletion_window_in_days", "role_permissions_boundary", "iam_path", "tags",
     "pcs_jobcomp_log_group", "create_instance_profile", "instance_profile_path", "instance_role_policy_arns",
     "otlp_metrics", "job_cost_price_lookup",
@@ -249,7 +250,7 @@ def test_default_lambda_config_fits_the_environment():
 
 def test_schedule_and_permission():
     res = resources()
-    assert res[("aws_cloudwatch_event_rule", "schedule")]["schedule_expression"] == "${var.schedule_expression}"
+    assert "var.every_minutes" in res[("aws_cloudwatch_event_rule", "schedule")]["schedule_expression"]
     assert res[("aws_cloudwatch_event_target", "lambda")]["arn"] == "${aws_lambda_function.this.arn}"
     perm = res[("aws_lambda_permission", "schedule")]
     assert perm["principal"] == "events.amazonaws.com"

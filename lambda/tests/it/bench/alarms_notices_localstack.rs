@@ -135,13 +135,19 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
         data.push(node(&whole, offset, &JOB_CORES_ALLOCATED, &[], 40.0));
         data.push(node(&whole, offset, &JOB_GPUS_IDLE, &[], 3.0));
     }
-    // The head node's autoscaling signal: partition p's backlog grew from 0 to 2 nodes (an
-    // event), q's stayed at 1 (none).
+    // The head node's autoscaling signal through the run's window (the default five minutes)
+    // and the minute before it: partition p's backlog grew from 0 to 2 nodes in the last minute
+    // (an event), q's stayed at 1 (none).
     let (p, q) = ([("Partition", "p")], [("Partition", "q")]);
-    data.extend(series(&cluster, &BACKLOG_NODES, &p, &[(at - 60, 0.0), (at, 2.0)]));
-    data.extend(series(&cluster, &IDLE_NODES, &p, &[(at - 60, 1.0), (at, 0.0)]));
-    data.extend(series(&cluster, &BACKLOG_NODES, &q, &[(at - 60, 1.0), (at, 1.0)]));
-    data.extend(series(&cluster, &IDLE_NODES, &q, &[(at - 60, 0.0), (at, 0.0)]));
+    let minutes = |last: f64, before: f64| -> Vec<(i64, f64)> {
+        (0..=i64::from(cfg.every_minutes))
+            .map(|k| (at - 60 * k, if k == 0 { last } else { before }))
+            .collect()
+    };
+    data.extend(series(&cluster, &BACKLOG_NODES, &p, &minutes(2.0, 0.0)));
+    data.extend(series(&cluster, &IDLE_NODES, &p, &minutes(0.0, 1.0)));
+    data.extend(series(&cluster, &BACKLOG_NODES, &q, &minutes(1.0, 1.0)));
+    data.extend(series(&cluster, &IDLE_NODES, &q, &minutes(0.0, 0.0)));
     put(&url, &ns, data).await;
 
     // No job log group for this cluster: the findings stage fails, the figures do not.
@@ -193,6 +199,11 @@ async fn one_partition_is_read_and_published_as_the_cluster_alone() {
         node(&JOB_CORES_USED, &part, 10.0),
         node(&JOB_CORES_ALLOCATED, &part, 40.0),
     ];
+    // Two minutes earlier, in the same run's window: half the cores busy.
+    let earlier = |m: &'static slurm_cw_catalog::Metric, v: f64| {
+        slurm_cw_lambda::cw::datum(&cluster, m, &[], at - 120 + 30, v)
+    };
+    data.extend([earlier(&JOB_CORES_USED, 20.0), earlier(&JOB_CORES_ALLOCATED, 40.0)]);
     data.extend(series(&cluster, &BACKLOG_NODES, &part, &[(at - 60, 0.0), (at, 0.0)]));
     data.extend(series(&cluster, &IDLE_NODES, &part, &[(at - 60, 1.0), (at, 1.0)]));
     put(&url, &ns, data).await;
@@ -207,6 +218,10 @@ async fn one_partition_is_read_and_published_as_the_cluster_alone() {
     };
     assert_eq!(w(&[]).await, Some(25.0));
     assert_eq!(w(&[("Partition", "p")]).await, None, "no copy of the cluster's figure");
+    // One run (every five minutes) derived each minute of its window, at the price of one read.
+    let before =
+        read(&clients.cloudwatch, &ns, &cluster, &CLUSTER_CPU_EFFICIENCY, &[], at - 120, at - 120).await;
+    assert_eq!(before.get(&(at - 120)).copied(), Some(50.0), "{before:?}");
 }
 
 /// A `job_summary` record with the cost a node counted.
