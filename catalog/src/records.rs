@@ -145,9 +145,10 @@ pub fn records_markdown() -> String {
     );
     out.push_str(
         "The head node's stream carries one `scheduler_sample` record per flush: slurmctld's \
-         scheduler figures that neither the dashboard draws nor a default alarm watches (sdiag's \
-         depths, queue lengths and maxima, RPC time by message type), each under its metric's \
-         name in the [metric catalog](metrics.md) (by message type where it has one), a level as \
+         figures that neither the dashboard draws nor a default alarm watches nor the Lambda \
+         reads (sdiag's depths, queue lengths and maxima, RPC time by message type, the \
+         capacity totals, node and job counts by flag), cluster-wide, each under its metric's \
+         name in the [metric catalog](metrics.md) (by message type or flag where it has one), a level as \
          its mean over the flush and an increase as its total; `Type`, `RecordId`, `Time`, \
          `NodeName` and `Samples` as above. With `head.scheduler_detail = \"metrics\"` they are \
          metrics instead.\n\n",

@@ -8,7 +8,7 @@
 use crate::alarms::default_rules;
 use crate::dashboard::{cluster_dashboard, referenced_metrics};
 use crate::metrics::*;
-use crate::{ALL, Group, Kind, Metric, Role};
+use crate::{ALL, Kind, Metric, Role};
 use std::collections::BTreeSet;
 
 /// Every metric name the cluster dashboard draws or a default alarm rule watches.
@@ -66,16 +66,17 @@ pub fn read_per(dim: &str) -> BTreeSet<String> {
     names
 }
 
-/// The scheduler's figures (sdiag's, RPCs by type, and their rates) that no view reads: sent
-/// as the head's `scheduler_sample` record unless `head.scheduler_detail = "metrics"`.
+/// slurmctld's figures that no view reads (the dashboard, the default alarms, the Lambda):
+/// sdiag's depths, queue lengths and maxima, RPC time by type, the capacity totals and counts by
+/// flag. Sent cluster-wide as the head's `scheduler_sample` record unless
+/// `head.scheduler_detail = "metrics"`; copies per partition, where asked for, stay metrics.
 pub fn scheduler_detail() -> Vec<&'static Metric> {
     let shown = shown();
-    let scheduler =
-        |m: &Metric| m.group == Group::Scheduler || m.rate_of.is_some_and(|c| c.group == Group::Scheduler);
+    let lambda = |m: &Metric| LAMBDA_READS.iter().any(|(_, l)| l.name == m.name);
     ALL.iter()
         .copied()
         .filter(|m| {
-            m.roles == [Role::Head] && m.kind != Kind::Counter && scheduler(m) && !shown.contains(m.name)
+            m.roles == [Role::Head] && m.kind != Kind::Counter && !shown.contains(m.name) && !lambda(m)
         })
         .collect()
 }
@@ -143,9 +144,18 @@ mod tests {
         {
             assert!(!names.contains(&read), "{read} is drawn or watched: {names:?}");
         }
-        for detail in ["RpcTimeRate", "AgentCount", "BackfillDepthMean", "MainSchedMeanDepth"] {
+        for detail in [
+            "RpcTimeRate",
+            "AgentCount",
+            "BackfillDepthMean",
+            "MainSchedMeanDepth",
+            "CpusTotal",
+            "NodeFlagCount",
+        ] {
             assert!(names.contains(&detail), "{detail} is read by no view: {names:?}");
         }
-        assert!(!names.contains(&"SlurmctldUp") && !names.contains(&"JobCount"), "{names:?}");
+        for read in ["SlurmctldUp", "JobCount", "IdleNodes", "BacklogNodes", "ClusterCpuUtilization"] {
+            assert!(!names.contains(&read), "{read} is read by a view: {names:?}");
+        }
     }
 }

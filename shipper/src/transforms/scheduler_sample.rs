@@ -1,13 +1,14 @@
-//! The head's `scheduler_sample` record: slurmctld's scheduler figures that no view reads
-//! (sdiag's depths, queue lengths and maxima, RPC time by type: the catalog's
-//! [`slurm_cw_catalog::views::scheduler_detail`]), one record per flush beside the job records,
-//! instead of about 30 custom metrics billed by the hour whatever their value (docs/cost.md).
-//! The figures the dashboard draws and the alarms watch stay metrics.
+//! The head's `scheduler_sample` record: slurmctld's figures that no view reads (sdiag's
+//! depths, queue lengths and maxima, RPC time by type, capacity totals, counts by flag: the
+//! catalog's [`slurm_cw_catalog::views::scheduler_detail`]), one record per flush beside the job
+//! records, instead of about 40 custom metrics billed by the hour whatever their value
+//! (docs/cost.md). The figures the dashboard draws, the alarms watch and the Lambda reads stay
+//! metrics, and so do copies per partition where `head.per_partition` asks for them.
 
 use super::records::{finish, round};
 use crate::sample::{Batch, Sample};
 use serde_json::{Map, Value, json};
-use slurm_cw_catalog::dims::MESSAGE_TYPE;
+use slurm_cw_catalog::dims::{CLUSTER_NAME, PARTITION};
 use slurm_cw_catalog::records::{self as r, kinds};
 use slurm_cw_catalog::{Kind, Metric};
 use slurm_cw_formats::datum::format_timestamp;
@@ -19,7 +20,8 @@ use std::time::SystemTime;
 pub struct SchedulerSamples {
     node: String,
     detail: Vec<&'static Metric>,
-    /// (metric, message type) -> (sum, readings), in the catalog's order.
+    /// (metric, its one dimension's value: message type, flag) -> (sum, readings), in the
+    /// catalog's order.
     figures: BTreeMap<(usize, String), (f64, u32)>,
     samples: u32,
     /// Records cut to fit one log event.
@@ -41,8 +43,12 @@ impl SchedulerSamples {
         let figures = &mut self.figures;
         batch.samples.retain(|s: &Sample| {
             let Some(i) = detail.iter().position(|m| std::ptr::eq(*m, s.metric)) else { return true };
+            if s.dims.get(PARTITION).is_some() {
+                return true;
+            }
             if let Some(v) = s.scalar().filter(|v| v.is_finite()) {
-                let e = figures.entry((i, s.dims.get(MESSAGE_TYPE).unwrap_or("").to_owned())).or_default();
+                let by = s.dims.iter().find(|(name, _)| *name != CLUSTER_NAME).map_or("", |(_, v)| v);
+                let e = figures.entry((i, by.to_owned())).or_default();
                 e.0 += v;
                 e.1 += 1;
                 took = true;
@@ -53,7 +59,7 @@ impl SchedulerSamples {
     }
 
     /// The record of the figures taken since the last flush: each under its metric's name (by
-    /// message type where it has one), a level as its mean over the flush, an increase as its
+    /// message type or flag where it has one), a level as its mean over the flush, an increase as its
     /// total. None when nothing was taken.
     pub fn flush(&mut self, at: SystemTime) -> Option<Record> {
         if self.samples == 0 {
@@ -86,8 +92,10 @@ impl SchedulerSamples {
 mod tests {
     use super::*;
     use crate::sample::Dims;
+    use slurm_cw_catalog::dims::{FLAG, MESSAGE_TYPE};
     use slurm_cw_catalog::metrics::{
-        AGENT_COUNT, BACKFILL_DEPTH_MEAN, BACKFILL_LAST_CYCLE, RPC_RATE, RPC_TIME_RATE,
+        AGENT_COUNT, BACKFILL_DEPTH_MEAN, BACKFILL_LAST_CYCLE, CPUS_TOTAL, NODE_FLAG_COUNT, RPC_RATE,
+        RPC_TIME_RATE,
     };
     use std::time::Duration;
 
@@ -103,13 +111,18 @@ mod tests {
             b.push(&RPC_TIME_RATE, rpc("REQUEST_JOB_INFO"), time);
             b.push(&RPC_RATE, rpc("REQUEST_JOB_INFO"), 4.0);
             b.push(&AGENT_COUNT, Dims::new(), 2.0);
+            b.push(&CPUS_TOTAL, Dims::new(), 64.0);
+            b.push(&CPUS_TOTAL, Dims::new().with(PARTITION, "p"), 32.0);
+            b.push(&NODE_FLAG_COUNT, Dims::new().with(FLAG, "cloud"), 4.0);
             s.take(&mut b);
             let left: Vec<&str> = b.samples.iter().map(|x| x.metric.name).collect();
             assert_eq!(
                 left,
-                ["BackfillLastCycle", "RpcRate", "AgentCount"],
-                "what the views read stays a metric (and an excluded metric is left to the exclusion)"
+                ["BackfillLastCycle", "RpcRate", "AgentCount", "CpusTotal"],
+                "what the views read stays a metric (and an excluded metric is left to the exclusion, \
+                 a copy per partition to head.per_partition)"
             );
+            assert_eq!(b.samples[3].dims.get(PARTITION), Some("p"));
         }
         let v: Value = serde_json::from_str(&s.flush(at).unwrap().message).unwrap();
         assert_eq!(v["Type"], "scheduler_sample");
@@ -117,6 +130,10 @@ mod tests {
         assert_eq!(v["Samples"], 2);
         assert_eq!(v["BackfillDepthMean"], 15.0, "a level: its mean over the flush");
         assert_eq!(v["RpcTimeRate"], json!({"REQUEST_JOB_INFO": 800.0}), "an increase: its total");
+        assert_eq!(
+            (v["CpusTotal"].clone(), v["NodeFlagCount"].clone()),
+            (json!(64.0), json!({"cloud": 4.0}))
+        );
         assert!(s.flush(at).is_none(), "a flush takes everything");
     }
 }

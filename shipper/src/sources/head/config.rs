@@ -30,7 +30,7 @@ pub struct HeadConfig {
     pub top_pending_reasons: usize,
     /// RPC message types shipped by name (by count); the rest are left out.
     pub top_rpc_types: usize,
-    /// Where the scheduler figures no view reads go: the head's `scheduler_sample` record, or
+    /// Where slurmctld's figures no view reads go: the head's `scheduler_sample` record, or
     /// metrics.
     pub scheduler_detail: SchedulerDetail,
     /// Where node figures come from: slurmctld's OpenMetrics endpoint or sinfo.

@@ -40,6 +40,15 @@ fn shipped(stdout: &str) -> Shipped {
     let mut out = BTreeMap::new();
     for line in stdout.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        // slurmctld's figures no view reads (CpusTotal among them) come in the head's record.
+        if v["record"]["Type"] == slurm_cw_catalog::records::kinds::SCHEDULER_SAMPLE {
+            for m in slurm_cw_catalog::views::scheduler_detail() {
+                if let Some(value) = v["record"][m.name].as_f64() {
+                    out.insert((m.name.to_owned(), String::new()), value);
+                }
+            }
+            continue;
+        }
         let (Some(metric), Some(dims), Some(value)) =
             (v["metric"].as_str(), v["dimensions"].as_object(), v["value"].as_f64())
         else {

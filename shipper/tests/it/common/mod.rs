@@ -441,6 +441,26 @@ pub fn shipper() -> Command {
     c
 }
 
+/// The dimension sets `metric` is listed with in `namespace` (each sorted by name): exact, where
+/// a LocalStack read of a set also takes in its supersets.
+pub async fn dimension_sets(cw: &Client, namespace: &str, metric: &str) -> Vec<Vec<(String, String)>> {
+    let listed =
+        cw.list_metrics().namespace(namespace).metric_name(metric).send().await.expect("ListMetrics");
+    listed
+        .metrics()
+        .iter()
+        .map(|m| {
+            let mut d: Vec<(String, String)> = m
+                .dimensions()
+                .iter()
+                .map(|d| (d.name().unwrap_or_default().to_owned(), d.value().unwrap_or_default().to_owned()))
+                .collect();
+            d.sort();
+            d
+        })
+        .collect()
+}
+
 /// One statistic of one metric over the last `window` (one bucket from now - window, so
 /// Maximum, Average and Sum are over every datum sent in it); None when there is no datapoint
 /// after a few seconds (LocalStack stores what it accepted a moment later).
