@@ -151,7 +151,10 @@ pub fn records_markdown() -> String {
          name in the [metric catalog](metrics.md) (by message type or flag where it has one), a level as \
          its mean over the flush and an increase as its total; `Type`, `RecordId`, `Time`, \
          `NodeName` and `Samples` as above. With `head.scheduler_detail = \"metrics\"` they are \
-         metrics instead.\n\n",
+         metrics instead. While the cluster is at rest (no job waiting or under way, no node \
+         with work; see [head-role.md](head-role.md)) the record also carries every other \
+         figure of the head that no default alarm watches (node counts by state, RPCs by type, \
+         the shipper's own), where a destination billed per series leaves them out.\n\n",
     );
     out.push_str("| Field | Meaning |\n|---|---|\n");
     for f in ALL_FIELDS {

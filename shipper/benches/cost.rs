@@ -832,21 +832,15 @@ async fn simulate(
             let idle_after = idle_after.clone().filter(|_| !host.runs_node);
             local.spawn_local(async move {
                 // The head runs all day, and so do the nodes of a cluster that never scales
-                // down: an hour before the busy one (the head's idle where the cluster idles; a
-                // node's without jobs), so that the hour measured is not the daemon's first (the
-                // zeros a daemon sends once are sent). The nodes of a cluster that scales to zero
-                // start each day: their first hour is the one measured.
+                // down: an hour before the busy one (the head's busy too, as the hour before most
+                // of a day's busy hours is; a node's without jobs), so that the hour measured is
+                // not the daemon's first (the zeros a daemon sends once a day are sent: on a
+                // cluster that rests, in the first busy hour of the day, one of C's eight). The
+                // nodes of a cluster that scales to zero start each day: their first hour is the
+                // one measured.
                 let mut warm = Vec::new();
-                if host.runs_node && s.busy_hours >= 24.0 {
+                if !host.runs_node || s.busy_hours >= 24.0 {
                     warm = host.undelivered_hours("warm-up", t0 - SIM_SECONDS, 1, flush).await;
-                } else if !host.runs_node {
-                    if let Some(bin) = &idle_after {
-                        fake_slurm(&s, bin, true);
-                    }
-                    warm = host.undelivered_hours("warm-up", t0 - SIM_SECONDS, 1, flush).await;
-                    if let Some(bin) = &idle_after {
-                        fake_slurm(&s, bin, false);
-                    }
                 }
                 let refs: Option<Vec<&Job>> = jobs.as_ref().map(|j| j.iter().collect());
                 for step in 0..SIM_SECONDS / COLLECT {

@@ -150,9 +150,7 @@ impl Pipeline {
     pub fn new(options: &Options, role: Role, collectors: Vec<Box<dyn Collector>>, parts: Parts) -> Self {
         let Parts { cluster, node, metrics, records, prices } = parts;
         let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
-        let scheduler = (role.runs_head() && options.scheduler_records && records.is_some())
-            .then(|| SchedulerSamples::new(node.clone(), &options.exclude_metrics));
-        let lanes = metrics
+        let lanes: Vec<Lane> = metrics
             .iter()
             .map(|d| {
                 let shape = d.sink.shape(options.per_series);
@@ -164,6 +162,10 @@ impl Pipeline {
                 }
             })
             .collect();
+        // At rest the head's figures go in its record instead of destinations billed per series.
+        let rest = lanes.iter().any(|l| l.quiet.is_some());
+        let scheduler = (role.runs_head() && options.scheduler_records && records.is_some())
+            .then(|| SchedulerSamples::new(node.clone(), &options.exclude_metrics, rest));
         Pipeline {
             collectors,
             lanes,
@@ -219,12 +221,14 @@ impl Pipeline {
 
     /// Through the transforms into the aggregator, less the excluded metrics.
     pub fn add(&mut self, mut batch: Batch) {
+        // Before trim, which leaves out the state counts at zero that say so.
+        let at_rest = self.scheduler.is_some() && crate::transforms::rest::at_rest(&batch);
         if let Some((derive, trim)) = &mut self.derive {
             derive.apply(&mut batch);
             trim.apply(&mut batch);
         }
         if let Some(s) = &mut self.scheduler {
-            s.take(&mut batch);
+            s.take(&mut batch, at_rest);
         }
         if let Some(n) = &mut self.node_samples {
             n.observe(&batch);
@@ -251,9 +255,15 @@ impl Pipeline {
         let keep = |m: &Metric| !excluded.iter().any(|e| e == m.name);
         samples.retain(|s| keep(s.metric));
         let last = self.lanes.len().saturating_sub(1);
+        let resting = self.scheduler.as_ref();
         for (i, lane) in self.lanes.iter_mut().enumerate() {
             // The last destination takes the samples themselves; the others a copy.
-            let mine = if i == last { std::mem::take(&mut samples) } else { samples.clone() };
+            let mut mine = if i == last { std::mem::take(&mut samples) } else { samples.clone() };
+            if lane.quiet.is_some()
+                && let Some(s) = resting
+            {
+                mine.retain(|x| !s.rests(x));
+            }
             let mut shaped = Vec::with_capacity(mine.len());
             lane.shape.apply(mine, &mut shaped);
             job_series::push(lane.shape, jobs, time, keep, &mut shaped);
@@ -338,6 +348,9 @@ impl Pipeline {
             }
         }
         let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
+        if let Some(s) = &mut self.scheduler {
+            s.take_flushed(&mut batch);
+        }
         self.feed_lanes(batch.samples, &[], now);
         let collections = std::mem::take(&mut self.collections);
         let aggregates = self

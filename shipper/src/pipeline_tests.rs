@@ -146,6 +146,88 @@ fn the_head_sends_what_no_view_reads_as_one_record_where_records_go() {
     assert!(names.contains(&"BackfillQueueLength") && records.is_empty(), "{names:?}");
 }
 
+/// A head's collection of a cluster at rest, or with one job running.
+struct Resting(std::rc::Rc<std::cell::Cell<bool>>);
+
+#[async_trait::async_trait(?Send)]
+impl Collector for Resting {
+    fn name(&self) -> &'static str {
+        "resting"
+    }
+
+    async fn collect(&mut self, out: &mut Batch, _errors: &mut Errors) {
+        use slurm_cw_catalog::dims::STATE;
+        let running = if self.0.get() { 0.0 } else { 1.0 };
+        for (state, n) in [("pending", 0.0), ("running", running), ("suspended", 0.0), ("completing", 0.0)] {
+            out.push(&JOB_COUNT, Dims::new().with(STATE, state), n);
+        }
+        out.push(&NODE_COUNT, Dims::new().with(STATE, "powered_down"), 10.0 - running);
+        out.push(&NODE_COUNT, Dims::new().with(STATE, "allocated"), running);
+        out.push(&NODE_COUNT, Dims::new().with(STATE, "drained"), 0.0);
+        out.push(&SLURMCTLD_UP, Dims::new(), 1.0);
+        out.push(&SERVER_THREAD_COUNT, Dims::new(), 3.0);
+        out.push(&BACKFILL_LAST_CYCLE, Dims::new(), 1500.0);
+    }
+}
+
+#[test]
+fn at_rest_the_head_sends_what_alarms_watch_and_the_rest_in_its_record() {
+    let resting = std::rc::Rc::new(std::cell::Cell::new(true));
+    // CloudWatch, billed per series, and OTLP, billed by the byte.
+    let mut parts = Parts::cloudwatch("c", "head");
+    let otlp = SinkKind::named("otlp").unwrap();
+    parts.metrics.push(crate::pipeline::Delivered { sink: otlp, stats: StatsHandle::default(), spool: None });
+    let mut p =
+        Pipeline::new(&Options::default(), Role::Head, vec![Box::new(Resting(resting.clone()))], parts);
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let mut flush = || {
+        rt.block_on(p.collect());
+        let f = p.flush();
+        let mut names: Vec<String> = f.aggregates[0]
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}{}",
+                    a.metric.name,
+                    a.dims.get("State").map(|s| format!(":{s}")).unwrap_or_default()
+                )
+            })
+            .collect();
+        names.sort();
+        let record: serde_json::Value =
+            f.records.first().map(|r| serde_json::from_str(&r.message).unwrap()).unwrap_or_default();
+        let otlp: Vec<&str> = f.aggregates[1].iter().map(|a| a.metric.name).collect();
+        assert!(
+            otlp.contains(&"ServerThreadCount"),
+            "a destination billed by the byte takes everything: {otlp:?}"
+        );
+        (names, record)
+    };
+    let (names, record) = flush();
+    assert_eq!(
+        names,
+        ["BackfillLastCycle", "JobCount:pending", "NodeCount:drained", "ShipperDatumsDropped", "SlurmctldUp"],
+        "what the default alarms watch"
+    );
+    assert_eq!(record["ServerThreadCount"], 3.0, "{record}");
+    assert_eq!(record["NodeCount"]["powered_down"], 10.0, "{record}");
+    assert_eq!(
+        record["ShipperCollectionDuration"].as_object().map(|o| o.contains_key("resting")),
+        Some(true)
+    );
+    // The flush's own figures (what delivery did) of a flush at rest come in the next record.
+    let (_, record) = flush();
+    assert!(record["ShipperDatumsSent"].is_object() || record["ShipperDatumsSent"].is_number(), "{record}");
+    // Work again: everything is a metric at once.
+    resting.set(false);
+    let (names, record) = flush();
+    for name in ["ServerThreadCount", "NodeCount:allocated", "JobCount:running", "ShipperCollectionDuration"]
+    {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
+    assert!(record.get("ServerThreadCount").is_none(), "{record}");
+}
+
 /// One job in partition `batch`, every collection.
 struct OneJob;
 

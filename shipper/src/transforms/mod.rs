@@ -5,8 +5,8 @@
 //! - [`jobs`]: per-job typed readings -> job records (a sample per job and flush, a summary when the
 //!   job ends on this node) and [`findings`] decided on the node; [`records`] is their JSON;
 //! - [`node_sample`]: the node's own fabric, Lustre and RAPL figures per device, one record per
-//!   flush; [`scheduler_sample`]: the head's scheduler figures no view reads, one record per
-//!   flush;
+//!   flush; [`scheduler_sample`]: the head's figures no view reads, one record per flush, and
+//!   at [`rest`] all it sends but what alarms watch;
 //! - [`population`]: figures across jobs per cluster, partition and account;
 //! - [`quiet`]: what a destination billed per series leaves out of a flush (counts of events at
 //!   zero);
@@ -22,6 +22,7 @@ pub mod node_sample;
 pub mod population;
 pub mod quiet;
 pub mod records;
+pub mod rest;
 pub mod scheduler_sample;
 pub mod shape;
 pub mod trim;

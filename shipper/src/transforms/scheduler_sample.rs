@@ -6,11 +6,12 @@
 //! metrics, and so do copies per partition where `head.per_partition` asks for them.
 
 use super::records::{finish, round};
-use crate::sample::{Batch, Sample};
+use super::trim::watched;
+use crate::sample::{Batch, Dims, Sample};
 use serde_json::{Map, Value, json};
-use slurm_cw_catalog::dims::{CLUSTER_NAME, PARTITION};
+use slurm_cw_catalog::dims::{CLUSTER_NAME, NODE_NAME, PARTITION};
 use slurm_cw_catalog::records::{self as r, kinds};
-use slurm_cw_catalog::{Kind, Metric};
+use slurm_cw_catalog::{Kind, Metric, Role};
 use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::record::Record;
 use std::collections::BTreeMap;
@@ -20,9 +21,15 @@ use std::time::SystemTime;
 pub struct SchedulerSamples {
     node: String,
     detail: Vec<&'static Metric>,
-    /// (metric, its one dimension's value: message type, flag) -> (sum, readings), in the
-    /// catalog's order.
-    figures: BTreeMap<(usize, String), (f64, u32)>,
+    excluded: Vec<String>,
+    /// Whether rest applies (some destination bills per series), and then the series a
+    /// default alarm watches (`ClusterName` left out), which stay metrics at rest.
+    rest: Option<Vec<(&'static str, Dims)>>,
+    /// Whether the last collection found the cluster at rest ([`super::rest`]).
+    at_rest: bool,
+    /// (metric name, its one dimension's value: message type, flag, collector) -> (metric, sum,
+    /// readings).
+    figures: BTreeMap<(&'static str, String), (&'static Metric, f64, u32)>,
     samples: u32,
     /// Records cut to fit one log event.
     pub trimmed: u64,
@@ -30,37 +37,100 @@ pub struct SchedulerSamples {
 
 impl SchedulerSamples {
     /// For `node`'s records; a metric in `excluded` (`exclude_metrics`) is left out of them too.
-    pub fn new(node: String, excluded: &[String]) -> Self {
+    /// `rest`: some destination bills per series, so that at rest the head's figures no alarm
+    /// watches go in the record too (and, for those destinations, not as metrics: [`Self::rests`]).
+    pub fn new(node: String, excluded: &[String], rest: bool) -> Self {
         let mut detail = slurm_cw_catalog::views::scheduler_detail();
         detail.retain(|m| !excluded.iter().any(|e| e == m.name));
-        SchedulerSamples { node, detail, figures: BTreeMap::new(), samples: 0, trimmed: 0 }
+        let rest = rest.then(|| watched(slurm_cw_catalog::ALL));
+        SchedulerSamples {
+            node,
+            detail,
+            excluded: excluded.to_vec(),
+            rest,
+            at_rest: false,
+            figures: BTreeMap::new(),
+            samples: 0,
+            trimmed: 0,
+        }
     }
 
-    /// Takes the detail figures out of one collection.
-    pub fn take(&mut self, batch: &mut Batch) {
+    /// Takes the detail figures out of one collection, and at rest (as `at_rest` says of it)
+    /// copies every head figure no alarm watches.
+    pub fn take(&mut self, batch: &mut Batch, at_rest: bool) {
+        self.at_rest = at_rest && self.rest.is_some();
+        if self.put(batch) {
+            self.samples += 1;
+        }
+    }
+
+    /// At rest, copies the flush's own figures (what delivery did, records written) no alarm
+    /// watches: they go in the next flush's record.
+    pub fn take_flushed(&mut self, batch: &mut Batch) {
+        if self.at_rest {
+            self.put(batch);
+        }
+    }
+
+    /// Takes what the record takes from `batch` into the figures (the detail out of the batch,
+    /// at rest a copy of the rest); whether it took any.
+    fn put(&mut self, batch: &mut Batch) -> bool {
         let mut took = false;
-        let detail = &self.detail;
-        let figures = &mut self.figures;
-        batch.samples.retain(|s: &Sample| {
-            let Some(i) = detail.iter().position(|m| std::ptr::eq(*m, s.metric)) else { return true };
-            if s.dims.get(PARTITION).is_some() {
-                return true;
-            }
+        let samples = std::mem::take(&mut batch.samples);
+        for s in samples {
+            let Some((by, detail)) = self.field(&s) else {
+                batch.samples.push(s);
+                continue;
+            };
             if let Some(v) = s.scalar().filter(|v| v.is_finite()) {
-                let by = s.dims.iter().find(|(name, _)| *name != CLUSTER_NAME).map_or("", |(_, v)| v);
-                let e = figures.entry((i, by.to_owned())).or_default();
-                e.0 += v;
-                e.1 += 1;
+                let e = self.figures.entry((s.metric.name, by)).or_insert((s.metric, 0.0, 0));
+                e.1 += v;
+                e.2 += 1;
                 took = true;
             }
-            false
-        });
-        self.samples += u32::from(took);
+            if !detail {
+                batch.samples.push(s);
+            }
+        }
+        took
+    }
+
+    /// Whether a destination billed per series leaves `s` out: the cluster is at rest and `s`
+    /// is in the record.
+    pub fn rests(&self, s: &Sample) -> bool {
+        self.at_rest && self.field(s).is_some_and(|(_, detail)| !detail)
+    }
+
+    /// The field's key (its one dimension's value, or "") when the record takes `s`, and
+    /// whether `s` is detail (a metric nowhere) rather than a figure at rest (a metric where no
+    /// destination bills per series).
+    fn field(&self, s: &Sample) -> Option<(String, bool)> {
+        if s.dims.get(PARTITION).is_some() || self.excluded.iter().any(|e| e == s.metric.name) {
+            // Copies per partition are metrics where asked for; an excluded metric goes nowhere.
+            return None;
+        }
+        let detail = self.detail.iter().any(|m| std::ptr::eq(*m, s.metric));
+        let rest = || {
+            self.at_rest
+                && s.scalar().is_some()
+                && (s.metric.roles.contains(&Role::Head) || s.metric.roles.contains(&Role::Shipper))
+                && !self.rest.as_ref().is_some_and(|w| is_watched(w, s))
+        };
+        if !detail && !rest() {
+            return None;
+        }
+        let mut other = s.dims.iter().filter(|(n, _)| *n != CLUSTER_NAME && *n != NODE_NAME);
+        let by = match (other.next(), other.next()) {
+            (None, _) => String::new(),
+            (Some((_, v)), None) => v.to_owned(),
+            _ => return None,
+        };
+        Some((by, detail))
     }
 
     /// The record of the figures taken since the last flush: each under its metric's name (by
-    /// message type or flag where it has one), a level as its mean over the flush, an increase as its
-    /// total. None when nothing was taken.
+    /// message type, flag or collector where it has one), a level as its mean over the flush,
+    /// an increase as its total. None when nothing was taken.
     pub fn flush(&mut self, at: SystemTime) -> Option<Record> {
         if self.samples == 0 {
             return None;
@@ -72,13 +142,11 @@ impl SchedulerSamples {
         m.insert(r::TIME.name.into(), json!(format_timestamp(at)));
         m.insert(r::NODE_NAME.name.into(), json!(self.node));
         m.insert(r::SAMPLES.name.into(), json!(std::mem::take(&mut self.samples)));
-        for ((i, by), (sum, n)) in std::mem::take(&mut self.figures) {
-            let metric = self.detail[i];
+        for ((name, by), (metric, sum, n)) in std::mem::take(&mut self.figures) {
             let v = json!(round(if metric.kind == Kind::Increase { sum } else { sum / f64::from(n) }));
             if by.is_empty() {
-                m.insert(metric.name.into(), v);
-            } else if let Value::Object(o) = m.entry(metric.name).or_insert_with(|| Value::Object(Map::new()))
-            {
+                m.insert(name.into(), v);
+            } else if let Value::Object(o) = m.entry(name).or_insert_with(|| Value::Object(Map::new())) {
                 o.insert(by, v);
             }
         }
@@ -86,6 +154,11 @@ impl SchedulerSamples {
         self.trimmed += u64::from(cut);
         Some(rec)
     }
+}
+
+/// A default alarm watches `s`: its metric, with the watched dimensions among its own.
+fn is_watched(watched: &[(&'static str, Dims)], s: &Sample) -> bool {
+    watched.iter().any(|(m, d)| *m == s.metric.name && d.iter().all(|(n, v)| s.dims.get(n) == Some(v)))
 }
 
 #[cfg(test)]
@@ -102,7 +175,7 @@ mod tests {
     #[test]
     fn detail_leaves_the_metrics_for_one_record_a_flush() {
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let mut s = SchedulerSamples::new("head".into(), &["AgentCount".into()]);
+        let mut s = SchedulerSamples::new("head".into(), &["AgentCount".into()], true);
         let rpc = |t: &str| Dims::new().with(MESSAGE_TYPE, t);
         for (depth, time) in [(10.0, 300.0), (20.0, 500.0)] {
             let mut b = Batch::new(at);
@@ -114,7 +187,7 @@ mod tests {
             b.push(&CPUS_TOTAL, Dims::new(), 64.0);
             b.push(&CPUS_TOTAL, Dims::new().with(PARTITION, "p"), 32.0);
             b.push(&NODE_FLAG_COUNT, Dims::new().with(FLAG, "cloud"), 4.0);
-            s.take(&mut b);
+            s.take(&mut b, false);
             let left: Vec<&str> = b.samples.iter().map(|x| x.metric.name).collect();
             assert_eq!(
                 left,

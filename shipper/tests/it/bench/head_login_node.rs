@@ -40,11 +40,21 @@ fn shipped(stdout: &str) -> Shipped {
     let mut out = BTreeMap::new();
     for line in stdout.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        // slurmctld's figures no view reads (CpusTotal among them) come in the head's record.
+        // slurmctld's figures no view reads (CpusTotal among them), and at rest (the bench
+        // between tests) every figure no alarm watches, come in the head's record.
         if v["record"]["Type"] == slurm_cw_catalog::records::kinds::SCHEDULER_SAMPLE {
-            for m in slurm_cw_catalog::views::scheduler_detail() {
-                if let Some(value) = v["record"][m.name].as_f64() {
-                    out.insert((m.name.to_owned(), String::new()), value);
+            for m in slurm_cw_catalog::ALL {
+                match &v["record"][m.name] {
+                    serde_json::Value::Object(by) => {
+                        for (k, value) in by.iter().filter_map(|(k, v)| Some((k, v.as_f64()?))) {
+                            out.insert((m.name.to_owned(), k.clone()), value);
+                        }
+                    }
+                    other => {
+                        if let Some(value) = other.as_f64() {
+                            out.insert((m.name.to_owned(), String::new()), value);
+                        }
+                    }
                 }
             }
             continue;

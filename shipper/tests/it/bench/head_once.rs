@@ -50,8 +50,10 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
     let ns = unique_namespace("head_once");
     let cluster = cluster_name();
     let before = node_states();
+    let jobs_before = cmd("squeue", &["-h", "-t", "PD,R,S,CG", "-o", "%i"]);
     // The scheduler's detail goes to the job log group, as the Terraform module makes it.
-    let group = job_log_group(&logs(&url).await, "head_once").await;
+    let logs = logs(&url).await;
+    let group = job_log_group(&logs, "head_once").await;
     let out = shipper()
         .args(["--once", "--role", "head"])
         .envs(shipper_env(&url, &ns))
@@ -62,9 +64,46 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
     let after = node_states();
     assert_eq!(before, after, "node states changed while the test ran; run it again");
     assert!(!before.is_empty());
+    let jobs_after = cmd("squeue", &["-h", "-t", "PD,R,S,CG", "-o", "%i"]);
+    assert_eq!(jobs_before, jobs_after, "jobs came or went while the test ran; run it again");
 
     let cw = cloudwatch(&url).await;
     let window = Duration::from_secs(600);
+    // At rest (no job waiting or under way, no node with work: the bench between tests), the
+    // head sends what the default alarms watch and the rest in its scheduler_sample record.
+    let busy = ["allocated", "mixed", "completing", "draining", "powering_up"];
+    let at_rest = jobs_before.trim().is_empty() && !before.keys().any(|s| busy.contains(&s.as_str()));
+    if at_rest {
+        let sched = records(&logs, &group, &[("Type", "scheduler_sample")]).await;
+        let record = sched.first().expect("a scheduler_sample at rest");
+        for (state, n) in &before {
+            let sets = dimension_sets(&cw, &ns, NODE_COUNT.name).await;
+            let exact =
+                vec![("ClusterName".to_owned(), cluster.clone()), ("State".to_owned(), state.clone())];
+            if state != "drained" {
+                assert!(!sets.contains(&exact), "at rest NodeCount State={state} is no metric: {sets:?}");
+            }
+            assert_eq!(
+                record["NodeCount"][state.as_str()].as_f64(),
+                Some(*n),
+                "NodeCount State={state}: {record}"
+            );
+        }
+        let drained = statistic(
+            &cw,
+            &ns,
+            NODE_COUNT.name,
+            &[("ClusterName", &cluster), ("State", "drained")],
+            "Maximum",
+            window,
+        )
+        .await;
+        assert_eq!(drained, Some(before.get("drained").copied().unwrap_or(0.0)), "an alarm watches it");
+        let up =
+            statistic(&cw, &ns, SLURMCTLD_UP.name, &[("ClusterName", &cluster)], "Minimum", window).await;
+        assert_eq!(up, Some(1.0), "an alarm watches it");
+        return;
+    }
     for (state, n) in &before {
         let got = statistic(
             &cw,
