@@ -41,6 +41,7 @@ pub mod findings {
     pub const IDLE_GPU: &str = "idle_gpu";
     pub const LOW_CPU_EFFICIENCY: &str = "low_cpu_efficiency";
     pub const MEMORY_OVER_REQUESTED: &str = "memory_over_requested";
+    pub const GPU_MEMORY_UNDERUSED: &str = "gpu_memory_underused";
 }
 
 /// Values of [`ENDED_BY`].
@@ -79,6 +80,9 @@ fields! {
     GPUS = "Gpus", "Summary: GPUs the job held on this node.";
     GPU_HOURS = "GpuHours", "Summary: GPU-hours the job held on this node.";
     GPU_IDLE_PERCENT = "GpuIdlePercent", "Summary: share of GpuHours during which the GPU sat idle.";
+    GPU_MEMORY_PEAK = "GpuMemoryPeakBytes", "Summary: the most memory the job's GPUs on this node held together at one collection (NVML's used memory of each GPU it holds, summed).";
+    GPU_MEMORY_TOTAL = "GpuMemoryTotalBytes", "Summary: the memory of the GPUs the job held on this node, together (the largest seen).";
+    GPU_MEMORY_PEAK_PERCENT = "GpuMemoryPeakPercent", "Summary: GpuMemoryPeakBytes over GpuMemoryTotalBytes, in percent: how much of the GPUs' memory the job needed at most (a job holding a 141 GB GPU that peaks at 2 GB: 1.4).";
     GPU_ENERGY_KWH = "GpuEnergyKwh", "Summary: energy the job's GPUs used on this node, in kWh, from NVML's total energy counters (Volta and newer; not per MIG instance) between collections while the job held them, a GPU shared by jobs split evenly; counted from zero after a driver reload. Absent where no GPU of the job reports it.";
     READ_BYTES_TOTAL = "ReadBytesTotal", "Summary: bytes the job read on this node.";
     WRITE_BYTES_TOTAL = "WriteBytesTotal", "Summary: bytes the job wrote on this node.";
@@ -92,7 +96,7 @@ fields! {
     WASTE_RESOURCE = "WasteResource", "Summary and finding: the resource that set Share (gpu, cpu or memory), whose unused part WasteUsd counts.";
     UNUSED_PERCENT = "UnusedPercent", "Summary and finding: the unused part of WasteResource: GpuIdlePercent for gpu, 100 - CpuEfficiency for cpu, 100 - MemoryPeakPercent of the allocation for memory.";
     ENDED_BY = "EndedBy", "Summary: task_epilog (the TaskEpilog asked for the final sample) or cgroup_gone.";
-    FINDING = "Finding", "Finding: idle_gpu, low_cpu_efficiency or memory_over_requested.";
+    FINDING = "Finding", "Finding: idle_gpu, low_cpu_efficiency, memory_over_requested or gpu_memory_underused.";
     DETAIL = "Detail", "Finding: what was measured, in words.";
     TRUNCATED = "Truncated", "Present when a record was too large for one log event and its largest objects were cut; names what was cut.";
     FABRIC = "Fabric", "node_sample: per EFA or InfiniBand port (`<device>/<port>`, `rdmap16s27/1`, `mlx5_0/1`), an object of Seconds and the fabric fields below.";

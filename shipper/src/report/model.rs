@@ -27,6 +27,9 @@ pub struct NodeRow {
     pub memory_requested_bytes: Option<f64>,
     pub gpus: Option<f64>,
     pub gpu_idle_percent: Option<f64>,
+    /// The most memory its GPUs here held together, and the memory they have.
+    pub gpu_memory_peak_bytes: Option<f64>,
+    pub gpu_memory_total_bytes: Option<f64>,
     /// What the job cost on this node, where the records say.
     pub cost: Option<NodeCost>,
 }
@@ -106,6 +109,8 @@ fn from_summary(node: &str, s: &Value) -> NodeRow {
         memory_requested_bytes: num(s, r::MEMORY_REQUESTED.name),
         gpus: num(s, r::GPUS.name),
         gpu_idle_percent: num(s, r::GPU_IDLE_PERCENT.name),
+        gpu_memory_peak_bytes: num(s, r::GPU_MEMORY_PEAK.name),
+        gpu_memory_total_bytes: num(s, r::GPU_MEMORY_TOTAL.name),
         cost: cost::of(s),
     }
 }
@@ -139,6 +144,8 @@ fn from_samples(node: &str, samples: &[&Value]) -> NodeRow {
         memory_requested_bytes: limit,
         gpus: None,
         gpu_idle_percent: None,
+        gpu_memory_peak_bytes: None,
+        gpu_memory_total_bytes: None,
         cost: cost::of_samples(samples),
     }
 }
@@ -260,6 +267,22 @@ pub fn advise(rep: &Report) -> Vec<String> {
     {
         out.push(format!("GPUs idle for {idle:.0} % of the job: ask for fewer GPUs, or none"));
     }
+    // The node whose GPUs' memory the job needed least of.
+    let gpu_memory = rep.per_node.iter().filter_map(|n| {
+        let (peak, total) = (n.gpu_memory_peak_bytes?, n.gpu_memory_total_bytes?);
+        (total > 0.0).then_some((peak, total))
+    });
+    if let Some((peak, total)) = gpu_memory.min_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)))
+        && peak < total * 0.25
+        && !rep.incomplete_too_short()
+    {
+        out.push(format!(
+            "GPU memory peaked at {} of the GPUs' {} ({:.0}%): a smaller GPU, a MIG instance or a shard would do",
+            bytes(peak),
+            bytes(total),
+            peak / total * 100.0
+        ));
+    }
     out
 }
 
@@ -343,6 +366,21 @@ mod tests {
         assert_eq!(advice.len(), 2, "{advice:?}");
         assert!(advice[0].contains("98% of the 4.0 GiB requested"), "{advice:?}");
         assert!(advice[1].starts_with("GPUs idle for 95 % of the job"), "{advice:?}");
+    }
+
+    #[test]
+    fn gpu_memory_the_job_barely_needed_is_advised() {
+        let mut s = summary("g1", 90.0, 1.0, 7200.0, 3.0 * GIB, 4.0 * GIB);
+        s[r::GPUS.name] = json!(1);
+        s[r::GPU_MEMORY_PEAK.name] = json!(2.0 * GIB);
+        s[r::GPU_MEMORY_TOTAL.name] = json!(141.0 * GIB);
+        let rep = combine("9", &[s]);
+        assert_eq!(rep.per_node[0].gpu_memory_total_bytes, Some(141.0 * GIB));
+        let advice = advise(&rep);
+        assert!(
+            advice.iter().any(|a| a.starts_with("GPU memory peaked at 2.0 GiB of the GPUs' 141.0 GiB (1%)")),
+            "{advice:?}"
+        );
     }
 
     #[test]

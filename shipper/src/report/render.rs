@@ -139,6 +139,12 @@ pub fn text(rep: &Report, colour: bool) -> String {
         if let Some(idle) = n.gpu_idle_percent {
             let _ = writeln!(o, "  {:<12} GPUs {:.0}, idle {}", "", n.gpus.unwrap_or(0.0), bar(idle, false));
         }
+        if let (Some(peak), Some(total)) = (n.gpu_memory_peak_bytes, n.gpu_memory_total_bytes)
+            && total > 0.0
+        {
+            let share = bar(peak / total * 100.0, false);
+            let _ = writeln!(o, "  {:<12} GPU memory peak {} of {} {share}", "", bytes(peak), bytes(total));
+        }
     }
     if !rep.gpus.is_empty() {
         let _ = writeln!(o, "\nGPUs:");
@@ -188,6 +194,8 @@ mod tests {
                 memory_requested_bytes: None,
                 gpus: None,
                 gpu_idle_percent: None,
+                gpu_memory_peak_bytes: None,
+                gpu_memory_total_bytes: None,
                 cost: None,
             }],
             advice: vec![evil.into()],

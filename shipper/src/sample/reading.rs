@@ -204,6 +204,12 @@ impl GpuFigures {
         self.figures.iter().rev().find(|(m, _)| is(m, &GPU_UTILIZATION)).map(|(_, v)| *v)
     }
 
+    /// The memory its GPUs hold now and the memory they have, together, where NVML gives both.
+    pub fn memory(&self) -> Option<(f64, f64)> {
+        let last = |m: &Metric| self.figures.iter().rev().find(|(f, _)| is(f, m)).map(|(_, v)| *v);
+        Some((last(&GPU_MEMORY_USED)?, last(&GPU_MEMORY_TOTAL)?)).filter(|(_, total)| *total > 0.0)
+    }
+
     /// Whether its GPUs idle: their mean utilisation under `threshold` percent (None where
     /// NVML gives no utilisation).
     pub fn under(&self, threshold: f64) -> Option<bool> {

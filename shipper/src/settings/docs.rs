@@ -69,6 +69,8 @@ const KEYS: &[Key] = &[
     key("node.findings.low_cpu_efficiency_percent", Value("20.0"), "a job's CPU efficiency under this is low (`job_finding` low_cpu_efficiency)"),
     key("node.findings.low_cpu_minutes", Value("60"), "... for this many minutes"),
     key("node.findings.memory_over_requested_percent", Value("25.0"), "a job whose peak memory stays under this share of its limit asked for too much"),
+    key("node.findings.gpu_memory_underused_percent", Value("10.0"), "a job whose GPUs' peak memory stays under this share of their memory needs a smaller GPU, a MIG instance or a shard (`job_finding` gpu_memory_underused; 0 turns it off)"),
+    key("node.findings.gpu_memory_minutes", Value("60"), "... judged once the job has run this many minutes"),
     key("node.per_node_dimensions", Value("false"), "with `job_metrics = metrics`: add per-node detail (`NodeName`) to per-job metrics"),
     key("node.top_executables", Value("5"), "executables shipped by name in `ProcessCpuUsage`"),
     key("node.process_every", Value("10"), "read each job's processes in /proc at least every Nth collection, and whenever its process set changes (a step, a fork: seen from `cgroup.procs` and the job directory's link count); cgroup files every collection; a job's first and final samples always read them"),

@@ -1,10 +1,13 @@
 //! Findings decided on the node, from its own samples of a job: GPUs idle for a while, CPUs
-//! barely used for a while, memory far below what was requested. Each is written once per job
-//! and kind (a `job_finding` record); while one holds, the job is also counted in the matching
-//! population metric (IdleGpuJobs, LowCpuEfficiencyJobs, MemoryOverRequestedJobs).
+//! barely used for a while, memory far below what was requested, GPUs whose memory the job
+//! barely needs. Each is written once per job and kind (a `job_finding` record); while one of
+//! the first three holds, the job is also counted in the matching population metric
+//! (IdleGpuJobs, LowCpuEfficiencyJobs, MemoryOverRequestedJobs).
 
 use serde::Deserialize;
-use slurm_cw_catalog::records::findings::{IDLE_GPU, LOW_CPU_EFFICIENCY, MEMORY_OVER_REQUESTED};
+use slurm_cw_catalog::records::findings::{
+    GPU_MEMORY_UNDERUSED, IDLE_GPU, LOW_CPU_EFFICIENCY, MEMORY_OVER_REQUESTED,
+};
 use std::time::{Duration, SystemTime};
 
 /// `[node.findings]`: when a job is worth telling its owner or the admins about.
@@ -21,6 +24,10 @@ pub struct Thresholds {
     pub low_cpu_minutes: u32,
     /// Peak memory under this share of the job's limit (percent).
     pub memory_over_requested_percent: f64,
+    /// Peak GPU memory under this share of the memory of the GPUs the job holds (percent)...
+    pub gpu_memory_underused_percent: f64,
+    /// ...once it has held them this many minutes.
+    pub gpu_memory_minutes: u32,
 }
 
 impl Default for Thresholds {
@@ -31,6 +38,8 @@ impl Default for Thresholds {
             low_cpu_efficiency_percent: 20.0,
             low_cpu_minutes: 60,
             memory_over_requested_percent: 25.0,
+            gpu_memory_underused_percent: 10.0,
+            gpu_memory_minutes: 60,
         }
     }
 }
@@ -42,12 +51,13 @@ impl Thresholds {
             ("idle_gpu_percent", self.idle_gpu_percent),
             ("low_cpu_efficiency_percent", self.low_cpu_efficiency_percent),
             ("memory_over_requested_percent", self.memory_over_requested_percent),
+            ("gpu_memory_underused_percent", self.gpu_memory_underused_percent),
         ] {
             if !(0.0..=100.0).contains(&v) {
                 return Err(ConfigError::invalid(format!("node.findings.{key}"), "must be 0 to 100"));
             }
         }
-        if self.idle_gpu_minutes == 0 || self.low_cpu_minutes == 0 {
+        if self.idle_gpu_minutes == 0 || self.low_cpu_minutes == 0 || self.gpu_memory_minutes == 0 {
             return Err(ConfigError::invalid("node.findings", "minutes must be at least 1"));
         }
         Ok(())
@@ -87,6 +97,8 @@ pub struct Observation {
     pub cpu_efficiency: Option<f64>,
     /// Peak memory and limit, bytes.
     pub memory: Option<(f64, f64)>,
+    /// Peak memory of its GPUs and the memory they have, bytes.
+    pub gpu_memory: Option<(f64, f64)>,
     /// How long the job has been seen.
     pub age: Duration,
 }
@@ -112,6 +124,7 @@ pub struct JobFindings {
     idle_gpu: Streak,
     low_cpu: Streak,
     memory: Streak,
+    gpu_memory: Streak,
 }
 
 impl JobFindings {
@@ -128,6 +141,11 @@ impl JobFindings {
         let share = o.memory.and_then(|(p, l)| Some(p / crate::sample::limited(l)? * 100.0));
         // Memory is judged once the job has run long enough to reach its working set.
         let over = share.map(|s| s < t.memory_over_requested_percent && o.age >= minutes(t.low_cpu_minutes));
+        let gpu_share = o.gpu_memory.filter(|(_, total)| *total > 0.0).map(|(p, total)| p / total * 100.0);
+        // Judged once the job has run long enough to load what it works on.
+        let gpu_under =
+            gpu_share.map(|s| s < t.gpu_memory_underused_percent && o.age >= minutes(t.gpu_memory_minutes));
+        let gpu_memory = self.gpu_memory.observe(gpu_under, at, Duration::ZERO);
         let holding = Holding {
             idle_gpu: self.idle_gpu.observe(idle, at, minutes(t.idle_gpu_minutes)),
             low_cpu: self.low_cpu.observe(low, at, minutes(t.low_cpu_minutes)),
@@ -152,6 +170,20 @@ impl JobFindings {
             format!(
                 "CPU efficiency under {}% of the allocated cores for {} minutes",
                 t.low_cpu_efficiency_percent, t.low_cpu_minutes
+            ),
+        );
+        report(
+            &mut self.gpu_memory,
+            gpu_memory,
+            GPU_MEMORY_UNDERUSED,
+            format!(
+                "peak GPU memory {} of its GPUs' {} ({:.1}%) after {} minutes (under {}%): a smaller GPU, a MIG \
+                 instance or a shard would do",
+                crate::report::model::bytes(o.gpu_memory.map_or(0.0, |g| g.0)),
+                crate::report::model::bytes(o.gpu_memory.map_or(0.0, |g| g.1)),
+                gpu_share.unwrap_or(0.0),
+                o.age.as_secs() / 60,
+                t.gpu_memory_underused_percent
             ),
         );
         report(
@@ -234,5 +266,38 @@ mod tests {
             "no limit"
         );
         assert!(!g.observe(&mem(40e9, 64e9, 20), at(21), &t, &mut out).memory_over_requested, "uses 62%");
+    }
+
+    #[test]
+    fn a_gpu_held_for_hours_whose_memory_the_job_barely_needs_is_told_once() {
+        let t = Thresholds::default();
+        let gib = 1024.0 * 1024.0 * 1024.0;
+        let obs = |peak: f64, age: u64| Observation {
+            gpu_memory: Some((peak, 141.0 * gib)),
+            age: Duration::from_secs(age * 60),
+            ..Observation::default()
+        };
+        let mut f = JobFindings::default();
+        let mut out = Vec::new();
+        f.observe(&obs(2.0 * gib, 30), at(30), &t, &mut out);
+        assert!(out.is_empty(), "too early: a job loads its data first");
+        f.observe(&obs(2.0 * gib, 60), at(60), &t, &mut out);
+        f.observe(&obs(2.0 * gib, 120), at(120), &t, &mut out);
+        assert_eq!(out.len(), 1, "once: {out:?}");
+        assert_eq!(out[0].kind, GPU_MEMORY_UNDERUSED);
+        assert!(
+            out[0]
+                .detail
+                .starts_with("peak GPU memory 2.0 GiB of its GPUs' 141.0 GiB (1.4%) after 60 minutes"),
+            "{}",
+            out[0].detail
+        );
+        let mut busy = JobFindings::default();
+        let mut none = Vec::new();
+        busy.observe(&obs(70.0 * gib, 120), at(120), &t, &mut none);
+        assert!(none.is_empty(), "half the memory is used: {none:?}");
+        let t = Thresholds { gpu_memory_underused_percent: 0.0, ..Thresholds::default() };
+        JobFindings::default().observe(&obs(0.0, 600), at(600), &t, &mut none);
+        assert!(none.is_empty(), "0 turns it off");
     }
 }

@@ -45,6 +45,9 @@ pub(super) struct Job {
     gpus: f64,
     gpu_seconds: f64,
     gpu_idle_seconds: f64,
+    /// The most memory its GPUs held together at one reading, and the most they had.
+    gpu_memory_peak: f64,
+    gpu_memory_total: f64,
     /// Energy its GPUs used, from NVML's counters; None while none reported.
     gpu_joules: Option<f64>,
     read_bytes: f64,
@@ -87,6 +90,8 @@ impl Job {
             gpus: 0.0,
             gpu_seconds: 0.0,
             gpu_idle_seconds: 0.0,
+            gpu_memory_peak: 0.0,
+            gpu_memory_total: 0.0,
             gpu_joules: None,
             read_bytes: 0.0,
             write_bytes: 0.0,
@@ -172,6 +177,10 @@ impl Job {
             self.gpus = self.gpus.max(g.count);
             self.gpu_seconds += g.count * dt;
             self.gpu_idle_seconds += g.idle(t.idle_gpu_percent) * dt;
+            if let Some((used, total)) = g.memory() {
+                self.gpu_memory_peak = self.gpu_memory_peak.max(used);
+                self.gpu_memory_total = self.gpu_memory_total.max(total);
+            }
             if let Some(j) = g.joules {
                 *self.gpu_joules.get_or_insert(0.0) += j;
             }
@@ -187,6 +196,8 @@ impl Job {
             gpu_idle: reading.gpus.as_ref().and_then(|g| g.under(t.idle_gpu_percent)),
             cpu_efficiency: f.cpu_utilization,
             memory: self.memory_limit.map(|limit| (self.memory_peak, limit)),
+            gpu_memory: (self.gpu_memory_total > 0.0)
+                .then_some((self.gpu_memory_peak, self.gpu_memory_total)),
             age: at.duration_since(self.first_seen).unwrap_or_default(),
         };
         let mut new = Vec::new();
@@ -299,6 +310,11 @@ impl Job {
             if self.gpu_seconds > 0.0 {
                 put(&r::GPU_IDLE_PERCENT, self.gpu_idle_seconds / self.gpu_seconds * 100.0);
             }
+        }
+        if self.gpu_memory_total > 0.0 {
+            put(&r::GPU_MEMORY_PEAK, self.gpu_memory_peak);
+            put(&r::GPU_MEMORY_TOTAL, self.gpu_memory_total);
+            put(&r::GPU_MEMORY_PEAK_PERCENT, self.gpu_memory_peak / self.gpu_memory_total * 100.0);
         }
         if let Some(j) = self.gpu_joules {
             put(&r::GPU_ENERGY_KWH, j / JOULES_PER_KWH);

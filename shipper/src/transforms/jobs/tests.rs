@@ -205,6 +205,42 @@ fn idle_gpus_are_decided_once_for_records_and_population() {
 }
 
 #[test]
+fn a_job_that_holds_a_141_gb_gpu_for_hours_and_peaks_at_2_gb_is_a_finding_and_its_summary_says_so() {
+    let gib = 1024.0 * 1024.0 * 1024.0;
+    let mut jobs = Jobs::new(Thresholds::default(), None);
+    let mut findings = Vec::new();
+    // One H200 (141 GiB as the catalog counts it here), busy, its memory 1 GiB then 2 GiB.
+    for (minute, used) in [(0, 1.0), (30, 2.0), (61, 1.5), (120, 1.0)] {
+        let mut b = Batch::new(t(minute * 60));
+        b.all_jobs = true;
+        let mut r = reading("8", "n1", vec![]);
+        let figures =
+            vec![(&GPU_UTILIZATION, 90.0), (&GPU_MEMORY_USED, used * gib), (&GPU_MEMORY_TOTAL, 141.0 * gib)];
+        r.gpus = Some(GpuFigures::new(1.0, 0.0, figures));
+        b.jobs.push(r);
+        jobs.observe(&b);
+        findings
+            .extend(jobs.flush(t(minute * 60 + 1)).iter().map(parse).filter(|v| v["Type"] == "job_finding"));
+    }
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0]["Finding"], "gpu_memory_underused");
+    assert!(
+        findings[0]["Detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("peak GPU memory 2.0 GiB of its GPUs' 141.0 GiB (1.4%)")
+    );
+    jobs.observe(&Batch { all_jobs: true, ..Batch::new(t(7300)) });
+    let recs: Vec<Value> = jobs.flush(t(7301)).iter().map(parse).collect();
+    let s = recs.iter().find(|v| v["Type"] == "job_summary").unwrap();
+    assert_eq!(
+        (s["GpuMemoryPeakBytes"].as_f64(), s["GpuMemoryTotalBytes"].as_f64()),
+        (Some(2.0 * gib), Some(141.0 * gib))
+    );
+    assert_eq!(s["GpuMemoryPeakPercent"], 1.41844, "2 of 141: {s}");
+}
+
+#[test]
 fn a_job_costs_price_times_share_times_the_hours_it_held_the_node_from_its_slurm_start() {
     use crate::cost::{Basis, Price, Prices};
     use crate::sample::Held;
