@@ -242,6 +242,28 @@ fn an_idle_gpu_job_has_exactly_one_finding_and_a_busy_one_none() {
 }
 
 #[test]
+fn a_busy_gpu_job_that_needs_little_of_its_gpus_memory_is_told_after_an_hour() {
+    // Two 80 GiB GPUs, busy, holding 1 GiB each (the fake's default), through the node and GPU
+    // collectors and the job table.
+    let busy = || vec![FakeGpu::gpu(0, 80.0).with_pids(&[4242]), FakeGpu::gpu(1, 70.0)];
+    let found = findings_over(busy(), 65);
+    let memory: Vec<_> = found.iter().filter(|f| f["Finding"] == "gpu_memory_underused").collect();
+    assert_eq!(memory.len(), 1, "{found:?}");
+    let detail = memory[0]["Detail"].as_str().unwrap_or("");
+    assert!(
+        detail.starts_with("peak GPU memory 2.0 GiB of its GPUs' 160.0 GiB (1.2%) after 60 minutes"),
+        "{detail}"
+    );
+    assert!(findings_over(busy(), 45).iter().all(|f| f["Finding"] != "gpu_memory_underused"), "too early");
+    let mut full = busy();
+    for g in &mut full {
+        g.reading.memory_used = Some(60 << 30);
+    }
+    let full = findings_over(full, 65);
+    assert!(full.iter().all(|f| f["Finding"] != "gpu_memory_underused"), "75% of the memory used: {full:?}");
+}
+
+#[test]
 fn gpus_a_job_claims_in_its_environment_are_not_believed_over_slurm() {
     use slurm_cw_formats::slurm::job;
     use slurm_cw_shipper::sources::head::command::SlurmCommands;
