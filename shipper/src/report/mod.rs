@@ -9,6 +9,8 @@ pub mod cost;
 pub mod fetch;
 pub mod model;
 pub mod render;
+pub mod series;
+pub mod spark;
 
 use crate::settings::Settings;
 use fetch::FetchError;
@@ -149,7 +151,13 @@ pub async fn run(config: &Settings, req: &Request) -> u8 {
         }
     } else {
         let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
-        print!("{}", render::text(&rep, colour));
+        // The terminal's width; COLUMNS where set (a pipe has no width of its own).
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse().ok())
+            .or_else(crate::sys::term::stdout_columns)
+            .unwrap_or(render::DEFAULT_WIDTH);
+        print!("{}", render::text_width(&rep, colour, width));
     }
     0
 }

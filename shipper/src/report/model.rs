@@ -64,6 +64,8 @@ pub struct Report {
     pub memory_requested_bytes: Option<f64>,
     pub per_node: Vec<NodeRow>,
     pub gpus: Vec<GpuRow>,
+    /// Its figures over time, per node (from the samples).
+    pub series: Vec<super::series::Series>,
     /// US dollars, summed over the nodes whose records state a cost.
     pub cost_usd: Option<f64>,
     pub waste_usd: Option<f64>,
@@ -89,7 +91,7 @@ fn mean_of(vals: impl Iterator<Item = f64>) -> Option<f64> {
 }
 
 /// RFC 3339 `Time` of a record, as seconds (for the span of a node's samples).
-fn seconds(v: &Value) -> Option<f64> {
+pub(super) fn seconds(v: &Value) -> Option<f64> {
     let t = text(v, r::TIME.name)?;
     let (whole, frac) = t.trim_end_matches('Z').split_once('.').unwrap_or((t.trim_end_matches('Z'), "0"));
     let s = slurm_cw_formats::slurm::job::parse_local_time(whole)? as f64;
@@ -196,6 +198,7 @@ pub fn combine(job: &str, records: &[Value]) -> Report {
     }
     let mut rep = Report { job_id: job.to_owned(), records: records.len(), ..Report::default() };
     let first = |key: &str| records.iter().find_map(|v| text(v, key)).filter(|s| s != "unknown");
+    rep.series = super::series::of(records);
     rep.user = first(r::USER.name);
     rep.account = first(r::ACCOUNT.name);
     rep.partition = first(r::PARTITION.name);

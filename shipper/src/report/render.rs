@@ -2,9 +2,13 @@
 
 use super::cost;
 use super::model::{Report, bytes};
+use super::series::{Series, Unit};
+use super::spark;
 use std::fmt::Write;
 
 const WIDTH: usize = 20;
+/// Where the terminal's width is unknown.
+pub const DEFAULT_WIDTH: usize = 100;
 
 /// `[########............]  42%`, green to red by how well the share is used.
 fn bar(percent: f64, colour: bool) -> String {
@@ -61,11 +65,80 @@ fn printable_report(rep: &Report) -> Report {
     for g in &mut r.gpus {
         (g.node, g.gpu) = (printable(&g.node), printable(&g.gpu));
     }
+    for s in &mut r.series {
+        (s.node, s.figure) = (printable(&s.node), printable(&s.figure));
+    }
     r.advice = rep.advice.iter().map(|a| printable(a)).collect();
     r
 }
 
 pub fn text(rep: &Report, colour: bool) -> String {
+    text_width(rep, colour, DEFAULT_WIDTH)
+}
+
+/// A figure of a series, in its unit.
+fn figure(s: &Series, v: f64) -> String {
+    match s.unit {
+        Unit::Cores => format!("{v:.1} cores"),
+        Unit::Bytes => bytes(v),
+        Unit::Percent => format!("{v:.0}%"),
+    }
+}
+
+/// The job's figures over time, one sparkline a line fitted to `width` columns, peak and mean
+/// beside each.
+fn over_time(o: &mut String, rep: &Report, width: usize) {
+    let times = rep.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let (Some(from), Some(to)) = (times.clone().reduce(f64::min), times.reduce(f64::max)) else { return };
+    let label =
+        rep.series.iter().map(|s| s.node.chars().count() + 1 + s.figure.chars().count()).max().unwrap_or(0);
+    let stats: Vec<String> = rep
+        .series
+        .iter()
+        .map(|s| {
+            format!(
+                "peak {}  mean {}",
+                s.peak().map_or("-".into(), |v| figure(s, v)),
+                s.mean().map_or("-".into(), |v| figure(s, v))
+            )
+        })
+        .collect();
+    let stat = stats.iter().map(|s| s.chars().count()).max().unwrap_or(0);
+    // Two spaces of indent, label, two spaces, the line, two spaces, the figures; no finer
+    // than the samples (a cell with none is a gap).
+    let samples = rep.series.iter().map(|s| s.points.len()).max().unwrap_or(1);
+    let cells = width.saturating_sub(2 + label + 2 + 2 + stat).clamp(8, 240).min(samples.max(8));
+    let _ = writeln!(
+        o,
+        "\nOver time ({} to {}, {} a cell):",
+        clock(from),
+        clock(to),
+        span(((to - from) / cells as f64).max(1.0))
+    );
+    for (s, stats) in rep.series.iter().zip(&stats) {
+        let name = format!("{} {}", s.node, s.figure);
+        let _ = writeln!(o, "  {name:<label$}  {}  {stats}", spark::line(&s.points, from, to + 1.0, cells));
+    }
+}
+
+/// `14:03:09`, UTC, of seconds since the epoch.
+fn clock(t: f64) -> String {
+    let s = t.max(0.0) as u64 % 86_400;
+    format!("{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// `30 s`, `4 min`, `2.5 h`.
+fn span(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
+pub fn text_width(rep: &Report, colour: bool, width: usize) -> String {
     let rep = &printable_report(rep);
     let mut o = String::new();
     let _ = writeln!(o, "Job {}  ({}, log group {})", rep.job_id, or_unknown(&rep.cluster), rep.log_group);
@@ -154,6 +227,7 @@ pub fn text(rep: &Report, colour: bool) -> String {
             let _ = writeln!(o, "  {:<12} gpu {:<4} util {util}  memory peak {mem}", g.node, g.gpu);
         }
     }
+    over_time(&mut o, rep, width);
     if !rep.advice.is_empty() {
         let _ = writeln!(o, "\nAdvice:");
         for a in &rep.advice {

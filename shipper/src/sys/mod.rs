@@ -3,11 +3,13 @@
 //!
 //! - [`user`]: who this process is, and the passwd database (names and uids);
 //! - [`fs`]: a directory's entries with one getdents64, an exclusive lock, a filesystem's type;
-//! - [`limits`]: the open-file limit, the process's CPU time.
+//! - [`limits`]: the open-file limit, the process's CPU time;
+//! - [`term`]: the terminal's width.
 #![allow(unsafe_code)]
 
 pub mod fs;
 pub mod limits;
+pub mod term;
 pub mod user;
 
 pub use user::{euid, uid};

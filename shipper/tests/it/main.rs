@@ -25,6 +25,7 @@ mod host_pipeline;
 mod no_ca_certificates;
 mod node_fixtures;
 mod node_sluid;
+mod report_render;
 mod slurm_24_11_real;
 mod slurm_fixtures;
 mod state_help;
