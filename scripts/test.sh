@@ -44,6 +44,8 @@ fi
 need_apt=()
 command -v curl >/dev/null || need_apt+=(curl)
 command -v shellcheck >/dev/null || need_apt+=(shellcheck)
+# report's sparklines read back from a tmux pane (bench::report)
+command -v tmux >/dev/null || need_apt+=(tmux)
 if [ "$(id -u)" -eq 0 ]; then
     command -v slurmctld >/dev/null || need_apt+=(slurm-wlm slurm-client munge)
     # The Slurm 24.11 and 26.05 benches' Debian roots.
