@@ -83,7 +83,7 @@ fields! {
     GPU_MEMORY_PEAK = "GpuMemoryPeakBytes", "Summary: the most memory the job's GPUs on this node held together at one collection (NVML's used memory of each GPU it holds, summed).";
     GPU_MEMORY_TOTAL = "GpuMemoryTotalBytes", "Summary: the memory of the GPUs the job held on this node, together (the largest seen).";
     GPU_MEMORY_PEAK_PERCENT = "GpuMemoryPeakPercent", "Summary: GpuMemoryPeakBytes over GpuMemoryTotalBytes, in percent: how much of the GPUs' memory the job needed at most (a job holding a 141 GB GPU that peaks at 2 GB: 1.4).";
-    GPU_ENERGY_KWH = "GpuEnergyKwh", "Summary: energy the job's GPUs used on this node, in kWh, from NVML's total energy counters (Volta and newer; not per MIG instance) between collections while the job held them, a GPU shared by jobs split evenly; counted from zero after a driver reload. Absent where no GPU of the job reports it.";
+    GPU_ENERGY_KWH = "GpuEnergyKwh", "Summary: energy the job's GPUs used on this node, in kWh, from NVML's total energy counters (Volta and newer; not per MIG instance) between collections while the job held them, a GPU shared by jobs split by their processes' SM utilisation (evenly where NVML gives none); counted from zero after a driver reload. Absent where no GPU of the job reports it.";
     READ_BYTES_TOTAL = "ReadBytesTotal", "Summary: bytes the job read on this node.";
     WRITE_BYTES_TOTAL = "WriteBytesTotal", "Summary: bytes the job wrote on this node.";
     OOM_KILLS = crate::metrics::OOM_KILLS.name, "Summary: processes of the job the kernel killed for lack of memory.";

@@ -263,6 +263,84 @@ fn a_busy_gpu_job_that_needs_little_of_its_gpus_memory_is_told_after_an_hour() {
     assert!(full.iter().all(|f| f["Finding"] != "gpu_memory_underused"), "75% of the memory used: {full:?}");
 }
 
+/// Job `id`'s job-wide figure `m` in a collection.
+fn job_of(b: &Batch, id: &str, m: &'static Metric) -> Option<f64> {
+    of(b, m)
+        .iter()
+        .find(|s| s.dims.get("JobId") == Some(id) && s.dims.get("Gpu").is_none())
+        .and_then(|s| s.scalar())
+}
+
+/// Job 1002 beside 1001 in the bench's tree: process 6242, allocated GPU 0 (as Slurm's
+/// gres/shard gives one GPU to both).
+fn add_job_1002(b: &Bench) {
+    let root = b._dir.path();
+    let scope = root.join("cg/system.slice/slurmstepd.scope");
+    copy_tree(&scope.join("job_1001"), &scope.join("job_1002"));
+    for procs in walk_procs(&scope.join("job_1002")) {
+        std::fs::write(procs, "").unwrap();
+    }
+    std::fs::write(scope.join("job_1002/step_0/user/task_0/cgroup.procs"), "6242\n").unwrap();
+    copy_tree(&root.join("proc/4242"), &root.join("proc/6242"));
+    std::fs::write(
+        root.join("proc/6242/environ"),
+        "SLURM_JOB_ID=1002\0SLURM_JOB_ACCOUNT=physics\0SLURM_JOB_GPUS=0\0",
+    )
+    .unwrap();
+}
+
+fn walk_procs(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_procs(&p));
+        } else if p.file_name().is_some_and(|n| n == "cgroup.procs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn jobs_sharing_a_gpu_get_their_own_processes_figures_not_the_whole_gpus() {
+    let gib = (1u64 << 30) as f64;
+    // GPU 0 shared by jobs 1001 (4 GiB, 60 % of the SMs) and 1002 (1 GiB, 20 %); GPU 1 1001's alone.
+    let shared = |second: bool| {
+        let mut g = FakeGpu::gpu(0, 80.0).with_process(4242, 4 << 30, 60.0);
+        if second {
+            g = g.with_process(6242, 1 << 30, 20.0);
+        }
+        g.reading.memory_used = Some(5 << 30);
+        vec![g, FakeGpu::gpu(1, 0.0)]
+    };
+    let mut b = bench(shared(true), GpuConfig::default());
+    add_job_1002(&b);
+    let (out, e) = b.collect();
+    assert_eq!(e.total(), 0);
+    // 1001: its part of GPU 0 (60 %, 4 GiB, 3/4 of 500 W) and GPU 1 whole (0 %, 1 GiB, 100 W).
+    assert_eq!(job_of(&out, "1001", &GPU_COUNT), Some(2.0));
+    assert_eq!(job_of(&out, "1001", &GPU_UTILIZATION), Some(30.0), "mean of 60 and 0");
+    assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(5.0 * gib), "4 GiB + 1 GiB");
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(375.0 + 100.0));
+    assert_eq!(job_of(&out, "1001", &GPU_TEMPERATURE), Some(60.0), "the device's, whole");
+    // 1002: its own 20 %, 1 GiB and a quarter of the power, not the GPU's 80 % and 5 GiB.
+    assert_eq!(job_of(&out, "1002", &GPU_COUNT), Some(1.0));
+    assert_eq!(job_of(&out, "1002", &GPU_UTILIZATION), Some(20.0));
+    assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(gib));
+    assert_eq!(job_of(&out, "1002", &GPU_POWER), Some(125.0));
+    assert_eq!(job_of(&out, "1002", &GPU_MEMORY_UTILIZATION), None, "bandwidth is no process's");
+
+    // As on the H200: 1002 allocated the busy GPU with no process on it.
+    *b.gpus.lock().unwrap() = shared(false);
+    let (out, _) = b.collect();
+    assert_eq!(job_of(&out, "1002", &GPU_UTILIZATION), Some(0.0), "not its neighbour's 80 %");
+    assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(0.0), "not its neighbour's 5 GiB");
+    assert_eq!(job_of(&out, "1002", &GPU_POWER), Some(0.0));
+    assert_eq!(job_of(&out, "1002", &GPU_IDLE_COUNT), Some(1.0));
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(500.0 + 100.0), "the whole of GPU 0's power is 1001's");
+}
+
 #[test]
 fn gpus_a_job_claims_in_its_environment_are_not_believed_over_slurm() {
     use slurm_cw_formats::slurm::job;

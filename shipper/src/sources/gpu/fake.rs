@@ -34,6 +34,8 @@ impl FakeGpu {
                 throttle_reasons: Some(0),
                 xid_errors: 0,
                 pids: Vec::new(),
+                process_memory: Vec::new(),
+                process_sm: None,
                 gpm: None,
                 minor: Some(index),
                 energy_mj: None,
@@ -67,6 +69,15 @@ impl FakeGpu {
 
     pub fn with_pids(mut self, pids: &[u32]) -> FakeGpu {
         self.reading.pids = pids.to_vec();
+        self
+    }
+
+    /// A process on it using `memory` bytes and `sm` percent of its SMs (as NVML's process
+    /// figures give them; the GPU's own figures are the test's to set).
+    pub fn with_process(mut self, pid: u32, memory: u64, sm: f64) -> FakeGpu {
+        self.reading.pids.push(pid);
+        self.reading.process_memory.push((pid, memory));
+        self.reading.process_sm.get_or_insert_with(Vec::new).push((pid, sm));
         self
     }
 

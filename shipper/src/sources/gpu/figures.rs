@@ -44,7 +44,7 @@ pub(super) fn job_figures(rs: &[&Reading]) -> Vec<(&'static Metric, f64)> {
 
 /// Each GPU's own figures, named by its UUID or its index.
 pub(super) fn per_gpu<'a>(
-    gpus: impl Iterator<Item = &'a (GpuId, Reading)>,
+    gpus: impl Iterator<Item = (&'a GpuId, &'a Reading)>,
     by_uuid: bool,
 ) -> Vec<(GpuLabel, Vec<(&'static Metric, f64)>)> {
     gpus.map(|(id, r)| {

@@ -17,6 +17,7 @@ pub mod fake;
 mod figures;
 mod job_owner;
 pub mod nvml;
+mod shared;
 pub mod source;
 
 use super::node::discover::{JobRef, Layout, job_of_proc_cgroup};
@@ -233,8 +234,11 @@ impl GpuCollector {
             .collect();
         // GPU -> jobs holding it; whether each job runs a process on it.
         let mut held: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
-        // Per reading: how many jobs hold it.
+        // Per reading: how many jobs hold it, and how many run a process on it.
         let mut share: Vec<usize> = Vec::with_capacity(ok.len());
+        let mut busy_holders: Vec<usize> = Vec::with_capacity(ok.len());
+        // (GPU, job) -> the job's processes on it.
+        let mut pids_on: HashMap<(usize, usize), HashSet<u32>> = HashMap::new();
         let mut no_job = 0;
         for (g, (id, r)) in ok.iter().enumerate() {
             let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
@@ -242,6 +246,7 @@ impl GpuCollector {
                 let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node, *pid, &jobs));
                 if let Some(j) = job {
                     holders.insert(j, true);
+                    pids_on.entry((g, j)).or_default().insert(*pid);
                 }
             }
             for (j, job) in jobs.iter().enumerate() {
@@ -253,6 +258,7 @@ impl GpuCollector {
                 no_job += 1;
             }
             share.push(holders.len());
+            busy_holders.push(holders.values().filter(|b| **b).count());
             for (j, busy) in holders {
                 held.entry(j).or_default().push((g, busy));
             }
@@ -263,16 +269,25 @@ impl GpuCollector {
         if let Scope::Node = scope {
             out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
         }
+        let none = HashSet::new();
         for (j, gpus) in held {
-            // A GPU several jobs hold (shared, or one job's process on another's GPU) is
-            // split evenly between them.
+            // A GPU several jobs hold (gres/shard, gres/mps, or one job's process on another's
+            // GPU): each job's own part of it.
             let mut job_joules = None;
-            for (g, _) in &gpus {
-                if let Some(used) = joules[*g] {
-                    *job_joules.get_or_insert(0.0) += used / share[*g] as f64;
+            let mut mine: Vec<(&GpuId, Reading, bool)> = Vec::with_capacity(gpus.len());
+            for (g, busy) in gpus {
+                let (id, r) = &ok[g];
+                let (r, part) = if share[g] > 1 {
+                    shared::own_part(r, pids_on.get(&(g, j)).unwrap_or(&none), busy_holders[g])
+                } else {
+                    (r.clone(), 1.0)
+                };
+                if let Some(used) = joules[g] {
+                    *job_joules.get_or_insert(0.0) += used * part;
                 }
+                mine.push((id, r, busy));
             }
-            self.emit_job(&jobs[j], &gpus, &ok, job_joules, out);
+            self.emit_job(&jobs[j], &mine, job_joules, out);
         }
     }
 
@@ -347,20 +362,18 @@ impl GpuCollector {
     fn emit_job(
         &mut self,
         gj: &GpuJob,
-        gpus: &[(usize, bool)],
-        readings: &[(GpuId, Reading)],
+        gpus: &[(&GpuId, Reading, bool)],
         joules: Option<f64>,
         out: &mut Batch,
     ) {
         let job = &gj.r;
         let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
-        let rs: Vec<&Reading> = gpus.iter().map(|(g, _)| &readings[*g].1).collect();
-        let without_process = gpus.iter().filter(|(_, busy)| !busy).count() as f64;
+        let rs: Vec<&Reading> = gpus.iter().map(|(_, r, _)| r).collect();
+        let without_process = gpus.iter().filter(|(_, _, busy)| !busy).count() as f64;
         let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
         figures.joules = joules;
         if self.cfg.per_gpu_dimensions {
-            let held = gpus.iter().map(|(g, _)| &readings[*g]);
-            figures.per_gpu = per_gpu(held, self.cfg.uuid_dimension);
+            figures.per_gpu = per_gpu(gpus.iter().map(|(id, r, _)| (*id, r)), self.cfg.uuid_dimension);
         }
         if out.reading_mut(&node, &job.id).is_none() {
             // No node collector's reading: this collector finds the jobs itself (tests).

@@ -43,6 +43,8 @@ pub struct NvmlSource {
     gpm: HashMap<GpuId, GpmSample<'static>>,
     /// Whether each GPU supports GPM (asked once).
     gpm_support: HashMap<u32, bool>,
+    /// The newest process utilisation sample seen of each GPU (NVML's CPU timestamp, µs).
+    process_seen: HashMap<u32, u64>,
 }
 
 impl NvmlSource {
@@ -70,7 +72,14 @@ impl NvmlSource {
                 };
             }
         }
-        Ok(NvmlSource { nvml, driver, xid, gpm: HashMap::new(), gpm_support: HashMap::new() })
+        Ok(NvmlSource {
+            nvml,
+            driver,
+            xid,
+            gpm: HashMap::new(),
+            gpm_support: HashMap::new(),
+            process_seen: HashMap::new(),
+        })
     }
 
     /// Xid critical errors that arrived since the last call, per GPU UUID.
@@ -124,6 +133,30 @@ impl NvmlSource {
         })
     }
 
+    /// Each process's mean SM utilisation in the samples NVML kept since the last call (it
+    /// samples every few hundred ms); None where the GPU cannot say.
+    fn process_sm(&mut self, index: u32, dev: &Device<'static>) -> Option<Vec<(u32, f64)>> {
+        let since = self.process_seen.get(&index).copied();
+        let samples = match dev.process_utilization_stats(since) {
+            Ok(s) => s,
+            // No sample since: no process ran.
+            Err(NvmlError::NotFound) => Vec::new(),
+            Err(_) => return None,
+        };
+        let mut by: HashMap<u32, (f64, f64)> = HashMap::new();
+        for s in &samples {
+            let e = by.entry(s.pid).or_default();
+            e.0 += f64::from(s.sm_util);
+            e.1 += 1.0;
+        }
+        if let Some(newest) = samples.iter().map(|s| s.timestamp).max() {
+            self.process_seen.insert(index, newest);
+        }
+        let mut out: Vec<(u32, f64)> = by.into_iter().map(|(pid, (sum, n))| (pid, sum / n)).collect();
+        out.sort_by_key(|p| p.0);
+        Some(out)
+    }
+
     fn read_gpu(
         &mut self,
         index: u32,
@@ -134,8 +167,9 @@ impl NvmlSource {
         let id = GpuId { index, mig: None, uuid: uuid.clone() };
         let util = dev.utilization_rates().ok();
         let mem = dev.memory_info().ok();
-        let mut pids: Vec<u32> =
-            dev.running_compute_processes().unwrap_or_default().iter().map(|p| p.pid).collect();
+        let compute = dev.running_compute_processes().unwrap_or_default();
+        let process_memory = used_memory(&compute);
+        let mut pids: Vec<u32> = compute.iter().map(|p| p.pid).collect();
         pids.extend(dev.running_graphics_processes().unwrap_or_default().iter().map(|p| p.pid));
         pids.sort_unstable();
         pids.dedup();
@@ -155,6 +189,8 @@ impl NvmlSource {
                 .map(|r| (r - benign()).iter().count() as u32),
             xid_errors: xid.get(&uuid).copied().unwrap_or(0),
             pids,
+            process_memory,
+            process_sm: self.process_sm(index, dev),
             gpm,
             minor: dev.minor_number().ok(),
             energy_mj: dev.total_energy_consumption().ok(),
@@ -180,12 +216,12 @@ impl NvmlSource {
             };
             let id = GpuId { index, mig: Some(gi), uuid: mig.uuid().unwrap_or_default() };
             let mem = mig.memory_info().ok();
-            let pids: Vec<u32> =
-                mig.running_compute_processes().unwrap_or_default().iter().map(|p| p.pid).collect();
+            let compute = mig.running_compute_processes().unwrap_or_default();
             let reading = Reading {
                 memory_used: mem.as_ref().map(|m| m.used),
                 memory_total: mem.as_ref().map(|m| m.total),
-                pids,
+                pids: compute.iter().map(|p| p.pid).collect(),
+                process_memory: used_memory(&compute),
                 gpm: if gpm { self.gpm(&id, dev) } else { None },
                 ..Reading::default()
             };
@@ -237,6 +273,18 @@ impl GpuSource for NvmlSource {
         }
         out
     }
+}
+
+/// NVML's `usedGpuMemory` of each process, where it gives one.
+fn used_memory(procs: &[nvml_wrapper::struct_wrappers::device::ProcessInfo]) -> Vec<(u32, u64)> {
+    use nvml_wrapper::enums::device::UsedGpuMemory;
+    procs
+        .iter()
+        .filter_map(|p| match p.used_gpu_memory {
+            UsedGpuMemory::Used(b) => Some((p.pid, b)),
+            UsedGpuMemory::Unavailable => None,
+        })
+        .collect()
 }
 
 fn to_error(e: NvmlError) -> ReadError {

@@ -55,6 +55,11 @@ pub struct Reading {
     pub xid_errors: u64,
     /// Processes running on it (compute and graphics).
     pub pids: Vec<u32>,
+    /// GPU memory each compute process uses (NVML's `usedGpuMemory`), where NVML gives it.
+    pub process_memory: Vec<(u32, u64)>,
+    /// Each process's SM utilisation (percent of the GPU) since the previous reading
+    /// (nvmlDeviceGetProcessUtilization); None where NVML cannot say, empty where no process ran.
+    pub process_sm: Option<Vec<(u32, f64)>>,
     pub gpm: Option<Gpm>,
     /// The device's minor number (`/dev/nvidia<minor>`), which Slurm's GPU indices name (see
     /// `Allocation` in the collector); None on a MIG instance or where NVML cannot say.
