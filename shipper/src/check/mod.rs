@@ -7,8 +7,6 @@ use crate::Exit;
 use crate::role::Role;
 use crate::role::detect as detect_role;
 use crate::settings::Settings;
-use crate::sources::gpu::nvml::NvmlSource;
-use crate::sources::gpu::source::GpuSource;
 use crate::sources::node::discover::{Layout, V1_CONTROLLERS, Version};
 use aws_credential_types::provider::ProvideCredentials;
 use std::fmt::Write;
@@ -16,6 +14,7 @@ use std::time::Duration;
 
 mod controller;
 mod destinations;
+mod gpu;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -160,12 +159,12 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
         );
     }
     rows.push(cgroup_row(config, role.is_some_and(|r| r.runs_node())));
-    let nvml = nvml_row(config);
+    let nvml = gpu::nvml_row(config);
     // Where the GPU collector runs, how it reads Slurm's GPU numbers.
     let gpus = nvml.status == Status::Ok || nvml.status == Status::Warn;
     rows.push(nvml);
     if gpus {
-        rows.push(gres_row(config));
+        rows.push(gpu::gres_row(config));
     }
     rows.extend(host_rows(config, role.is_some_and(|r| r.runs_node())));
     if role.is_some_and(|r| r.runs_node()) && config.cost.enabled {
@@ -307,60 +306,9 @@ fn cgroup_row(config: &Settings, needed: bool) -> Row {
     }
 }
 
-/// NVML loaded and read as the GPU collector does (see [`NvmlSource`]).
-fn nvml_row(config: &Settings) -> Row {
-    if config.gpu.enabled == crate::config::Toggle::Off {
-        return row("nvml", Status::Skip, "gpu.enabled = off");
-    }
-    match NvmlSource::init() {
-        Ok(mut source) => gpu_row(&mut source),
-        Err(e) => {
-            let status =
-                if config.gpu.enabled == crate::config::Toggle::On { Status::Fail } else { Status::Skip };
-            row("nvml", status, format!("not available ({e}); the GPU collector stays off"))
-        }
-    }
-}
-
-/// How Slurm's GPU numbers are read on this node, from gres.conf (see
-/// [`crate::sources::gpu`]'s allocation matching).
-fn gres_row(config: &Settings) -> Row {
-    use slurm_cw_formats::slurm::gres_conf::GpuOrder;
-    let (path, gres) = config.gres_conf();
-    let from = path.map_or_else(|| "no gres.conf".to_owned(), |p| p.display().to_string());
-    let how = match gres.gpu_order(&config.node_name()) {
-        GpuOrder::Detected => "autodetected: Slurm's GPU numbers follow NVML's order".to_owned(),
-        GpuOrder::Files(f) => {
-            let files: Vec<String> = f
-                .iter()
-                .map(|n| n.map_or_else(|| "(MIG)".to_owned(), |n| format!("/dev/nvidia{n}")))
-                .collect();
-            format!("File= lines: Slurm's GPU numbers are {} in turn", files.join(", "))
-        }
-        GpuOrder::Unknown => "nothing for this node: Slurm's GPU numbers taken for device numbers".to_owned(),
-    };
-    row("gres.conf", Status::Ok, format!("{how} ({from})"))
-}
-
-/// What one read of every GPU gives: how many, and the first that could not be read.
-fn gpu_row(source: &mut dyn GpuSource) -> Row {
-    let readings = source.read_all();
-    let gpus: std::collections::BTreeSet<u32> = readings.iter().map(|(id, _)| id.index).collect();
-    let detail = format!("{}, {} GPU(s)", source.describe(), gpus.len());
-    let failed: Vec<String> = readings
-        .iter()
-        .filter_map(|(id, r)| Some(format!("{}: {:?}", id.label(), r.as_ref().err()?)))
-        .collect();
-    match failed.first() {
-        None => row("nvml", Status::Ok, detail),
-        Some(first) => row("nvml", Status::Warn, format!("{detail}; {} unreadable ({first})", failed.len())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::gpu::fake::{FakeGpu, FakeSource};
 
     fn config_with_root(root: &std::path::Path) -> Settings {
         let mut c = Settings::default();
@@ -407,23 +355,5 @@ mod tests {
         c.node.cgroup_version = crate::settings::CgroupVersion::V1;
         let r = cgroup_row(&c, true);
         assert_eq!((r.status, r.detail.ends_with("(cgroup v1: memory)")), (Status::Ok, true), "{}", r.detail);
-    }
-
-    #[test]
-    fn the_gpu_row_counts_gpus_not_mig_instances_and_names_an_unreadable_one() {
-        let (mut src, _) = FakeSource::new(vec![
-            FakeGpu::gpu(0, 50.0),
-            FakeGpu::mig(1, 1, 1 << 30),
-            FakeGpu::mig(1, 2, 1 << 30),
-        ]);
-        let r = gpu_row(&mut src);
-        assert_eq!((r.status, r.detail.as_str()), (Status::Ok, "fake GPUs, 2 GPU(s)"));
-        let (mut src, _) =
-            FakeSource::new(vec![FakeGpu::gpu(0, 50.0), FakeGpu { lost: true, ..FakeGpu::gpu(1, 0.0) }]);
-        let r = gpu_row(&mut src);
-        assert_eq!(
-            (r.status, r.detail.as_str()),
-            (Status::Warn, "fake GPUs, 2 GPU(s); 1 unreadable (1: Lost)")
-        );
     }
 }
