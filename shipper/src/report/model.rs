@@ -5,8 +5,8 @@ use super::cost::{self, NodeCost};
 use serde::Serialize;
 use serde_json::Value;
 use slurm_cw_catalog::metrics::{
-    CPU_USAGE, CPUS_ALLOCATED, GPU_MEMORY_USED, GPU_UTILIZATION, MEMORY_LIMIT, MEMORY_MAX, MEMORY_RSS,
-    MEMORY_USAGE,
+    CPU_USAGE, CPUS_ALLOCATED, GPU_MEMORY_TOTAL, GPU_MEMORY_USED, GPU_SM_ACTIVITY, GPU_UTILIZATION,
+    MEMORY_LIMIT, MEMORY_MAX, MEMORY_RSS, MEMORY_USAGE,
 };
 use slurm_cw_catalog::records::{self as r, kinds};
 use std::collections::BTreeMap;
@@ -40,7 +40,10 @@ pub struct GpuRow {
     /// The GPU's index, or `all` where the records hold the job's mean over its GPUs.
     pub gpu: String,
     pub utilization_mean_percent: Option<f64>,
+    /// GPM's SM activity, where the GPU has GPM (Hopper and newer).
+    pub sm_activity_mean_percent: Option<f64>,
     pub memory_used_peak_bytes: Option<f64>,
+    pub memory_total_bytes: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
@@ -152,30 +155,35 @@ fn from_samples(node: &str, samples: &[&Value]) -> NodeRow {
     }
 }
 
-/// Per GPU (or per node where the records keep the job's mean): utilisation mean, memory peak.
+/// Per GPU (or per node where the records keep the job's mean): utilisation and SM activity
+/// means, memory peak of total.
 fn gpu_rows(node: &str, samples: &[&Value]) -> Vec<GpuRow> {
-    let mut util: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let mut mem: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    const KEYS: [&str; 4] =
+        [GPU_UTILIZATION.name, GPU_SM_ACTIVITY.name, GPU_MEMORY_USED.name, GPU_MEMORY_TOTAL.name];
+    // GPU -> each figure's values, in KEYS' order.
+    let mut by: BTreeMap<String, [Vec<f64>; 4]> = BTreeMap::new();
     for s in samples {
-        for (key, into) in [(GPU_UTILIZATION.name, &mut util), (GPU_MEMORY_USED.name, &mut mem)] {
-            match s.get(key) {
+        for (k, key) in KEYS.iter().enumerate() {
+            match s.get(*key) {
                 Some(Value::Object(o)) => {
                     for (gpu, v) in o {
-                        into.entry(gpu.clone()).or_default().extend(v.as_f64());
+                        by.entry(gpu.clone()).or_default()[k].extend(v.as_f64());
                     }
                 }
-                Some(v) => into.entry("all".into()).or_default().extend(v.as_f64()),
+                Some(v) => by.entry("all".into()).or_default()[k].extend(v.as_f64()),
                 None => {}
             }
         }
     }
-    let gpus: std::collections::BTreeSet<&String> = util.keys().chain(mem.keys()).collect();
-    gpus.into_iter()
-        .map(|g| GpuRow {
+    by.into_iter()
+        .filter(|(_, f)| !f[0].is_empty() || !f[2].is_empty())
+        .map(|(g, f)| GpuRow {
             node: node.to_owned(),
-            gpu: g.clone(),
-            utilization_mean_percent: util.get(g).and_then(|v| mean_of(v.iter().copied())),
-            memory_used_peak_bytes: mem.get(g).and_then(|v| max_of(v.iter().copied())),
+            gpu: g,
+            utilization_mean_percent: mean_of(f[0].iter().copied()),
+            sm_activity_mean_percent: mean_of(f[1].iter().copied()),
+            memory_used_peak_bytes: max_of(f[2].iter().copied()),
+            memory_total_bytes: max_of(f[3].iter().copied()),
         })
         .collect()
 }

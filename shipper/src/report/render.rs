@@ -223,7 +223,13 @@ pub fn text_width(rep: &Report, colour: bool, width: usize) -> String {
         let _ = writeln!(o, "\nGPUs:");
         for g in &rep.gpus {
             let util = g.utilization_mean_percent.map_or("unknown".into(), |u| bar(u, colour));
-            let mem = g.memory_used_peak_bytes.map_or("unknown".into(), bytes);
+            let mut mem = g.memory_used_peak_bytes.map_or("unknown".into(), bytes);
+            if let Some(total) = g.memory_total_bytes {
+                mem.push_str(&format!(" of {}", bytes(total)));
+            }
+            if let Some(sm) = g.sm_activity_mean_percent {
+                mem.push_str(&format!("  SM activity {sm:.0}%"));
+            }
             let _ = writeln!(o, "  {:<12} gpu {:<4} util {util}  memory peak {mem}", g.node, g.gpu);
         }
     }
