@@ -115,6 +115,28 @@ mod tests {
         assert!(zero.holds(&g0, None, u), "by NVML index where the minor number is unknown");
     }
 
+    /// What Slurm writes into CUDA_VISIBLE_DEVICES (src/plugins/gres/common/gres_common.c: a
+    /// device's unique id where GRES_CONF_UUID is set, else its index; gpu_nvml.c's unique ids):
+    /// a whole GPU's `GPU-<uuid>` with gres.conf's `Flags=env_uuid`, a MIG instance's
+    /// `MIG-<uuid>` on drivers from R470, `MIG-GPU-<parent uuid>/<GPU instance>/<compute
+    /// instance>` before; NVML names each device the same way on the same driver.
+    #[test]
+    fn every_uuid_form_slurm_writes_lands_on_its_device() {
+        let u = &GpuOrder::Unknown;
+        let parent = "GPU-5d1e0c4f-33c1-4a5e-9c3a-4d2e4c0f6a11";
+        let whole = GpuId { index: 1, mig: None, uuid: parent.into() };
+        let new_mig =
+            GpuId { index: 0, mig: Some(3), uuid: "MIG-9c2f7a1e-1b2d-5e6f-8a9b-0c1d2e3f4a5b".into() };
+        let old_mig = GpuId { index: 0, mig: Some(5), uuid: format!("MIG-{parent}/5/0") };
+        let env = format!("{},MIG-9c2f7a1e-1b2d-5e6f-8a9b-0c1d2e3f4a5b,MIG-{parent}/5/0", parent);
+        let a = Allocation::parse(Some("1"), Some(&env));
+        assert!(a.holds(&whole, None, u) && a.holds(&new_mig, None, u) && a.holds(&old_mig, None, u));
+        let other = GpuId { index: 0, mig: Some(4), uuid: format!("MIG-{parent}/4/0") };
+        assert!(!a.holds(&other, None, u), "another instance of the same GPU");
+        // SLURM_JOB_GPUS always holds indices, and an index names no MIG instance.
+        assert!(!Allocation::parse(Some("0"), None).holds(&new_mig, None, u));
+    }
+
     #[test]
     fn slurm_numbers_are_places_in_the_order_gres_conf_gives() {
         // Four GPUs whose minor numbers run against the bus: NVML index i is /dev/nvidia(3-i).
