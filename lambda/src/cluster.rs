@@ -50,9 +50,14 @@ pub async fn partitions(cw: &mut Cw) -> Result<Partitions> {
     Ok(Partitions { backlog: of(&BACKLOG_NODES), cores: of(&JOB_CORES_ALLOCATED) })
 }
 
-/// The minutes a run derives: the `every` minutes up to and including `at`, oldest first.
+/// The first minute a run derives: `every` minutes up to and including `at`.
+fn first_minute(at: i64, every: u32) -> i64 {
+    at - 60 * (i64::from(every.max(1)) - 1)
+}
+
+/// The minutes a run derives, oldest first.
 pub fn window(at: i64, every: u32) -> impl Iterator<Item = i64> {
-    (0..i64::from(every.max(1))).rev().map(move |k| at - 60 * k)
+    (first_minute(at, every)..=at).step_by(60)
 }
 
 /// Each partition's backlog at each minute of the run's window (and the minute before each),
@@ -64,7 +69,7 @@ pub async fn backlogs(cw: &mut Cw, at: i64, every: u32, partitions: &[Dims]) -> 
             series.push(Series { metric: m, dims: dims.clone(), stat: "Maximum" });
         }
     }
-    let first = window(at, every).next().unwrap_or(at);
+    let first = first_minute(at, every);
     let points = cw.fetch(&series, at_epoch(first - 60), at_epoch(at + 60), 60).await?;
     let mut out = Vec::new();
     for (i, dims) in partitions.iter().enumerate() {
@@ -112,7 +117,7 @@ pub async fn job_figures(cw: &mut Cw, at: i64, every: u32, partitions: &[Dims]) 
             series.push(Series { metric: m, dims: dims.clone(), stat: "Sum" });
         }
     }
-    let first = window(at, every).next().unwrap_or(at);
+    let first = first_minute(at, every);
     let points = cw.fetch(&series, at_epoch(first), at_epoch(at + 60), 60).await?;
     let mut out = Vec::new();
     for minute in window(at, every) {

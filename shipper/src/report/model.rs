@@ -155,6 +155,16 @@ fn from_samples(node: &str, samples: &[&Value]) -> NodeRow {
     }
 }
 
+/// A GPU figure of a record by GPU: an object by GPU index (or UUID) where the shipper keeps each
+/// GPU's figures, else the job's one value over its GPUs, as `all`.
+pub(super) fn by_gpu(rec: &Value, key: &str) -> Vec<(String, f64)> {
+    match rec.get(key) {
+        Some(Value::Object(o)) => o.iter().filter_map(|(gpu, v)| Some((gpu.clone(), v.as_f64()?))).collect(),
+        Some(_) => num(rec, key).map(|v| ("all".to_owned(), v)).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
 /// Per GPU (or per node where the records keep the job's mean): utilisation and SM activity
 /// means, memory peak of total.
 fn gpu_rows(node: &str, samples: &[&Value]) -> Vec<GpuRow> {
@@ -164,14 +174,8 @@ fn gpu_rows(node: &str, samples: &[&Value]) -> Vec<GpuRow> {
     let mut by: BTreeMap<String, [Vec<f64>; 4]> = BTreeMap::new();
     for s in samples {
         for (k, key) in KEYS.iter().enumerate() {
-            match s.get(*key) {
-                Some(Value::Object(o)) => {
-                    for (gpu, v) in o {
-                        by.entry(gpu.clone()).or_default()[k].extend(v.as_f64());
-                    }
-                }
-                Some(v) => by.entry("all".into()).or_default()[k].extend(v.as_f64()),
-                None => {}
+            for (gpu, v) in by_gpu(s, key) {
+                by.entry(gpu).or_default()[k].push(v);
             }
         }
     }

@@ -2,7 +2,7 @@
 //! and per GPU (or the job's GPUs together, where the records keep their mean) utilisation
 //! and memory. `report` draws each as a sparkline; `--json` keeps the points.
 
-use super::model::{num, seconds, text};
+use super::model::{by_gpu, num, seconds, text};
 use serde::Serialize;
 use serde_json::Value;
 use slurm_cw_catalog::metrics::{CPU_USAGE, GPU_MEMORY_USED, GPU_UTILIZATION, MEMORY_RSS, MEMORY_USAGE};
@@ -65,19 +65,8 @@ pub fn of(records: &[Value]) -> Vec<Series> {
             (0, GPU_UTILIZATION.name, "util", Unit::Percent),
             (1, GPU_MEMORY_USED.name, "memory", Unit::Bytes),
         ] {
-            match rec.get(key) {
-                Some(Value::Object(o)) => {
-                    for (gpu, v) in o {
-                        put(
-                            (2, gpu, i),
-                            format!("gpu {gpu} {what}"),
-                            unit,
-                            v.as_f64().filter(|x| x.is_finite()),
-                        );
-                    }
-                }
-                Some(_) => put((2, "all", i), format!("gpu all {what}"), unit, num(rec, key)),
-                None => {}
+            for (gpu, v) in by_gpu(rec, key) {
+                put((2, &gpu, i), format!("gpu {gpu} {what}"), unit, Some(v));
             }
         }
     }
