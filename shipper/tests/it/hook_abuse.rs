@@ -132,13 +132,9 @@ fn epilog_as_job_user(socket: &Path, job: &str) -> (Duration, String) {
             .expect("copy the binary for the job user");
     }
     let started = Instant::now();
-    let out = std::process::Command::new(&bin)
-        .args(["--job-ended", job])
-        .env("SLURM_CW_NODE__HOOK_SOCKET", socket)
-        .uid(JOB_USER)
-        .gid(JOB_USER)
-        .output()
-        .expect("run the hook as the job user");
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.args(["--job-ended", job]).env("SLURM_CW_NODE__HOOK_SOCKET", socket).uid(JOB_USER).gid(JOB_USER);
+    let out = crate::common::past_etxtbsy(|| cmd.output()).expect("run the hook as the job user");
     assert_eq!(out.status.code(), Some(0), "the hook always exits 0");
     (started.elapsed(), String::from_utf8_lossy(&out.stderr).trim().to_owned())
 }

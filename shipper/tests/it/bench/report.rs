@@ -416,8 +416,8 @@ fn report_as(
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let bin = dir.path().join("slurm-cw-shipper");
     std::fs::copy(env!("CARGO_BIN_EXE_slurm-cw-shipper"), &bin).unwrap();
-    let out = std::process::Command::new(&bin)
-        .arg("report")
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.arg("report")
         .args(args)
         .envs(shipper_env(url, "SlurmTest/report"))
         .envs(env.iter().copied())
@@ -425,9 +425,8 @@ fn report_as(
         .env("SLURM_CW_LOGS__GROUP", group)
         .env("SLURM_CW_CLUSTER_NAME", "reporttest")
         .uid(uid)
-        .gid(uid)
-        .output()
-        .expect("run the shipper as another user");
+        .gid(uid);
+    let out = past_etxtbsy(|| cmd.output()).expect("run the shipper as another user");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

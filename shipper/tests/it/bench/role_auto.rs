@@ -29,17 +29,7 @@ fn fake_slurmctld(dir: &Path, uid: Option<u32>) -> Child {
         use std::os::unix::process::CommandExt;
         c.uid(uid).gid(uid);
     }
-    // The test beside this one may fork while the copy's write descriptor is open here; its
-    // child holds it until it execs, and exec fails with ETXTBSY meanwhile: try again.
-    for _ in 0..100 {
-        match c.spawn() {
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            spawned => return spawned.unwrap(),
-        }
-    }
-    c.spawn().unwrap()
+    past_etxtbsy(|| c.spawn()).unwrap()
 }
 
 /// Links these processes into `proc_root` (spawn returns once the child has exec'd, so each

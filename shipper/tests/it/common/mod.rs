@@ -695,6 +695,21 @@ pub fn golden_sys_root(dir: &Path) -> PathBuf {
 }
 
 /// `cp -a` (symbolic links kept), so tests can change a copy of a fixture tree.
+/// Runs `start` (a spawn or output of a program the test just copied) again while exec fails
+/// with ETXTBSY: a test beside it may fork while the copy's write descriptor is open, and its
+/// child holds that descriptor until it execs.
+pub fn past_etxtbsy<T>(mut start: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    for _ in 0..100 {
+        match start() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            done => return done,
+        }
+    }
+    start()
+}
+
 pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
