@@ -8,7 +8,7 @@
 //! variable.
 
 use crate::metrics::*;
-use crate::{Metric, dims};
+use crate::{Kind, Metric, dims};
 use serde_json::{Value, json};
 
 mod pcs;
@@ -22,6 +22,44 @@ const CLUSTER: &str = "${cluster_name}";
 const REGION: &str = "${region}";
 /// The job log group, filled in by Terraform.
 const JOB_LOG_GROUP: &str = "${job_log_group}";
+
+/// The scheduler charts drawn from the head's `scheduler_sample` records with Logs Insights
+/// rather than from metrics: no default alarm watches them, and as metrics they would be about
+/// 15 series billed every hour the cluster works (docs/cost.md). RPCs by type are a table
+/// beside them ([`RPC_RATE`]).
+const SCHEDULER_RECORD_CHARTS: [(&str, &[&Metric]); 4] = [
+    (
+        "Scheduler cycles (microseconds)",
+        &[&MAIN_SCHED_LAST_CYCLE, &MAIN_SCHED_MEAN_CYCLE, &BACKFILL_MEAN_CYCLE],
+    ),
+    (
+        "Jobs per 5 minutes",
+        &[
+            &JOBS_SUBMITTED_RATE,
+            &JOBS_STARTED_RATE,
+            &JOBS_COMPLETED_RATE,
+            &JOBS_FAILED_RATE,
+            &JOBS_CANCELED_RATE,
+            &BACKFILL_JOBS_RATE,
+        ],
+    ),
+    ("slurmctld load", &[&SERVER_THREAD_COUNT, &AGENT_QUEUE_SIZE, &DBD_AGENT_QUEUE_SIZE, &PENDING_RPCS]),
+    ("slurmctld response time (milliseconds)", &[&SLURMCTLD_RESPONSE_TIME]),
+];
+
+/// The counts by state the dashboard draws from the head's `scheduler_sample` records: each
+/// state no default alarm watches is in the record only (the watched ones, pending jobs, stay
+/// metrics too).
+pub const RECORD_BY_STATE: [&Metric; 1] = [&JOB_COUNT];
+
+/// Every figure the dashboard reads from the head's `scheduler_sample` records: the record
+/// must carry each (the catalog's `views::scheduler_detail`).
+pub fn record_figures() -> Vec<&'static Metric> {
+    let mut out: Vec<&'static Metric> =
+        SCHEDULER_RECORD_CHARTS.iter().flat_map(|(_, f)| f.iter().copied()).collect();
+    out.push(&RPC_RATE);
+    out
+}
 
 /// A SEARCH over `metric` with these dimension names, in this cluster, plus `filter` terms.
 fn search(m: &Metric, dims: &[&str], filter: &str, stat: &str) -> Value {
@@ -115,24 +153,77 @@ impl Layout {
         self.y += 6;
     }
 
+    /// A Logs Insights chart over the head's `scheduler_sample` records: each figure by five
+    /// minutes (a record is one flush, two minutes by default), an increase as its total, a
+    /// level as its largest.
+    fn record_chart(&mut self, title: &str, figures: &[&Metric]) {
+        let stats: Vec<String> = figures
+            .iter()
+            .map(|m| format!("{}({})", if m.kind == Kind::Increase { "sum" } else { "max" }, m.name))
+            .collect();
+        self.record_stats(title, &stats);
+    }
+
+    /// A Logs Insights chart over the head's `scheduler_sample` records: `m` in each of
+    /// `states` (the record's `{"JobCount": {"running": 3}}`) by five minutes, its largest.
+    fn record_states(&mut self, title: &str, m: &Metric, states: &[&str]) {
+        let stats: Vec<String> = states.iter().map(|s| format!("max({}.{s}) as {s}", m.name)).collect();
+        self.record_stats(title, &stats);
+    }
+
+    /// A Logs Insights line chart of `stats` over the head's records, by five minutes.
+    fn record_stats(&mut self, title: &str, stats: &[String]) {
+        let query = format!(
+            "filter {} = '{}'\n| stats {} by bin(5m)",
+            crate::records::TYPE.name,
+            crate::records::kinds::SCHEDULER_SAMPLE,
+            stats.join(", ")
+        );
+        self.place(json!({
+            "type": "log", "width": 8, "height": 6,
+            "properties": {
+                "title": title, "region": REGION, "view": "timeSeries", "stacked": false,
+                "query": format!("SOURCE '{JOB_LOG_GROUP}' | {query}")
+            }
+        }));
+    }
+
+    /// A Logs Insights table, a third of the row wide, over the job log group.
+    fn record_table(&mut self, title: &str, query: &str) {
+        self.place(json!({
+            "type": "log", "width": 8, "height": 6,
+            "properties": {
+                "title": title, "region": REGION, "view": "table",
+                "query": format!("SOURCE '{JOB_LOG_GROUP}' | {query}")
+            }
+        }));
+    }
+
+    /// Puts a widget a third of the row wide at the next free place.
+    fn place(&mut self, mut widget: Value) {
+        if self.x + 8 > 24 {
+            self.x = 0;
+            self.y += 6;
+        }
+        widget["x"] = json!(self.x);
+        widget["y"] = json!(self.y);
+        self.widgets.push(widget);
+        self.x += 8;
+    }
+
     /// The first free row below every widget.
     fn bottom(&self) -> u32 {
         if self.x > 0 { self.y + 6 } else { self.y }
     }
 
     fn chart(&mut self, title: &str, metrics: Vec<Value>, stacked: bool) {
-        if self.x + 8 > 24 {
-            self.x = 0;
-            self.y += 6;
-        }
-        self.widgets.push(json!({
-            "type": "metric", "x": self.x, "y": self.y, "width": 8, "height": 6,
+        self.place(json!({
+            "type": "metric", "width": 8, "height": 6,
             "properties": {
                 "title": title, "region": REGION, "view": "timeSeries", "stacked": stacked,
                 "period": 60, "metrics": metrics
             }
         }));
-        self.x += 8;
     }
 }
 
@@ -162,7 +253,7 @@ fn cluster_layout() -> Layout {
     l.header("Cluster ${cluster_name}: nodes and jobs");
     l.chart("Nodes by state", vec![search(&NODE_COUNT, &[dims::STATE], "", "Maximum")], true);
     l.chart("Nodes out of service: drained + draining", drain_view(), false);
-    l.chart("Jobs by state", vec![search(&JOB_COUNT, &[dims::STATE], "", "Maximum")], false);
+    l.record_states("Jobs by state (from the head's records)", &JOB_COUNT, dims::CORE_JOB_STATES);
     l.chart("Pending jobs by reason", vec![search(&PENDING_JOB_COUNT, &[dims::REASON], "", "Maximum")], true);
     l.chart(
         "CPU and GPU utilisation (allocated / total, %)",
@@ -184,45 +275,19 @@ fn cluster_layout() -> Layout {
         false,
     );
 
-    l.header("Scheduler");
-    l.chart(
-        "Scheduler cycles (microseconds)",
-        vec![
-            line(&MAIN_SCHED_LAST_CYCLE, &[], "Maximum"),
-            line(&MAIN_SCHED_MEAN_CYCLE, &[], "Maximum"),
-            line(&BACKFILL_LAST_CYCLE, &[], "Maximum"),
-            line(&BACKFILL_MEAN_CYCLE, &[], "Maximum"),
-        ],
-        false,
+    l.header("Scheduler (slurmctld up and the backfill cycle, which alarms watch, as metrics; the rest from the head's scheduler_sample records)");
+    l.chart("slurmctld up (1 answering, 0 not)", vec![line(&SLURMCTLD_UP, &[], "Minimum")], false);
+    l.chart("Backfill cycle, last (microseconds)", vec![line(&BACKFILL_LAST_CYCLE, &[], "Maximum")], false);
+    for (title, figures) in SCHEDULER_RECORD_CHARTS {
+        l.record_chart(title, figures);
+    }
+    l.record_table(
+        "RPCs by type, each record (one flush: 2 minutes by default), newest first",
+        &format!(
+            "parse @message '\"{rpc}\":{{*}}' as {rpc}\n| filter {ty} = '{kind}' and ispresent({rpc})\n| sort @timestamp desc\n| limit 20\n| display @timestamp, {rpc}",
+            rpc = RPC_RATE.name, ty = crate::records::TYPE.name, kind = crate::records::kinds::SCHEDULER_SAMPLE,
+        ),
     );
-    l.chart(
-        "Jobs per minute",
-        vec![
-            line(&JOBS_SUBMITTED_RATE, &[], "Sum"),
-            line(&JOBS_STARTED_RATE, &[], "Sum"),
-            line(&JOBS_COMPLETED_RATE, &[], "Sum"),
-            line(&JOBS_FAILED_RATE, &[], "Sum"),
-            line(&JOBS_CANCELED_RATE, &[], "Sum"),
-            line(&BACKFILL_JOBS_RATE, &[], "Sum"),
-        ],
-        false,
-    );
-    l.chart(
-        "slurmctld load",
-        vec![
-            line(&SERVER_THREAD_COUNT, &[], "Maximum"),
-            line(&AGENT_QUEUE_SIZE, &[], "Maximum"),
-            line(&DBD_AGENT_QUEUE_SIZE, &[], "Maximum"),
-            line(&PENDING_RPCS, &[], "Maximum"),
-        ],
-        false,
-    );
-    l.chart(
-        "slurmctld health",
-        vec![line(&SLURMCTLD_UP, &[], "Minimum"), line(&SLURMCTLD_RESPONSE_TIME, &[], "Maximum")],
-        false,
-    );
-    l.chart("RPCs per minute by type", vec![search(&RPC_RATE, &[dims::MESSAGE_TYPE], "", "Sum")], true);
 
     l.header("Job population (across jobs, per cluster; per partition and account in CloudWatch)");
     l.chart(
@@ -382,7 +447,15 @@ mod tests {
     fn every_metric_drawn_is_in_the_catalog_and_the_layout_fits() {
         let d = cluster_dashboard();
         let names = referenced_metrics(&d);
-        assert!(names.len() >= 40, "{}", names.len());
+        assert!(names.len() >= 25, "{}", names.len());
+        for m in record_figures() {
+            assert!(!names.contains(&m.name.to_owned()), "{} is drawn from the record, not a metric", m.name);
+            assert!(
+                d.contains(&format!("({})", m.name)) || m.name == RPC_RATE.name,
+                "{} has its chart",
+                m.name
+            );
+        }
         for n in &names {
             assert!(crate::by_name(n).is_some(), "the dashboard draws {n}, which the catalog does not have");
         }

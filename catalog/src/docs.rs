@@ -56,8 +56,18 @@ fn row(out: &mut String, m: &Metric, detail: &[&Metric]) {
     if crate::views::quiet_at_zero(m) {
         help.push_str(" At zero, sent to CloudWatch as it falls to zero and then once a day (a gap after a zero is still zero).");
     }
+    if crate::dashboard::RECORD_BY_STATE.iter().any(|d| std::ptr::eq(*d, m)) {
+        help.push_str(" States no default alarm watches (all but `pending`) are sent in the head's `scheduler_sample` record, where the dashboard's *Jobs by state* chart reads them (as metrics too with `head.scheduler_detail = \"metrics\"`).");
+    }
+    if crate::views::self_detail(m) {
+        help.push_str(" Sent to CloudWatch only with `self_metrics = \"all\"` (no view reads it; the head puts it in its `scheduler_sample` record).");
+    }
     if detail.iter().any(|d| std::ptr::eq(*d, m)) {
-        help.push_str(" Sent in the head's `scheduler_sample` record unless `head.scheduler_detail = \"metrics\"` (no view reads it).");
+        if crate::dashboard::record_figures().iter().any(|d| std::ptr::eq(*d, m)) {
+            help.push_str(" Sent in the head's `scheduler_sample` record, where the dashboard's *Scheduler* row reads it (as a metric too with `head.scheduler_detail = \"metrics\"`).");
+        } else {
+            help.push_str(" Sent in the head's `scheduler_sample` record unless `head.scheduler_detail = \"metrics\"` (no view reads it).");
+        }
     }
     let _ = writeln!(
         out,

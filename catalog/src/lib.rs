@@ -47,6 +47,11 @@ pub mod dims {
     /// A destination other than CloudWatch (`otlp`, `prometheus`), on the delivery figures.
     pub const SINK: &str = "Sink";
 
+    /// Job states counted even when no job is in them (`JobCount`'s `State`), and the ones the
+    /// dashboard's *Jobs by state* chart draws from the head's record.
+    pub const CORE_JOB_STATES: &[&str] =
+        &["pending", "running", "suspended", "completing", "completed", "failed", "cancelled", "timeout"];
+
     /// Every dimension above: what a name read back from disk is checked against.
     pub const ALL: &[&str] = &[
         CLUSTER_NAME,

@@ -66,9 +66,10 @@ pub fn read_per(dim: &str) -> BTreeSet<String> {
     names
 }
 
-/// slurmctld's figures that no view reads (the dashboard, the default alarms, the Lambda):
-/// sdiag's depths, queue lengths and maxima, RPC time by type, the capacity totals and counts by
-/// flag. Sent cluster-wide as the head's `scheduler_sample` record unless
+/// slurmctld's figures that no view reads as a metric (the dashboard, the default alarms, the
+/// Lambda): sdiag's cycles, depths, queue lengths and maxima, job and RPC rates, the capacity
+/// totals and counts by flag; the dashboard's *Scheduler* row draws some of them from the
+/// record ([`crate::dashboard::record_figures`]). Sent cluster-wide as the head's `scheduler_sample` record unless
 /// `head.scheduler_detail = "metrics"`; copies per partition, where asked for, stay metrics.
 pub fn scheduler_detail() -> Vec<&'static Metric> {
     let shown = shown();
@@ -79,6 +80,24 @@ pub fn scheduler_detail() -> Vec<&'static Metric> {
             m.roles == [Role::Head] && m.kind != Kind::Counter && !shown.contains(m.name) && !lambda(m)
         })
         .collect()
+}
+
+/// The shipper's own figures that no view reads (what it sent and how often, its retries, CPU,
+/// missed collections, spool files): a destination billed per series takes them only with
+/// `self_metrics = "all"`; the head keeps them in its record and every destination billed by
+/// the byte takes them. The ones a view reads (drops, spool backlog, memory, collection time,
+/// records written) are always metrics, and so are a collector's errors (a cgroup walk cut
+/// short by a user's subtree shows there; at zero they cost next to nothing).
+pub fn self_detail(m: &Metric) -> bool {
+    static DETAIL: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        let shown = shown();
+        ALL.iter()
+            .filter(|m| m.roles == [Role::Shipper])
+            .filter(|m| !shown.contains(m.name))
+            .map(|m| m.name)
+            .collect()
+    });
+    DETAIL.contains(&m.name)
 }
 
 /// Counts of events (an increase: RPCs, jobs submitted, dollars spent; a collector's errors, a
@@ -137,12 +156,29 @@ mod tests {
     }
 
     #[test]
+    fn self_detail_is_the_shippers_figures_no_view_reads() {
+        for m in [&SHIPPER_BYTES_SENT, &SHIPPER_REQUESTS, &SHIPPER_CPU_USAGE, &SHIPPER_RETRIES] {
+            assert!(self_detail(m), "{}", m.name);
+        }
+        for m in [
+            &SHIPPER_DATUMS_DROPPED,
+            &SHIPPER_SPOOL_BYTES,
+            &SHIPPER_MEMORY_RSS,
+            &SHIPPER_COLLECTION_DURATION,
+            &JOB_RECORDS,
+            &JOB_COUNT,
+            &COLLECTOR_ERRORS,
+        ] {
+            assert!(!self_detail(m), "{} is read by a view, or not the shipper's own", m.name);
+        }
+    }
+
+    #[test]
     fn detail_is_the_scheduler_figures_no_view_reads() {
         let names: Vec<&str> = scheduler_detail().iter().map(|m| m.name).collect();
-        for read in
-            ["BackfillLastCycle", "MainSchedLastCycle", "RpcRate", "AgentQueueSize", "ServerThreadCount"]
-        {
-            assert!(!names.contains(&read), "{read} is drawn or watched: {names:?}");
+        assert!(!names.contains(&"BackfillLastCycle"), "an alarm watches it: {names:?}");
+        for m in crate::dashboard::record_figures() {
+            assert!(names.contains(&m.name), "the dashboard reads {} from the record: {names:?}", m.name);
         }
         for detail in [
             "RpcTimeRate",

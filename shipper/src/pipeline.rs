@@ -164,8 +164,16 @@ impl Pipeline {
             .collect();
         // At rest the head's figures go in its record instead of destinations billed per series.
         let rest = lanes.iter().any(|l| l.quiet.is_some());
-        let scheduler = (role.runs_head() && options.scheduler_records && records.is_some())
-            .then(|| SchedulerSamples::new(node.clone(), &options.exclude_metrics, rest));
+        let own = !matches!(options.per_series, Shape::CloudWatch { all_self_metrics: true, .. });
+        let scheduler = (role.runs_head() && records.is_some()).then(|| {
+            SchedulerSamples::new(
+                node.clone(),
+                &options.exclude_metrics,
+                rest,
+                !options.scheduler_records,
+                own,
+            )
+        });
         Pipeline {
             collectors,
             lanes,
@@ -228,7 +236,7 @@ impl Pipeline {
             trim.apply(&mut batch);
         }
         if let Some(s) = &mut self.scheduler {
-            s.take(&mut batch, at_rest);
+            s.take(&batch, at_rest);
         }
         if let Some(n) = &mut self.node_samples {
             n.observe(&batch);
@@ -349,7 +357,7 @@ impl Pipeline {
         }
         let (delivered, records_delivered) = self.delivery.push(&mut batch, trimmed);
         if let Some(s) = &mut self.scheduler {
-            s.take_flushed(&mut batch);
+            s.take_flushed(&batch);
         }
         self.feed_lanes(batch.samples, &[], now);
         let collections = std::mem::take(&mut self.collections);

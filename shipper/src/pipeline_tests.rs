@@ -138,12 +138,15 @@ fn the_head_sends_what_no_view_reads_as_one_record_where_records_go() {
         (v["Type"].as_str(), v["BackfillQueueLength"].as_f64()),
         (Some("scheduler_sample"), Some(40.0))
     );
-    // No destination takes records, or `head.scheduler_detail = "metrics"`: metrics, as before.
+    // No destination takes records: metrics, as before.
     let (names, records) = run(None, &Options::default());
     assert!(names.contains(&"BackfillQueueLength") && records.is_empty(), "{names:?}");
+    // `head.scheduler_detail = "metrics"`: metrics, and still the record the dashboard reads.
     let metrics = Options { scheduler_records: false, ..Options::default() };
     let (names, records) = run(Some(StatsHandle::default()), &metrics);
-    assert!(names.contains(&"BackfillQueueLength") && records.is_empty(), "{names:?}");
+    assert!(names.contains(&"BackfillQueueLength") && records.len() == 1, "{names:?}");
+    let v: serde_json::Value = serde_json::from_str(&records[0].message).unwrap();
+    assert_eq!(v["BackfillQueueLength"].as_f64(), Some(40.0));
 }
 
 /// A head's collection of a cluster at rest, or with one job running.
@@ -221,11 +224,18 @@ fn at_rest_the_head_sends_what_alarms_watch_and_the_rest_in_its_record() {
     // Work again: everything is a metric at once.
     resting.set(false);
     let (names, record) = flush();
-    for name in ["ServerThreadCount", "NodeCount:allocated", "JobCount:running", "ShipperCollectionDuration"]
-    {
+    for name in ["NodeCount:allocated", "JobCount:pending", "ShipperCollectionDuration"] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
-    assert!(record.get("ServerThreadCount").is_none(), "{record}");
+    for name in ["ServerThreadCount", "JobCount:running"] {
+        assert!(!names.iter().any(|n| n == name), "the dashboard reads {name} from the record: {names:?}");
+    }
+    assert_eq!(
+        (record["ServerThreadCount"].clone(), record["JobCount"]["running"].clone()),
+        (3.0.into(), 1.0.into()),
+        "{record}"
+    );
+    assert!(record.get("NodeCount").is_none() && record["JobCount"].get("pending").is_none(), "{record}");
 }
 
 /// One job in partition `batch`, every collection.

@@ -2,8 +2,7 @@
 //! state where there is one); `squeue --json` of 23.11+ lists the base state and the flags.
 
 /// Job states shipped even when no job is in them.
-pub const CORE_JOB_STATES: &[&str] =
-    &["pending", "running", "suspended", "completing", "completed", "failed", "cancelled", "timeout"];
+pub use slurm_cw_catalog::dims::CORE_JOB_STATES;
 
 /// A job's base states (JOB_STATE_BASE): what `squeue --json` of 23.11+ lists first.
 pub const JOB_BASE_STATES: &[&str] = &[

@@ -72,6 +72,9 @@ pub struct Settings {
     /// Host figures (the shipper's own, jobs and GPUs per node) per node as well as across the
     /// cluster: one more metric per host for each.
     pub self_metrics_per_node: bool,
+    /// The shipper's own figures sent to destinations billed per series: those a view reads,
+    /// or all.
+    pub self_metrics: SelfMetrics,
     pub cloudwatch: CloudWatchConfig,
     pub delivery: DeliveryConfig,
     pub logs: LogsConfig,
@@ -88,6 +91,15 @@ pub struct Settings {
     /// Keys still accepted under an old name, one note each, for the log once it is set up.
     #[serde(skip)]
     pub deprecated: Vec<String>,
+}
+
+/// `self_metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SelfMetrics {
+    /// What a view reads (the catalog's `views::self_detail` says which are not).
+    Read,
+    All,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -112,6 +124,7 @@ impl Default for Settings {
             sink: Sinks::default(),
             exclude_metrics: Vec::new(),
             self_metrics_per_node: false,
+            self_metrics: SelfMetrics::Read,
             cloudwatch: CloudWatchConfig::default(),
             delivery: DeliveryConfig::default(),
             logs: LogsConfig::default(),

@@ -3,7 +3,7 @@
 //! registry, [`crate::sinks::REGISTRY`]), the collectors theirs through their table
 //! ([`crate::sources::table`]).
 
-use super::Settings;
+use super::{SelfMetrics, Settings};
 use crate::daemon::Schedule;
 use crate::pipeline::Options;
 use crate::role::Role;
@@ -19,14 +19,15 @@ impl Settings {
             job_metrics: self.node.job_metrics,
             per_node_job_dimensions: self.node.per_node_dimensions,
             per_node_self_metrics: self.self_metrics_per_node,
+            all_self_metrics: self.self_metrics == SelfMetrics::All,
         }
     }
 
     /// Whether `role` writes records to the job log group: a node its job records
-    /// (`node.job_metrics`), the head its `scheduler_sample` records (`head.scheduler_detail`).
+    /// (`node.job_metrics`), the head always its `scheduler_sample` records (the dashboard's
+    /// *Scheduler* row reads them).
     pub fn writes_records(&self, role: Role) -> bool {
-        (role.runs_node() && self.node.job_metrics.records())
-            || (role.runs_head() && self.head.scheduler_records())
+        (role.runs_node() && self.node.job_metrics.records()) || role.runs_head()
     }
 
     /// The pipeline's options.

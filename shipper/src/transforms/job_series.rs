@@ -131,7 +131,12 @@ mod tests {
     }
 
     fn cloudwatch(job_metrics: JobMetrics, per_node: bool) -> Shape {
-        Shape::CloudWatch { job_metrics, per_node_job_dimensions: per_node, per_node_self_metrics: true }
+        Shape::CloudWatch {
+            job_metrics,
+            per_node_job_dimensions: per_node,
+            per_node_self_metrics: true,
+            all_self_metrics: true,
+        }
     }
 
     fn gpus() -> GpuFigures {

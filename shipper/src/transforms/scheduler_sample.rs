@@ -1,14 +1,17 @@
-//! The head's `scheduler_sample` record: slurmctld's figures that no view reads (sdiag's
-//! depths, queue lengths and maxima, RPC time by type, capacity totals, counts by flag: the
-//! catalog's [`slurm_cw_catalog::views::scheduler_detail`]), one record per flush beside the job
-//! records, instead of about 40 custom metrics billed by the hour whatever their value
-//! (docs/cost.md). The figures the dashboard draws, the alarms watch and the Lambda reads stay
-//! metrics, and so do copies per partition where `head.per_partition` asks for them.
+//! The head's `scheduler_sample` record: slurmctld's figures that no view reads as a metric
+//! (sdiag's cycles, depths, queue lengths and maxima, job and RPC rates, capacity totals, counts
+//! by flag: the catalog's [`slurm_cw_catalog::views::scheduler_detail`]), one record per flush
+//! beside the job records, where the dashboard's *Scheduler* row reads them with Logs Insights.
+//! Destinations billed per series leave them out ([`SchedulerSamples::rests`]) instead of
+//! paying about 55 custom metrics by the hour whatever their value (docs/cost.md); those billed
+//! by the byte keep them. The figures the alarms watch and the Lambda reads stay metrics, and
+//! so do copies per partition where `head.per_partition` asks for them.
 
 use super::records::{finish, round};
 use super::trim::watched;
 use crate::sample::{Batch, Dims, Sample};
 use serde_json::{Map, Value, json};
+use slurm_cw_catalog::dashboard::RECORD_BY_STATE;
 use slurm_cw_catalog::dims::{CLUSTER_NAME, NODE_NAME, PARTITION};
 use slurm_cw_catalog::records::{self as r, kinds};
 use slurm_cw_catalog::{Kind, Metric, Role};
@@ -21,10 +24,14 @@ use std::time::SystemTime;
 pub struct SchedulerSamples {
     node: String,
     detail: Vec<&'static Metric>,
+    /// `head.scheduler_detail = "metrics"`: the detail, in the record (the dashboard reads
+    /// some of it there), stays a metric too where billed per series.
+    copy: bool,
     excluded: Vec<String>,
-    /// Whether rest applies (some destination bills per series), and then the series a
-    /// default alarm watches (`ClusterName` left out), which stay metrics at rest.
-    rest: Option<Vec<(&'static str, Dims)>>,
+    /// Whether rest applies (some destination bills per series).
+    rest: bool,
+    /// The series a default alarm watches (`ClusterName` left out): metrics always.
+    watched: Vec<(&'static str, Dims)>,
     /// Whether the last collection found the cluster at rest ([`super::rest`]).
     at_rest: bool,
     /// (metric name, its one dimension's value: message type, flag, collector) -> (metric, sum,
@@ -39,15 +46,24 @@ impl SchedulerSamples {
     /// For `node`'s records; a metric in `excluded` (`exclude_metrics`) is left out of them too.
     /// `rest`: some destination bills per series, so that at rest the head's figures no alarm
     /// watches go in the record too (and, for those destinations, not as metrics: [`Self::rests`]).
-    pub fn new(node: String, excluded: &[String], rest: bool) -> Self {
+    /// `copy`: the detail stays a metric too (`head.scheduler_detail = "metrics"`).
+    /// `own`: the shipper's own figures no view reads are detail too (`self_metrics = "read"`).
+    pub fn new(node: String, excluded: &[String], rest: bool, copy: bool, own: bool) -> Self {
         let mut detail = slurm_cw_catalog::views::scheduler_detail();
+        if own {
+            detail.extend(
+                slurm_cw_catalog::ALL.iter().copied().filter(|m| slurm_cw_catalog::views::self_detail(m)),
+            );
+        }
         detail.retain(|m| !excluded.iter().any(|e| e == m.name));
-        let rest = rest.then(|| watched(slurm_cw_catalog::ALL));
+
         SchedulerSamples {
             node,
             detail,
+            copy,
             excluded: excluded.to_vec(),
             rest,
+            watched: watched(slurm_cw_catalog::ALL),
             at_rest: false,
             figures: BTreeMap::new(),
             samples: 0,
@@ -55,50 +71,42 @@ impl SchedulerSamples {
         }
     }
 
-    /// Takes the detail figures out of one collection, and at rest (as `at_rest` says of it)
-    /// copies every head figure no alarm watches.
-    pub fn take(&mut self, batch: &mut Batch, at_rest: bool) {
-        self.at_rest = at_rest && self.rest.is_some();
+    /// Copies the detail figures of one collection into the record, and at rest (as `at_rest`
+    /// says of it) every head figure no alarm watches.
+    pub fn take(&mut self, batch: &Batch, at_rest: bool) {
+        self.at_rest = at_rest && self.rest;
         if self.put(batch) {
             self.samples += 1;
         }
     }
 
-    /// At rest, copies the flush's own figures (what delivery did, records written) no alarm
-    /// watches: they go in the next flush's record.
-    pub fn take_flushed(&mut self, batch: &mut Batch) {
-        if self.at_rest {
-            self.put(batch);
-        }
+    /// Copies the flush's own figures (what delivery did, records written) that are detail, at
+    /// rest every one no alarm watches: they go in the next flush's record.
+    pub fn take_flushed(&mut self, batch: &Batch) {
+        self.put(batch);
     }
 
-    /// Takes what the record takes from `batch` into the figures (the detail out of the batch,
-    /// at rest a copy of the rest); whether it took any.
-    fn put(&mut self, batch: &mut Batch) -> bool {
+    /// Copies what the record takes from `batch` into the figures (the detail, at rest the
+    /// rest too); whether it took any. The batch keeps them: destinations billed by the byte
+    /// take everything, those billed per series leave out what [`Self::rests`] says.
+    fn put(&mut self, batch: &Batch) -> bool {
         let mut took = false;
-        let samples = std::mem::take(&mut batch.samples);
-        for s in samples {
-            let Some((by, detail)) = self.field(&s) else {
-                batch.samples.push(s);
-                continue;
-            };
+        for s in &batch.samples {
+            let Some((by, _)) = self.field(s) else { continue };
             if let Some(v) = s.scalar().filter(|v| v.is_finite()) {
                 let e = self.figures.entry((s.metric.name, by)).or_insert((s.metric, 0.0, 0));
                 e.1 += v;
                 e.2 += 1;
                 took = true;
             }
-            if !detail {
-                batch.samples.push(s);
-            }
         }
         took
     }
 
-    /// Whether a destination billed per series leaves `s` out: the cluster is at rest and `s`
-    /// is in the record.
+    /// Whether a destination billed per series leaves `s` out: `s` is in the record and is
+    /// detail (unless `head.scheduler_detail = "metrics"`), or the cluster is at rest.
     pub fn rests(&self, s: &Sample) -> bool {
-        self.at_rest && self.field(s).is_some_and(|(_, detail)| !detail)
+        self.field(s).is_some_and(|(_, detail)| self.at_rest || (detail && !self.copy))
     }
 
     /// The field's key (its one dimension's value, or "") when the record takes `s`, and
@@ -109,12 +117,15 @@ impl SchedulerSamples {
             // Copies per partition are metrics where asked for; an excluded metric goes nowhere.
             return None;
         }
-        let detail = self.detail.iter().any(|m| std::ptr::eq(*m, s.metric));
+        let watched = || is_watched(&self.watched, s);
+        // A count by state the dashboard draws from the record: each state no alarm watches.
+        let by_state = || RECORD_BY_STATE.iter().any(|m| std::ptr::eq(*m, s.metric)) && !watched();
+        let detail = self.detail.iter().any(|m| std::ptr::eq(*m, s.metric)) || by_state();
         let rest = || {
             self.at_rest
                 && s.scalar().is_some()
                 && (s.metric.roles.contains(&Role::Head) || s.metric.roles.contains(&Role::Shipper))
-                && !self.rest.as_ref().is_some_and(|w| is_watched(w, s))
+                && !watched()
         };
         if !detail && !rest() {
             return None;
@@ -175,7 +186,7 @@ mod tests {
     #[test]
     fn detail_leaves_the_metrics_for_one_record_a_flush() {
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let mut s = SchedulerSamples::new("head".into(), &["AgentCount".into()], true);
+        let mut s = SchedulerSamples::new("head".into(), &["AgentCount".into()], true, false, true);
         let rpc = |t: &str| Dims::new().with(MESSAGE_TYPE, t);
         for (depth, time) in [(10.0, 300.0), (20.0, 500.0)] {
             let mut b = Batch::new(at);
@@ -187,15 +198,16 @@ mod tests {
             b.push(&CPUS_TOTAL, Dims::new(), 64.0);
             b.push(&CPUS_TOTAL, Dims::new().with(PARTITION, "p"), 32.0);
             b.push(&NODE_FLAG_COUNT, Dims::new().with(FLAG, "cloud"), 4.0);
-            s.take(&mut b, false);
-            let left: Vec<&str> = b.samples.iter().map(|x| x.metric.name).collect();
+            s.take(&b, false);
+            let left: Vec<&str> = b.samples.iter().filter(|x| !s.rests(x)).map(|x| x.metric.name).collect();
             assert_eq!(
                 left,
-                ["BackfillLastCycle", "RpcRate", "AgentCount", "CpusTotal"],
+                ["BackfillLastCycle", "AgentCount", "CpusTotal"],
                 "what the views read stays a metric (and an excluded metric is left to the exclusion, \
                  a copy per partition to head.per_partition)"
             );
-            assert_eq!(b.samples[3].dims.get(PARTITION), Some("p"));
+            let kept: Vec<_> = b.samples.iter().filter(|x| !s.rests(x)).collect();
+            assert_eq!(kept[2].dims.get(PARTITION), Some("p"));
         }
         let v: Value = serde_json::from_str(&s.flush(at).unwrap().message).unwrap();
         assert_eq!(v["Type"], "scheduler_sample");
@@ -203,6 +215,7 @@ mod tests {
         assert_eq!(v["Samples"], 2);
         assert_eq!(v["BackfillDepthMean"], 15.0, "a level: its mean over the flush");
         assert_eq!(v["RpcTimeRate"], json!({"REQUEST_JOB_INFO": 800.0}), "an increase: its total");
+        assert_eq!(v["RpcRate"], json!({"REQUEST_JOB_INFO": 8.0}), "the dashboard's RPC table reads it here");
         assert_eq!(
             (v["CpusTotal"].clone(), v["NodeFlagCount"].clone()),
             (json!(64.0), json!({"cloud": 4.0}))

@@ -5,7 +5,8 @@
 //!
 //! - [`Shape::CloudWatch`], where every series is a custom metric billed by the hour: per-job
 //!   metrics only when `node.job_metrics` asks for them (the job records carry them anyway),
-//!   per-node detail only when asked, host figures across the cluster by default;
+//!   per-node detail only when asked, host figures across the cluster by default, the
+//!   shipper's own figures no view reads only when `self_metrics = "all"`;
 //! - [`Shape::Open`], for destinations billed by the byte or not at all (see each one's `shape`):
 //!   every series as the collectors state it, a job's labelled with its node and partition.
 //!
@@ -45,6 +46,9 @@ pub enum Shape {
         per_node_job_dimensions: bool,
         /// `self_metrics_per_node`: host figures per node as well as across the cluster.
         per_node_self_metrics: bool,
+        /// `self_metrics = "all"`: the shipper's own figures no view reads too
+        /// ([`slurm_cw_catalog::views::self_detail`]).
+        all_self_metrics: bool,
     },
     Open,
 }
@@ -54,8 +58,9 @@ impl Shape {
     /// [`super::job_series`]).
     pub fn apply(&self, samples: Vec<Sample>, out: &mut Vec<Sample>) {
         match *self {
-            Shape::CloudWatch { per_node_self_metrics, .. } => {
-                cloudwatch(samples, per_node_self_metrics, out)
+            Shape::CloudWatch { per_node_self_metrics, all_self_metrics, .. } => {
+                let read = |s: &Sample| all_self_metrics || !slurm_cw_catalog::views::self_detail(s.metric);
+                cloudwatch(samples.into_iter().filter(read), per_node_self_metrics, out)
             }
             Shape::Open => out.extend(samples),
         }
@@ -64,7 +69,7 @@ impl Shape {
 
 /// Host figures across the cluster, and per node too when asked; a figure whose metric has no
 /// dimension set without the node keeps it.
-fn cloudwatch(samples: Vec<Sample>, per_node_self_metrics: bool, out: &mut Vec<Sample>) {
+fn cloudwatch(samples: impl Iterator<Item = Sample>, per_node_self_metrics: bool, out: &mut Vec<Sample>) {
     for s in samples {
         if s.dims.get(NODE_NAME).is_none() {
             out.push(s);
@@ -107,6 +112,7 @@ mod tests {
             job_metrics: JobMetrics::Logs,
             per_node_job_dimensions: false,
             per_node_self_metrics: false,
+            all_self_metrics: false,
         };
         let got = shaped(
             shape,
@@ -116,6 +122,8 @@ mod tests {
             ],
         );
         assert_eq!(got, vec![vec![], vec!["Collector"]]);
+        let sent = s(&slurm_cw_catalog::metrics::SHIPPER_BYTES_SENT, Dims::new().with(NODE_NAME, "n1"));
+        assert!(shaped(shape, vec![sent]).is_empty(), "no view reads it (self_metrics = \"read\")");
     }
 
     #[test]
@@ -124,6 +132,7 @@ mod tests {
             job_metrics: JobMetrics::Both,
             per_node_job_dimensions: true,
             per_node_self_metrics: true,
+            all_self_metrics: true,
         };
         let got = shaped(shape, vec![s(&SHIPPER_MEMORY_RSS, Dims::new().with(NODE_NAME, "n1"))]);
         assert_eq!(got, vec![vec![], vec!["NodeName"]]);

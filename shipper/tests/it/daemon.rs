@@ -2,7 +2,7 @@
 //! buffered before a clean exit.
 
 use crate::common::{Running, shipper, wait_until};
-use slurm_cw_catalog::metrics::{SHIPPER_DATUMS_SENT, SHIPPER_MEMORY_RSS};
+use slurm_cw_catalog::metrics::{SHIPPER_COLLECTION_DURATION, SHIPPER_MEMORY_RSS};
 use slurm_cw_shipper::app::SHUTDOWN_GRACE;
 use slurm_cw_shipper::datum::{Datum, DatumValue};
 use std::io::{BufRead, BufReader};
@@ -103,7 +103,7 @@ fn sigterm_flushes_aggregated_samples_then_exits_0() {
         assert_eq!(d.dimension("NodeName"), None, "across the cluster unless self_metrics_per_node");
     }
     assert!(collected >= 4 && count == collected as f64, "{collected} collections: {rss:?}");
-    assert!(datums.iter().any(|d| d.metric == SHIPPER_DATUMS_SENT.name));
+    assert!(datums.iter().any(|d| d.metric == SHIPPER_COLLECTION_DURATION.name));
 }
 
 #[test]

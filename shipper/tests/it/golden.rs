@@ -45,6 +45,9 @@ fn mask(v: &mut Value, user: &str) {
     for (k, x) in m.iter_mut() {
         if TIME_FIELDS.contains(&k.as_str()) {
             *x = Value::from("<time>");
+        } else if HOST_DEPENDENT.iter().any(|h| h.name == k) {
+            // The same figures as a record's fields (the head's scheduler_sample).
+            *x = Value::from("<host>");
         } else if k == "RecordId"
             && let Some((who, _millis)) = x.as_str().and_then(|id| id.rsplit_once(":scheduler:"))
         {

@@ -67,6 +67,7 @@ fn of(b: &Batch, m: &'static Metric) -> Vec<Sample> {
         job_metrics: JobMetrics::Metrics,
         per_node_job_dimensions: false,
         per_node_self_metrics: false,
+        all_self_metrics: false,
     };
     let mut out = Vec::new();
     job_series::push(shape, &b.jobs, b.time, |x| std::ptr::eq(x, m), &mut out);

@@ -78,6 +78,7 @@ fn a_job_on_two_slurmd_of_one_host_has_its_gpus_on_the_node_that_runs_them() {
         job_metrics: JobMetrics::Metrics,
         per_node_job_dimensions: false,
         per_node_self_metrics: false,
+        all_self_metrics: false,
     };
     let mut series = Vec::new();
     job_series::push(shape, &batch.jobs, batch.time, |m| std::ptr::eq(m, &GPU_COUNT), &mut series);

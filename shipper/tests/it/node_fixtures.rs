@@ -72,6 +72,7 @@ fn shaped(mut b: Batch, per_node: bool) -> Batch {
         job_metrics: JobMetrics::Metrics,
         per_node_job_dimensions: per_node,
         per_node_self_metrics: true,
+        all_self_metrics: true,
     };
     let mut out = Vec::new();
     shape.apply(std::mem::take(&mut b.samples), &mut out);

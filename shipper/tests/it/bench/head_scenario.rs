@@ -230,13 +230,17 @@ async fn every_head_metric_equals_what_slurm_says() {
     // cluster-wide (the last run's, if Slurm changed during one before); copies per partition
     // stay metrics.
     let detail = slurm_cw_catalog::views::scheduler_detail();
-    let in_record = |name: &str| detail.iter().any(|d| d.name == name);
+    // Jobs by state too, but pending (an alarm watches it: a metric).
+    let by_state = |name: &str, val: &str| {
+        slurm_cw_catalog::dashboard::RECORD_BY_STATE.iter().any(|m| m.name == name) && val != "pending"
+    };
+    let in_record = |name: &str, val: &str| detail.iter().any(|d| d.name == name) || by_state(name, val);
     let sched = records(&logs, &group, &[("Type", "scheduler_sample")]).await;
     let record =
         sched.iter().max_by_key(|r| r["Time"].as_str().map(str::to_owned)).expect("a scheduler_sample");
     for ((part, metric, dim, val), want) in &before.values {
         let dims = partition_dims(&cluster, part, dim, val);
-        if part.is_empty() && in_record(metric) {
+        if part.is_empty() && in_record(metric, val) {
             let mut exact: Vec<(String, String)> =
                 dims.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
             exact.sort();
@@ -260,7 +264,7 @@ async fn every_head_metric_equals_what_slurm_says() {
         for (m, want) in [(&GPUS_TOTAL, gt), (&GPUS_ALLOCATED, ga), (&PENDING_GPUS, pg), (&RUNNING_GPUS, rg)]
         {
             let dims = partition_dims(&cluster, part, "", "");
-            let got = if part.is_empty() && in_record(m.name) {
+            let got = if part.is_empty() && in_record(m.name, "") {
                 record[m.name].as_f64()
             } else {
                 statistic(&cw, &ns, m.name, &dims, "Maximum", window).await
@@ -347,7 +351,9 @@ fn datum_value(
 
 /// The jobs submitted a stdout line says: the Sum over its flush.
 fn sum_of(line: &str, metric: &Metric) -> Option<f64> {
-    cluster_value(line, metric, |s| s.sum)
+    // The job rates are in the head's scheduler_sample record (the dashboard reads them there).
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    v.get("record")?.get(metric.name)?.as_f64()
 }
 
 /// The head role as a daemon printing to stdout: a collection and a flush every second, each
