@@ -47,10 +47,10 @@ const SCHEDULER_RECORD_CHARTS: [(&str, &[&Metric]); 4] = [
     ("slurmctld response time (milliseconds)", &[&SLURMCTLD_RESPONSE_TIME]),
 ];
 
-/// The counts by state the dashboard draws from the head's `scheduler_sample` records: each
-/// state no default alarm watches is in the record only (the watched ones, pending jobs, stay
-/// metrics too).
-pub const RECORD_BY_STATE: [&Metric; 1] = [&JOB_COUNT];
+/// The counts by state the dashboard draws from the head's `scheduler_sample` records: a state
+/// no default alarm watches and no metric chart draws is in the record only
+/// (`views::state_in_record_only`); pending jobs, drained and draining nodes stay metrics too.
+pub const RECORD_BY_STATE: [&Metric; 2] = [&NODE_COUNT, &JOB_COUNT];
 
 /// Every figure the dashboard reads from the head's `scheduler_sample` records: the record
 /// must carry each (the catalog's `views::scheduler_detail`).
@@ -251,9 +251,10 @@ fn cluster_layout() -> Layout {
     let mut l = Layout { widgets: Vec::new(), x: 0, y: 0 };
 
     l.header("Cluster ${cluster_name}: nodes and jobs");
-    l.chart("Nodes by state", vec![search(&NODE_COUNT, &[dims::STATE], "", "Maximum")], true);
+    l.record_states("Nodes by state (from the head's records)", &NODE_COUNT, dims::NODE_STATES);
     l.chart("Nodes out of service: drained + draining", drain_view(), false);
-    l.record_states("Jobs by state (from the head's records)", &JOB_COUNT, dims::CORE_JOB_STATES);
+    let job_states: Vec<&str> = dims::JOB_BASE_STATES.iter().chain(dims::JOB_FLAGS).copied().collect();
+    l.record_states("Jobs by state (from the head's records)", &JOB_COUNT, &job_states);
     l.chart("Pending jobs by reason", vec![search(&PENDING_JOB_COUNT, &[dims::REASON], "", "Maximum")], true);
     l.chart(
         "CPU and GPU utilisation (allocated / total, %)",

@@ -54,10 +54,21 @@ fn row(out: &mut String, m: &Metric, detail: &[&Metric]) {
         let _ = write!(help, " Increase of `{}`.", src.name);
     }
     if crate::views::quiet_at_zero(m) {
-        help.push_str(" At zero, sent to CloudWatch as it falls to zero and then once a day (a gap after a zero is still zero).");
+        help.push_str(" At zero, sent to CloudWatch as it falls to zero and then once a day, not before it first rises (a gap is zero).");
     }
     if crate::dashboard::RECORD_BY_STATE.iter().any(|d| std::ptr::eq(*d, m)) {
-        help.push_str(" States no default alarm watches (all but `pending`) are sent in the head's `scheduler_sample` record, where the dashboard's *Jobs by state* chart reads them (as metrics too with `head.scheduler_detail = \"metrics\"`).");
+        let metric: Vec<&str> = dims::NODE_STATES
+            .iter()
+            .chain(dims::JOB_BASE_STATES)
+            .chain(dims::JOB_FLAGS)
+            .filter(|s| !crate::views::state_in_record_only(m, s))
+            .copied()
+            .collect();
+        let _ = write!(
+            help,
+            " States but {} (which an alarm watches or a metric chart draws) are sent in the head's `scheduler_sample` record only, where the dashboard's chart by state reads them (as metrics too with `head.scheduler_detail = \"metrics\"`).",
+            metric.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+        );
     }
     if crate::views::self_detail(m) {
         help.push_str(" Sent to CloudWatch only with `self_metrics = \"all\"` (no view reads it; the head puts it in its `scheduler_sample` record).");

@@ -47,8 +47,87 @@ pub mod dims {
     /// A destination other than CloudWatch (`otlp`, `prometheus`), on the delivery figures.
     pub const SINK: &str = "Sink";
 
-    /// Job states counted even when no job is in them (`JobCount`'s `State`), and the ones the
-    /// dashboard's *Jobs by state* chart draws from the head's record.
+    /// Every primary node state a parser can give (`NodeCount`'s `State`): the dashboard's
+    /// *Nodes by state* chart draws each from the head's record.
+    pub const NODE_STATES: &[&str] = &[
+        "allocated",
+        "mixed",
+        "idle",
+        "down",
+        "error",
+        "drained",
+        "draining",
+        "completing",
+        "fail",
+        "failing",
+        "maint",
+        "reserved",
+        "blocked",
+        "planned",
+        "future",
+        "powered_down",
+        "powering_up",
+        "powering_down",
+        "inval",
+        "unknown",
+        "other",
+    ];
+
+    /// Node states counted even when no node is in them, so dashboards and alarms see zeros
+    /// rather than gaps. Other states appear only while a node is in them.
+    pub const CORE_NODE_STATES: &[&str] = &[
+        "allocated",
+        "mixed",
+        "idle",
+        "down",
+        "drained",
+        "draining",
+        "fail",
+        "completing",
+        "powered_down",
+        "powering_up",
+    ];
+
+    /// A job's base states (JOB_STATE_BASE): what `squeue --json` of 23.11+ lists first.
+    pub const JOB_BASE_STATES: &[&str] = &[
+        "pending",
+        "running",
+        "suspended",
+        "completed",
+        "cancelled",
+        "failed",
+        "timeout",
+        "node_fail",
+        "preempted",
+        "boot_fail",
+        "deadline",
+        "out_of_memory",
+    ];
+
+    /// A job's state flags (JOB_STATE_FLAGS of 21.08 to 25.11, lowercase); `other` for one this
+    /// version does not know.
+    pub const JOB_FLAGS: &[&str] = &[
+        "completing",
+        "configuring",
+        "expediting",
+        "launch_failed",
+        "power_up_node",
+        "reconfig_fail",
+        "requeue_fed",
+        "requeue_hold",
+        "requeued",
+        "resizing",
+        "resv_del_hold",
+        "revoked",
+        "signaling",
+        "special_exit",
+        "stage_out",
+        "stopped",
+        "update_db",
+        "other",
+    ];
+
+    /// Job states counted even when no job is in them (`JobCount`'s `State`).
     pub const CORE_JOB_STATES: &[&str] =
         &["pending", "running", "suspended", "completing", "completed", "failed", "cancelled", "timeout"];
 

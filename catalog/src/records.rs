@@ -149,16 +149,19 @@ pub fn records_markdown() -> String {
     );
     out.push_str(
         "The head node's stream carries one `scheduler_sample` record per flush: slurmctld's \
-         figures that neither the dashboard draws nor a default alarm watches nor the Lambda \
-         reads (sdiag's depths, queue lengths and maxima, RPC time by message type, the \
-         capacity totals, node and job counts by flag), cluster-wide, each under its metric's \
-         name in the [metric catalog](metrics.md) (by message type or flag where it has one), a level as \
-         its mean over the flush and an increase as its total; `Type`, `RecordId`, `Time`, \
-         `NodeName` and `Samples` as above. With `head.scheduler_detail = \"metrics\"` they are \
-         metrics instead. While the cluster is at rest (no job waiting or under way, no node \
-         with work; see [head-role.md](head-role.md)) the record also carries every other \
-         figure of the head that no default alarm watches (node counts by state, RPCs by type, \
-         the shipper's own), where a destination billed per series leaves them out.\n\n",
+         figures that no default alarm watches and the Lambda does not read (sdiag's cycles, \
+         depths, queue lengths and maxima, job and RPC rates, RPC time by message type, \
+         slurmctld's threads, queues and response time, the capacity totals, node and job counts \
+         by flag), node and job counts by state (`NodeCount.idle`, `JobCount.running`), and the \
+         head's shipper's own figures no view reads, cluster-wide, each under its metric's name \
+         in the [metric catalog](metrics.md) (by state, message type, flag or collector where it \
+         has one), a level as its mean over the flush and an increase as its total; `Type`, \
+         `RecordId`, `Time`, `NodeName` and `Samples` as above. The dashboard's *Scheduler* row \
+         and its charts by state read them with Logs Insights. With `head.scheduler_detail = \
+         \"metrics\"` they are metrics as well. While the cluster is at rest (no job waiting or \
+         under way, no node with work; see [head-role.md](head-role.md)) the record also carries \
+         every other figure of the head that no default alarm watches, where a destination \
+         billed per series leaves them out.\n\n",
     );
     out.push_str("| Field | Meaning |\n|---|---|\n");
     for f in ALL_FIELDS {

@@ -8,7 +8,7 @@
 use crate::alarms::default_rules;
 use crate::dashboard::{cluster_dashboard, referenced_metrics};
 use crate::metrics::*;
-use crate::{ALL, Kind, Metric, Role};
+use crate::{ALL, Group, Kind, Metric, Role};
 use std::collections::BTreeSet;
 
 /// Every metric name the cluster dashboard draws or a default alarm rule watches.
@@ -31,11 +31,10 @@ pub const LAMBDA_READS: [(&str, &Metric); 5] = [
     (crate::dims::ACCOUNT, &JOB_COST),
 ];
 
-/// Every metric name a view reads per `dim` (`Partition`, `Account`): the cluster dashboard's
-/// lines and SEARCH expressions over it, the default alarms' with it, and the Lambda's.
-pub fn read_per(dim: &str) -> BTreeSet<String> {
-    let mut names: BTreeSet<String> =
-        LAMBDA_READS.iter().filter(|(d, _)| *d == dim).map(|(_, m)| m.name.to_owned()).collect();
+/// Every metric the dashboard draws as a metric, with the dimensions it names besides
+/// `ClusterName`: its plain lines' and its SEARCH expressions' (their schema).
+fn drawn_with_dimensions() -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
     let dashboard: serde_json::Value = serde_json::from_str(&cluster_dashboard()).unwrap_or_default();
     let widgets = dashboard["widgets"].as_array().cloned().unwrap_or_default();
     for line in widgets.iter().filter_map(|w| w.pointer("/properties/metrics")?.as_array()).flatten() {
@@ -44,23 +43,61 @@ pub fn read_per(dim: &str) -> BTreeSet<String> {
             // SEARCH('{ns,ClusterName,Partition} MetricName="X" ...')
             if let Some(expr) = p.get("expression").and_then(|e| e.as_str())
                 && let Some((schema, _)) = expr.split_once("} MetricName=")
-                && schema.split(',').any(|d| d == dim)
                 && let Some(name) = expr.split("MetricName=\"").nth(1).and_then(|r| r.split('"').next())
             {
-                names.insert(name.to_owned());
+                let dims = schema.split(',').skip(1).filter(|d| *d != crate::dims::CLUSTER_NAME);
+                out.push((name.to_owned(), dims.map(str::to_owned).collect()));
             }
         }
-        if parts.iter().any(|p| p.as_str() == Some(dim))
-            && let Some(name) = parts.get(1).and_then(|n| n.as_str())
+        // [ns, name, "ClusterName", cluster, (dimension, value)..., {options}]
+        if let Some(name) = parts.get(1).and_then(|n| n.as_str())
+            && parts.len() >= 5
         {
-            names.insert(name.to_owned());
+            let dims = parts[2..parts.len() - 1].iter().step_by(2).filter_map(|d| d.as_str());
+            out.push((
+                name.to_owned(),
+                dims.filter(|d| *d != crate::dims::CLUSTER_NAME).map(str::to_owned).collect(),
+            ));
         }
     }
-    for r in default_rules() {
-        for m in r.watch.iter().chain(r.terms.values()) {
-            if m.dimensions.contains_key(dim) {
-                names.insert(m.metric.clone());
-            }
+    out
+}
+
+/// Every metric a default alarm rule watches, with the dimensions it names besides `ClusterName`.
+fn watched_with_dimensions() -> Vec<(String, Vec<String>)> {
+    default_rules()
+        .iter()
+        .flat_map(|r| r.watch.iter().chain(r.terms.values()).cloned().collect::<Vec<_>>())
+        .map(|m| (m.metric, m.dimensions.into_keys().collect()))
+        .collect()
+}
+
+/// Every metric name a view reads per `dim` (`Partition`, `Account`): the cluster dashboard's
+/// lines and SEARCH expressions over it, the default alarms' with it, and the Lambda's.
+pub fn read_per(dim: &str) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> =
+        LAMBDA_READS.iter().filter(|(d, _)| *d == dim).map(|(_, m)| m.name.to_owned()).collect();
+    for (name, dims) in drawn_with_dimensions().into_iter().chain(watched_with_dimensions()) {
+        if dims.iter().any(|d| d == dim) {
+            names.insert(name);
+        }
+    }
+    names
+}
+
+/// What the Lambda reads across the cluster: the nodes' totals behind `GpuHoursIdle` and
+/// `ClusterCpuEfficiency` (lambda/src/cluster.rs `job_figures`).
+pub const LAMBDA_READS_CLUSTER: [&Metric; 3] = [&JOB_GPUS_IDLE, &JOB_CORES_USED, &JOB_CORES_ALLOCATED];
+
+/// Every metric name a view reads across the cluster, with no partition or account: the
+/// dashboard's lines and SEARCH expressions on `ClusterName` alone, the default alarms', the
+/// Lambda's. A node's population figure whose cluster copy none reads is sent per partition
+/// and account only (its sum), where those copies are sent as views read them.
+pub fn read_cluster_wide() -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = LAMBDA_READS_CLUSTER.iter().map(|m| m.name.to_owned()).collect();
+    for (name, dims) in drawn_with_dimensions().into_iter().chain(watched_with_dimensions()) {
+        if dims.is_empty() {
+            names.insert(name);
         }
     }
     names
@@ -77,22 +114,58 @@ pub fn scheduler_detail() -> Vec<&'static Metric> {
     ALL.iter()
         .copied()
         .filter(|m| {
-            m.roles == [Role::Head] && m.kind != Kind::Counter && !shown.contains(m.name) && !lambda(m)
+            // The head's own, and its capacity figures (CPUs allocated, which a node counts per
+            // job too).
+            let head =
+                m.roles == [Role::Head] || (m.roles.contains(&Role::Head) && m.group == Group::Capacity);
+            head && m.kind != Kind::Counter && !shown.contains(m.name) && !lambda(m)
         })
         .collect()
 }
 
-/// The shipper's own figures that no view reads (what it sent and how often, its retries, CPU,
-/// missed collections, spool files): a destination billed per series takes them only with
-/// `self_metrics = "all"`; the head keeps them in its record and every destination billed by
-/// the byte takes them. The ones a view reads (drops, spool backlog, memory, collection time,
-/// records written) are always metrics, and so are a collector's errors (a cgroup walk cut
-/// short by a user's subtree shows there; at zero they cost next to nothing).
+/// Whether `m`'s count in `state` goes in the head's `scheduler_sample` record only (where the
+/// dashboard draws it), not as a metric: a count of [`crate::dashboard::RECORD_BY_STATE`] in a
+/// state that no default alarm watches and no metric chart draws as a line of its own.
+pub fn state_in_record_only(m: &Metric, state: &str) -> bool {
+    static METRIC: std::sync::LazyLock<BTreeSet<(String, String)>> = std::sync::LazyLock::new(|| {
+        let mut out = BTreeSet::new();
+        for r in default_rules() {
+            for w in r.watch.iter().chain(r.terms.values()) {
+                if let Some(state) = w.dimensions.get(crate::dims::STATE) {
+                    out.insert((w.metric.clone(), state.clone()));
+                }
+            }
+        }
+        let dashboard: serde_json::Value = serde_json::from_str(&cluster_dashboard()).unwrap_or_default();
+        let widgets = dashboard["widgets"].as_array().cloned().unwrap_or_default();
+        for line in widgets.iter().filter_map(|w| w.pointer("/properties/metrics")?.as_array()).flatten() {
+            let Some(parts) = line.as_array() else { continue };
+            if let (Some(name), Some(i)) = (
+                parts.get(1).and_then(|n| n.as_str()),
+                parts.iter().position(|p| p.as_str() == Some(crate::dims::STATE)),
+            ) && let Some(state) = parts.get(i + 1).and_then(|v| v.as_str())
+            {
+                out.insert((name.to_owned(), state.to_owned()));
+            }
+        }
+        out
+    });
+    crate::dashboard::RECORD_BY_STATE.iter().any(|r| std::ptr::eq(*r, m))
+        && !METRIC.contains(&(m.name.to_owned(), state.to_owned()))
+}
+
+/// The shipper's own figures that no view reads and that go every flush (what it sent and how
+/// often, its CPU): a destination billed per series takes them only with `self_metrics =
+/// "all"`; the head keeps them in its record and every destination billed by the byte takes
+/// them. The ones a view reads (drops, spool backlog, memory, collection time, records written)
+/// are always metrics, and so are its counts of trouble (retries, missed collections, spool
+/// files, a collector's errors): at zero they are not sent (`quiet_at_zero`), and above it they
+/// say that something blinds or slows the node.
 pub fn self_detail(m: &Metric) -> bool {
     static DETAIL: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
         let shown = shown();
         ALL.iter()
-            .filter(|m| m.roles == [Role::Shipper])
+            .filter(|m| m.roles == [Role::Shipper] && !quiet_at_zero(m))
             .filter(|m| !shown.contains(m.name))
             .map(|m| m.name)
             .collect()
@@ -156,8 +229,32 @@ mod tests {
     }
 
     #[test]
+    fn what_views_read_across_the_cluster() {
+        let names = read_cluster_wide();
+        for read in
+            ["JobCpuEfficiency", "JobCoresAllocated", "JobGpusIdle", "IdleGpuJobs", "ShipperMemoryRss"]
+        {
+            assert!(names.contains(read), "{read}: {names:?}");
+        }
+        for unread in ["JobCost", "JobWaste", "JobMemoryUsed"] {
+            assert!(!names.contains(unread), "{unread} is read per account or partition only: {names:?}");
+        }
+    }
+
+    #[test]
+    fn counts_by_state_in_the_record_only_but_what_alarms_and_metric_charts_read() {
+        for (m, state) in [(&NODE_COUNT, "idle"), (&NODE_COUNT, "allocated"), (&JOB_COUNT, "running")] {
+            assert!(state_in_record_only(m, state), "{} {state}", m.name);
+        }
+        for (m, state) in [(&NODE_COUNT, "drained"), (&NODE_COUNT, "draining"), (&JOB_COUNT, "pending")] {
+            assert!(!state_in_record_only(m, state), "{} {state}: watched or drawn as a metric", m.name);
+        }
+        assert!(!state_in_record_only(&PENDING_JOB_COUNT, "x"));
+    }
+
+    #[test]
     fn self_detail_is_the_shippers_figures_no_view_reads() {
-        for m in [&SHIPPER_BYTES_SENT, &SHIPPER_REQUESTS, &SHIPPER_CPU_USAGE, &SHIPPER_RETRIES] {
+        for m in [&SHIPPER_BYTES_SENT, &SHIPPER_REQUESTS, &SHIPPER_CPU_USAGE, &SHIPPER_DATUMS_SENT] {
             assert!(self_detail(m), "{}", m.name);
         }
         for m in [
@@ -168,6 +265,9 @@ mod tests {
             &JOB_RECORDS,
             &JOB_COUNT,
             &COLLECTOR_ERRORS,
+            &SHIPPER_RETRIES,
+            &SHIPPER_COLLECTIONS_MISSED,
+            &SHIPPER_SPOOL_FILES,
         ] {
             assert!(!self_detail(m), "{} is read by a view, or not the shipper's own", m.name);
         }
@@ -186,6 +286,7 @@ mod tests {
             "BackfillDepthMean",
             "MainSchedMeanDepth",
             "CpusTotal",
+            "CpusAllocated",
             "NodeFlagCount",
         ] {
             assert!(names.contains(&detail), "{detail} is read by no view: {names:?}");

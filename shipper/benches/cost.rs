@@ -684,6 +684,8 @@ struct Run {
     /// Metric names the hosts sent in their warm-up hour (listed by their daily zero).
     listed_earlier: BTreeSet<String>,
     listing: Listing,
+    /// The fields of the head's `scheduler_sample` records, as read back from CloudWatch Logs.
+    record_fields: BTreeSet<String>,
     lambda: Option<LambdaRun>,
     seconds: f64,
     otlp_nodes: otlp::OtlpBytes,
@@ -904,6 +906,7 @@ async fn simulate(
         std::thread::spawn(move || run_lambda(&b, &url, &ns, &cl, t_end - 60)).join().expect("the Lambda run")
     });
     let listing = list_metrics(&cw, &namespace).await;
+    let record_fields = views::record_fields(&logs_client, &group).await;
     Run {
         scenario: s,
         mode,
@@ -912,6 +915,7 @@ async fn simulate(
         idle_series,
         listed_earlier,
         listing,
+        record_fields,
         lambda,
         seconds: started.elapsed().as_secs_f64(),
         otlp_nodes,
@@ -1183,7 +1187,7 @@ fn main() {
                         m.total,
                     );
                     emf::print(s, &run, &m);
-                    views::print(s.name, &run.listing, &run.listed_earlier);
+                    views::print(s.name, &run.listing, &run.listed_earlier, &run.record_fields);
                 }
             }
         }

@@ -184,6 +184,7 @@ impl Pipeline {
             node_copies: [(PARTITION, options.node_per_partition), (ACCOUNT, options.node_per_account)]
                 .into_iter()
                 .filter_map(|(dim, setting)| Copies::by(dim, setting))
+                .chain(Copies::cluster(options.node_per_partition, options.node_per_account))
                 .collect(),
             derive: role.runs_head().then(|| (Derive::default(), Trim::new(options.per_partition))),
             delivery: DeliveryFigures { node, metrics, records, missed: Arc::default() },

@@ -224,10 +224,10 @@ fn at_rest_the_head_sends_what_alarms_watch_and_the_rest_in_its_record() {
     // Work again: everything is a metric at once.
     resting.set(false);
     let (names, record) = flush();
-    for name in ["NodeCount:allocated", "JobCount:pending", "ShipperCollectionDuration"] {
+    for name in ["NodeCount:drained", "JobCount:pending", "ShipperCollectionDuration"] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
-    for name in ["ServerThreadCount", "JobCount:running"] {
+    for name in ["ServerThreadCount", "JobCount:running", "NodeCount:allocated"] {
         assert!(!names.iter().any(|n| n == name), "the dashboard reads {name} from the record: {names:?}");
     }
     assert_eq!(
@@ -235,7 +235,13 @@ fn at_rest_the_head_sends_what_alarms_watch_and_the_rest_in_its_record() {
         (3.0.into(), 1.0.into()),
         "{record}"
     );
-    assert!(record.get("NodeCount").is_none() && record["JobCount"].get("pending").is_none(), "{record}");
+    // Every node state, for the chart by state (drained a metric too: an alarm watches it).
+    assert_eq!(
+        (record["NodeCount"]["allocated"].clone(), record["NodeCount"]["drained"].clone()),
+        (1.0.into(), 0.0.into()),
+        "{record}"
+    );
+    assert!(record["JobCount"].get("pending").is_some(), "{record}");
 }
 
 /// One job in partition `batch`, every collection.
@@ -256,7 +262,8 @@ impl Collector for OneJob {
             account: "a".into(),
             partition: "batch".into(),
         });
-        reading.job = JobFigures::from_figures(vec![(&CPU_USAGE, 1.0), (&CPUS_ALLOCATED, 2.0)]);
+        reading.job =
+            JobFigures::from_figures(vec![(&CPU_USAGE, 1.0), (&CPUS_ALLOCATED, 2.0), (&MEMORY_USAGE, 1e9)]);
         out.jobs.push(reading);
         out.all_jobs = true;
     }
@@ -282,4 +289,19 @@ fn a_node_sends_per_partition_and_account_only_what_a_view_reads_so() {
     // One collection: no CPU efficiency yet, and no price here: no spend.
     assert!(run(Auto, Auto, "Account").is_empty(), "no figure a view reads per account yet");
     assert!(run(Auto, On, "Account").contains(&"JobAllocations"), "on: every figure");
+    // Across the cluster: what a view reads so; each job's memory in use no view reads (the job
+    // records carry it), unless some copy is asked for.
+    let cluster = |p, a| {
+        let options = Options { node_per_partition: p, node_per_account: a, ..Options::default() };
+        let mut p = Pipeline::new(&options, Role::Node, vec![Box::new(OneJob)], Parts::cloudwatch("c", "n1"));
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(p.collect());
+        let f = p.flush();
+        let names: Vec<&str> =
+            f.aggregates[0].iter().filter(|a| a.dims.names().count() == 1).map(|a| a.metric.name).collect();
+        names
+    };
+    let auto = cluster(Auto, Auto);
+    assert!(auto.contains(&"JobAllocations") && auto.contains(&"JobCoresUsed"), "{auto:?}");
+    assert!(!auto.contains(&"JobMemoryUsed"), "{auto:?}");
+    assert!(cluster(On, Auto).contains(&"JobMemoryUsed"));
 }

@@ -4,44 +4,10 @@
 /// Job states shipped even when no job is in them.
 pub use slurm_cw_catalog::dims::CORE_JOB_STATES;
 
-/// A job's base states (JOB_STATE_BASE): what `squeue --json` of 23.11+ lists first.
-pub const JOB_BASE_STATES: &[&str] = &[
-    "pending",
-    "running",
-    "suspended",
-    "completed",
-    "cancelled",
-    "failed",
-    "timeout",
-    "node_fail",
-    "preempted",
-    "boot_fail",
-    "deadline",
-    "out_of_memory",
-];
-
-/// A job's state flags (JOB_STATE_FLAGS of 21.08 to 25.11, lowercase); `other` for one this
-/// version does not know.
-pub const JOB_FLAGS: &[&str] = &[
-    "completing",
-    "configuring",
-    "expediting",
-    "launch_failed",
-    "power_up_node",
-    "reconfig_fail",
-    "requeue_fed",
-    "requeue_hold",
-    "requeued",
-    "resizing",
-    "resv_del_hold",
-    "revoked",
-    "signaling",
-    "special_exit",
-    "stage_out",
-    "stopped",
-    "update_db",
-    "other",
-];
+/// A job's base states (JOB_STATE_BASE): what `squeue --json` of 23.11+ lists first; its state
+/// flags (JOB_STATE_FLAGS of 21.08 to 25.11, lowercase; `other` for one this version does not
+/// know). The catalog names them: its dashboard draws each from the head's record.
+pub use slurm_cw_catalog::dims::{JOB_BASE_STATES, JOB_FLAGS};
 
 /// Every job state a parser can give: a base state; in squeue's text (and the single string
 /// of 22.05 and 23.02 JSON), where Slurm prints a flag instead of the base state

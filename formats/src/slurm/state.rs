@@ -12,45 +12,10 @@ pub use super::job_state::*;
 /// entry of a JSON state list).
 const BASE_STATES: &[&str] = &["allocated", "mixed", "idle", "down", "future", "unknown", "error"];
 
-/// Every primary node state [`NodeState::parse`] and [`NodeState::from_parts`] can give.
-pub const NODE_STATES: &[&str] = &[
-    "allocated",
-    "mixed",
-    "idle",
-    "down",
-    "error",
-    "drained",
-    "draining",
-    "completing",
-    "fail",
-    "failing",
-    "maint",
-    "reserved",
-    "blocked",
-    "planned",
-    "future",
-    "powered_down",
-    "powering_up",
-    "powering_down",
-    "inval",
-    "unknown",
-    "other",
-];
-
-/// Node states shipped even when no node is in them, so dashboards and alarms see zeros
-/// rather than gaps. Other states appear only while a node is in them.
-pub const CORE_NODE_STATES: &[&str] = &[
-    "allocated",
-    "mixed",
-    "idle",
-    "down",
-    "drained",
-    "draining",
-    "fail",
-    "completing",
-    "powered_down",
-    "powering_up",
-];
+/// Every primary node state [`NodeState::parse`] and [`NodeState::from_parts`] can give, and
+/// those shipped even when no node is in them: the catalog names them (its dashboard draws
+/// them from the head's record).
+pub use slurm_cw_catalog::dims::{CORE_NODE_STATES, NODE_STATES};
 
 /// Every node flag a parser can give: Slurm's flags (node_state_flags[] of 21.08 to 25.11),
 /// lowercase, plus `power_down` from sinfo's `!` suffix; anything else is `other`.

@@ -1,11 +1,13 @@
 //! What a destination billed per series (CloudWatch, EMF) leaves out of a flush: a count of
 //! events at zero (catalog [`slurm_cw_catalog::views::quiet_at_zero`]: RPCs and jobs by the
 //! minute, a collector's errors, retries, drops, a spool's backlog) says only that nothing
-//! happened, yet each minute of it bills the series' hour. Such a series at zero is sent the
-//! first time this daemon has it, as it falls to zero, and then once a day (so that it stays
-//! listed, and a dashboard over a day shows its zero); a series a default alarm watches always.
-//! On a cluster idle most of the day, that is most of its RPC and job rates and nearly all of
-//! the shipper's own error counts (docs/cost.md).
+//! happened, yet each minute of it bills the series' hour. Such a series at zero is sent as it
+//! falls to zero, and then once a day (so that it stays listed, and a dashboard over a day
+//! shows its zero); one that has never been above zero since this daemon started is not sent
+//! at all (a node that powers up each morning would otherwise bill an hour of zeros for each
+//! of its error counts every day); a series a default alarm watches always. On a cluster idle
+//! most of the day, that is most of its job figures and nearly all of the shipper's own error
+//! counts (docs/cost.md).
 
 use super::trim::watched;
 use crate::aggregate::{Aggregate, Summary};
@@ -50,8 +52,10 @@ impl Quiet {
             return true;
         }
         let due = match self.last.get(&key) {
-            // New to this daemon, or falling to zero now.
-            None | Some(None) => true,
+            // Never above zero here: nothing to say yet.
+            None => false,
+            // Falling to zero now.
+            Some(None) => true,
             Some(Some(sent)) => a.time.duration_since(*sent).is_ok_and(|d| d >= ZERO_AGAIN_AFTER),
         };
         let watched = || {
@@ -102,7 +106,7 @@ mod tests {
     }
 
     #[test]
-    fn an_event_count_at_zero_goes_first_as_it_falls_and_once_a_day() {
+    fn an_event_count_at_zero_goes_as_it_falls_and_once_a_day() {
         let mut q = Quiet::default();
         let day = ZERO_AGAIN_AFTER.as_secs() / 60;
         let seen: Vec<bool> = [
@@ -118,7 +122,7 @@ mod tests {
         .into_iter()
         .map(|(minute, v)| sent(&mut q, &RPC_RATE, minute, v))
         .collect();
-        assert_eq!(seen, [true, false, true, true, false, false, true, false]);
+        assert_eq!(seen, [false, false, true, true, false, false, true, false], "never above zero: not sent");
     }
 
     #[test]
@@ -128,7 +132,9 @@ mod tests {
             assert!(sent(&mut q, &SHIPPER_DATUMS_DROPPED, minute, 0.0), "a default alarm watches it");
             assert!(sent(&mut q, &NODE_COUNT, minute, 0.0), "not a count of events");
         }
-        assert!(sent(&mut q, &SHIPPER_RETRIES, 0, 0.0));
-        assert!(!sent(&mut q, &SHIPPER_RETRIES, 1, 0.0));
+        assert!(!sent(&mut q, &SHIPPER_RETRIES, 0, 0.0));
+        assert!(sent(&mut q, &SHIPPER_RETRIES, 1, 2.0));
+        assert!(sent(&mut q, &SHIPPER_RETRIES, 2, 0.0));
+        assert!(!sent(&mut q, &SHIPPER_RETRIES, 3, 0.0));
     }
 }

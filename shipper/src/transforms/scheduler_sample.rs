@@ -12,8 +12,9 @@ use super::trim::watched;
 use crate::sample::{Batch, Dims, Sample};
 use serde_json::{Map, Value, json};
 use slurm_cw_catalog::dashboard::RECORD_BY_STATE;
-use slurm_cw_catalog::dims::{CLUSTER_NAME, NODE_NAME, PARTITION};
+use slurm_cw_catalog::dims::{CLUSTER_NAME, NODE_NAME, PARTITION, STATE};
 use slurm_cw_catalog::records::{self as r, kinds};
+use slurm_cw_catalog::views::state_in_record_only;
 use slurm_cw_catalog::{Kind, Metric, Role};
 use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::record::Record;
@@ -106,7 +107,9 @@ impl SchedulerSamples {
     /// Whether a destination billed per series leaves `s` out: `s` is in the record and is
     /// detail (unless `head.scheduler_detail = "metrics"`), or the cluster is at rest.
     pub fn rests(&self, s: &Sample) -> bool {
-        self.field(s).is_some_and(|(_, detail)| self.at_rest || (detail && !self.copy))
+        self.field(s).is_some_and(|(_, detail)| {
+            (detail && !self.copy) || (self.at_rest && !is_watched(&self.watched, s))
+        })
     }
 
     /// The field's key (its one dimension's value, or "") when the record takes `s`, and
@@ -117,17 +120,19 @@ impl SchedulerSamples {
             // Copies per partition are metrics where asked for; an excluded metric goes nowhere.
             return None;
         }
-        let watched = || is_watched(&self.watched, s);
-        // A count by state the dashboard draws from the record: each state no alarm watches.
-        let by_state = || RECORD_BY_STATE.iter().any(|m| std::ptr::eq(*m, s.metric)) && !watched();
-        let detail = self.detail.iter().any(|m| std::ptr::eq(*m, s.metric)) || by_state();
+        // A count by state the dashboard draws from the record: every state in the record, those
+        // no alarm watches and no metric chart draws only there.
+        let state =
+            RECORD_BY_STATE.iter().any(|m| std::ptr::eq(*m, s.metric)).then(|| s.dims.get(STATE)).flatten();
+        let detail = self.detail.iter().any(|m| std::ptr::eq(*m, s.metric))
+            || state.is_some_and(|v| state_in_record_only(s.metric, v));
         let rest = || {
             self.at_rest
                 && s.scalar().is_some()
                 && (s.metric.roles.contains(&Role::Head) || s.metric.roles.contains(&Role::Shipper))
-                && !watched()
+                && !is_watched(&self.watched, s)
         };
-        if !detail && !rest() {
+        if !detail && state.is_none() && !rest() {
             return None;
         }
         let mut other = s.dims.iter().filter(|(n, _)| *n != CLUSTER_NAME && *n != NODE_NAME);

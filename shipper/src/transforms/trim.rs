@@ -124,13 +124,26 @@ impl Copies {
         }
     }
 
+    /// The node's population figures' cluster copy (no partition, account or user) where a view
+    /// reads it so (catalog `views::read_cluster_wide`), when both `node.per_partition` and
+    /// `node.per_account` are `auto`: the copies those send add up to it (spend, waste), or no
+    /// view reads the figure anywhere (each job's memory in use: the job records carry it).
+    pub fn cluster(per_partition: Toggle, per_account: Toggle) -> Option<Self> {
+        (per_partition == Toggle::Auto && per_account == Toggle::Auto).then(|| Copies {
+            dim: CLUSTER_NAME,
+            read: Some(slurm_cw_catalog::views::read_cluster_wide().into_iter().collect()),
+        })
+    }
+
     /// Leaves out the samples from `from` on that are copies not wanted.
     pub fn apply(&self, batch: &mut Batch, from: usize) {
         let mut i = 0;
         batch.samples.retain(|s| {
             i += 1;
             let wanted = || self.read.as_ref().is_some_and(|r| r.iter().any(|n| n == s.metric.name));
-            i <= from || !is_copy(s, self.dim) || wanted()
+            let copy =
+                if self.dim == CLUSTER_NAME { s.dims.names().next().is_none() } else { is_copy(s, self.dim) };
+            i <= from || !copy || wanted()
         });
     }
 }

@@ -91,9 +91,6 @@ async fn without_the_sources_nothing_changes_and_with_them_only_the_new_series()
     assert_eq!(
         added,
         vec![
-            "CollectorErrors ClusterName=c,Collector=fabric",
-            "CollectorErrors ClusterName=c,Collector=lustre",
-            "CollectorErrors ClusterName=c,Collector=rapl",
             "CpuPackagePower ClusterName=c",
             "FabricErrors ClusterName=c",
             "FabricRxBytes ClusterName=c",
@@ -103,7 +100,7 @@ async fn without_the_sources_nothing_changes_and_with_them_only_the_new_series()
             "LustreWriteBytes ClusterName=c",
             "ShipperCollectionDuration ClusterName=c,Collector=host",
         ],
-        "11 series: 7 metrics and the collector's own health, across the cluster"
+        "8 series: 7 metrics and the collector's time, across the cluster (its errors, never above zero, are not sent)"
     );
     assert_eq!(with_records, vec!["job_sample", "node_sample"]);
 }

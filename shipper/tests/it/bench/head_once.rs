@@ -104,6 +104,10 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
         assert_eq!(up, Some(1.0), "an alarm watches it");
         return;
     }
+    // At work: each state in the record (the dashboard's chart by state reads it there); a
+    // metric too where an alarm watches it or a metric chart draws it (drained, draining).
+    let sched = records(&logs, &group, &[("Type", "scheduler_sample")]).await;
+    let record = sched.first().expect("a scheduler_sample");
     for (state, n) in &before {
         let got = statistic(
             &cw,
@@ -114,7 +118,13 @@ async fn once_head_ships_node_counts_equal_to_sinfo() {
             window,
         )
         .await;
-        assert_eq!(got, Some(*n), "NodeCount State={state}");
+        let metric = !slurm_cw_catalog::views::state_in_record_only(&NODE_COUNT, state);
+        assert_eq!(got, metric.then_some(*n), "NodeCount State={state}");
+        assert_eq!(
+            record["NodeCount"][state.as_str()].as_f64(),
+            Some(*n),
+            "NodeCount State={state}: {record}"
+        );
     }
     // A state no node is in: the one an alarm watches (drained) is shipped as 0, so the alarm
     // sees a value, not a gap; the others are left out (zeros nobody watches are billed too).
