@@ -154,6 +154,38 @@ pub fn state_in_record_only(m: &Metric, state: &str) -> bool {
         && !METRIC.contains(&(m.name.to_owned(), state.to_owned()))
 }
 
+/// What the head sends as metrics to a destination billed per series while the cluster works:
+/// each head figure a view reads (the dashboard, the default alarms, the Lambda), by name, with
+/// the states it sends of a count by state (`NodeCount (drained, draining)`). The rest of
+/// slurmctld's figures go in the head's `scheduler_sample` record only: what `--check` says of
+/// where each figure comes from (beside AWS PCS's managed Prometheus collector, say).
+pub fn head_metrics() -> Vec<String> {
+    let shown = shown();
+    let lambda = |m: &Metric| LAMBDA_READS.iter().any(|(_, l)| l.name == m.name);
+    let detail = scheduler_detail();
+    let states: Vec<&str> = crate::dims::NODE_STATES
+        .iter()
+        .chain(crate::dims::JOB_BASE_STATES)
+        .chain(crate::dims::JOB_FLAGS)
+        .copied()
+        .collect();
+    ALL.iter()
+        .filter(|m| m.roles.contains(&Role::Head) && m.roles != [Role::Head, Role::Node])
+        .filter(|m| m.kind != Kind::Counter && (shown.contains(m.name) || lambda(m)))
+        .filter(|m| !detail.iter().any(|d| std::ptr::eq(*d, **m)))
+        .map(|m| {
+            if crate::dashboard::RECORD_BY_STATE.iter().any(|r| std::ptr::eq(*r, *m)) {
+                let mut sent: Vec<&str> =
+                    states.iter().copied().filter(|s| !state_in_record_only(m, s)).collect();
+                sent.dedup();
+                format!("{} ({})", m.name, sent.join(", "))
+            } else {
+                m.name.to_owned()
+            }
+        })
+        .collect()
+}
+
 /// The shipper's own figures that no view reads and that go every flush (what it sent and how
 /// often, its CPU): a destination billed per series takes them only with `self_metrics =
 /// "all"`; the head keeps them in its record and every destination billed by the byte takes
@@ -238,6 +270,24 @@ mod tests {
         }
         for unread in ["JobCost", "JobWaste", "JobMemoryUsed"] {
             assert!(!names.contains(unread), "{unread} is read per account or partition only: {names:?}");
+        }
+    }
+
+    #[test]
+    fn the_head_sends_as_metrics_what_views_read() {
+        let names = head_metrics();
+        for read in [
+            "SlurmctldUp",
+            "BackfillLastCycle",
+            "NodesDownUnplanned",
+            "NodeCount (drained, draining)",
+            "JobCount (pending)",
+            "BacklogNodes",
+        ] {
+            assert!(names.iter().any(|n| n == read), "{read}: {names:?}");
+        }
+        for record in ["ServerThreadCount", "MainSchedLastCycle", "RpcRate", "CpusTotal", "JobsPending"] {
+            assert!(!names.iter().any(|n| n == record), "{record} is in the record: {names:?}");
         }
     }
 

@@ -157,6 +157,7 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
                 Err(d) => row("head source", Status::Warn, d),
             },
         );
+        rows.push(head_figures_row(config));
     }
     rows.push(cgroup_row(config, role.is_some_and(|r| r.runs_node())));
     let nvml = gpu::nvml_row(config);
@@ -174,6 +175,21 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
         });
     }
     rows
+}
+
+/// Which of the head's figures go where: as metrics what a view reads, the rest in its record;
+/// beside AWS PCS's managed Prometheus collector, which sends slurmctld's own endpoint to
+/// CloudWatch for PromQL, only those are there twice.
+fn head_figures_row(config: &Settings) -> Row {
+    let also = if config.head.scheduler_records() { "" } else { " (and as metrics: head.scheduler_detail)" };
+    row(
+        "head figures",
+        Status::Ok,
+        format!(
+            "as metrics, what the module's dashboard, alarms and Lambda read: {}; every other slurmctld figure in the scheduler_sample record{also}. slurmctld's own endpoint (:6817/metrics, Slurm 25.11+) is what AWS PCS's managed Prometheus collector sends to CloudWatch for PromQL: with it on, only the metrics above are there twice",
+            slurm_cw_catalog::views::head_metrics().join(", ")
+        ),
+    )
 }
 
 /// EFA/InfiniBand, the Lustre client and RAPL: found or not, never a failure (a node without

@@ -170,4 +170,13 @@ fn slurm_user_as_the_token_user_is_refused_naming_the_key() {
     let row = table.lines().find(|l| l.starts_with("token user")).unwrap_or_default();
     assert!(row.contains(" ok "), "{table}");
     assert_ne!(out.status.code(), Some(2), "{table}");
+    // Which figures go where (beside AWS PCS's managed collector, say): what views read as
+    // metrics, the rest in the record.
+    let row = table.lines().find(|l| l.starts_with("head figures")).unwrap_or_default();
+    assert!(
+        row.contains("SlurmctldUp")
+            && row.contains("NodeCount (drained, draining)")
+            && !row.contains("ServerThreadCount"),
+        "{table}"
+    );
 }
