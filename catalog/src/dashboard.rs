@@ -52,6 +52,18 @@ const SCHEDULER_RECORD_CHARTS: [(&str, &[&Metric]); 4] = [
 /// (`views::state_in_record_only`); pending jobs, drained and draining nodes stay metrics too.
 pub const RECORD_BY_STATE: [&Metric; 2] = [&NODE_COUNT, &JOB_COUNT];
 
+/// Every state a count of [`RECORD_BY_STATE`] can have (its chart draws each); none for
+/// another metric.
+pub fn states_of(m: &Metric) -> Vec<&'static str> {
+    if std::ptr::eq(m, &NODE_COUNT) {
+        dims::NODE_STATES.to_vec()
+    } else if std::ptr::eq(m, &JOB_COUNT) {
+        dims::job_states().collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// Every figure the dashboard reads from the head's `scheduler_sample` records: the record
 /// must carry each (the catalog's `views::scheduler_detail`).
 pub fn record_figures() -> Vec<&'static Metric> {
@@ -164,10 +176,10 @@ impl Layout {
         self.record_stats(title, &stats);
     }
 
-    /// A Logs Insights chart over the head's `scheduler_sample` records: `m` in each of
-    /// `states` (the record's `{"JobCount": {"running": 3}}`) by five minutes, its largest.
-    fn record_states(&mut self, title: &str, m: &Metric, states: &[&str]) {
-        let stats: Vec<String> = states.iter().map(|s| format!("max({}.{s}) as {s}", m.name)).collect();
+    /// A Logs Insights chart over the head's `scheduler_sample` records: `m` in each of its
+    /// states (the record's `{"JobCount": {"running": 3}}`) by five minutes, its largest.
+    fn record_states(&mut self, title: &str, m: &Metric) {
+        let stats: Vec<String> = states_of(m).iter().map(|s| format!("max({}.{s}) as {s}", m.name)).collect();
         self.record_stats(title, &stats);
     }
 
@@ -251,10 +263,9 @@ fn cluster_layout() -> Layout {
     let mut l = Layout { widgets: Vec::new(), x: 0, y: 0 };
 
     l.header("Cluster ${cluster_name}: nodes and jobs");
-    l.record_states("Nodes by state (from the head's records)", &NODE_COUNT, dims::NODE_STATES);
+    l.record_states("Nodes by state (from the head's records)", &NODE_COUNT);
     l.chart("Nodes out of service: drained + draining", drain_view(), false);
-    let job_states: Vec<&str> = dims::JOB_BASE_STATES.iter().chain(dims::JOB_FLAGS).copied().collect();
-    l.record_states("Jobs by state (from the head's records)", &JOB_COUNT, &job_states);
+    l.record_states("Jobs by state (from the head's records)", &JOB_COUNT);
     l.chart("Pending jobs by reason", vec![search(&PENDING_JOB_COUNT, &[dims::REASON], "", "Maximum")], true);
     l.chart(
         "CPU and GPU utilisation (allocated / total, %)",

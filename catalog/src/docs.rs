@@ -57,12 +57,9 @@ fn row(out: &mut String, m: &Metric, detail: &[&Metric]) {
         help.push_str(" At zero, sent to CloudWatch as it falls to zero and then once a day, not before it first rises (a gap is zero).");
     }
     if crate::dashboard::RECORD_BY_STATE.iter().any(|d| std::ptr::eq(*d, m)) {
-        let metric: Vec<&str> = dims::NODE_STATES
-            .iter()
-            .chain(dims::JOB_BASE_STATES)
-            .chain(dims::JOB_FLAGS)
+        let metric: Vec<&str> = crate::dashboard::states_of(m)
+            .into_iter()
             .filter(|s| !crate::views::state_in_record_only(m, s))
-            .copied()
             .collect();
         let _ = write!(
             help,

@@ -127,6 +127,13 @@ pub mod dims {
         "other",
     ];
 
+    /// Every job state a parser can give: a base state; in squeue's text (and the single
+    /// string of 22.05 and 23.02 JSON), where Slurm prints a flag instead of the base state
+    /// (job_state_string()), that flag; `other` for a state this version does not know.
+    pub fn job_states() -> impl Iterator<Item = &'static str> {
+        JOB_BASE_STATES.iter().chain(JOB_FLAGS).copied()
+    }
+
     /// Job states counted even when no job is in them (`JobCount`'s `State`).
     pub const CORE_JOB_STATES: &[&str] =
         &["pending", "running", "suspended", "completing", "completed", "failed", "cancelled", "timeout"];

@@ -31,9 +31,14 @@ pub const LAMBDA_READS: [(&str, &Metric); 5] = [
     (crate::dims::ACCOUNT, &JOB_COST),
 ];
 
-/// Every metric the dashboard draws as a metric, with the dimensions it names besides
-/// `ClusterName`: its plain lines' and its SEARCH expressions' (their schema).
-fn drawn_with_dimensions() -> Vec<(String, Vec<String>)> {
+/// A metric a view reads, with the dimensions it names besides `ClusterName`, each with its
+/// value where the view names one (a plain line, an alarm) and None where it reads every value
+/// (a SEARCH).
+type Read = (String, Vec<(String, Option<String>)>);
+
+/// Every metric the dashboard draws as a metric: its plain lines and its SEARCH expressions
+/// (their schema).
+fn drawn_with_dimensions() -> Vec<Read> {
     let mut out = Vec::new();
     let dashboard: serde_json::Value = serde_json::from_str(&cluster_dashboard()).unwrap_or_default();
     let widgets = dashboard["widgets"].as_array().cloned().unwrap_or_default();
@@ -46,29 +51,34 @@ fn drawn_with_dimensions() -> Vec<(String, Vec<String>)> {
                 && let Some(name) = expr.split("MetricName=\"").nth(1).and_then(|r| r.split('"').next())
             {
                 let dims = schema.split(',').skip(1).filter(|d| *d != crate::dims::CLUSTER_NAME);
-                out.push((name.to_owned(), dims.map(str::to_owned).collect()));
+                out.push((name.to_owned(), dims.map(|d| (d.to_owned(), None)).collect()));
             }
         }
         // [ns, name, "ClusterName", cluster, (dimension, value)..., {options}]
         if let Some(name) = parts.get(1).and_then(|n| n.as_str())
             && parts.len() >= 5
         {
-            let dims = parts[2..parts.len() - 1].iter().step_by(2).filter_map(|d| d.as_str());
+            let pairs = parts[2..parts.len() - 1]
+                .chunks(2)
+                .filter_map(|kv| Some((kv[0].as_str()?, kv.get(1)?.as_str()?)));
             out.push((
                 name.to_owned(),
-                dims.filter(|d| *d != crate::dims::CLUSTER_NAME).map(str::to_owned).collect(),
+                pairs
+                    .filter(|(d, _)| *d != crate::dims::CLUSTER_NAME)
+                    .map(|(d, v)| (d.to_owned(), Some(v.to_owned())))
+                    .collect(),
             ));
         }
     }
     out
 }
 
-/// Every metric a default alarm rule watches, with the dimensions it names besides `ClusterName`.
-fn watched_with_dimensions() -> Vec<(String, Vec<String>)> {
+/// Every metric a default alarm rule watches.
+fn watched_with_dimensions() -> Vec<Read> {
     default_rules()
         .iter()
         .flat_map(|r| r.watch.iter().chain(r.terms.values()).cloned().collect::<Vec<_>>())
-        .map(|m| (m.metric, m.dimensions.into_keys().collect()))
+        .map(|m| (m.metric, m.dimensions.into_iter().map(|(d, v)| (d, Some(v))).collect()))
         .collect()
 }
 
@@ -78,7 +88,7 @@ pub fn read_per(dim: &str) -> BTreeSet<String> {
     let mut names: BTreeSet<String> =
         LAMBDA_READS.iter().filter(|(d, _)| *d == dim).map(|(_, m)| m.name.to_owned()).collect();
     for (name, dims) in drawn_with_dimensions().into_iter().chain(watched_with_dimensions()) {
-        if dims.iter().any(|d| d == dim) {
+        if dims.iter().any(|(d, _)| d == dim) {
             names.insert(name);
         }
     }
@@ -127,28 +137,17 @@ pub fn scheduler_detail() -> Vec<&'static Metric> {
 /// dashboard draws it), not as a metric: a count of [`crate::dashboard::RECORD_BY_STATE`] in a
 /// state that no default alarm watches and no metric chart draws as a line of its own.
 pub fn state_in_record_only(m: &Metric, state: &str) -> bool {
+    // (metric, state) of every series a view reads as a metric with its state named.
     static METRIC: std::sync::LazyLock<BTreeSet<(String, String)>> = std::sync::LazyLock::new(|| {
-        let mut out = BTreeSet::new();
-        for r in default_rules() {
-            for w in r.watch.iter().chain(r.terms.values()) {
-                if let Some(state) = w.dimensions.get(crate::dims::STATE) {
-                    out.insert((w.metric.clone(), state.clone()));
-                }
-            }
-        }
-        let dashboard: serde_json::Value = serde_json::from_str(&cluster_dashboard()).unwrap_or_default();
-        let widgets = dashboard["widgets"].as_array().cloned().unwrap_or_default();
-        for line in widgets.iter().filter_map(|w| w.pointer("/properties/metrics")?.as_array()).flatten() {
-            let Some(parts) = line.as_array() else { continue };
-            if let (Some(name), Some(i)) = (
-                parts.get(1).and_then(|n| n.as_str()),
-                parts.iter().position(|p| p.as_str() == Some(crate::dims::STATE)),
-            ) && let Some(state) = parts.get(i + 1).and_then(|v| v.as_str())
-            {
-                out.insert((name.to_owned(), state.to_owned()));
-            }
-        }
-        out
+        drawn_with_dimensions()
+            .into_iter()
+            .chain(watched_with_dimensions())
+            .flat_map(|(name, dims)| {
+                dims.into_iter()
+                    .filter(|(d, _)| d == crate::dims::STATE)
+                    .filter_map(move |(_, v)| Some((name.clone(), v?)))
+            })
+            .collect()
     });
     crate::dashboard::RECORD_BY_STATE.iter().any(|r| std::ptr::eq(*r, m))
         && !METRIC.contains(&(m.name.to_owned(), state.to_owned()))
@@ -162,26 +161,17 @@ pub fn state_in_record_only(m: &Metric, state: &str) -> bool {
 pub fn head_metrics() -> Vec<String> {
     let shown = shown();
     let lambda = |m: &Metric| LAMBDA_READS.iter().any(|(_, l)| l.name == m.name);
-    let detail = scheduler_detail();
-    let states: Vec<&str> = crate::dims::NODE_STATES
-        .iter()
-        .chain(crate::dims::JOB_BASE_STATES)
-        .chain(crate::dims::JOB_FLAGS)
-        .copied()
-        .collect();
     ALL.iter()
-        .filter(|m| m.roles.contains(&Role::Head) && m.roles != [Role::Head, Role::Node])
-        .filter(|m| m.kind != Kind::Counter && (shown.contains(m.name) || lambda(m)))
-        .filter(|m| !detail.iter().any(|d| std::ptr::eq(*d, **m)))
+        .filter(|m| {
+            m.roles == [Role::Head] && m.kind != Kind::Counter && (shown.contains(m.name) || lambda(m))
+        })
         .map(|m| {
-            if crate::dashboard::RECORD_BY_STATE.iter().any(|r| std::ptr::eq(*r, *m)) {
-                let mut sent: Vec<&str> =
-                    states.iter().copied().filter(|s| !state_in_record_only(m, s)).collect();
-                sent.dedup();
-                format!("{} ({})", m.name, sent.join(", "))
-            } else {
-                m.name.to_owned()
+            let states = crate::dashboard::states_of(m);
+            if states.is_empty() {
+                return m.name.to_owned();
             }
+            let sent: Vec<&str> = states.into_iter().filter(|s| !state_in_record_only(m, s)).collect();
+            format!("{} ({})", m.name, sent.join(", "))
         })
         .collect()
 }

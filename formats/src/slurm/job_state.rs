@@ -7,14 +7,7 @@ pub use slurm_cw_catalog::dims::CORE_JOB_STATES;
 /// A job's base states (JOB_STATE_BASE): what `squeue --json` of 23.11+ lists first; its state
 /// flags (JOB_STATE_FLAGS of 21.08 to 25.11, lowercase; `other` for one this version does not
 /// know). The catalog names them: its dashboard draws each from the head's record.
-pub use slurm_cw_catalog::dims::{JOB_BASE_STATES, JOB_FLAGS};
-
-/// Every job state a parser can give: a base state; in squeue's text (and the single string
-/// of 22.05 and 23.02 JSON), where Slurm prints a flag instead of the base state
-/// (job_state_string()), that flag; `other` for a state this version does not know.
-pub fn job_states() -> impl Iterator<Item = &'static str> {
-    JOB_BASE_STATES.iter().chain(JOB_FLAGS).copied()
-}
+pub use slurm_cw_catalog::dims::{JOB_BASE_STATES, JOB_FLAGS, job_states};
 
 /// squeue's compact state codes (%t) and their long names.
 const JOB_CODES: &[(&str, &str)] = &[
