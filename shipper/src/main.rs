@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&config);
+    slurm_cw_shipper::sys::memory::keep_freed_memory();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

@@ -4,11 +4,13 @@
 //! - [`user`]: who this process is, and the passwd database (names and uids);
 //! - [`fs`]: a directory's entries with one getdents64, an exclusive lock, a filesystem's type;
 //! - [`limits`]: the open-file limit, the process's CPU time;
+//! - [`memory`]: how the allocator gives memory back;
 //! - [`term`]: the terminal's width.
 #![allow(unsafe_code)]
 
 pub mod fs;
 pub mod limits;
+pub mod memory;
 pub mod term;
 pub mod user;
 
