@@ -5,8 +5,8 @@
 //! Three types of record (the `Type` field): a sample of a job per flush, a summary when a job
 //! ends on a node, and a finding once per job and kind. A sample's figures are keyed by their
 //! catalog metric names (`MemoryRss`, `CpuUsage`, ...); a metric with a further dimension
-//! (`ThreadCount` by `ThreadState`, GPU figures by `Gpu`) is an object keyed by that value. The
-//! other fields are named here, once.
+//! (`ThreadCount` by `ThreadState`) is an object keyed by that value, and each GPU's figures of
+//! a job on several GPUs are in `PerGpu`. The other fields are named here, once.
 
 use std::fmt::Write;
 
@@ -84,6 +84,7 @@ fields! {
     GPU_MEMORY_TOTAL = "GpuMemoryTotalBytes", "Summary: the memory of the GPUs the job held on this node, together (the largest seen).";
     GPU_MEMORY_PEAK_PERCENT = "GpuMemoryPeakPercent", "Summary: GpuMemoryPeakBytes over GpuMemoryTotalBytes, in percent: how much of the GPUs' memory the job needed at most (a job holding a 141 GB GPU that peaks at 2 GB: 1.4).";
     GPU_ENERGY_KWH = "GpuEnergyKwh", "Summary: energy the job's GPUs used on this node, in kWh, from NVML's total energy counters (Volta and newer; not per MIG instance) between collections while the job held them, a GPU shared by jobs split by their processes' SM utilisation (evenly where NVML gives none); counted from zero after a driver reload. Absent where no GPU of the job reports it.";
+    PER_GPU = "PerGpu", "Sample and summary of a job holding more than one GPU or MIG instance on this node: an object by GPU (its index, `0/3` for GPU instance 3 of GPU 0, or its UUID where gpu.uuid_dimension is on) of that GPU's own figures, the job's part of a GPU it shares. A sample's: the means over the flush of GpuUtilization, GpuSmActivity, GpuMemoryUsed, GpuMemoryTotal and GpuPower, each absent where the GPU cannot give it (utilisation and power on a MIG instance, SM activity without GPM); a summary's: GpuEnergyKwh, where more than one of its GPUs reports energy. Absent for a job on one GPU, whose figures are the job's.";
     READ_BYTES_TOTAL = "ReadBytesTotal", "Summary: bytes the job read on this node.";
     WRITE_BYTES_TOTAL = "WriteBytesTotal", "Summary: bytes the job wrote on this node.";
     OOM_KILLS = crate::metrics::OOM_KILLS.name, "Summary: processes of the job the kernel killed for lack of memory.";
@@ -135,7 +136,8 @@ pub fn records_markdown() -> String {
          per node) as one JSON object per log event. A `job_sample` record carries every per-job \
          figure of the [metric catalog](metrics.md) under the metric's name, averaged over the \
          flush (`MemoryMax` is the peak); a metric with a further dimension (`ThreadCount` by \
-         `ThreadState`, GPU figures by `Gpu`) is an object keyed by that value. A multi-node job \
+         `ThreadState`) is an object keyed by that value; a job's GPU figures are over its GPUs \
+         on the node, and each GPU's are in `PerGpu` where it holds several. A multi-node job \
          has one summary per node: add `CpuSeconds`, `GpuHours` and the I/O totals across them, \
          take the largest `MemoryPeakBytes`, and recompute the efficiency from the sums.\n\n",
     );

@@ -8,7 +8,7 @@ use slurm_cw_catalog::records::Field;
 use std::time::SystemTime;
 
 mod reading;
-pub use reading::{GpuFigures, GpuLabel, Held, JobFigures, JobReading, limited};
+pub use reading::{GpuFigures, GpuLabel, Held, JobFigures, JobReading, OneGpu, limited};
 
 /// Dimension name/value pairs, kept sorted by name so equal sets compare and hash equal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -30,6 +30,8 @@ pub struct NodeRow {
     /// The most memory its GPUs here held together, and the memory they have.
     pub gpu_memory_peak_bytes: Option<f64>,
     pub gpu_memory_total_bytes: Option<f64>,
+    /// Energy its GPUs here used, in kWh (NVML's counters).
+    pub gpu_energy_kwh: Option<f64>,
     /// What the job cost on this node, where the records say.
     pub cost: Option<NodeCost>,
 }
@@ -44,6 +46,8 @@ pub struct GpuRow {
     pub sm_activity_mean_percent: Option<f64>,
     pub memory_used_peak_bytes: Option<f64>,
     pub memory_total_bytes: Option<f64>,
+    /// Energy the GPU used for the job, in kWh, from the node's summary.
+    pub energy_kwh: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
@@ -116,6 +120,7 @@ fn from_summary(node: &str, s: &Value) -> NodeRow {
         gpu_idle_percent: num(s, r::GPU_IDLE_PERCENT.name),
         gpu_memory_peak_bytes: num(s, r::GPU_MEMORY_PEAK.name),
         gpu_memory_total_bytes: num(s, r::GPU_MEMORY_TOTAL.name),
+        gpu_energy_kwh: num(s, r::GPU_ENERGY_KWH.name),
         cost: cost::of(s),
     }
 }
@@ -151,23 +156,25 @@ fn from_samples(node: &str, samples: &[&Value]) -> NodeRow {
         gpu_idle_percent: None,
         gpu_memory_peak_bytes: None,
         gpu_memory_total_bytes: None,
+        gpu_energy_kwh: None,
         cost: cost::of_samples(samples),
     }
 }
 
-/// A GPU figure of a record by GPU: an object by GPU index (or UUID) where the shipper keeps each
-/// GPU's figures, else the job's one value over its GPUs, as `all`.
+/// A GPU figure of a record by GPU: each GPU's from `PerGpu` (a job on several GPUs of the
+/// node), else the job's one value over its GPUs, as `all`.
 pub(super) fn by_gpu(rec: &Value, key: &str) -> Vec<(String, f64)> {
-    match rec.get(key) {
-        Some(Value::Object(o)) => o.iter().filter_map(|(gpu, v)| Some((gpu.clone(), v.as_f64()?))).collect(),
-        Some(_) => num(rec, key).map(|v| ("all".to_owned(), v)).into_iter().collect(),
-        None => Vec::new(),
+    match rec.get(r::PER_GPU.name) {
+        Some(Value::Object(each)) => {
+            each.iter().filter_map(|(gpu, f)| Some((gpu.clone(), num(f, key)?))).collect()
+        }
+        _ => num(rec, key).map(|v| ("all".to_owned(), v)).into_iter().collect(),
     }
 }
 
 /// Per GPU (or per node where the records keep the job's mean): utilisation and SM activity
-/// means, memory peak of total.
-fn gpu_rows(node: &str, samples: &[&Value]) -> Vec<GpuRow> {
+/// means, memory peak of total, and energy from the summary.
+fn gpu_rows(node: &str, samples: &[&Value], summary: Option<&Value>) -> Vec<GpuRow> {
     const KEYS: [&str; 4] =
         [GPU_UTILIZATION.name, GPU_SM_ACTIVITY.name, GPU_MEMORY_USED.name, GPU_MEMORY_TOTAL.name];
     // GPU -> each figure's values, in KEYS' order.
@@ -179,9 +186,15 @@ fn gpu_rows(node: &str, samples: &[&Value]) -> Vec<GpuRow> {
             }
         }
     }
+    let energy: BTreeMap<String, f64> =
+        summary.map(|s| by_gpu(s, r::GPU_ENERGY_KWH.name).into_iter().collect()).unwrap_or_default();
+    for gpu in energy.keys() {
+        by.entry(gpu.clone()).or_default();
+    }
     by.into_iter()
-        .filter(|(_, f)| !f[0].is_empty() || !f[2].is_empty())
+        .filter(|(g, f)| !f[0].is_empty() || !f[2].is_empty() || energy.contains_key(g))
         .map(|(g, f)| GpuRow {
+            energy_kwh: energy.get(&g).copied(),
             node: node.to_owned(),
             gpu: g,
             utilization_mean_percent: mean_of(f[0].iter().copied()),
@@ -222,7 +235,7 @@ pub fn combine(job: &str, records: &[Value]) -> Report {
                 from_samples(node, samples)
             }
         };
-        rep.gpus.extend(gpu_rows(node, samples));
+        rep.gpus.extend(gpu_rows(node, samples, *summary));
         rep.per_node.push(row);
     }
     let rows = &rep.per_node;
@@ -403,15 +416,16 @@ mod tests {
         let s = |t: &str, usage: f64, mem: f64| {
             json!({"Type": "job_sample", "NodeName": "g1", "JobId": "9", "Time": t, "Samples": 2,
                    "CpuUsage": usage, "CpusAllocated": 2, "MemoryMax": mem,
-                   "GpuUtilization": {"0": 10.0, "1": 90.0}, "GpuMemoryUsed": 1e9})
+                   "GpuUtilization": 50.0, "GpuMemoryUsed": 1e9})
         };
         let rep = combine("9", &[s("2026-11-23T10:00:00Z", 1.0, 1e8), s("2026-11-23T10:00:10.5Z", 2.0, 3e8)]);
         let n = &rep.per_node[0];
         assert!(rep.incomplete);
         assert_eq!((n.elapsed_seconds, n.cpu_seconds, n.samples), (10.5, 15.75, 4.0));
         assert_eq!((n.cpu_efficiency_percent, n.memory_peak_bytes), (Some(75.0), Some(3e8)));
-        assert_eq!(rep.gpus.len(), 3);
-        assert_eq!(rep.gpus[0].utilization_mean_percent, Some(10.0));
-        assert_eq!(rep.gpus[2].memory_used_peak_bytes, Some(1e9));
+        assert_eq!(rep.gpus.len(), 1, "the job's figures over its GPUs: one row, `all`");
+        assert_eq!(rep.gpus[0].gpu, "all");
+        assert_eq!(rep.gpus[0].utilization_mean_percent, Some(50.0));
+        assert_eq!(rep.gpus[0].memory_used_peak_bytes, Some(1e9));
     }
 }

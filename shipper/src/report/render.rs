@@ -210,7 +210,14 @@ pub fn text_width(rep: &Report, colour: bool, width: usize) -> String {
             let _ = writeln!(o, "  {:<12} cost {}", "", printable(&cost::line(c)));
         }
         if let Some(idle) = n.gpu_idle_percent {
-            let _ = writeln!(o, "  {:<12} GPUs {:.0}, idle {}", "", n.gpus.unwrap_or(0.0), bar(idle, false));
+            let energy = n.gpu_energy_kwh.map_or(String::new(), |e| format!("  energy {}", kwh(e)));
+            let _ = writeln!(
+                o,
+                "  {:<12} GPUs {:.0}, idle {}{energy}",
+                "",
+                n.gpus.unwrap_or(0.0),
+                bar(idle, false)
+            );
         }
         if let (Some(peak), Some(total)) = (n.gpu_memory_peak_bytes, n.gpu_memory_total_bytes)
             && total > 0.0
@@ -230,6 +237,9 @@ pub fn text_width(rep: &Report, colour: bool, width: usize) -> String {
             if let Some(sm) = g.sm_activity_mean_percent {
                 mem.push_str(&format!("  SM activity {sm:.0}%"));
             }
+            if let Some(e) = g.energy_kwh {
+                mem.push_str(&format!("  energy {}", kwh(e)));
+            }
             let _ = writeln!(o, "  {:<12} gpu {:<4} util {util}  memory peak {mem}", g.node, g.gpu);
         }
     }
@@ -241,6 +251,11 @@ pub fn text_width(rep: &Report, colour: bool, width: usize) -> String {
         }
     }
     o
+}
+
+/// `1.23 kWh`: three decimals, a GPU's few minutes reading as more than zero.
+fn kwh(e: f64) -> String {
+    format!("{e:.3} kWh")
 }
 
 #[cfg(test)]
@@ -276,6 +291,7 @@ mod tests {
                 gpu_idle_percent: None,
                 gpu_memory_peak_bytes: None,
                 gpu_memory_total_bytes: None,
+                gpu_energy_kwh: None,
                 cost: None,
             }],
             advice: vec![evil.into()],

@@ -173,8 +173,20 @@ pub struct GpuFigures {
     pub joules: Option<f64>,
     /// The other per-job GPU figures (utilisation included), as the catalog names them.
     pub figures: Vec<(&'static Metric, f64)>,
-    /// Each GPU's own figures, when `gpu.per_gpu_dimensions` asks for them.
-    pub per_gpu: Vec<(GpuLabel, Vec<(&'static Metric, f64)>)>,
+    /// Each GPU's own figures and energy: the job's records carry them where it holds more than
+    /// one GPU here.
+    pub each: Vec<OneGpu>,
+    /// Whether each GPU's figures are series of their own too (`gpu.per_gpu_dimensions`).
+    pub each_series: bool,
+}
+
+/// One GPU (or MIG instance) of a job: its figures as the job's part of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OneGpu {
+    pub label: GpuLabel,
+    pub figures: Vec<(&'static Metric, f64)>,
+    /// The job's part of its energy since the collector's previous reading.
+    pub joules: Option<f64>,
 }
 
 /// How a GPU of a job is named in its per-GPU series (`gpu.uuid_dimension`).
@@ -186,9 +198,18 @@ pub enum GpuLabel {
     Uuid(String),
 }
 
+impl GpuLabel {
+    /// The index or UUID: a record's key for the GPU.
+    pub fn as_str(&self) -> &str {
+        match self {
+            GpuLabel::Index(s) | GpuLabel::Uuid(s) => s,
+        }
+    }
+}
+
 impl GpuFigures {
     pub fn new(count: f64, without_process: f64, figures: Vec<(&'static Metric, f64)>) -> Self {
-        GpuFigures { count, without_process, joules: None, figures, per_gpu: Vec::new() }
+        GpuFigures { count, without_process, joules: None, figures, each: Vec::new(), each_series: false }
     }
 
     /// Every figure of the job's GPUs together, counts first: the per-job series and the

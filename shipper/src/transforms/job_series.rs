@@ -83,12 +83,12 @@ pub fn push(
         for (m, v) in g.series() {
             put(m, gpu_sets, None, Observed::Scalar(v));
         }
-        for (label, figures) in &g.per_gpu {
-            let gpu = match label {
+        for one in g.each.iter().filter(|_| g.each_series) {
+            let gpu = match &one.label {
                 GpuLabel::Index(l) => (GPU, l.as_str()),
                 GpuLabel::Uuid(u) => (GPU_UUID, u.as_str()),
             };
-            for (m, v) in figures {
+            for (m, v) in &one.figures {
                 put(m, &[&on_node], Some(gpu), Observed::Scalar(*v));
             }
         }
@@ -98,7 +98,7 @@ pub fn push(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::{GpuFigures, JobFigures, JobInfo};
+    use crate::sample::{GpuFigures, JobFigures, JobInfo, OneGpu};
     use crate::transforms::shape::JobMetrics;
     use slurm_cw_catalog::metrics::{GPU_COUNT, GPU_UTILIZATION, MEMORY_RSS};
 
@@ -141,8 +141,19 @@ mod tests {
 
     fn gpus() -> GpuFigures {
         let mut g = GpuFigures::new(1.0, 0.0, vec![(&GPU_UTILIZATION, 80.0)]);
-        g.per_gpu = vec![(GpuLabel::Index("0".into()), vec![(&GPU_UTILIZATION, 80.0)])];
+        let figures = vec![(&GPU_UTILIZATION, 80.0)];
+        g.each = vec![OneGpu { label: GpuLabel::Index("0".into()), figures, joules: None }];
+        g.each_series = true;
         g
+    }
+
+    #[test]
+    fn each_gpus_series_only_where_per_gpu_dimensions_asks() {
+        let mut g = gpus();
+        g.each_series = false;
+        let jobs = [reading("n1", Some(g))];
+        let got = series(cloudwatch(JobMetrics::Metrics, false), &jobs, |_| true);
+        assert!(got.iter().all(|(_, d)| !d.contains(&"Gpu")), "{got:?}");
     }
 
     #[test]

@@ -196,6 +196,9 @@ impl Jobs {
                     }
                 }
             }
+            if let Some(each) = job.take_each() {
+                m.insert(r::PER_GPU.name.into(), each);
+            }
             job.flush_samples = 0;
             job.put_cost(&mut m);
             made.push(m);

@@ -24,13 +24,13 @@ fn fixtures() -> PathBuf {
 }
 
 /// Job 1001 (v2 fixture, processes 4240-4243, account chemistry) allocated GPUs 0 and 1.
-struct Bench {
-    _dir: tempfile::TempDir,
-    collector: GpuCollector,
-    gpus: FakeGpus,
+pub(crate) struct Bench {
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) collector: GpuCollector,
+    pub(crate) gpus: FakeGpus,
 }
 
-fn bench(gpus: Vec<FakeGpu>, cfg: GpuConfig) -> Bench {
+pub(crate) fn bench(gpus: Vec<FakeGpu>, cfg: GpuConfig) -> Bench {
     bench_with_gres_conf(gpus, cfg, "")
 }
 
@@ -53,7 +53,7 @@ fn bench_with_gres_conf(gpus: Vec<FakeGpu>, cfg: GpuConfig, gres: &str) -> Bench
 }
 
 impl Bench {
-    fn collect(&mut self) -> (Batch, Errors) {
+    pub(crate) fn collect(&mut self) -> (Batch, Errors) {
         let mut b = Batch::new(SystemTime::now());
         let mut e = Errors::new();
         self.collector.collect_once(&mut b, &mut e);
@@ -62,7 +62,7 @@ impl Bench {
 }
 
 /// The jobs' series of `m` in a collection, as CloudWatch takes them with per-job metrics on.
-fn of(b: &Batch, m: &'static Metric) -> Vec<Sample> {
+pub(crate) fn of(b: &Batch, m: &'static Metric) -> Vec<Sample> {
     let shape = Shape::CloudWatch {
         job_metrics: JobMetrics::Metrics,
         per_node_job_dimensions: false,
@@ -74,7 +74,7 @@ fn of(b: &Batch, m: &'static Metric) -> Vec<Sample> {
     out
 }
 
-fn job(b: &Batch, m: &'static Metric) -> Option<f64> {
+pub(crate) fn job(b: &Batch, m: &'static Metric) -> Option<f64> {
     let series = of(b, m);
     let mut it = series.iter().filter(|s| s.dims.get("JobId") == Some("1001") && s.dims.get("Gpu").is_none());
     let v = it.next().map(|s| s.scalar().unwrap());
@@ -82,7 +82,7 @@ fn job(b: &Batch, m: &'static Metric) -> Option<f64> {
     v
 }
 
-fn node(b: &Batch, m: &'static Metric) -> Option<f64> {
+pub(crate) fn node(b: &Batch, m: &'static Metric) -> Option<f64> {
     b.value(m, &[("NodeName", "g1")])
 }
 
@@ -150,33 +150,6 @@ fn a_lost_gpu_loses_only_its_own_figures() {
     b.gpus.lock().unwrap()[1].lost = false;
     let (out, _) = b.collect();
     assert_eq!(job(&out, &GPU_COUNT), Some(2.0), "back after the reset");
-}
-
-#[test]
-fn mig_instances_are_attributed_and_unmeasurable_figures_absent() {
-    let gpus = vec![
-        FakeGpu::gpu(0, 50.0).with_pids(&[4242]),
-        FakeGpu::mig(3, 1, 10 << 30).with_pids(&[4243]),
-        FakeGpu::mig(3, 2, 20 << 30),
-        FakeGpu::mig(3, 5, 20 << 30),
-    ];
-    let cfg = GpuConfig { per_gpu_dimensions: true, ..GpuConfig::default() };
-    let mut b = bench(gpus, cfg);
-    let (out, _) = b.collect();
-    // GPU 0 (process), MIG 3/1 (process), MIG 3/2 (named in CUDA_VISIBLE_DEVICES, idle).
-    assert_eq!(job(&out, &GPU_COUNT), Some(3.0));
-    assert_eq!(job(&out, &GPU_IDLE_COUNT), Some(1.0));
-    assert_eq!(node(&out, &GPU_NO_JOB_COUNT), Some(1.0), "MIG 3/5 is free");
-    let per_gpu = |label: &str, m: &'static Metric| {
-        of(&out, m).iter().find(|s| s.dims.get("Gpu") == Some(label)).and_then(|s| s.scalar())
-    };
-    assert_eq!(per_gpu("3/1", &GPU_MEMORY_TOTAL), Some((10u64 << 30) as f64));
-    assert_eq!(per_gpu("3/1", &GPU_UTILIZATION), None, "NVML cannot measure it on MIG: absent, not zero");
-    assert_eq!(per_gpu("0", &GPU_UTILIZATION), Some(50.0));
-    assert_eq!(job(&out, &GPU_UTILIZATION), Some(50.0), "the per-job mean ignores what MIG cannot give");
-    let per_gpu_total = of(&out, &GPU_MEMORY_TOTAL);
-    let s = per_gpu_total.iter().find(|s| s.dims.get("Gpu") == Some("3/2")).unwrap();
-    assert_eq!(s.dims.get("NodeName"), Some("g1"));
 }
 
 #[test]
@@ -468,78 +441,4 @@ fn a_final_sample_reads_the_ending_job_only_and_only_for_its_owner() {
         "root, no such job"
     );
     assert!(out.samples.is_empty() && out.jobs.is_empty());
-}
-
-/// Job 1001 holds GPU 0 (its process) and GPU 1 (SLURM_JOB_GPUS); GPU 2 is nobody's. Each
-/// GPU's energy counter in mJ.
-fn set_energy(gpus: &FakeGpus, mj: [u64; 3]) {
-    let mut g = gpus.lock().unwrap();
-    for (gpu, e) in g.iter_mut().zip(mj) {
-        gpu.reading.energy_mj = Some(e);
-    }
-}
-
-#[test]
-fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_nothing() {
-    use slurm_cw_shipper::pipeline::{Parts, Pipeline};
-    use slurm_cw_shipper::role::Role;
-    use slurm_cw_shipper::settings::{JobMetrics, Settings};
-    use slurm_cw_shipper::sources::Collector;
-    use slurm_cw_shipper::sources::FinalSample;
-    let gpus = vec![FakeGpu::gpu(0, 80.0).with_pids(&[4242]), FakeGpu::gpu(1, 0.0), FakeGpu::gpu(2, 0.0)];
-    let mut b = bench(gpus, GpuConfig::default());
-    let root = b._dir.path().to_owned();
-    let mut config = Settings::default();
-    config.node.cgroup_root = root.join("cg");
-    config.node.proc_root = root.join("proc");
-    // Per-job metrics as datums too, so that a figure a denied request let through would show.
-    config.node.job_metrics = JobMetrics::Both;
-    let node = NodeCollector::new(config.node.clone(), "g1".into());
-    let gpu = std::mem::replace(
-        &mut b.collector,
-        GpuCollector::unavailable(String::new(), GpuConfig::default(), NodeConfig::default(), "x".into()),
-    )
-    .with_jobs(node.jobs());
-    let collectors: Vec<Box<dyn Collector>> = vec![Box::new(node), Box::new(gpu)];
-    let parts = Parts::cloudwatch("c", "g1");
-    let mut p = Pipeline::new(&config.pipeline(), Role::Node, collectors, parts);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let start = SystemTime::now() - Duration::from_secs(600);
-    let at = |m: u64| start + Duration::from_secs(m * 60);
-    // A minute: GPU 0 draws 400 W (24 kJ), GPU 1 100 W (6 kJ), GPU 2 50 W (3 kJ).
-    let minute = |m: u64| [5_000_000_000 + m * 24_000_000, 7_000_000_000 + m * 6_000_000, m * 3_000_000];
-    for m in 0..3 {
-        set_energy(&b.gpus, minute(m));
-        rt.block_on(p.collect_at(at(m)));
-    }
-    let flushed = p.flush_at(at(3));
-    assert!(flushed.aggregates[0].iter().any(|d| d.metric.name == GPU_COUNT.name), "the cycles' GPU figures");
-    // Another user asks for the job's final sample: nothing is read or kept.
-    assert_eq!(p.final_sample("1001", 1001), FinalSample::Denied);
-    let flushed = p.flush_at(at(3));
-    assert!(
-        flushed.aggregates[0].iter().all(|d| d.metric.name != GPU_COUNT.name),
-        "no GPU figure after a denial"
-    );
-    assert!(flushed.records.is_empty(), "{:?}", flushed.records);
-    // The driver reloads (counters from zero), then the job's TaskEpilog asks.
-    set_energy(&b.gpus, [12_000_000, 3_000_000, 1_000_000]);
-    assert_eq!(p.final_sample("1001", 1000), FinalSample::Sampled(1));
-    let flushed = p.flush_at(at(4));
-    assert!(
-        flushed.aggregates[0].iter().any(|d| d.metric.name == GPU_COUNT.name),
-        "the final sample's GPU figures"
-    );
-    let summary = flushed
-        .records
-        .iter()
-        .map(|r| serde_json::from_str::<serde_json::Value>(&r.message).unwrap())
-        .find(|v| v["Type"] == "job_summary")
-        .expect("a summary at the final sample");
-    assert_eq!(summary["EndedBy"], "task_epilog");
-    assert_eq!(summary["Gpus"], 2.0);
-    // Two minutes of GPUs 0 and 1 (60 kJ), then 15 kJ since the reload: 75 kJ; GPU 2 is not
-    // the job's, and the first reading is only a baseline.
-    let kwh = summary["GpuEnergyKwh"].as_f64().expect("GpuEnergyKwh");
-    assert!((kwh - 75_000.0 / 3.6e6).abs() < 1e-6, "{kwh}");
 }

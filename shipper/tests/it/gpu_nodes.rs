@@ -109,7 +109,7 @@ fn each_node_of_one_host_keeps_its_own_allocation_of_a_job() {
     let batch = two_cycles(&cfg, gpu_cfg, gpus, &mut Jobs::new(Thresholds::default(), None));
     let held = |n: &str| {
         let g = on(&batch, n).gpus.clone().unwrap_or_else(|| panic!("{n}: no GPUs in {:?}", batch.jobs));
-        let labels: Vec<GpuLabel> = g.per_gpu.into_iter().map(|(l, _)| l).collect();
+        let labels: Vec<GpuLabel> = g.each.into_iter().map(|one| one.label).collect();
         (g.count, g.without_process, labels)
     };
     assert_eq!(held("g1"), (1.0, 1.0, vec![GpuLabel::Index("0".into())]));

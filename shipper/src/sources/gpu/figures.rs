@@ -1,7 +1,7 @@
 //! The per-job figures of the GPUs a job holds, out of each GPU's reading.
 
 use super::source::{self, GpuId, Reading};
-use crate::sample::GpuLabel;
+use crate::sample::{GpuLabel, OneGpu};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 
@@ -42,14 +42,8 @@ pub(super) fn job_figures(rs: &[&Reading]) -> Vec<(&'static Metric, f64)> {
     figures.into_iter().filter_map(|(m, v)| Some((m, v?))).collect()
 }
 
-/// Each GPU's own figures, named by its UUID or its index.
-pub(super) fn per_gpu<'a>(
-    gpus: impl Iterator<Item = (&'a GpuId, &'a Reading)>,
-    by_uuid: bool,
-) -> Vec<(GpuLabel, Vec<(&'static Metric, f64)>)> {
-    gpus.map(|(id, r)| {
-        let label = if by_uuid { GpuLabel::Uuid(id.uuid.clone()) } else { GpuLabel::Index(id.label()) };
-        (label, job_figures(&[r]))
-    })
-    .collect()
+/// One GPU's own figures and the job's part of its energy, named by its UUID or its index.
+pub(super) fn one_gpu(id: &GpuId, r: &Reading, joules: Option<f64>, by_uuid: bool) -> OneGpu {
+    let label = if by_uuid { GpuLabel::Uuid(id.uuid.clone()) } else { GpuLabel::Index(id.label()) };
+    OneGpu { label, figures: job_figures(&[r]), joules }
 }

@@ -20,7 +20,7 @@ pub mod nvml;
 mod shared;
 pub mod source;
 
-use super::node::discover::{JobRef, Layout, job_of_proc_cgroup};
+use super::node::discover::{JobRef, Layout};
 use super::node::owner::Owners;
 
 use super::node::table::{self, JobTable, SharedJobs};
@@ -31,13 +31,23 @@ use crate::sources::node::config::NodeConfig;
 use allocation::Allocation;
 use config::GpuConfig;
 use energy::Energy;
-use figures::{job_figures, per_gpu};
+use figures::{job_figures, one_gpu};
+use job_owner::job_of_pid;
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::log_once::LogOnce;
 use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
 use source::{GpuId, GpuSource, ReadError, Reading};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// A GPU (or MIG instance) a job holds: the job's part of its reading, whether a process of
+/// the job runs on it, and the job's part of its energy since the last accounted reading.
+struct HeldGpu<'a> {
+    id: &'a GpuId,
+    r: Reading,
+    busy: bool,
+    joules: Option<f64>,
+}
 
 /// A job as this cycle attributes GPUs to it.
 struct GpuJob {
@@ -273,8 +283,7 @@ impl GpuCollector {
         for (j, gpus) in held {
             // A GPU several jobs hold (gres/shard, gres/mps, or one job's process on another's
             // GPU): each job's own part of it.
-            let mut job_joules = None;
-            let mut mine: Vec<(&GpuId, Reading, bool)> = Vec::with_capacity(gpus.len());
+            let mut mine: Vec<HeldGpu> = Vec::with_capacity(gpus.len());
             for (g, busy) in gpus {
                 let (id, r) = &ok[g];
                 let (r, part) = if share[g] > 1 {
@@ -282,12 +291,9 @@ impl GpuCollector {
                 } else {
                     (r.clone(), 1.0)
                 };
-                if let Some(used) = joules[g] {
-                    *job_joules.get_or_insert(0.0) += used * part;
-                }
-                mine.push((id, r, busy));
+                mine.push(HeldGpu { id, r, busy, joules: joules[g].map(|used| used * part) });
             }
-            self.emit_job(&jobs[j], &mine, job_joules, out);
+            self.emit_job(&jobs[j], &mine, out);
         }
     }
 
@@ -359,22 +365,15 @@ impl GpuCollector {
 
     /// The job's GPU figures, in the reading the node collector made of the same job on the
     /// same node (whose owner and account they go under).
-    fn emit_job(
-        &mut self,
-        gj: &GpuJob,
-        gpus: &[(&GpuId, Reading, bool)],
-        joules: Option<f64>,
-        out: &mut Batch,
-    ) {
+    fn emit_job(&mut self, gj: &GpuJob, gpus: &[HeldGpu], out: &mut Batch) {
         let job = &gj.r;
         let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
-        let rs: Vec<&Reading> = gpus.iter().map(|(_, r, _)| r).collect();
-        let without_process = gpus.iter().filter(|(_, _, busy)| !busy).count() as f64;
+        let rs: Vec<&Reading> = gpus.iter().map(|h| &h.r).collect();
+        let without_process = gpus.iter().filter(|h| !h.busy).count() as f64;
         let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
-        figures.joules = joules;
-        if self.cfg.per_gpu_dimensions {
-            figures.per_gpu = per_gpu(gpus.iter().map(|(id, r, _)| (*id, r)), self.cfg.uuid_dimension);
-        }
+        figures.joules = gpus.iter().filter_map(|h| h.joules).reduce(|a, b| a + b);
+        figures.each = gpus.iter().map(|h| one_gpu(h.id, &h.r, h.joules, self.cfg.uuid_dimension)).collect();
+        figures.each_series = self.cfg.per_gpu_dimensions;
         if out.reading_mut(&node, &job.id).is_none() {
             // No node collector's reading: this collector finds the jobs itself (tests).
             let (user, account) = self.owner(gj);
@@ -387,25 +386,6 @@ impl GpuCollector {
             reading.gpus = Some(figures);
         }
     }
-}
-
-/// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup: only
-/// where Slurm puts jobs ([`job_of_proc_cgroup`]), never a `job_<id>` a user made in a tree of
-/// their own (their job's, or systemd's `user@UID.service`).
-fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
-    let mut text = String::new();
-    if !super::node::read_into(&node.proc_root.join(pid.to_string()).join("cgroup"), &mut text) {
-        return None;
-    }
-    let (on, id, sluid) = job_of_proc_cgroup(node, &text)?;
-    // A SLUID job keeps its SLUID once Slurm named its id.
-    jobs.iter().position(|j| {
-        j.r.node == on
-            && match &sluid {
-                Some(s) => j.r.sluid.as_ref() == Some(s),
-                None => j.r.sluid.is_none() && j.r.id == id,
-            }
-    })
 }
 
 #[async_trait::async_trait(?Send)]
@@ -439,54 +419,5 @@ impl Collector for GpuCollector {
         tracing::debug!(job, gpus, "final GPU sample");
         // The count is of job cgroups read, the node collector's.
         Some(FinalSample::Sampled(0))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sources::node::discover::JobDirs;
-
-    #[test]
-    fn a_gpu_process_belongs_to_the_job_directory_slurm_made_never_a_users_look_alike() {
-        let d = tempfile::tempdir().unwrap();
-        let node = NodeConfig { proc_root: d.path().to_owned(), ..NodeConfig::default() };
-        let job = |id: &str, sluid: Option<&str>| GpuJob {
-            r: JobRef {
-                id: id.into(),
-                sluid: sluid.map(Into::into),
-                uid: None,
-                node: None,
-                dirs: JobDirs::V2(d.path().join(id)),
-            },
-            pids: Vec::new(),
-            uid: None,
-            account: None,
-        };
-        let cgroup = |pid: u32, text: &str| {
-            std::fs::create_dir_all(d.path().join(pid.to_string())).unwrap();
-            std::fs::write(d.path().join(format!("{pid}/cgroup")), text).unwrap();
-        };
-        // Job 8's user made a directory named after job 9 below its own task.
-        cgroup(1, "0::/system.slice/slurmstepd.scope/job_8/step_0/user/task_0/job_9\n");
-        cgroup(2, "0::/system.slice/slurmstepd.scope/job_9/step_0/user/task_0\n");
-        cgroup(3, "0::/system.slice/n1_slurmstepd.scope/s5F1M87GJ0R200/step_0/user/task_0/job_9\n");
-        // A user's own systemd tree (delegated to them): a GPU process there is no job's.
-        cgroup(4, "0::/user.slice/user-1000.slice/user@1000.service/app.slice/job_9\n");
-        cgroup(5, "0::/user.slice/user-1000.slice/user@1000.service/app.slice/s5F1M87GJ0R200\n");
-        let only_9 = [job("9", None)];
-        assert_eq!(job_of_pid(&node, 1, &only_9), None, "job 8's process is never job 9's");
-        assert_eq!(job_of_pid(&node, 2, &only_9), Some(0));
-        assert_eq!(job_of_pid(&node, 3, &only_9), None);
-        assert_eq!(job_of_pid(&node, 4, &only_9), None, "a user's app.slice/job_9 is not job 9");
-        let mut both = vec![job("9", None), job("8", None), job("s5F1M87GJ0R200", Some("s5F1M87GJ0R200"))];
-        assert_eq!(job_of_pid(&node, 1, &both), Some(1));
-        assert_eq!(job_of_pid(&node, 4, &both), None);
-        assert_eq!(job_of_pid(&node, 5, &both), None, "nor its SLUID look-alike");
-        assert_eq!(job_of_pid(&node, 3, &both), None, "node n1's job is not this host's");
-        both[2].r.node = Some("n1".into());
-        assert_eq!(job_of_pid(&node, 3, &both), Some(2), "a SLUID directory, before the user's names");
-        both[2].r.id = "77".into();
-        assert_eq!(job_of_pid(&node, 3, &both), Some(2), "found by its SLUID once Slurm named its id");
     }
 }

@@ -6,7 +6,11 @@ use super::super::records::{finish, head, round};
 use crate::cost::{self, Bill, Prices, Resource};
 use crate::sample::{JobInfo, JobReading};
 use serde_json::{Map, Value, json};
-use slurm_cw_catalog::metrics::{CPU_CORE_UTILIZATION, PROCESS_CPU_USAGE, THREAD_COUNT};
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::metrics::{
+    CPU_CORE_UTILIZATION, GPU_MEMORY_TOTAL, GPU_MEMORY_USED, GPU_POWER, GPU_SM_ACTIVITY, GPU_UTILIZATION,
+    PROCESS_CPU_USAGE, THREAD_COUNT,
+};
 use slurm_cw_catalog::records::{self as r, kinds};
 use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::record::Record;
@@ -14,6 +18,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 const JOULES_PER_KWH: f64 = 3.6e6;
+
+/// Each GPU's figures a sample's `PerGpu` keeps: what tells one GPU of a job from another
+/// (busy or idle, its memory, its power), and no more, to keep records small.
+static EACH_GPU: [&Metric; 5] =
+    [&GPU_UTILIZATION, &GPU_SM_ACTIVITY, &GPU_MEMORY_USED, &GPU_MEMORY_TOTAL, &GPU_POWER];
 
 /// A mean over the flush.
 #[derive(Debug, Default, Clone, Copy)]
@@ -30,6 +39,8 @@ pub(super) struct Job {
     /// (metric, further key: thread state or executable) -> mean over this flush.
     pub flush: BTreeMap<(&'static str, Option<String>), Mean>,
     pub flush_samples: u32,
+    /// (GPU, metric) -> mean over this flush, for `PerGpu`.
+    flush_each: BTreeMap<(String, &'static str), Mean>,
     samples: u32,
     last_sample_at: Option<SystemTime>,
     /// When I/O rates last came: they cover the time since (every node.process_every cycles
@@ -50,6 +61,8 @@ pub(super) struct Job {
     gpu_memory_total: f64,
     /// Energy its GPUs used, from NVML's counters; None while none reported.
     gpu_joules: Option<f64>,
+    /// The same per GPU.
+    gpu_joules_each: BTreeMap<String, f64>,
     read_bytes: f64,
     write_bytes: f64,
     oom_kills: f64,
@@ -78,6 +91,7 @@ impl Job {
             last_seen: at,
             flush: BTreeMap::new(),
             flush_samples: 0,
+            flush_each: BTreeMap::new(),
             samples: 0,
             last_sample_at: None,
             io_at: None,
@@ -93,6 +107,7 @@ impl Job {
             gpu_memory_peak: 0.0,
             gpu_memory_total: 0.0,
             gpu_joules: None,
+            gpu_joules_each: BTreeMap::new(),
             read_bytes: 0.0,
             write_bytes: 0.0,
             oom_kills: 0.0,
@@ -125,6 +140,15 @@ impl Job {
         if let Some(g) = &reading.gpus {
             for (m, v) in g.series() {
                 add(m.name, None, v);
+            }
+            for one in &g.each {
+                for (m, v) in
+                    one.figures.iter().filter(|(m, _)| EACH_GPU.iter().any(|e| std::ptr::eq(*e, *m)))
+                {
+                    let mean = self.flush_each.entry((one.label.as_str().to_owned(), m.name)).or_default();
+                    mean.sum += v;
+                    mean.n += 1.0;
+                }
             }
         }
         for (state, n) in &f.threads {
@@ -183,6 +207,11 @@ impl Job {
             }
             if let Some(j) = g.joules {
                 *self.gpu_joules.get_or_insert(0.0) += j;
+            }
+            for one in &g.each {
+                if let Some(j) = one.joules {
+                    *self.gpu_joules_each.entry(one.label.as_str().to_owned()).or_default() += j;
+                }
             }
         }
         if let (Some(read), Some(write)) = (f.read_bytes, f.write_bytes) {
@@ -280,6 +309,12 @@ impl Job {
         m.insert(r::COST_BASIS.name.into(), json!(rate.price.basis.as_str()));
     }
 
+    /// This flush's `PerGpu`: each GPU's means, where the job held more than one here.
+    pub fn take_each(&mut self) -> Option<Value> {
+        let each = std::mem::take(&mut self.flush_each);
+        per_gpu(each.into_iter().map(|((gpu, metric), mean)| (gpu, metric, mean.sum / mean.n)))
+    }
+
     /// Its `job_summary` record.
     pub fn summary(&self, ended_by: &str) -> Map<String, Value> {
         let id = format!("{}:{}:summary", self.info.node, self.info.id);
@@ -322,6 +357,13 @@ impl Job {
         put(&r::READ_BYTES_TOTAL, self.read_bytes);
         put(&r::WRITE_BYTES_TOTAL, self.write_bytes);
         put(&r::OOM_KILLS, self.oom_kills);
+        let each = self
+            .gpu_joules_each
+            .iter()
+            .map(|(gpu, j)| (gpu.clone(), r::GPU_ENERGY_KWH.name, j / JOULES_PER_KWH));
+        if let Some(each) = per_gpu(each) {
+            m.insert(r::PER_GPU.name.into(), each);
+        }
         self.put_cost(&mut m);
         if let Some((usd, fraction, resource)) = self.waste() {
             self.put_waste(&mut m, usd, fraction, resource);
@@ -331,4 +373,16 @@ impl Job {
         m.insert(r::ENDED_BY.name.into(), json!(ended_by));
         m
     }
+}
+
+/// A `PerGpu` object of (GPU, field, value), where there is more than one GPU: a job on one
+/// GPU has its figures as the job's already.
+fn per_gpu(items: impl Iterator<Item = (String, &'static str, f64)>) -> Option<Value> {
+    let mut out = Map::new();
+    for (gpu, field, v) in items {
+        if let Value::Object(o) = out.entry(gpu).or_insert_with(|| Value::Object(Map::new())) {
+            o.insert(field.into(), json!(round(v)));
+        }
+    }
+    (out.len() > 1).then_some(Value::Object(out))
 }

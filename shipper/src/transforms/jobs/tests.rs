@@ -1,7 +1,7 @@
 //! The job table's records, from typed readings.
 
 use super::*;
-use crate::sample::{GpuFigures, JobFigures, JobInfo, JobReading};
+use crate::sample::{GpuFigures, GpuLabel, JobFigures, JobInfo, JobReading, OneGpu};
 use crate::transforms::population;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
@@ -156,6 +156,106 @@ fn gpu_figures_go_to_the_record_of_the_node_whose_gpus_they_are() {
     assert_eq!(summary("n2")["Gpus"], 2.0);
     assert_eq!(summary("n2")["GpuEnergyKwh"], 2.0, "both readings' joules, on n2");
     assert!(summary("n1").get("Gpus").is_none() && summary("n1").get("GpuEnergyKwh").is_none());
+}
+
+/// One GPU of a job as the GPU collector gives it: `figures`, and `joules` since the last
+/// collection.
+fn one_gpu(label: &str, figures: Vec<(&'static Metric, f64)>, joules: f64) -> OneGpu {
+    OneGpu { label: GpuLabel::Index(label.into()), figures, joules: Some(joules) }
+}
+
+#[test]
+fn each_gpus_figures_and_energy_go_to_the_records_of_a_job_on_several_gpus_only() {
+    const GIB: f64 = 1_073_741_824.0;
+    let mut jobs = Jobs::new(Thresholds::default(), None);
+    // Job 7 on GPUs 0 and 1, job 8 on GPU 2; two collections a minute apart.
+    let minute = [
+        ((90.0, 60.0, 400.0, 7.2e6), (10.0, GIB, 100.0, 1.8e6)),
+        ((70.0, 40.0, 300.0, 3.6e6), (30.0, 3.0 * GIB, 140.0, 1.8e6)),
+    ];
+    for (at, ((u0, sm0, w0, j0), (u1, m1, w1, j1))) in [0, 60].into_iter().zip(minute) {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut two = reading("7", "n1", vec![(&CPUS_ALLOCATED, 2.0)]);
+        let mut g = GpuFigures::new(2.0, 0.0, vec![(&GPU_UTILIZATION, (u0 + u1) / 2.0)]);
+        g.joules = Some(j0 + j1);
+        let total = (&GPU_MEMORY_TOTAL, 80.0 * GIB);
+        g.each = vec![
+            one_gpu(
+                "0",
+                vec![
+                    (&GPU_UTILIZATION, u0),
+                    (&GPU_SM_ACTIVITY, sm0),
+                    (&GPU_MEMORY_USED, 4.0 * GIB),
+                    total,
+                    (&GPU_POWER, w0),
+                    (&GPU_TEMPERATURE, 50.0),
+                ],
+                j0,
+            ),
+            one_gpu("1", vec![(&GPU_UTILIZATION, u1), (&GPU_MEMORY_USED, m1), total, (&GPU_POWER, w1)], j1),
+        ];
+        two.gpus = Some(g);
+        let mut one = reading("8", "n1", vec![(&CPUS_ALLOCATED, 2.0)]);
+        let mut g = GpuFigures::new(1.0, 0.0, vec![(&GPU_UTILIZATION, 50.0)]);
+        g.joules = Some(3.6e6);
+        g.each = vec![one_gpu("2", vec![(&GPU_UTILIZATION, 50.0), (&GPU_POWER, 200.0)], 3.6e6)];
+        one.gpus = Some(g);
+        b.jobs.extend([two, one]);
+        jobs.observe(&b);
+    }
+    let recs: Vec<Value> = jobs.flush(t(61)).iter().map(parse).collect();
+    let sample = |id: &str| recs.iter().find(|v| v["JobId"] == id && v["Type"] == "job_sample").unwrap();
+    // Means of the two collections; GPU 1 has no GPM (no SM activity), temperature is not kept.
+    let each = json!({
+        "0": {"GpuUtilization": 80.0, "GpuSmActivity": 50.0, "GpuMemoryUsed": 4.0 * GIB, "GpuMemoryTotal": 80.0 * GIB, "GpuPower": 350.0},
+        "1": {"GpuUtilization": 20.0, "GpuMemoryUsed": 2.0 * GIB, "GpuMemoryTotal": 80.0 * GIB, "GpuPower": 120.0},
+    });
+    assert_eq!(sample("7")["PerGpu"], each);
+    assert_eq!(sample("7")["GpuUtilization"], 50.0, "the job's mean stays");
+    assert!(sample("8").get("PerGpu").is_none(), "one GPU: its figures are the job's");
+    let mut end = Batch::new(t(90));
+    end.all_jobs = true;
+    jobs.observe(&end);
+    let recs: Vec<Value> = jobs.flush(t(91)).iter().map(parse).collect();
+    let summary = |id: &str| recs.iter().find(|v| v["JobId"] == id && v["Type"] == "job_summary").unwrap();
+    // GPU 0: 7.2 + 3.6 MJ = 3 kWh; GPU 1: 1.8 + 1.8 MJ = 1 kWh; together 4 kWh.
+    assert_eq!(summary("7")["GpuEnergyKwh"], 4.0);
+    assert_eq!(summary("7")["PerGpu"], json!({"0": {"GpuEnergyKwh": 3.0}, "1": {"GpuEnergyKwh": 1.0}}));
+    assert_eq!(summary("8")["GpuEnergyKwh"], 2.0);
+    assert!(summary("8").get("PerGpu").is_none());
+}
+
+#[test]
+fn a_job_on_sixty_four_mig_instances_named_by_uuid_fits_one_log_event_uncut() {
+    let mut jobs = Jobs::new(Thresholds::default(), None);
+    let mut r = reading("9", "n1", vec![(&CPUS_ALLOCATED, 2.0)]);
+    let mut g = GpuFigures::new(64.0, 0.0, vec![]);
+    // The most a job could hold: 8 GPUs of 7 instances and more, every figure there.
+    let figures = vec![
+        (&GPU_UTILIZATION, 12.3456),
+        (&GPU_SM_ACTIVITY, 12.3456),
+        (&GPU_MEMORY_USED, 12_345_678_901.0),
+        (&GPU_MEMORY_TOTAL, 98_765_432_109.0),
+        (&GPU_POWER, 123.456),
+    ];
+    g.each = (0..64)
+        .map(|i| OneGpu {
+            label: GpuLabel::Uuid(format!("MIG-{i:08x}-aaaa-bbbb-cccc-dddddddddddd")),
+            figures: figures.clone(),
+            joules: Some(1.0),
+        })
+        .collect();
+    r.gpus = Some(g);
+    let mut b = Batch::new(t(0));
+    b.jobs.push(r);
+    jobs.observe(&b);
+    let recs = jobs.flush(t(1));
+    let v = parse(&recs[0]);
+    assert_eq!(v["PerGpu"].as_object().map(|o| o.len()), Some(64));
+    // Under 200 bytes an instance: about 13 kB, far under the 1 MiB one event holds.
+    assert!(recs[0].message.len() < 64 * 200 + 1000, "{}", recs[0].message.len());
+    assert_eq!(jobs.trimmed, 0);
 }
 
 #[test]
