@@ -129,6 +129,16 @@ mod tests {
     }
 
     #[test]
+    fn a_mig_instance_of_a_gpu_with_gpm_lacks_only_what_belongs_to_the_whole_gpu() {
+        let (mut src, _) = FakeSource::new(vec![FakeGpu::mig(0, 1, 1 << 30).with_gpm(50.0)]);
+        let r = gpu_row(&mut src);
+        assert_eq!(
+            r.detail,
+            "fake GPUs, 1 GPU(s); 0/1 cannot give utilisation, power, temperature, clocks, energy, per-process utilisation (shared GPUs' split) (left out of their jobs' records)"
+        );
+    }
+
+    #[test]
     fn a_gpu_without_gpm_says_so_and_its_jobs_records_leave_gpm_out() {
         let mut a100 = FakeGpu::gpu(0, 50.0).with_process(7, 1 << 30, 50.0).with_energy_mj(1);
         a100.gpm = None;

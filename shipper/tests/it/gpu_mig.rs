@@ -1,11 +1,16 @@
 //! MIG instances on the fake device: attributed to the job that runs on them or names them,
-//! with what NVML cannot measure per instance absent from the job's figures, never 0.
+//! with what NVML cannot measure per instance (utilisation, power; GPM where the GPU has none)
+//! absent from the job's figures and records, never 0.
 
 use crate::gpu_fake::{bench, job, node, of};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
+use slurm_cw_shipper::sample::Batch;
 use slurm_cw_shipper::settings::GpuConfig;
 use slurm_cw_shipper::sources::gpu::fake::FakeGpu;
+use slurm_cw_shipper::transforms::findings::Thresholds;
+use slurm_cw_shipper::transforms::jobs::Jobs;
+use std::time::SystemTime;
 
 #[test]
 fn mig_instances_are_attributed_and_unmeasurable_figures_absent() {
@@ -32,4 +37,56 @@ fn mig_instances_are_attributed_and_unmeasurable_figures_absent() {
     let per_gpu_total = of(&out, &GPU_MEMORY_TOTAL);
     let s = per_gpu_total.iter().find(|s| s.dims.get("Gpu") == Some("3/2")).unwrap();
     assert_eq!(s.dims.get("NodeName"), Some("g1"));
+}
+
+/// Job 1001 on MIG instances 3/1 (its process) and 3/2 (named in CUDA_VISIBLE_DEVICES): two
+/// collections, then its `job_sample` record's `PerGpu`.
+fn two_instances(gpus: Vec<FakeGpu>) -> (Batch, serde_json::Value) {
+    let mut b = bench(gpus, GpuConfig { per_gpu_dimensions: true, ..GpuConfig::default() });
+    let mut jobs = Jobs::new(Thresholds::default(), None);
+    let (first, _) = b.collect();
+    jobs.observe(&first);
+    let (second, _) = b.collect();
+    jobs.observe(&second);
+    let records = jobs.flush(SystemTime::now());
+    let sample = records
+        .iter()
+        .map(|r| serde_json::from_str::<serde_json::Value>(&r.message).unwrap())
+        .find(|v| v["Type"] == "job_sample")
+        .expect("a job_sample");
+    (second, sample["PerGpu"].clone())
+}
+
+#[test]
+fn a_mig_instance_of_a_gpu_with_gpm_has_its_own_sm_activity() {
+    let (out, each) = two_instances(vec![
+        FakeGpu::mig(3, 1, 10 << 30).with_pids(&[4243]).with_gpm(60.0),
+        FakeGpu::mig(3, 2, 20 << 30).with_gpm(20.0),
+    ]);
+    assert_eq!(job(&out, &GPU_COUNT), Some(2.0));
+    assert_eq!(job(&out, &GPU_SM_ACTIVITY), Some(40.0), "the mean of the instances' 60 and 20");
+    assert_eq!(job(&out, &GPU_TENSOR_ACTIVITY), Some(80.0 / 3.0 / 2.0), "(20 + 20/3) / 2");
+    assert_eq!(job(&out, &GPU_UTILIZATION), None, "absent, not 0");
+    assert_eq!(job(&out, &GPU_POWER), None, "absent, not 0");
+    // GPM from the second collection only: each instance's one value is its mean.
+    let want = serde_json::json!({
+        "3/1": {"GpuSmActivity": 60.0, "GpuMemoryUsed": 0.0, "GpuMemoryTotal": 10737418240.0},
+        "3/2": {"GpuSmActivity": 20.0, "GpuMemoryUsed": 0.0, "GpuMemoryTotal": 21474836480.0},
+    });
+    assert_eq!(each, want, "no utilisation or power per instance");
+}
+
+#[test]
+fn a_mig_instance_of_a_gpu_without_gpm_has_no_sm_activity_not_zero() {
+    let (out, each) =
+        two_instances(vec![FakeGpu::mig(3, 1, 10 << 30).with_pids(&[4243]), FakeGpu::mig(3, 2, 20 << 30)]);
+    assert_eq!(job(&out, &GPU_COUNT), Some(2.0));
+    for m in [&GPU_SM_ACTIVITY, &GPU_TENSOR_ACTIVITY, &GPU_DRAM_ACTIVITY, &GPU_UTILIZATION, &GPU_POWER] {
+        assert_eq!(job(&out, m), None, "{}: absent, not 0", m.name);
+    }
+    let want = serde_json::json!({
+        "3/1": {"GpuMemoryUsed": 0.0, "GpuMemoryTotal": 10737418240.0},
+        "3/2": {"GpuMemoryUsed": 0.0, "GpuMemoryTotal": 21474836480.0},
+    });
+    assert_eq!(each, want);
 }

@@ -1,6 +1,6 @@
 //! A programmable GPU library for tests and benchmarks (no driver on CI machines). It models
 //! what the collector must handle: utilisation and processes, MIG instances (which report
-//! memory and processes but no utilisation), a GPU that falls off the bus, GPUs without GPM
+//! memory and processes but no utilisation or power; GPM where their GPU has it), a GPU that falls off the bus, GPUs without GPM
 //! (whose profiling figures, like NVML's, need two samples), minor numbers that differ from the
 //! enumeration order, and an energy counter.
 
@@ -40,24 +40,13 @@ impl FakeGpu {
                 minor: Some(index),
                 energy_mj: None,
             },
-            gpm: Some(Gpm {
-                sm_activity: util,
-                sm_occupancy: util / 2.0,
-                tensor_activity: util / 3.0,
-                fp64_activity: 0.0,
-                fp32_activity: util / 4.0,
-                fp16_activity: util / 5.0,
-                dram_activity: util / 6.0,
-                pcie_tx_bytes: 1e9,
-                pcie_rx_bytes: 2e9,
-                nvlink_tx_bytes: 3e9,
-                nvlink_rx_bytes: 4e9,
-            }),
+            gpm: Some(gpm_at(util)),
             lost: false,
         }
     }
 
-    /// MIG instance `gi` of GPU `index`: memory and processes only, as NVML gives before Hopper.
+    /// MIG instance `gi` of GPU `index`: memory and processes only, as NVML gives before Hopper
+    /// (a GPU with GPM gives each instance its own GPM figures too: [`FakeGpu::with_gpm`]).
     pub fn mig(index: u32, gi: u32, memory_total: u64) -> FakeGpu {
         FakeGpu {
             id: GpuId { index, mig: Some(gi), uuid: format!("MIG-fake-{index:04}-{gi}") },
@@ -65,6 +54,13 @@ impl FakeGpu {
             gpm: None,
             lost: false,
         }
+    }
+
+    /// GPM figures as a device busy at `util` percent gives them: what a MIG instance of a GPU
+    /// with GPM (Hopper and newer) has of its own (`nvmlGpmMigSampleGet`).
+    pub fn with_gpm(mut self, util: f64) -> FakeGpu {
+        self.gpm = Some(gpm_at(util));
+        self
     }
 
     pub fn with_pids(mut self, pids: &[u32]) -> FakeGpu {
@@ -91,6 +87,23 @@ impl FakeGpu {
     pub fn with_energy_mj(mut self, mj: u64) -> FakeGpu {
         self.reading.energy_mj = Some(mj);
         self
+    }
+}
+
+/// GPM figures of a device busy at `util` percent.
+fn gpm_at(util: f64) -> Gpm {
+    Gpm {
+        sm_activity: util,
+        sm_occupancy: util / 2.0,
+        tensor_activity: util / 3.0,
+        fp64_activity: 0.0,
+        fp32_activity: util / 4.0,
+        fp16_activity: util / 5.0,
+        dram_activity: util / 6.0,
+        pcie_tx_bytes: 1e9,
+        pcie_rx_bytes: 2e9,
+        nvlink_tx_bytes: 3e9,
+        nvlink_rx_bytes: 4e9,
     }
 }
 
