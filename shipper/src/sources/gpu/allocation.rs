@@ -116,8 +116,11 @@ mod tests {
     }
 
     /// What Slurm writes into CUDA_VISIBLE_DEVICES (src/plugins/gres/common/gres_common.c: a
-    /// device's unique id where GRES_CONF_UUID is set, else its index; gpu_nvml.c's unique ids):
-    /// a whole GPU's `GPU-<uuid>` with gres.conf's `Flags=env_uuid`, a MIG instance's
+    /// device's unique id where GRES_CONF_UUID is set, else its index; SLURM_JOB_GPUS, the
+    /// global list, stays indices; gpu_nvml.c's unique ids): a whole GPU's `GPU-<uuid>` with
+    /// gres.conf's `Flags=env_uuid` (new in Slurm 26.05.0rc1, SchedMD commit fc1f3f48cc and
+    /// CHANGELOG/slurm-26.05.md; 25.11 has no such change; gres.conf(5)'s example
+    /// `CUDA_VISIBLE_DEVICES=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6`), a MIG instance's
     /// `MIG-<uuid>` on drivers from R470, `MIG-GPU-<parent uuid>/<GPU instance>/<compute
     /// instance>` before; NVML names each device the same way on the same driver.
     #[test]
