@@ -167,6 +167,18 @@ start_in() {
     started+=("$pid")
 }
 
+# wait_for_file FILE PID SECONDS WHAT: until process PID (WHAT) writes FILE; fails if it ends
+# first or takes longer.
+wait_for_file() {
+    local i
+    for ((i = 0; i < $3 * 2; i++)); do
+        [ -e "$1" ] && return 0
+        alive "$2" || fail "$4 ended before it was ready (see $out/jobs.log)"
+        sleep 0.5
+    done
+    [ -e "$1" ] || fail "$4 was not ready within $3 s (see $out/jobs.log)"
+}
+
 echo "gpu-check: $gpus GPU(s); jobs ${ids[*]}; output in $out"
 start_in "${ids[0]}" 0 "$py" "$check" load "$load_mib" "$tmp/ready" --seconds 100
 load=$pid
@@ -178,24 +190,14 @@ if [ "$gpus" -ge 2 ]; then
     idle=$pid
     job_pids+=("$pid")
 fi
-for _ in $(seq 1 120); do
-    [ -s "$tmp/ready" ] && break
-    alive "$load" || fail "the CUDA load ended before it was ready (see $out/jobs.log)"
-    sleep 0.5
-done
-[ -s "$tmp/ready" ] || fail "the CUDA load was not ready within 60 s (see $out/jobs.log)"
+wait_for_file "$tmp/ready" "$load" 60 "the CUDA load"
 
 "$py" "$check" sample "$out/nvml.json" "$tmp/stop" --started "$tmp/sampling" --max-seconds 90 \
     2>>"$out/jobs.log" &
 sampler=$!
 started+=("$sampler")
 # NVML's counters must be read before the shipper's first reading.
-for _ in $(seq 1 40); do
-    [ -e "$tmp/sampling" ] && break
-    alive "$sampler" || fail "the NVML sampler ended (see $out/jobs.log)"
-    sleep 0.5
-done
-[ -e "$tmp/sampling" ] || fail "the NVML sampler did not start within 20 s"
+wait_for_file "$tmp/sampling" "$sampler" 20 "the NVML sampler"
 timeout $((end_at + 10)) nvidia-smi dmon -i 0 --gpm-metrics 2 -d 1 -c "$end_at" >"$out/dmon.txt" 2>&1 &
 dmon=$!
 started+=("$dmon")

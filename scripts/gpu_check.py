@@ -165,6 +165,15 @@ def whole(v) -> str:
     return "absent" if v is None else f"{v:.0f}"
 
 
+def check_power(rep: Report, what: str, sample: dict, seen: list[dict]):
+    """A sample's power against NVML's mean over the readings of its window."""
+    power = mean(g["power_w"] for g in seen)
+    rep.check(
+        near(sample.get("GpuPower"), power, POWER_TOLERANCE),
+        f"{what}: power {fmt(sample.get('GpuPower'))} W, NVML's {fmt(power)} W (5 %)",
+    )
+
+
 def compare(recs: list[dict], nvml: dict, dmon: list[float], plan: Plan) -> Report:
     """Every check of the GPU check, on the shipper's records, NVML's readings (what `sample`
     writes) and dmon's SM activity of A's GPU."""
@@ -184,11 +193,7 @@ def compare(recs: list[dict], nvml: dict, dmon: list[float], plan: Plan) -> Repo
             s.get("GpuMemoryUsed") in used,
             f"A {at}: GPU memory {whole(s.get('GpuMemoryUsed'))}, the process's usedGpuMemory {sorted(used)}",
         )
-        power = mean(g["power_w"] for g in seen)
-        rep.check(
-            near(s.get("GpuPower"), power, POWER_TOLERANCE),
-            f"A {at}: power {fmt(s.get('GpuPower'))} W, NVML's {fmt(power)} W (5 %)",
-        )
+        check_power(rep, f"A {at}", s, seen)
         rep.check((s.get("GpuUtilization") or 0) > 0, f"A {at}: utilisation {fmt(s.get('GpuUtilization'))} > 0")
     gpm = gpus.get(str(a.gpu), {}).get("gpm")
     sm = [s["GpuSmActivity"] for s in samples if "GpuSmActivity" in s]
@@ -240,11 +245,7 @@ def compare(recs: list[dict], nvml: dict, dmon: list[float], plan: Plan) -> Repo
             s.get("GpuMemoryUsed") in used,
             f"C {at}: GPU memory {whole(s.get('GpuMemoryUsed'))}, NVML's used {sorted(used)}",
         )
-        power = mean(g["power_w"] for g in seen)
-        rep.check(
-            near(s.get("GpuPower"), power, POWER_TOLERANCE),
-            f"C {at}: power {fmt(s.get('GpuPower'))} W, NVML's {fmt(power)} W (5 %)",
-        )
+        check_power(rep, f"C {at}", s, seen)
     summary = of(recs, c, "job_summary")
     rep.check(len(summary) == 1, f"C: {len(summary)} job_summary")
     if summary:
