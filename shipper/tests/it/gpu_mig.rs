@@ -2,6 +2,7 @@
 //! with what NVML cannot measure per instance (utilisation, power; GPM where the GPU has none)
 //! absent from the job's figures and records, never 0.
 
+use crate::common::record_of_type;
 use crate::gpu_fake::{bench, job, node, of};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
@@ -49,11 +50,7 @@ fn two_instances(gpus: Vec<FakeGpu>) -> (Batch, serde_json::Value) {
     let (second, _) = b.collect();
     jobs.observe(&second);
     let records = jobs.flush(SystemTime::now());
-    let sample = records
-        .iter()
-        .map(|r| serde_json::from_str::<serde_json::Value>(&r.message).unwrap())
-        .find(|v| v["Type"] == "job_sample")
-        .expect("a job_sample");
+    let sample = record_of_type(&records, "job_sample").expect("a job_sample");
     (second, sample["PerGpu"].clone())
 }
 

@@ -1,6 +1,7 @@
 //! A GPU job's records through the whole pipeline on the fake device: each GPU's figures in its
 //! samples' `PerGpu`, and in its summary the energy its GPUs used, in all and each.
 
+use crate::common::record_of_type;
 use crate::gpu_fake::bench;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_shipper::settings::{GpuConfig, NodeConfig};
@@ -53,12 +54,7 @@ fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_not
     }
     let flushed = p.flush_at(at(3));
     assert!(flushed.aggregates[0].iter().any(|d| d.metric.name == GPU_COUNT.name), "the cycles' GPU figures");
-    let sample = flushed
-        .records
-        .iter()
-        .map(|r| serde_json::from_str::<serde_json::Value>(&r.message).unwrap())
-        .find(|v| v["Type"] == "job_sample")
-        .expect("a sample");
+    let sample = record_of_type(&flushed.records, "job_sample").expect("a sample");
     // Three collections: GPU 0 at 80 % (GPM from the second on), 500 W; GPU 1 idle, 100 W;
     // 1 GiB used of 80 GiB each.
     let gib = (1u64 << 30) as f64;
@@ -84,12 +80,7 @@ fn a_job_summary_has_the_energy_its_gpus_used_and_a_denied_final_sample_adds_not
         flushed.aggregates[0].iter().any(|d| d.metric.name == GPU_COUNT.name),
         "the final sample's GPU figures"
     );
-    let summary = flushed
-        .records
-        .iter()
-        .map(|r| serde_json::from_str::<serde_json::Value>(&r.message).unwrap())
-        .find(|v| v["Type"] == "job_summary")
-        .expect("a summary at the final sample");
+    let summary = record_of_type(&flushed.records, "job_summary").expect("a summary at the final sample");
     assert_eq!(summary["EndedBy"], "task_epilog");
     assert_eq!(summary["Gpus"], 2.0);
     // Two minutes of GPUs 0 and 1 (60 kJ), then 15 kJ since the reload: 75 kJ; GPU 2 is not

@@ -372,7 +372,12 @@ impl GpuCollector {
         let without_process = gpus.iter().filter(|h| !h.busy).count() as f64;
         let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
         figures.joules = gpus.iter().filter_map(|h| h.joules).reduce(|a, b| a + b);
-        figures.each = gpus.iter().map(|h| one_gpu(h.id, &h.r, h.joules, self.cfg.uuid_dimension)).collect();
+        // Each GPU's own figures: for the records of a job on several GPUs, and per-GPU series;
+        // a job on one GPU has them as the job's already.
+        if gpus.len() > 1 || self.cfg.per_gpu_dimensions {
+            figures.each =
+                gpus.iter().map(|h| one_gpu(h.id, &h.r, h.joules, self.cfg.uuid_dimension)).collect();
+        }
         figures.each_series = self.cfg.per_gpu_dimensions;
         if out.reading_mut(&node, &job.id).is_none() {
             // No node collector's reading: this collector finds the jobs itself (tests).

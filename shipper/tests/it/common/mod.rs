@@ -724,3 +724,11 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// The first of `records` (a flush's, in order) whose `Type` is `kind`, parsed.
+pub fn record_of_type(records: &[slurm_cw_formats::record::Record], kind: &str) -> Option<serde_json::Value> {
+    records
+        .iter()
+        .map(|r| serde_json::from_str::<serde_json::Value>(&r.message).unwrap())
+        .find(|v| v["Type"] == kind)
+}
