@@ -4,18 +4,52 @@
 //! main runtime and go on. A collection still running when the next is due is not started
 //! again but counted (`ShipperCollectionsMissed`); the hook answers `busy` meanwhile instead of
 //! keeping its caller waiting.
+//!
+//! The thread keeps its own schedule (one collection every interval, the first at once) and
+//! sleeps until the next is due or the main loop asks for something (a flush, a final sample).
+//! The main thread is not woken each collection to say "collect": on a node that idles between
+//! collections each wake-up is a fair share of the daemon's CPU (docs/testing.md).
 
 use crate::pipeline::{Flushed, Pipeline};
 use crate::sources::FinalSample;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 enum Work {
-    Collect,
     Flush,
     Final { job: String, uid: u32, reply: oneshot::Sender<FinalSample> },
+}
+
+/// Whether a collection is running and since when, as the collection thread says.
+struct Running {
+    busy: AtomicBool,
+    /// Nanoseconds from `base` to the start of the running collection.
+    since_ns: AtomicU64,
+    base: Instant,
+}
+
+impl Running {
+    fn start(&self) {
+        let ns = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.since_ns.store(ns, Ordering::Release);
+        self.busy.store(true, Ordering::Release);
+    }
+
+    fn stop(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// How long the running collection has run; None when none runs.
+    fn running_for(&self) -> Option<Duration> {
+        if !self.busy.load(Ordering::Acquire) {
+            return None;
+        }
+        let since = Duration::from_nanos(self.since_ns.load(Ordering::Acquire));
+        Some(self.base.elapsed().saturating_sub(since))
+    }
 }
 
 /// The daemon's handle on the collection thread.
@@ -23,27 +57,38 @@ pub struct Collection {
     work: std::sync::mpsc::Sender<Work>,
     /// What each flush made, in order.
     pub flushed: mpsc::UnboundedReceiver<Flushed>,
-    busy: Arc<AtomicBool>,
-    /// When the collection now running was asked for.
-    started: Instant,
-    missed: Arc<AtomicU64>,
+    running: Arc<Running>,
     /// How long a collection may run before it counts as stuck: the collect interval.
     deadline: Duration,
     /// Flushes asked for whose result has not been taken from [`Collection::flushed`].
     pending: usize,
 }
 
+/// When the collection after one that was due at `due` and ended at `ended` is due, and how
+/// many it skipped: each due time it ran past (the one it ended on runs at once).
+fn next_due(due: Instant, ended: Instant, every: Duration) -> (Instant, u64) {
+    let next = due + every;
+    if ended <= next {
+        return (next, 0);
+    }
+    let every_ns = every.as_nanos().max(1);
+    let missed = u64::try_from((ended - next).as_nanos().div_ceil(every_ns)).unwrap_or(u64::MAX);
+    (next + every.saturating_mul(u32::try_from(missed).unwrap_or(u32::MAX)), missed)
+}
+
 impl Collection {
-    /// Starts the thread; `make` builds the pipeline there (its collectors need not be `Send`).
-    pub fn start(
-        make: impl FnOnce() -> Pipeline + Send + 'static,
-        deadline: Duration,
-    ) -> std::io::Result<Self> {
+    /// Starts the thread, which collects every `every` from now on; `make` builds the pipeline
+    /// there (its collectors need not be `Send`).
+    pub fn start(make: impl FnOnce() -> Pipeline + Send + 'static, every: Duration) -> std::io::Result<Self> {
         let (work_tx, work_rx) = std::sync::mpsc::channel::<Work>();
         let (flushed_tx, flushed) = mpsc::unbounded_channel();
-        let busy = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(Running {
+            busy: AtomicBool::new(false),
+            since_ns: AtomicU64::new(0),
+            base: Instant::now(),
+        });
         let missed = Arc::new(AtomicU64::new(0));
-        let (b, m) = (busy.clone(), missed.clone());
+        let r = running.clone();
         std::thread::Builder::new().name("collection".into()).spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
@@ -52,41 +97,54 @@ impl Collection {
                     return;
                 }
             };
-            let mut pipeline = make().counting_missed(m);
-            for work in work_rx {
-                match work {
-                    Work::Collect => {
-                        rt.block_on(pipeline.collect());
-                        b.store(false, Ordering::Release);
+            let mut pipeline = make().counting_missed(missed.clone());
+            // What the main loop asks for; false once it is gone (the process stops).
+            let answer = |work: Work, pipeline: &mut Pipeline| match work {
+                Work::Flush => flushed_tx.send(pipeline.flush()).is_ok(),
+                Work::Final { job, uid, reply } => {
+                    // A client that gave up (its 3 s are over) needs no sample.
+                    if !reply.is_closed() {
+                        let _ = reply.send(pipeline.final_sample(&job, uid));
                     }
-                    Work::Flush => {
-                        if flushed_tx.send(pipeline.flush()).is_err() {
-                            return;
-                        }
+                    true
+                }
+            };
+            let mut due = Instant::now();
+            loop {
+                let now = Instant::now();
+                if now < due {
+                    let going = match work_rx.recv_timeout(due - now) {
+                        Ok(work) => answer(work, &mut pipeline),
+                        Err(RecvTimeoutError::Timeout) => true,
+                        Err(RecvTimeoutError::Disconnected) => false,
+                    };
+                    if !going {
+                        return;
                     }
-                    Work::Final { job, uid, reply } => {
-                        // A client that gave up (its 3 s are over) needs no sample.
-                        if !reply.is_closed() {
-                            let _ = reply.send(pipeline.final_sample(&job, uid));
-                        }
+                    if Instant::now() < due {
+                        continue;
                     }
                 }
+                // What was asked before this collection was due goes first (a flush due at the
+                // same instant holds the collections before it).
+                while let Ok(work) = work_rx.try_recv() {
+                    if !answer(work, &mut pipeline) {
+                        return;
+                    }
+                }
+                r.start();
+                rt.block_on(pipeline.collect());
+                r.stop();
+                let ended = Instant::now();
+                let (next, skipped) = next_due(due, ended, every);
+                if skipped > 0 {
+                    missed.fetch_add(skipped, Ordering::Relaxed);
+                    tracing::warn!(ran_for = ?ended - due, skipped, "a collection ran past the next; skipped the ones it overran");
+                }
+                due = next;
             }
         })?;
-        Ok(Collection { work: work_tx, flushed, busy, started: Instant::now(), missed, deadline, pending: 0 })
-    }
-
-    /// Starts a collection, unless the last one is still running: then it is counted as missed.
-    pub fn collect(&mut self) {
-        if self.busy.swap(true, Ordering::AcqRel) {
-            self.missed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(running_for = ?self.started.elapsed(), "the last collection has not finished; skipping this one");
-            return;
-        }
-        self.started = Instant::now();
-        if self.work.send(Work::Collect).is_err() {
-            self.busy.store(false, Ordering::Release);
-        }
+        Ok(Collection { work: work_tx, flushed, running, deadline: every, pending: 0 })
     }
 
     /// Asks for a flush; what it made arrives on [`Collection::flushed`].
@@ -118,6 +176,23 @@ impl Collection {
 
     /// Whether the running collection is past its deadline.
     pub fn stuck(&self) -> bool {
-        self.busy.load(Ordering::Acquire) && self.started.elapsed() > self.deadline
+        self.running.running_for().is_some_and(|d| d > self.deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_collection_that_overruns_skips_the_ones_it_ran_past() {
+        let t = Instant::now();
+        let s = Duration::from_secs(1);
+        assert_eq!(next_due(t, t + Duration::from_millis(200), s), (t + s, 0));
+        // Ran 2.5 intervals: the ones due at +1 and +2 are skipped, the next is at +3.
+        assert_eq!(next_due(t, t + Duration::from_millis(2500), s), (t + 3 * s, 2));
+        // Ended when the next was due: that one runs at once; one that ended at +2 skipped +1.
+        assert_eq!(next_due(t, t + s, s), (t + s, 0));
+        assert_eq!(next_due(t, t + 2 * s, s), (t + 2 * s, 1));
     }
 }

@@ -136,8 +136,6 @@ pub async fn daemon(
         ok
     };
 
-    let mut collect = tokio::time::interval(schedule.collect_interval);
-    collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let offset = if schedule.flush_jitter {
         schedule.flush_interval.mul_f64(rand::random::<f64>())
     } else {
@@ -204,7 +202,6 @@ pub async fn daemon(
                 }
             }
             Some(req) = hook_rx.recv() => collection.final_sample(req),
-            _ = collect.tick() => collection.collect(),
         }
     }
     // Hanging up tells each delivery to send what is left and stop.
