@@ -167,16 +167,16 @@ impl Collection {
     /// Hands a hook request on, or answers it `busy` while a collection is past its deadline:
     /// the answer would come after the hook's caller gave up.
     pub fn final_sample(&self, req: crate::hook::Request) {
-        if self.stuck() {
+        if self.stuck().is_some() {
             let _ = req.reply.send(FinalSample::Busy);
             return;
         }
         let _ = self.work.send(Work::Final { job: req.job, uid: req.uid, reply: req.reply });
     }
 
-    /// Whether the running collection is past its deadline.
-    pub fn stuck(&self) -> bool {
-        self.running.running_for().is_some_and(|d| d > self.deadline)
+    /// How long the running collection has run, where that is past its deadline.
+    pub fn stuck(&self) -> Option<Duration> {
+        self.running.running_for().filter(|d| *d > self.deadline)
     }
 }
 

@@ -195,6 +195,11 @@ pub async fn daemon(
                 }
             }
             _ = flush.tick() => {
+                // The collection thread says so when a collection ends late; one that hangs is
+                // said here, at each flush it holds up.
+                if let Some(running_for) = collection.stuck() {
+                    tracing::warn!(?running_for, "a collection is still running: this flush waits for it");
+                }
                 if !collection.flush() {
                     tracing::error!("the collection thread stopped; exiting so that the service restarts");
                     collection_gone = true;

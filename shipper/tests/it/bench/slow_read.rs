@@ -1,7 +1,8 @@
 //! A read that hangs (here a FIFO nobody writes, where the node collector expects a cgroup
 //! file: what an NFS-backed /proc or a GPU that does not answer looks like to the daemon)
 //! stalls only collection: flushes spooled before are still delivered, the hook answers at
-//! once, SIGTERM still stops the daemon, and the collections skipped meanwhile are counted.
+//! once, the log says a collection hangs, SIGTERM still stops the daemon, and the collections
+//! skipped meanwhile are counted.
 
 use crate::common;
 
@@ -72,7 +73,7 @@ async fn a_hung_read_stalls_collection_only() {
         .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
         .env("SLURM_CW_NODE__HOOK_SOCKET", &socket)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(tmp.path().join("daemon.log")).unwrap())
         .spawn()
         .map(Running::new)
         .unwrap();
@@ -91,6 +92,11 @@ async fn a_hung_read_stalls_collection_only() {
     let (answer, took) = ask(&socket, "1001");
     assert_eq!(answer, "busy", "a collection is stuck: no sample to take");
     assert!(took < Duration::from_secs(2), "answered in {took:?}");
+
+    // The log says so while it hangs: each flush it holds up names it.
+    let log = tmp.path().join("daemon.log");
+    let said = || std::fs::read_to_string(&log).unwrap_or_default().contains("a collection is still running");
+    wait_until("the log to say a collection hangs", Duration::from_secs(60), said);
 
     // The read returns: collection goes on, and the collections it skipped are counted.
     let mut writer = std::fs::OpenOptions::new().write(true).open(&hung).unwrap();
