@@ -18,6 +18,9 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
+/// The most requests answered between a collection falling due and its start.
+const ASKED_BEFORE_COLLECTING: usize = 64;
+
 enum Work {
     Flush,
     Final { job: String, uid: u32, reply: oneshot::Sender<FinalSample> },
@@ -126,8 +129,9 @@ impl Collection {
                     }
                 }
                 // What was asked before this collection was due goes first (a flush due at the
-                // same instant holds the collections before it).
-                while let Ok(work) = work_rx.try_recv() {
+                // same instant holds the collections before it), but never more than a hook's
+                // queue of it: a flood of hook requests must not keep collection from running.
+                for work in work_rx.try_iter().take(ASKED_BEFORE_COLLECTING) {
                     if !answer(work, &mut pipeline) {
                         return;
                     }
@@ -183,6 +187,63 @@ impl Collection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::{Options, Parts};
+    use crate::role::Role;
+    use crate::sample::Batch;
+    use crate::sources::{Collector, Errors};
+
+    /// Counts the collections it takes part in.
+    struct Counting(Arc<AtomicU64>);
+
+    #[async_trait::async_trait(?Send)]
+    impl Collector for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        async fn collect(&mut self, _out: &mut Batch, _errors: &mut Errors) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+        /// Slower to answer than the flood below asks.
+        fn final_sample(&mut self, _job: &str, _uid: u32, _out: &mut Batch) -> Option<FinalSample> {
+            std::thread::sleep(Duration::from_millis(1));
+            Some(FinalSample::Sampled(0))
+        }
+    }
+
+    #[test]
+    fn a_flood_of_hook_requests_does_not_keep_collection_from_running() {
+        let collections = Arc::new(AtomicU64::new(0));
+        let c = collections.clone();
+        let make = move || {
+            let collectors: Vec<Box<dyn Collector>> = vec![Box::new(Counting(c))];
+            Pipeline::new(&Options::default(), Role::Node, collectors, Parts::cloudwatch("c", "n1"))
+        };
+        let collection = Collection::start(make, Duration::from_millis(20)).unwrap();
+        let flooding = Arc::new(AtomicBool::new(true));
+        let (work, f) = (collection.work.clone(), flooding.clone());
+        let flood = std::thread::spawn(move || {
+            // The callers wait for their answers: a request whose caller left is not answered.
+            let mut waiting = Vec::new();
+            while f.load(Ordering::Relaxed) {
+                for _ in 0..4 {
+                    let (reply, answer) = oneshot::channel();
+                    let _ = work.send(Work::Final { job: "1".into(), uid: 1000, reply });
+                    waiting.push(answer);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        // Collections go on while the requests keep coming faster than they are answered.
+        let started = Instant::now();
+        let before = collections.load(Ordering::Relaxed);
+        while collections.load(Ordering::Relaxed) < before + 3 && started.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        flooding.store(false, Ordering::Relaxed);
+        flood.join().unwrap();
+        assert!(collections.load(Ordering::Relaxed) >= before + 3, "collection starved by hook requests");
+    }
 
     #[test]
     fn a_collection_that_overruns_skips_the_ones_it_ran_past() {
