@@ -13,13 +13,10 @@
 use crate::pipeline::{Flushed, Pipeline};
 use crate::sources::FinalSample;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
-
-/// The most requests answered between a collection falling due and its start.
-const ASKED_BEFORE_COLLECTING: usize = 64;
 
 enum Work {
     Flush,
@@ -28,30 +25,30 @@ enum Work {
 
 /// Whether a collection is running and since when, as the collection thread says.
 struct Running {
-    busy: AtomicBool,
-    /// Nanoseconds from `base` to the start of the running collection.
-    since_ns: AtomicU64,
+    /// Nanoseconds from `base` to the start of the running collection, plus one; 0 while none
+    /// runs (one value: the main loop never sees a start without its time).
+    since: AtomicU64,
     base: Instant,
 }
 
 impl Running {
+    fn new() -> Self {
+        Running { since: AtomicU64::new(0), base: Instant::now() }
+    }
+
     fn start(&self) {
-        let ns = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.since_ns.store(ns, Ordering::Release);
-        self.busy.store(true, Ordering::Release);
+        let ns = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        self.since.store(ns + 1, Ordering::Release);
     }
 
     fn stop(&self) {
-        self.busy.store(false, Ordering::Release);
+        self.since.store(0, Ordering::Release);
     }
 
     /// How long the running collection has run; None when none runs.
     fn running_for(&self) -> Option<Duration> {
-        if !self.busy.load(Ordering::Acquire) {
-            return None;
-        }
-        let since = Duration::from_nanos(self.since_ns.load(Ordering::Acquire));
-        Some(self.base.elapsed().saturating_sub(since))
+        let since = self.since.load(Ordering::Acquire).checked_sub(1)?;
+        Some(self.base.elapsed().saturating_sub(Duration::from_nanos(since)))
     }
 }
 
@@ -85,11 +82,7 @@ impl Collection {
     pub fn start(make: impl FnOnce() -> Pipeline + Send + 'static, every: Duration) -> std::io::Result<Self> {
         let (work_tx, work_rx) = std::sync::mpsc::channel::<Work>();
         let (flushed_tx, flushed) = mpsc::unbounded_channel();
-        let running = Arc::new(Running {
-            busy: AtomicBool::new(false),
-            since_ns: AtomicU64::new(0),
-            base: Instant::now(),
-        });
+        let running = Arc::new(Running::new());
         let missed = Arc::new(AtomicU64::new(0));
         let r = running.clone();
         std::thread::Builder::new().name("collection".into()).spawn(move || {
@@ -129,9 +122,9 @@ impl Collection {
                     }
                 }
                 // What was asked before this collection was due goes first (a flush due at the
-                // same instant holds the collections before it), but never more than a hook's
-                // queue of it: a flood of hook requests must not keep collection from running.
-                for work in work_rx.try_iter().take(ASKED_BEFORE_COLLECTING) {
+                // same instant holds the collections before it), but never more than the hook's
+                // queue: a flood of hook requests must not keep collection from running.
+                for work in work_rx.try_iter().take(crate::hook::QUEUE) {
                     if !answer(work, &mut pipeline) {
                         return;
                     }
@@ -191,6 +184,7 @@ mod tests {
     use crate::role::Role;
     use crate::sample::Batch;
     use crate::sources::{Collector, Errors};
+    use std::sync::atomic::AtomicBool;
 
     /// Counts the collections it takes part in.
     struct Counting(Arc<AtomicU64>);

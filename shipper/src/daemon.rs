@@ -145,7 +145,7 @@ pub async fn daemon(
     let mut flush = tokio::time::interval_at(tokio::time::Instant::now() + offset, schedule.flush_interval);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = Shutdown::new();
-    let (hook_tx, mut hook_rx) = mpsc::channel::<hook::Request>(64);
+    let (hook_tx, mut hook_rx) = mpsc::channel::<hook::Request>(hook::QUEUE);
     if let Some(socket) = &schedule.hook_socket {
         match hook::bind(socket) {
             Ok(listener) => {

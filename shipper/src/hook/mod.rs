@@ -49,6 +49,10 @@ use tokio::sync::{mpsc, oneshot};
 /// How long the hook waits for the daemon; a job's end must not wait longer on us.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Requests the daemon's loop holds for the collection thread; the collection thread answers at
+/// most this many before a collection that fell due.
+pub const QUEUE: usize = 64;
+
 /// The longest request line read: a job id is at most 64 bytes.
 pub const MAX_REQUEST: u64 = 128;
 
