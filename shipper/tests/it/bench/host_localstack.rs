@@ -12,9 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// Raises a counter the way the kernel does, all at once: `fs::write` truncates first, and a
+/// read between the truncate and the write would see an empty counter, which sysfs never shows.
 fn bump(path: &Path, by: u64) {
     let now: u64 = std::fs::read_to_string(path).unwrap().trim().parse().unwrap();
-    std::fs::write(path, format!("{}\n", now + by)).unwrap();
+    let next = path.with_file_name(".bump");
+    std::fs::write(&next, format!("{}\n", now + by)).unwrap();
+    std::fs::rename(&next, path).unwrap();
 }
 
 #[ignore = "needs LocalStack: scripts/test.sh runs it"]
