@@ -168,9 +168,12 @@ impl<T: Item + Named> Intake<T> {
             return items;
         }
         let Some(spool) = &self.spool else { return items };
-        let result = lock(spool).push(&self.label, &items);
+        let mut s = lock(spool);
+        let result = s.push(&self.label, &items);
         match result {
-            Ok((_, dropped)) => {
+            Ok((name, dropped)) => {
+                s.keep_fresh(name, &self.label, items);
+                drop(s);
                 if dropped.full > 0 {
                     self.drops.log_once(
                         DropReason::SpoolFull,
@@ -183,7 +186,8 @@ impl<T: Item + Named> Intake<T> {
                 Vec::new()
             }
             Err(e) => {
-                let dir = lock(spool).dir().display().to_string();
+                let dir = s.dir().display().to_string();
+                drop(s);
                 self.trouble.set(
                     "cannot write the spool; keeping data in memory until it can (see delivery.max_backlog)",
                     format!("{dir}: {e}"),

@@ -70,7 +70,10 @@ pub struct Spool<T> {
     /// file name -> size; names sort oldest first.
     files: BTreeMap<String, u64>,
     seq: u64,
-    items: std::marker::PhantomData<fn() -> T>,
+    /// The newest file's batch as it was written (name, label, items): its sender takes it
+    /// from here instead of reading back and decoding what was just encoded.
+    fresh: Option<(String, String, Vec<T>)>,
+    encoder: spool::Encoder,
 }
 
 fn is_spool_file(name: &str) -> bool {
@@ -110,7 +113,8 @@ impl<T: Item> Spool<T> {
                 max_bytes,
                 files,
                 seq,
-                items: std::marker::PhantomData,
+                fresh: None,
+                encoder: spool::Encoder::default(),
             },
             dropped,
         ))
@@ -135,7 +139,7 @@ impl<T: Item> Spool<T> {
     /// Writes a batch as the newest file, first deleting the oldest files while the spool would
     /// exceed its size. Returns the file and what was dropped to make room.
     pub fn push(&mut self, label: &str, items: &[T]) -> std::io::Result<(String, Dropped)> {
-        let bytes = spool::encode(label, items);
+        let bytes = self.encoder.encode(label, items);
         if bytes.len() as u64 > self.max_bytes {
             // Larger than the whole spool: the caller keeps it in memory instead.
             return Err(std::io::Error::new(
@@ -158,7 +162,22 @@ impl<T: Item> Spool<T> {
         let name = format!("{millis:020}-{:08}{SUFFIX}", self.seq % 100_000_000);
         self.write_atomically(&name, &bytes, false)?;
         self.files.insert(name.clone(), bytes.len() as u64);
+        self.fresh = None;
         Ok((name, dropped))
+    }
+
+    /// Keeps the batch just pushed as `name` in memory for [`Spool::read`]: the file stays the
+    /// record of it until it is removed.
+    pub fn keep_fresh(&mut self, name: String, label: &str, items: Vec<T>) {
+        if self.files.contains_key(&name) {
+            self.fresh = Some((name, label.to_owned(), items));
+        }
+    }
+
+    fn forget_fresh(&mut self, name: &str) {
+        if self.fresh.as_ref().is_some_and(|(n, _, _)| n == name) {
+            self.fresh = None;
+        }
     }
 
     /// Writes `name` whole or not at all; `durable`: synced to the disk, file and directory.
@@ -202,6 +221,7 @@ impl<T: Item> Spool<T> {
             let _ = std::fs::remove_file(&from);
         }
         self.files.remove(name);
+        self.forget_fresh(name);
         count
     }
 
@@ -212,6 +232,11 @@ impl<T: Item> Spool<T> {
 
     /// Reads a file; see [`ReadError`] for what happens to one that cannot be read back.
     pub fn read(&mut self, name: &str) -> Result<Entry<T>, ReadError> {
+        if self.fresh.as_ref().is_some_and(|(n, _, _)| n == name)
+            && let Some((_, label, items)) = self.fresh.take()
+        {
+            return Ok(Entry { label, items, skipped: 0 });
+        }
         let path = self.dir.join(name);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
@@ -242,7 +267,8 @@ impl<T: Item> Spool<T> {
     /// Replaces a file with what is left of its batch after a send that did not deliver all of
     /// it, synced: it may wait out an outage.
     pub fn rewrite(&mut self, name: &str, label: &str, items: &[T]) -> std::io::Result<()> {
-        let bytes = spool::encode(label, items);
+        self.forget_fresh(name);
+        let bytes = self.encoder.encode(label, items);
         self.write_atomically(name, &bytes, true)?;
         self.files.insert(name.to_owned(), bytes.len() as u64);
         Ok(())
@@ -250,6 +276,7 @@ impl<T: Item> Spool<T> {
 
     /// Deletes a delivered (or unreadable) file.
     pub fn remove(&mut self, name: &str) {
+        self.forget_fresh(name);
         self.files.remove(name);
         let _ = std::fs::remove_file(self.dir.join(name));
     }
@@ -324,6 +351,33 @@ mod tests {
         assert_eq!((e.label.as_str(), e.items.len(), e.items[0].metric.as_str()), ("Slurm", 3, "Ma"));
         s.remove(&a);
         assert_eq!(s.oldest(), Some(b));
+    }
+
+    #[test]
+    fn the_batch_just_pushed_is_read_from_memory_until_its_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+        let (a, _) = s.push("Slurm", &batch(3, "a")).unwrap();
+        s.keep_fresh(a.clone(), "Slurm", batch(3, "a"));
+        // Not read back: a file spoiled after the write does not matter to the sender.
+        std::fs::write(dir.path().join(&a), b"spoiled").unwrap();
+        let e = s.read(&a).unwrap();
+        assert_eq!((e.label.as_str(), e.items), ("Slurm", batch(3, "a")));
+        // Taken once: a second read (a retry after a failed send) reads the file.
+        assert!(matches!(s.read(&a), Err(ReadError::Corrupt(..))));
+
+        let (b, _) = s.push("Slurm", &batch(3, "b")).unwrap();
+        s.keep_fresh(b.clone(), "Slurm", batch(3, "b"));
+        s.rewrite(&b, "Slurm", &batch(1, "b")).unwrap();
+        assert_eq!(s.read(&b).unwrap().items, batch(1, "b"), "what is left after a partial send");
+
+        // A newer push replaces it; the older file is read from the disk.
+        let (c, _) = s.push("Slurm", &batch(2, "c")).unwrap();
+        s.keep_fresh(c.clone(), "Slurm", batch(2, "c"));
+        let (d, _) = s.push("Slurm", &batch(2, "d")).unwrap();
+        s.keep_fresh(d.clone(), "Slurm", batch(2, "d"));
+        assert_eq!(s.read(&c).unwrap().items, batch(2, "c"));
+        assert_eq!(s.read(&d).unwrap().items, batch(2, "d"));
     }
 
     #[test]
