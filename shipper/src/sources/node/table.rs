@@ -4,9 +4,10 @@
 //! hook's owner check consult it instead of finding the jobs again.
 //!
 //! cgroup v1 puts every job in each controller's tree: one controller's tree is listed each
-//! cycle (the first of [`PRIMARY_ORDER`] that holds jobs), and a job's directories in the
-//! others are looked up by path in its first [`PROBE_CYCLES`] cycles, when Slurm may still be
-//! making them, instead of listing seven trees every cycle.
+//! cycle (the first of [`PRIMARY_ORDER`] that held every job when all were last listed), and a
+//! job's directories in the others are looked up by path in its first [`PROBE_CYCLES`] cycles,
+//! when Slurm may still be making them, instead of listing seven trees every cycle. All seven
+//! are listed every [`FULL_SCAN_CYCLES`] cycles.
 
 use super::cgroup::Fixed;
 use super::discover::{self, JobDirs, JobRef, Layout, V1_CONTROLLERS, Version};
@@ -20,6 +21,11 @@ const PRIMARY_ORDER: &[&str] = &["cpuacct", "memory", "cpuset", "freezer", "pids
 
 /// Cycles of a job in which its missing v1 controller directories are looked for.
 const PROBE_CYCLES: u32 = 3;
+
+/// v1: every tree is listed once in this many cycles, so a job outside the primary tree (a
+/// job whose Slurm uses other controllers: another slurmd's on the host, or a stale job
+/// directory left in the primary after cgroup.conf changed) is found within them.
+const FULL_SCAN_CYCLES: u32 = 5;
 
 /// (node in the path, job id).
 pub type Key = (Option<String>, String);
@@ -69,8 +75,10 @@ pub struct JobTable {
     /// Jobs found by a SLUID (Slurm 26.05) whose job id Slurm has not given yet: not read
     /// until it has, since records and the hook go by job id.
     unresolved: Vec<JobRef>,
-    /// v1: the controller whose tree was listed last.
+    /// v1: the controller whose tree is listed each cycle.
     primary: Option<&'static str>,
+    /// v1: cycles since every tree was listed.
+    since_full: u32,
 }
 
 /// The table the node collector fills and the GPU collector reads.
@@ -139,26 +147,26 @@ impl JobTable {
         self.jobs = jobs;
     }
 
-    /// v1: the jobs in the primary controller's tree; when it has none, each controller's in
-    /// turn until one has.
+    /// v1: the jobs in the primary controller's tree; every tree, merged, when it has none,
+    /// when there is no primary, and once every [`FULL_SCAN_CYCLES`] cycles. The primary is
+    /// the first tree of [`PRIMARY_ORDER`] that held every job of the last full listing.
     fn list_v1(&mut self, layout: &Layout) -> Vec<JobRef> {
-        if let Some(p) = self.primary {
+        self.since_full += 1;
+        if let Some(p) = self.primary
+            && self.since_full < FULL_SCAN_CYCLES
+        {
             let jobs = discover::jobs_in(layout, &[p]);
             if !jobs.is_empty() {
                 return jobs;
             }
         }
-        for c in PRIMARY_ORDER {
-            if Some(*c) == self.primary {
-                continue;
-            }
-            let jobs = discover::jobs_in(layout, &[c]);
-            if !jobs.is_empty() {
-                self.primary = Some(c);
-                return jobs;
-            }
-        }
-        Vec::new()
+        self.since_full = 0;
+        let jobs = discover::jobs_in(layout, V1_CONTROLLERS);
+        self.primary = PRIMARY_ORDER
+            .iter()
+            .copied()
+            .find(|c| !jobs.is_empty() && jobs.iter().all(|j| j.dir(c).is_some()));
+        jobs
     }
 
     /// The jobs, sorted by (node, id).
@@ -210,5 +218,60 @@ fn probe_v1(layout: &Layout, job: &mut JobRef) {
         if dir.is_dir() {
             dirs.insert(c, dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::node::discover::tests::{layout, mk};
+
+    fn ids(t: &JobTable) -> Vec<String> {
+        t.jobs().map(|j| j.r.id.clone()).collect()
+    }
+
+    /// The CI failure of 2026-11-28: another slurmd's stale job in cpuacct (the first tree
+    /// listed) hid a job whose Slurm gives it no cpuacct or memory cgroup (ParallelCluster's
+    /// defaults): it was never found.
+    #[test]
+    fn a_job_outside_the_tree_listed_each_cycle_is_found() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let layout = layout(r, Version::V1);
+        let no_sluid = |_: &str| None;
+        for c in ["cpuacct", "memory", "freezer", "cpuset"] {
+            mk(r, &format!("{c}/slurm_m3/uid_0/job_29"));
+        }
+        let mut t = JobTable::default();
+        t.refresh(&layout, &no_sluid);
+        assert_eq!((ids(&t), t.primary), (vec!["29".to_owned()], Some("cpuacct")));
+
+        // A job in freezer and cpuset alone: found by the next full listing.
+        for c in ["freezer", "cpuset"] {
+            mk(r, &format!("{c}/slurm_c1/uid_0/job_155"));
+        }
+        let mut cycles = 0;
+        while t.len() < 2 {
+            t.refresh(&layout, &no_sluid);
+            cycles += 1;
+            assert!(cycles <= FULL_SCAN_CYCLES, "not found in {cycles} cycles");
+        }
+        // Listed each cycle from now on: the first tree that holds both.
+        assert_eq!((ids(&t), t.primary), (vec!["155".to_owned(), "29".to_owned()], Some("cpuset")));
+        for _ in 0..2 * FULL_SCAN_CYCLES {
+            t.refresh(&layout, &no_sluid);
+            assert_eq!(t.len(), 2);
+        }
+
+        // Jobs in no one tree together: every tree, every cycle.
+        std::fs::remove_dir(r.join("freezer/slurm_c1/uid_0/job_155")).unwrap();
+        std::fs::remove_dir(r.join("freezer/slurm_m3/uid_0/job_29")).unwrap();
+        mk(r, "freezer/slurm_c1/uid_0/job_156");
+        std::fs::remove_dir(r.join("cpuset/slurm_m3/uid_0/job_29")).unwrap();
+        for _ in 0..=FULL_SCAN_CYCLES {
+            t.refresh(&layout, &no_sluid);
+        }
+        assert_eq!(ids(&t), vec!["155".to_owned(), "156".to_owned(), "29".to_owned()]);
+        assert_eq!(t.primary, None);
     }
 }
