@@ -23,6 +23,32 @@ pub fn getdents64<'b>(dir: &File, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
     }
 }
 
+/// One pread of `f` at `offset` into the spare capacity of `buf`, at most `max` bytes; `buf`
+/// grows by what was read. Nothing is zero-filled first: a buffer kept for 8 KiB reads would
+/// otherwise clear 8 KiB for every 9-byte cgroup counter.
+pub fn pread_spare(f: &File, buf: &mut Vec<u8>, max: usize, offset: u64) -> io::Result<usize> {
+    let len = buf.len();
+    let spare = buf.spare_capacity_mut();
+    let ask = spare.len().min(max);
+    let offset = libc::off64_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    loop {
+        // SAFETY: the kernel writes at most `ask` bytes at the start of the spare capacity,
+        // which holds at least that many.
+        let n = unsafe { libc::pread64(f.as_raw_fd(), spare.as_mut_ptr().cast(), ask, offset) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = (n as usize).min(ask);
+        // SAFETY: the first `n` bytes past `len` were written by the read above.
+        unsafe { buf.set_len(len + n) };
+        return Ok(n);
+    }
+}
+
 /// An exclusive lock on `f`, taken without waiting: `WouldBlock` when another holds it.
 pub fn lock_exclusive_now(f: &File) -> io::Result<()> {
     // SAFETY: flock on a file descriptor `f` owns for the call.

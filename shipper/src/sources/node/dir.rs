@@ -40,14 +40,24 @@ pub fn entries(dir: &Path, mut each: impl FnMut(&OsStr, Kind)) -> io::Result<()>
 /// further than its reader needs.
 pub fn entries_while(dir: &Path, mut each: impl FnMut(&OsStr, Kind) -> bool) -> io::Result<()> {
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY).open(dir)?;
-    let mut buf = [0u8; BUF_BYTES];
-    loop {
+    // The thread's buffer, zero-filled once: a fresh 16 KiB a listing was cleared (and pulled
+    // into the cache) each time for a reply of a few hundred bytes. A listing inside another's
+    // callback finds it taken and makes its own.
+    let mut buf = BUF.take();
+    buf.resize(BUF_BYTES, 0);
+    let r = (|| loop {
         let bytes = crate::sys::fs::getdents64(&f, &mut buf)?;
         let n = bytes.len();
         if !records(bytes, &mut each) || n == 0 || BUF_BYTES - n >= MAX_RECORD {
             return Ok(());
         }
-    }
+    })();
+    BUF.set(buf);
+    r
+}
+
+thread_local! {
+    static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Walks linux_dirent64 records: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.

@@ -12,8 +12,8 @@
 //!   may make directories in its subtree, never a link the collector would follow.
 
 use std::fs::File;
-use std::io::{self, Read};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -70,22 +70,11 @@ fn open(path: &Path) -> io::Result<File> {
     std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
 }
 
-/// Reads of a file from a fixed offset on: each a pread, the file offset untouched.
-struct At<'a>(&'a File, u64);
-
-impl Read for At<'_> {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        let n = self.0.read_at(b, self.1)?;
-        self.1 += n as u64;
-        Ok(n)
-    }
-}
-
 /// The whole text of `f` from offset 0 in `buf` (replacing it).
 fn pread_text(f: &File, buf: &mut String) -> io::Result<()> {
     let mut bytes = std::mem::take(buf).into_bytes();
     bytes.clear();
-    let r = super::read_end(&mut At(f, 0), &mut bytes, usize::MAX);
+    let r = super::read_end(f, &mut bytes, usize::MAX);
     match String::from_utf8(bytes) {
         Ok(s) => {
             *buf = s;

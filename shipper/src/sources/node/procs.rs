@@ -168,9 +168,9 @@ pub fn environ_cuts() -> u64 {
 /// there was more, None when it cannot be read.
 fn read_capped(path: &Path, max: usize, buf: &mut Vec<u8>) -> Option<bool> {
     buf.clear();
-    let mut f = std::fs::File::open(path).ok()?;
+    let f = std::fs::File::open(path).ok()?;
     // One byte more than allowed tells a file of exactly `max` from a longer one.
-    super::read_end(&mut f, buf, max.saturating_add(1)).ok()?;
+    super::read_end(&f, buf, max.saturating_add(1)).ok()?;
     let cut = buf.len() > max;
     buf.truncate(max);
     Some(cut)
