@@ -8,11 +8,13 @@
 //! - [`datum`]: a datum and its JSON line (the stdout sink's output and the spool's content);
 //! - [`record`]: a job record, one CloudWatch Logs event;
 //! - [`spool`]: the spool file, a checksummed batch of datums or records;
+//! - [`gzip`]: gzip members from a kept compressor (spool files, OTLP bodies);
 //! - [`log_once`]: which problems were logged already (the collectors', the validators'; the
 //!   caller logs), here so that the collectors need not import the AWS crate for it.
 
 pub mod cgroup;
 pub mod datum;
+pub mod gzip;
 pub mod infiniband;
 pub mod log_once;
 pub mod lustre;

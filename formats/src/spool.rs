@@ -10,9 +10,10 @@
 //! a torn write from a power loss, never half-trusted.
 
 use crate::datum::Datum;
+use crate::gzip::Gzip;
 use crate::record::Record;
+use flate2::Compression;
 use flate2::read::GzDecoder;
-use flate2::{Compress, Compression, FlushCompress, Status};
 use std::io::Read;
 
 const MAGIC: &str = "slurm-cw-spool";
@@ -83,17 +84,16 @@ pub fn encode<T: Item>(label: &str, items: &[T]) -> Vec<u8> {
     Encoder::default().encode(label, items)
 }
 
-/// Encodes spool files one after another, keeping its compressor and text buffer: a new
-/// compressor's tables (some 160 kB, mapped and faulted in afresh each time) cost more than
-/// compressing a flush.
+/// Encodes spool files one after another, keeping its compressor (see [`Gzip`]) and text
+/// buffer.
 pub struct Encoder {
-    deflate: Compress,
+    gzip: Gzip,
     text: String,
 }
 
 impl Default for Encoder {
     fn default() -> Self {
-        Encoder { deflate: Compress::new(Compression::fast(), false), text: String::new() }
+        Encoder { gzip: Gzip::new(Compression::fast()), text: String::new() }
     }
 }
 
@@ -107,36 +107,11 @@ impl Encoder {
             self.text.push_str(&d.to_line(label));
             self.text.push('\n');
         }
-        let body = self.gzip();
+        let body = self.gzip.member(self.text.as_bytes());
         let mut out =
             format!("{MAGIC} {VERSION} {} {} {:08x}\n", items.len(), body.len(), crc32fast::hash(&body))
                 .into_bytes();
         out.extend_from_slice(&body);
-        out
-    }
-
-    /// One gzip member (RFC 1952) of the text: header, raw deflate, CRC-32 and length.
-    fn gzip(&mut self) -> Vec<u8> {
-        let input = self.text.as_bytes();
-        let mut out = Vec::with_capacity(input.len() / 4 + 64);
-        // No name, no time; OS "unknown".
-        out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
-        self.deflate.reset();
-        loop {
-            if out.capacity() - out.len() < 64 {
-                out.reserve(out.capacity().max(256));
-            }
-            let done = self.deflate.total_in() as usize;
-            match self.deflate.compress_vec(&input[done..], &mut out, FlushCompress::Finish) {
-                Ok(Status::StreamEnd) => break,
-                Ok(_) => {}
-                // Compressing into a Vec with room does not fail; were it to, the file fails
-                // its own checks on reading, counted as corrupt, rather than the daemon stopping.
-                Err(_) => break,
-            }
-        }
-        out.extend_from_slice(&crc32fast::hash(input).to_le_bytes());
-        out.extend_from_slice(&(input.len() as u32).to_le_bytes());
         out
     }
 }

@@ -174,10 +174,16 @@ impl<T: Item> Spool<T> {
         }
     }
 
-    fn forget_fresh(&mut self, name: &str) {
-        if self.fresh.as_ref().is_some_and(|(n, _, _)| n == name) {
-            self.fresh = None;
+    /// The (label, items) kept in memory for `name`, taken; None when another batch is kept.
+    fn take_fresh(&mut self, name: &str) -> Option<(String, Vec<T>)> {
+        match &self.fresh {
+            Some((n, _, _)) if n == name => self.fresh.take().map(|(_, label, items)| (label, items)),
+            _ => None,
         }
+    }
+
+    fn forget_fresh(&mut self, name: &str) {
+        self.take_fresh(name);
     }
 
     /// Writes `name` whole or not at all; `durable`: synced to the disk, file and directory.
@@ -232,9 +238,7 @@ impl<T: Item> Spool<T> {
 
     /// Reads a file; see [`ReadError`] for what happens to one that cannot be read back.
     pub fn read(&mut self, name: &str) -> Result<Entry<T>, ReadError> {
-        if self.fresh.as_ref().is_some_and(|(n, _, _)| n == name)
-            && let Some((_, label, items)) = self.fresh.take()
-        {
+        if let Some((label, items)) = self.take_fresh(name) {
             return Ok(Entry { label, items, skipped: 0 });
         }
         let path = self.dir.join(name);

@@ -104,6 +104,7 @@ pub struct OtlpSink {
     signer: Option<sign::Signer>,
     rng: StdRng,
     logged: LogOnce<String>,
+    gzip: slurm_cw_formats::gzip::Gzip,
 }
 
 impl OtlpSink {
@@ -156,6 +157,7 @@ impl OtlpSink {
             signer,
             rng: StdRng::from_os_rng(),
             logged: LogOnce::default(),
+            gzip: encode::gzip(),
         })
     }
 
@@ -279,11 +281,12 @@ pub fn bodies(
     items: Vec<Aggregate>,
     max_request_bytes: usize,
 ) -> Vec<(usize, Vec<u8>)> {
+    let mut gzip = encode::gzip();
     chunks(items, max_request_bytes)
         .iter()
         .map(|chunk| {
             let plain = encode::request(resource, chunk);
-            (plain.len(), encode::gzip(&plain))
+            (plain.len(), gzip.member(&plain))
         })
         .collect()
 }
@@ -335,7 +338,7 @@ impl slurm_cw_sink::send::Requests<Aggregate> for OtlpSink {
         chunk: &[Aggregate],
         outcome: &mut Outcome<Aggregate>,
     ) -> Result<Vec<usize>, Failure> {
-        let body = Bytes::from(encode::gzip(&encode::request(&self.settings.resource, chunk)));
+        let body = Bytes::from(self.gzip.member(&encode::request(&self.settings.resource, chunk)));
         let mut attempt = 0;
         loop {
             outcome.requests += 1;

@@ -9,7 +9,6 @@ use crate::aggregate::{Aggregate, Summary};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::series;
 use std::collections::HashMap;
-use std::io::Write;
 use std::time::SystemTime;
 
 // Wire types.
@@ -153,13 +152,9 @@ pub fn request(resource: &[(String, String)], items: &[Aggregate]) -> Vec<u8> {
     body
 }
 
-/// gzip, as the body goes on the wire.
-pub fn gzip(body: &[u8]) -> Vec<u8> {
-    let mut enc =
-        flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::default());
-    // Writing into a Vec cannot fail.
-    let _ = enc.write_all(body);
-    enc.finish().unwrap_or_default()
+/// A gzip compressor for request bodies, kept by the sink (see [`slurm_cw_formats::gzip`]).
+pub fn gzip() -> slurm_cw_formats::gzip::Gzip {
+    slurm_cw_formats::gzip::Gzip::new(flate2::Compression::default())
 }
 
 /// What the receiver said in a 2xx answer: ExportMetricsServiceResponse{partial_success = 1:

@@ -122,7 +122,7 @@ fn gzip_round_trips_and_partial_success_is_read() {
     use std::io::Read;
     let body = b"hello hello hello".repeat(100);
     let mut back = Vec::new();
-    flate2::read::GzDecoder::new(&gzip(&body)[..]).read_to_end(&mut back).unwrap();
+    flate2::read::GzDecoder::new(&gzip().member(&body)[..]).read_to_end(&mut back).unwrap();
     assert_eq!(back, body);
 
     assert_eq!(partial_success(b""), None);
