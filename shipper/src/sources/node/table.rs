@@ -152,6 +152,8 @@ impl JobTable {
     /// the first tree of [`PRIMARY_ORDER`] that held every job of the last full listing.
     fn list_v1(&mut self, layout: &Layout) -> Vec<JobRef> {
         self.since_full += 1;
+        // The primary, when it was just listed and held none, is not listed again.
+        let mut listed_empty = None;
         if let Some(p) = self.primary
             && self.since_full < FULL_SCAN_CYCLES
         {
@@ -159,13 +161,14 @@ impl JobTable {
             if !jobs.is_empty() {
                 return jobs;
             }
+            listed_empty = Some(p);
         }
         self.since_full = 0;
-        let jobs = discover::jobs_in(layout, V1_CONTROLLERS);
-        self.primary = PRIMARY_ORDER
-            .iter()
-            .copied()
-            .find(|c| !jobs.is_empty() && jobs.iter().all(|j| j.dir(c).is_some()));
+        let trees: Vec<&'static str> =
+            V1_CONTROLLERS.iter().copied().filter(|c| Some(*c) != listed_empty).collect();
+        let jobs = discover::jobs_in(layout, &trees);
+        let any = !jobs.is_empty();
+        self.primary = PRIMARY_ORDER.iter().copied().find(|c| any && jobs.iter().all(|j| j.dir(c).is_some()));
         jobs
     }
 
@@ -273,5 +276,22 @@ mod tests {
         }
         assert_eq!(ids(&t), vec!["155".to_owned(), "156".to_owned(), "29".to_owned()]);
         assert_eq!(t.primary, None);
+    }
+
+    #[test]
+    fn when_the_primary_empties_the_other_trees_are_listed_in_the_same_cycle() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let layout = layout(r, Version::V1);
+        let no_sluid = |_: &str| None;
+        for c in ["cpuacct", "freezer"] {
+            mk(r, &format!("{c}/slurm_c1/uid_0/job_7"));
+        }
+        let mut t = JobTable::default();
+        t.refresh(&layout, &no_sluid);
+        assert_eq!(t.primary, Some("cpuacct"));
+        std::fs::remove_dir(r.join("cpuacct/slurm_c1/uid_0/job_7")).unwrap();
+        t.refresh(&layout, &no_sluid);
+        assert_eq!((ids(&t), t.primary), (vec!["7".to_owned()], Some("freezer")));
     }
 }
