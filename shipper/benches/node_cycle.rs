@@ -28,9 +28,13 @@
 //! | v2, 2 jobs | 145.5 / 68 | 51.0 | 15.0 |
 //! | v2, 64 jobs | 140.7 / 65.1 | 48.1 | 12.1 |
 //! | v2, 512 jobs | | 48.0 | 12.0 |
-//! | v1, 2 jobs | 190 / 79 | 71.8 | 23.8 |
-//! | v1, 64 jobs | 153.7 / 74.4 | 67.4 | 19.4 |
-//! | v1, 512 jobs | | 67.3 | 19.3 |
+//! | v1, 2 jobs | 190 / 79 | 73.8 | 25.8 |
+//! | v1, 64 jobs | 153.7 / 74.4 | 66.5 | 18.5 |
+//! | v1, 512 jobs | | 66.3 | 18.3 |
+//!
+//! v1 now: cpuacct.usage is the sum of usage_percpu (one pread a job fewer), and every
+//! controller's tree is listed once in five cycles (6fb77cb; two jobs' worth of listing more a
+//! cycle at 2 jobs).
 //!
 //! On tmpfs, which these trees are, /proc/<pid>/fd is listed; a real procfs (Linux 6.2+)
 //! gives the count in one stat.

@@ -100,8 +100,13 @@ fn read_v1(job: &JobRef, r: &mut Reader, fixed: &Fixed) -> CgroupStats {
     }
     s.oom_kills = r.text("memory", mem, "memory.oom_control").and_then(|t| kv::flat_key(t, "oom_kill"));
     let acct = job.dir("cpuacct");
-    s.cpu_ns = r.text("cpuacct", acct, "cpuacct.usage").and_then(kv::single);
     s.percpu_ns = r.text("cpuacct", acct, "cpuacct.usage_percpu").map(kv::numbers).filter(|v| !v.is_empty());
+    // cpuacct.usage is the sum of the per-CPU counters usage_percpu shows (the kernel adds the
+    // same ones): read only where usage_percpu cannot be, one read a job a cycle fewer.
+    s.cpu_ns = match &s.percpu_ns {
+        Some(v) => Some(v.iter().fold(0u64, |a, n| a.saturating_add(*n))),
+        None => r.text("cpuacct", acct, "cpuacct.usage").and_then(kv::single),
+    };
     // The cpu controller has throttling figures only where Slurm made a job directory in it.
     s.throttled_ns =
         r.text("cpu", job.dir("cpu"), "cpu.stat").and_then(|t| kv::flat_key(t, "throttled_time"));
