@@ -8,18 +8,24 @@ use std::path::Path;
 /// One getdents64 on the open directory `dir`: the linux_dirent64 records the kernel wrote
 /// into `buf` (as many bytes as it wrote; none at the end of the directory).
 pub fn getdents64<'b>(dir: &File, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which holds that many.
+    let n = bytes_or_retry(|| unsafe {
+        libc::syscall(libc::SYS_getdents64, dir.as_raw_fd(), buf.as_mut_ptr(), buf.len()) as isize
+    })?;
+    Ok(&buf[..n.min(buf.len())])
+}
+
+/// The byte count a read-like call returned, the call made again while a signal interrupts it.
+fn bytes_or_retry(mut call: impl FnMut() -> isize) -> io::Result<usize> {
     loop {
-        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which holds that many.
-        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
-        let n = (n as usize).min(buf.len());
-        return Ok(&buf[..n]);
     }
 }
 
@@ -31,22 +37,14 @@ pub fn pread_spare(f: &File, buf: &mut Vec<u8>, max: usize, offset: u64) -> io::
     let spare = buf.spare_capacity_mut();
     let ask = spare.len().min(max);
     let offset = libc::off64_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    loop {
-        // SAFETY: the kernel writes at most `ask` bytes at the start of the spare capacity,
-        // which holds at least that many.
-        let n = unsafe { libc::pread64(f.as_raw_fd(), spare.as_mut_ptr().cast(), ask, offset) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        let n = (n as usize).min(ask);
-        // SAFETY: the first `n` bytes past `len` were written by the read above.
-        unsafe { buf.set_len(len + n) };
-        return Ok(n);
-    }
+    // SAFETY: the kernel writes at most `ask` bytes at the start of the spare capacity, which
+    // holds at least that many.
+    let n =
+        bytes_or_retry(|| unsafe { libc::pread64(f.as_raw_fd(), spare.as_mut_ptr().cast(), ask, offset) })?
+            .min(ask);
+    // SAFETY: the first `n` bytes past `len` were written by the read above.
+    unsafe { buf.set_len(len + n) };
+    Ok(n)
 }
 
 /// An exclusive lock on `f`, taken without waiting: `WouldBlock` when another holds it.

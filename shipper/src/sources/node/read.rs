@@ -27,7 +27,6 @@ pub fn read_end(f: &File, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<()
         match crate::sys::fs::pread_spare(f, buf, ask, read as u64) {
             Ok(n) if n < ask => return Ok(()),
             Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
