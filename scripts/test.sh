@@ -225,7 +225,7 @@ slurm_bench_tests() {
 # release): Debian 13's packages in a chroot beside the 22.05 bench, made once (about a minute)
 # and cached.
 step "Slurm 24.11: the real-Slurm tests again (SLURM_24_11=0 skips)"
-slurm_bench_tests 24.11 SLURM_24_11 node_slurm job_cost head_once head_scenario report
+slurm_bench_tests 24.11 SLURM_24_11 node_slurm node_leftover job_cost head_once head_scenario report
 
 # The head role on Slurm 26.05 (Debian sid's, in a chroot like 24.11's; made once, about a
 # minute, and cached): slurmctld's own OpenMetrics endpoint as the node source, checked against

@@ -13,6 +13,14 @@
 //! answer has not come yet is read without it (its account `unknown`) and asked about until
 //! Slurm answers or forgets the job.
 //!
+//! Slurm is asked again, every [`RECHECK_EVERY`], about a job the node collector doubts (no
+//! process left in its cgroup, or past the end Slurm gave it): a cgroup that outlives its job
+//! (processes Slurm could not kill, a slurmd that died before cleaning up) would otherwise be
+//! counted as a running job, and billed, for as long as it stays. A job Slurm says has ended
+//! is [`SlurmJobs::ended`]; so is one Slurm has not listed for [`UNLISTED_FOR`], since Slurm
+//! 24.11 answers an unknown job and an unreachable slurmctld alike (an empty list, exit 0).
+//! Ended jobs are asked about still, and come back if Slurm lists them running again.
+//!
 //! Shared by the node and GPU collectors, which run on the collection thread (an
 //! `Rc<RefCell<..>>`); the node collector refreshes it at the start of each collection.
 
@@ -29,6 +37,23 @@ use std::time::{Duration, Instant};
 pub const WAIT: Duration = Duration::from_secs(2);
 /// How long a job Slurm could not answer for waits before it is asked again.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How often a job in doubt, or taken as ended, is asked about again.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(300);
+/// How long Slurm must go on not listing a job before it counts as ended.
+pub const UNLISTED_FOR: Duration = Duration::from_secs(900);
+/// Slurm's base states of a job that is over (and `COMPLETING`, which 22.05 prints alone).
+const ENDED_STATES: [&str; 10] = [
+    "COMPLETED",
+    "COMPLETING",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
+];
 
 pub type Shared = Rc<RefCell<SlurmJobs>>;
 
@@ -41,6 +66,15 @@ pub struct SlurmJobs {
     /// Keys (job ids or SLUIDs) asked and not answered yet.
     asked: HashSet<String>,
     retry_at: HashMap<String, Instant>,
+    /// When each key was last asked about.
+    asked_at: HashMap<String, Instant>,
+    /// Since when Slurm has answered each key with a list that lacks it.
+    unlisted_since: HashMap<String, Instant>,
+    /// Job id -> why it counts as ended (Slurm's state, or not listed).
+    ended: HashMap<String, String>,
+    /// [`RECHECK_EVERY`] and [`UNLISTED_FOR`], shorter in tests.
+    recheck_every: Duration,
+    unlisted_for: Duration,
     /// scontrol is not there at all: nothing to ask, logged once.
     missing: bool,
 }
@@ -85,13 +119,33 @@ impl SlurmJobs {
             sluids: HashMap::new(),
             asked: HashSet::new(),
             retry_at: HashMap::new(),
+            asked_at: HashMap::new(),
+            unlisted_since: HashMap::new(),
+            ended: HashMap::new(),
+            recheck_every: RECHECK_EVERY,
+            unlisted_for: UNLISTED_FOR,
             missing: false,
         };
         details.into_iter().for_each(|d| s.keep(d));
         Rc::new(RefCell::new(s))
     }
 
+    /// Asks again sooner than [`RECHECK_EVERY`] and [`UNLISTED_FOR`] (tests).
+    pub fn with_pace(this: Shared, recheck_every: Duration, unlisted_for: Duration) -> Shared {
+        {
+            let mut s = this.borrow_mut();
+            s.recheck_every = recheck_every;
+            s.unlisted_for = unlisted_for;
+        }
+        this
+    }
+
     fn keep(&mut self, d: JobDetail) {
+        self.unlisted_since.remove(&d.job_id);
+        match d.state.as_deref().filter(|s| ENDED_STATES.contains(s)) {
+            Some(state) => self.ended.insert(d.job_id.clone(), state.to_owned()),
+            None => self.ended.remove(&d.job_id),
+        };
         if let Some(sluid) = &d.sluid {
             self.sluids.insert(sluid.clone(), d.job_id.clone());
         }
@@ -107,6 +161,12 @@ impl SlurmJobs {
         self.sluids.get(sluid).map(String::as_str)
     }
 
+    /// Why job `id` counts as ended although its cgroup is still here: Slurm's state for it,
+    /// or that Slurm has not listed it for [`UNLISTED_FOR`].
+    pub fn ended(&self, id: &str) -> Option<&str> {
+        self.ended.get(id).map(String::as_str)
+    }
+
     /// Whether Slurm can be asked here at all.
     pub fn available(&self) -> bool {
         !self.missing
@@ -114,8 +174,9 @@ impl SlurmJobs {
 
     /// Asks Slurm about the jobs in `keys` (job ids, or SLUIDs of jobs whose id is not known
     /// yet) it has not answered for, and waits at most [`WAIT`] for the answers; forgets
-    /// jobs no longer listed.
-    pub fn refresh(this: &Shared, keys: &[String]) {
+    /// jobs no longer listed. Asks again, without waiting, about the jobs in `doubtful` and
+    /// those taken as ended, each once every [`RECHECK_EVERY`].
+    pub fn refresh(this: &Shared, keys: &[String], doubtful: &[&str]) {
         let deadline = Instant::now() + WAIT;
         let mut s = this.borrow_mut();
         let listed: HashSet<&String> = keys.iter().collect();
@@ -123,6 +184,9 @@ impl SlurmJobs {
         let SlurmJobs { known, sluids, .. } = &mut *s;
         sluids.retain(|_, id| known.contains_key(id));
         s.retry_at.retain(|k, _| listed.contains(k));
+        s.asked_at.retain(|k, _| listed.contains(k));
+        s.unlisted_since.retain(|k, _| listed.contains(k));
+        s.ended.retain(|id, _| listed.contains(id));
         s.take_answers(None);
         if s.missing || s.worker.is_none() {
             return;
@@ -139,15 +203,34 @@ impl SlurmJobs {
             .cloned()
             .collect();
         for key in &todo {
-            if s.worker.as_ref().is_some_and(|w| w.ask(key)) {
-                s.asked.insert(key.clone());
-            }
+            s.ask(key, now);
+        }
+        let again: Vec<String> = doubtful
+            .iter()
+            .copied()
+            .chain(s.ended.keys().map(String::as_str))
+            .filter(|k| {
+                s.known.contains_key(*k)
+                    && !s.asked.contains(*k)
+                    && s.asked_at.get(*k).is_none_or(|t| now.duration_since(*t) >= s.recheck_every)
+            })
+            .map(str::to_owned)
+            .collect();
+        for key in &again {
+            s.ask(key, now);
         }
         while todo.iter().any(|k| s.asked.contains(k)) && !s.missing {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || !s.take_answers(Some(left)) {
                 break;
             }
+        }
+    }
+
+    fn ask(&mut self, key: &str, now: Instant) {
+        if self.worker.as_ref().is_some_and(|w| w.ask(key)) {
+            self.asked.insert(key.to_owned());
+            self.asked_at.insert(key.to_owned(), now);
         }
     }
 
@@ -171,10 +254,25 @@ impl SlurmJobs {
                 }
                 Err(e) => {
                     tracing::debug!(job = key, error = %e, "Slurm did not describe the job; asking again later");
+                    if matches!(e, worker::Failure::NotThisJob) {
+                        self.unlisted(&key);
+                    }
                     self.retry_at.insert(key, Instant::now() + RETRY_AFTER);
                 }
             }
         }
         any
     }
+
+    /// Slurm answered with a list that lacks `key`: ended once that has gone on for
+    /// [`UNLISTED_FOR`].
+    fn unlisted(&mut self, key: &str) {
+        let since = *self.unlisted_since.entry(key.to_owned()).or_insert_with(Instant::now);
+        if since.elapsed() >= self.unlisted_for && !is_sluid(key) {
+            self.ended.entry(key.to_owned()).or_insert_with(|| "not listed by Slurm".to_owned());
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests;

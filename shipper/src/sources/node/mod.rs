@@ -204,8 +204,20 @@ impl NodeCollector {
         if let Some(slurm) = &slurm {
             let mut keys: Vec<String> = table.jobs().map(|j| j.r.id.clone()).collect();
             keys.extend(table.unresolved().map(str::to_owned));
-            SlurmJobs::refresh(slurm, &keys);
+            let doubtful = self.doubtful(&table, slurm);
+            SlurmJobs::refresh(slurm, &keys, &doubtful);
             table.resolve(&layout, &job_id);
+            let s = slurm.borrow();
+            for job in table.leave_out(|id| s.ended(id).is_some()) {
+                if self.logged.first(&format!("ended {}", job.id)) {
+                    tracing::warn!(
+                        job = job.id,
+                        slurm = s.ended(&job.id).unwrap_or_default(),
+                        dir = ?job.process_dir(),
+                        "Slurm says this job has ended but its cgroup is still here (processes Slurm could not kill, or a slurmd that did not clean up): it is left out of job figures and costs"
+                    );
+                }
+            }
         }
         let waiting = table.unresolved().count();
         let jobs = table.jobs().map(|j| j.r.clone()).collect();
@@ -218,6 +230,25 @@ impl NodeCollector {
             );
         }
         Some(jobs)
+    }
+
+    /// The jobs Slurm should be asked about again: none of their processes left at their last
+    /// reading, or past the end Slurm gave them by more than [`slurm_jobs::RECHECK_EVERY`].
+    fn doubtful<'t>(&self, table: &'t table::JobTable, slurm: &slurm_jobs::Shared) -> Vec<&'t str> {
+        let s = slurm.borrow();
+        let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let grace = slurm_jobs::RECHECK_EVERY.as_secs();
+        let overdue = |id: &str| {
+            s.get(id)
+                .and_then(|d| d.end_unix)
+                .and_then(|t| u64::try_from(t).ok())
+                .is_some_and(|t| t + grace < now)
+        };
+        table
+            .jobs()
+            .filter(|j| self.previous.get(&j.r.key()).is_some_and(|p| p.procs.is_empty()) || overdue(&j.r.id))
+            .map(|j| j.r.id.as_str())
+            .collect()
     }
 
     /// Reads the listed jobs, or only job `only`; returns how many were read.

@@ -75,6 +75,9 @@ pub struct JobTable {
     /// Jobs found by a SLUID (Slurm 26.05) whose job id Slurm has not given yet: not read
     /// until it has, since records and the hook go by job id.
     unresolved: Vec<JobRef>,
+    /// Jobs Slurm says have ended whose cgroups stay ([`JobTable::leave_out`]): not read, and
+    /// kept here so that the next refresh does not take them for new.
+    left_out: BTreeMap<Key, Job>,
     /// v1: the controller whose tree is listed each cycle.
     primary: Option<&'static str>,
     /// v1: cycles since every tree was listed.
@@ -127,7 +130,7 @@ impl JobTable {
                 }
             }
             let key = r.key();
-            let mut job = match self.jobs.remove(&key) {
+            let mut job = match self.jobs.remove(&key).or_else(|| self.left_out.remove(&key)) {
                 Some(mut j) => {
                     if let (JobDirs::V1(known), JobDirs::V1(now)) = (&mut j.r.dirs, &r.dirs) {
                         known.extend(now.iter().map(|(c, p)| (*c, p.clone())));
@@ -145,6 +148,24 @@ impl JobTable {
             jobs.insert(key, job);
         }
         self.jobs = jobs;
+        if all {
+            self.left_out.clear();
+        }
+    }
+
+    /// Leaves out of [`JobTable::jobs`] the jobs `ended` names, until the next refresh finds
+    /// them again; returns them.
+    pub fn leave_out(&mut self, ended: impl Fn(&str) -> bool) -> Vec<JobRef> {
+        let keys: Vec<Key> =
+            self.jobs.iter().filter(|(_, j)| ended(&j.r.id)).map(|(k, _)| k.clone()).collect();
+        let mut out = Vec::new();
+        for key in keys {
+            if let Some(job) = self.jobs.remove(&key) {
+                out.push(job.r.clone());
+                self.left_out.insert(key, job);
+            }
+        }
+        out
     }
 
     /// v1: the jobs in the primary controller's tree; every tree, merged, when it has none,

@@ -30,8 +30,12 @@ pub enum Failure {
     Command(CommandError),
     #[error("scontrol's JSON answer could not be read")]
     Unreadable,
-    #[error("scontrol answered for another job")]
+    /// Slurm's list lacks the job: it has forgotten it, or (Slurm 24.11) slurmctld could not
+    /// be reached.
+    #[error("Slurm's answer does not list the job")]
     NotThisJob,
+    #[error("the lookups' queue was full")]
+    QueueFull,
 }
 
 pub type Answer = (String, Result<JobDetail, Failure>);
@@ -139,7 +143,7 @@ async fn serve(
                         if requeue.try_send(key.clone()).is_ok() {
                             return;
                         }
-                        Err(Failure::NotThisJob)
+                        Err(Failure::QueueFull)
                     }
                     other => {
                         drop(permit);

@@ -17,6 +17,7 @@ mod job_cost;
 mod logs_sink;
 mod namespace_default;
 mod node_cgroupfs;
+mod node_leftover;
 mod node_pcluster;
 mod node_slurm;
 mod otlp_sink;

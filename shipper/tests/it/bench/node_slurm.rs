@@ -15,6 +15,11 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// One `--once` of the node role, printed (`--sink stdout`).
 fn once_node(cluster: &str) -> String {
+    String::from_utf8_lossy(&once_node_run(cluster).stdout).into_owned()
+}
+
+/// The same, with its standard error.
+pub(super) fn once_node_run(cluster: &str) -> std::process::Output {
     let run = shipper()
         .args(["--once", "--role", "node", "--sink", "stdout"])
         .env("SLURM_CW_CLUSTER_NAME", cluster)
@@ -23,7 +28,7 @@ fn once_node(cluster: &str) -> String {
         .output()
         .unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    String::from_utf8_lossy(&run.stdout).into_owned()
+    run
 }
 
 /// A process of `job` on `node` (as Slurm lists them) whose command is `comm`.
@@ -34,7 +39,7 @@ fn job_process(job: &str, node: &str, comm: &str) -> Option<u32> {
 }
 
 /// The job_sample record of `job` in what the stdout sink printed.
-fn sample_of(stdout: &str, job: &str) -> serde_json::Value {
+pub(super) fn sample_of(stdout: &str, job: &str) -> serde_json::Value {
     stdout
         .lines()
         .filter_map(|l| Record::from_json_line(l).ok())

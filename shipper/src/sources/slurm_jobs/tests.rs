@@ -1,0 +1,108 @@
+//! A job whose cgroup outlives it: Slurm asked again about the jobs the collector doubts, with an
+//! `scontrol` that prints whatever answer the test last wrote (Slurm 24.11's JSON shapes, as
+//! the bench printed them: `jobs` empty and exit 0 for a job it does not know).
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// An scontrol that logs each call and prints the file `answer`.
+fn scontrol(dir: &Path) {
+    let p = dir.join("scontrol");
+    let body = format!("#!/bin/sh\necho \"$@\" >> {0}/calls\ncat {0}/answer\n", dir.display());
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn answer(dir: &Path, jobs: &str) {
+    // Written aside and renamed, so scontrol never prints half of it.
+    std::fs::write(dir.join("answer.new"), format!(r#"{{"jobs": [{jobs}], "errors": []}}"#)).unwrap();
+    std::fs::rename(dir.join("answer.new"), dir.join("answer")).unwrap();
+}
+
+fn job(id: u32, state: &str) -> String {
+    format!(r#"{{"job_id": {id}, "account": "physics", "partition": "batch", "job_state": ["{state}"]}}"#)
+}
+
+fn calls(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("calls")).map_or(0, |c| c.lines().count())
+}
+
+fn slurm(dir: &Path, pace: Duration) -> Shared {
+    let cmds = SlurmCommands::new(Some(dir.to_owned()), Duration::from_secs(10));
+    SlurmJobs::with_pace(SlurmJobs::new(cmds), pace, pace * 3)
+}
+
+/// Refreshes until `done`, a minute at most.
+fn refresh_until(s: &Shared, keys: &[String], doubtful: &[&str], mut done: impl FnMut(&SlurmJobs) -> bool) {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        SlurmJobs::refresh(s, keys, doubtful);
+        if done(&s.borrow()) {
+            return;
+        }
+        assert!(Instant::now() < until, "timed out");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_doubted_job_that_slurm_says_completed_is_ended_and_one_not_doubted_is_not_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    scontrol(dir.path());
+    answer(dir.path(), &[job(7, "RUNNING"), job(8, "RUNNING")].join(","));
+    let s = slurm(dir.path(), Duration::from_millis(50));
+    let keys = ["7".to_owned(), "8".to_owned()];
+    refresh_until(&s, &keys, &[], |s| s.get("7").is_some() && s.get("8").is_some());
+    assert_eq!(calls(dir.path()), 2, "each new job asked once");
+    assert_eq!(s.borrow().ended("7"), None);
+
+    // Both jobs end in Slurm; only job 7 is in doubt (no process left in its cgroup).
+    answer(dir.path(), &[job(7, "COMPLETED"), job(8, "COMPLETED")].join(","));
+    refresh_until(&s, &keys, &["7"], |s| s.ended("7").is_some());
+    assert_eq!(s.borrow().ended("7"), Some("COMPLETED"));
+    assert_eq!(s.borrow().ended("8"), None, "job 8 was not asked again: it runs as far as anyone knows");
+    let asked: Vec<String> =
+        std::fs::read_to_string(dir.path().join("calls")).unwrap().lines().map(str::to_owned).collect();
+    assert!(asked.iter().filter(|c| c.ends_with(" 8")).count() == 1, "{asked:?}");
+    // Account and partition stay Slurm's.
+    assert_eq!(s.borrow().get("7").and_then(|d| d.account.clone()).as_deref(), Some("physics"));
+}
+
+#[test]
+fn a_job_slurm_stops_listing_ends_only_after_a_while_and_comes_back_when_listed_running() {
+    let dir = tempfile::tempdir().unwrap();
+    scontrol(dir.path());
+    answer(dir.path(), &job(9, "RUNNING"));
+    let pace = Duration::from_millis(100);
+    let s = slurm(dir.path(), pace);
+    let keys = ["9".to_owned()];
+    refresh_until(&s, &keys, &[], |s| s.get("9").is_some());
+
+    // Slurm 24.11 prints an empty list both when it forgot the job and when slurmctld cannot be
+    // reached: the first such answer ends nothing.
+    answer(dir.path(), "");
+    let started = Instant::now();
+    refresh_until(&s, &keys, &["9"], |s| s.unlisted_since.contains_key("9"));
+    assert_eq!(s.borrow().ended("9"), None, "one empty answer is not the end");
+    refresh_until(&s, &keys, &["9"], |s| s.ended("9").is_some());
+    assert_eq!(s.borrow().ended("9"), Some("not listed by Slurm"));
+    assert!(started.elapsed() >= pace * 3, "ended after {:?}", started.elapsed());
+
+    // Asked still while it is taken as ended: listed running again, it is back.
+    answer(dir.path(), &job(9, "RUNNING"));
+    refresh_until(&s, &keys, &[], |s| s.ended("9").is_none());
+    assert_eq!(s.borrow().get("9").and_then(|d| d.state.clone()).as_deref(), Some("RUNNING"));
+}
+
+#[test]
+fn a_job_whose_cgroup_is_gone_is_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    scontrol(dir.path());
+    answer(dir.path(), &job(7, "COMPLETED"));
+    let s = slurm(dir.path(), Duration::from_millis(50));
+    refresh_until(&s, &["7".to_owned()], &[], |s| s.ended("7").is_some());
+    SlurmJobs::refresh(&s, &[], &[]);
+    assert_eq!(s.borrow().ended("7"), None);
+    assert!(s.borrow().get("7").is_none());
+}

@@ -1,0 +1,75 @@
+//! A job cgroup that outlives its job on real Slurm (cgroup v1 here): what a job whose
+//! processes Slurm could not kill ("Kill task failed"), or a slurmd that died before cleaning
+//! up, leaves. The job is over in Slurm; its directory, with a process in it, stays. The node
+//! role must not read it as a running job (its figures, its cost), while the jobs that do run
+//! are read as before.
+
+use super::node_slurm::{once_node_run, sample_of};
+use crate::common::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Directories the test made and a process it put in them, taken away however it ends: the
+/// process first, so that the directories are empty.
+struct Leftover {
+    made: Vec<PathBuf>,
+    stuck: std::process::Child,
+}
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        let _ = self.stuck.kill();
+        let _ = self.stuck.wait();
+        self.made.iter().rev().for_each(|d| drop(std::fs::remove_dir(d)));
+    }
+}
+
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
+#[test]
+fn a_cgroup_left_behind_by_an_ended_job_is_not_a_running_job() {
+    let Some(conf) = slurm() else { return };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let node = nodes()[0].clone();
+    let ended = sbatch(&["-p", "batch", "-w", &node, "--wrap", "true"]);
+    let running = sbatch(&[
+        "-p",
+        "batch",
+        "-w",
+        &node,
+        "-A",
+        "physics",
+        "--wrap",
+        &format!("exec python3 {} memory 50 60", workload(&conf)),
+    ]);
+    let _cleanup = SlurmCleanup { jobs: vec![ended.clone(), running.clone()], nodes: Vec::new() };
+    wait_until("the first job to complete", Duration::from_secs(60), || job_state(&ended) == "COMPLETED");
+    wait_until("the second job's python", Duration::from_secs(60), || {
+        job_pids(&running, &node)
+            .iter()
+            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "python3"))
+    });
+    // Its cgroup as Slurm made it (root's job: uid_0), with a process that never left.
+    let stuck = std::process::Command::new("sleep").arg("300").spawn().unwrap();
+    let mut left = Leftover { made: Vec::new(), stuck };
+    for controller in ["cpuacct", "memory", "freezer"] {
+        let mut dir = PathBuf::from(format!("/sys/fs/cgroup/{controller}/slurm_{node}"));
+        for part in ["uid_0".to_owned(), format!("job_{ended}"), "step_batch".to_owned()] {
+            dir.push(part);
+            if !dir.exists() {
+                std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+                left.made.push(dir.clone());
+            }
+        }
+        std::fs::write(dir.join("cgroup.procs"), left.stuck.id().to_string()).unwrap();
+    }
+
+    let run = once_node_run("leftovertest");
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    drop(left);
+    // The running job is read as before; the ended one appears nowhere, and the log says why.
+    assert_eq!(sample_of(&stdout, &running)["Account"], "physics", "{stdout}");
+    assert!(!stdout.contains(&format!(r#""JobId":"{ended}""#)), "the ended job was read: {stdout}");
+    let said =
+        stderr.lines().any(|l| l.contains("has ended but its cgroup is still here") && l.contains(&ended));
+    assert!(said, "{stderr}");
+}
