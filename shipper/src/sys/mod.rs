@@ -5,7 +5,8 @@
 //! - [`fs`]: a directory's entries with one getdents64, an exclusive lock, a filesystem's type;
 //! - [`limits`]: the open-file limit, the process's CPU time;
 //! - [`memory`]: how the allocator gives memory back;
-//! - [`term`]: the terminal's width.
+//! - [`term`]: the terminal's width;
+//! - [`watch`]: inotify, whether directories' entries changed.
 #![allow(unsafe_code)]
 
 pub mod fs;
@@ -13,5 +14,6 @@ pub mod limits;
 pub mod memory;
 pub mod term;
 pub mod user;
+pub mod watch;
 
 pub use user::{euid, uid};

@@ -131,15 +131,21 @@ impl JobRef {
 
 /// Every job with a cgroup, sorted by (node, id).
 pub fn jobs(layout: &Layout) -> Vec<JobRef> {
+    listed(layout, &mut |_| {})
+}
+
+/// The same, `before` called with each directory before it is listed (to watch it).
+pub fn listed(layout: &Layout, before: &mut dyn FnMut(&Path)) -> Vec<JobRef> {
     match layout.version {
-        Version::V1 => jobs_v1(layout),
-        Version::V2 => jobs_v2(layout),
+        Version::V1 => jobs_in(layout, V1_CONTROLLERS, before),
+        Version::V2 => jobs_v2(layout, before),
     }
 }
 
 /// `(name, path)` of the subdirectories of `dir`; nothing when it cannot be read (a job that
 /// just ended, a controller Slurm does not use).
-fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
+fn subdirs(dir: &Path, before: &mut dyn FnMut(&Path)) -> Vec<(String, PathBuf)> {
+    before(dir);
     super::dir::subdirs(dir)
         .into_iter()
         .map(|name| {
@@ -199,15 +205,12 @@ pub fn job_of_proc_cgroup(cfg: &super::config::NodeConfig, text: &str) -> Option
     })
 }
 
-fn jobs_v1(layout: &Layout) -> Vec<JobRef> {
-    jobs_in(layout, V1_CONTROLLERS)
-}
-
-/// v1: the jobs in the trees of `controllers` alone, their directories in those.
-pub fn jobs_in(layout: &Layout, controllers: &[&'static str]) -> Vec<JobRef> {
+/// v1: the jobs in the trees of `controllers` alone, their directories in those; `before` is
+/// called with each directory before it is listed.
+pub fn jobs_in(layout: &Layout, controllers: &[&'static str], before: &mut dyn FnMut(&Path)) -> Vec<JobRef> {
     let mut found: BTreeMap<(Option<String>, String), JobRef> = BTreeMap::new();
     for controller in controllers {
-        for (name, slurm_dir) in subdirs(&layout.root.join(controller)) {
+        for (name, slurm_dir) in subdirs(&layout.root.join(controller), before) {
             let node = if name == layout.v1_prefix {
                 None
             } else if let Some(n) = name.strip_prefix(&format!("{}_", layout.v1_prefix)) {
@@ -215,11 +218,11 @@ pub fn jobs_in(layout: &Layout, controllers: &[&'static str]) -> Vec<JobRef> {
             } else {
                 continue;
             };
-            for (uid_name, uid_dir) in subdirs(&slurm_dir) {
+            for (uid_name, uid_dir) in subdirs(&slurm_dir, before) {
                 let Some(uid) = uid_name.strip_prefix("uid_").and_then(|u| u.parse::<u32>().ok()) else {
                     continue;
                 };
-                for (job_name, job_dir) in subdirs(&uid_dir) {
+                for (job_name, job_dir) in subdirs(&uid_dir, before) {
                     let Some((id, sluid)) = parse_job_dir(&job_name, &layout.job_prefix) else {
                         continue;
                     };
@@ -240,9 +243,9 @@ pub fn jobs_in(layout: &Layout, controllers: &[&'static str]) -> Vec<JobRef> {
     found.into_values().collect()
 }
 
-fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
+fn jobs_v2(layout: &Layout, before: &mut dyn FnMut(&Path)) -> Vec<JobRef> {
     let mut out = Vec::new();
-    for (scope, scope_dir) in subdirs(&layout.root.join(&layout.v2_parent)) {
+    for (scope, scope_dir) in subdirs(&layout.root.join(&layout.v2_parent), before) {
         let node = if scope == layout.v2_scope {
             None
         } else if let Some(n) = scope.strip_suffix(&format!("_{}", layout.v2_scope)) {
@@ -250,7 +253,7 @@ fn jobs_v2(layout: &Layout) -> Vec<JobRef> {
         } else {
             continue;
         };
-        for (job_name, job_dir) in subdirs(&scope_dir) {
+        for (job_name, job_dir) in subdirs(&scope_dir, before) {
             if let Some((id, sluid)) = parse_job_dir(&job_name, &layout.job_prefix) {
                 out.push(JobRef { id, sluid, uid: None, node: node.clone(), dirs: JobDirs::V2(job_dir) });
             }

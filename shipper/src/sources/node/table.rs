@@ -8,9 +8,15 @@
 //! job's directories in the others are looked up by path in its first [`PROBE_CYCLES`] cycles,
 //! when Slurm may still be making them, instead of listing seven trees every cycle. All seven
 //! are listed every [`FULL_SCAN_CYCLES`] cycles.
+//!
+//! Each directory listed is watched first ([`crate::sys::watch`]): a cycle in which no job
+//! directory came or went lists nothing (one read of the watch), however many jobs run. A full
+//! listing a primary-only one left owed still comes on time, and every [`RELIST_CYCLES`]
+//! cycles the jobs are listed anyway. Where inotify cannot be had, every cycle lists.
 
 use super::cgroup::Fixed;
 use super::discover::{self, JobDirs, JobRef, Layout, V1_CONTROLLERS, Version};
+use crate::sys::watch::Watch;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,6 +32,20 @@ const PROBE_CYCLES: u32 = 3;
 /// job whose Slurm uses other controllers: another slurmd's on the host, or a stale job
 /// directory left in the primary after cgroup.conf changed) is found within them.
 const FULL_SCAN_CYCLES: u32 = 5;
+
+/// Cycles after which the jobs are listed though the watch saw no change.
+const RELIST_CYCLES: u32 = 60;
+
+/// Whether job directories came or went since the last listing.
+#[derive(Debug, Default)]
+enum Watching {
+    /// Not tried yet: the first listing starts it.
+    #[default]
+    NotYet,
+    On(Watch),
+    /// inotify could not be had, or a directory not watched: every cycle lists.
+    Off,
+}
 
 /// (node in the path, job id).
 pub type Key = (Option<String>, String);
@@ -67,6 +87,14 @@ impl Job {
             cycles: 0,
         }
     }
+
+    /// One more cycle seen: its missing v1 directories looked for while it is young.
+    fn seen_again(&mut self, layout: &Layout) {
+        if layout.version == Version::V1 && self.cycles < PROBE_CYCLES {
+            probe_v1(layout, &mut self.r);
+        }
+        self.cycles = self.cycles.saturating_add(1);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +110,13 @@ pub struct JobTable {
     primary: Option<&'static str>,
     /// v1: cycles since every tree was listed.
     since_full: u32,
+    watch: Watching,
+    /// Cycles since the jobs were last listed.
+    since_listed: u32,
+    /// v1: the last listing was of the primary tree only, while the watch skips cycles.
+    full_owed: bool,
+    /// Listings made (benches and tests).
+    listings: u64,
 }
 
 /// The table the node collector fills and the GPU collector reads.
@@ -91,12 +126,69 @@ impl JobTable {
     /// Finds the jobs there are now: new ones are added, gone ones dropped, known ones keep
     /// what is known of them. `job_id` gives the job id of a SLUID, where Slurm said it.
     pub fn refresh(&mut self, layout: &Layout, job_id: &dyn Fn(&str) -> Option<String>) {
-        let found = match layout.version {
-            Version::V2 => discover::jobs(layout),
-            Version::V1 => self.list_v1(layout),
+        if self.quiet(layout) {
+            self.since_full += 1;
+            self.since_listed += 1;
+            self.jobs.append(&mut self.left_out);
+            for job in self.jobs.values_mut() {
+                job.seen_again(layout);
+            }
+            self.resolve(layout, job_id);
+            return;
+        }
+        self.since_listed = 0;
+        self.listings += 1;
+        let mut watch = std::mem::take(&mut self.watch);
+        if matches!(watch, Watching::NotYet) {
+            watch = Watch::new().map_or_else(
+                |e| {
+                    tracing::info!(error = %e, "no inotify: the job cgroups are listed every cycle");
+                    Watching::Off
+                },
+                Watching::On,
+            );
+        }
+        let mut failed = None;
+        let mut before = |dir: &Path| {
+            if let Watching::On(w) = &watch
+                && let Err(e) = w.dir(dir)
+                && !matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
+            {
+                failed.get_or_insert(e);
+            }
         };
+        let found = match layout.version {
+            Version::V2 => discover::listed(layout, &mut before),
+            Version::V1 => self.list_v1(layout, &mut before),
+        };
+        if let Some(e) = failed {
+            tracing::warn!(error = %e, "a job cgroup directory cannot be watched (fs.inotify.max_user_watches?): the job cgroups are listed every cycle");
+            watch = Watching::Off;
+        }
+        self.watch = watch;
         self.unresolved.clear();
         self.place(layout, found, job_id, true);
+    }
+
+    /// Whether this cycle can skip listing: the watch saw no job directory come or go since
+    /// the last listing, no full listing is owed, and [`RELIST_CYCLES`] have not passed.
+    fn quiet(&mut self, layout: &Layout) -> bool {
+        let Watching::On(w) = &mut self.watch else { return false };
+        let changed = match w.changed() {
+            Ok(changed) => changed,
+            Err(e) => {
+                tracing::warn!(error = %e, "the job cgroups' watch failed: they are listed every cycle");
+                self.watch = Watching::Off;
+                return false;
+            }
+        };
+        if self.since_listed + 1 >= RELIST_CYCLES {
+            // Every tree, whatever the primary.
+            self.since_full = FULL_SCAN_CYCLES;
+            return false;
+        }
+        let owed = layout.version == Version::V1 && self.full_owed && self.since_full + 1 >= FULL_SCAN_CYCLES;
+        !changed && !owed
     }
 
     /// Places the jobs whose SLUID Slurm has named since the last [`JobTable::refresh`].
@@ -141,10 +233,7 @@ impl JobTable {
                 }
                 None => Job::new(r),
             };
-            if layout.version == Version::V1 && job.cycles < PROBE_CYCLES {
-                probe_v1(layout, &mut job.r);
-            }
-            job.cycles = job.cycles.saturating_add(1);
+            job.seen_again(layout);
             jobs.insert(key, job);
         }
         self.jobs = jobs;
@@ -171,26 +260,34 @@ impl JobTable {
     /// v1: the jobs in the primary controller's tree; every tree, merged, when it has none,
     /// when there is no primary, and once every [`FULL_SCAN_CYCLES`] cycles. The primary is
     /// the first tree of [`PRIMARY_ORDER`] that held every job of the last full listing.
-    fn list_v1(&mut self, layout: &Layout) -> Vec<JobRef> {
+    fn list_v1(&mut self, layout: &Layout, before: &mut dyn FnMut(&Path)) -> Vec<JobRef> {
         self.since_full += 1;
         // The primary, when it was just listed and held none, is not listed again.
         let mut listed_empty = None;
         if let Some(p) = self.primary
             && self.since_full < FULL_SCAN_CYCLES
         {
-            let jobs = discover::jobs_in(layout, &[p]);
+            let jobs = discover::jobs_in(layout, &[p], before);
             if !jobs.is_empty() {
+                self.full_owed = true;
                 return jobs;
             }
             listed_empty = Some(p);
         }
         self.since_full = 0;
+        self.full_owed = false;
         let trees: Vec<&'static str> =
             V1_CONTROLLERS.iter().copied().filter(|c| Some(*c) != listed_empty).collect();
-        let jobs = discover::jobs_in(layout, &trees);
+        let jobs = discover::jobs_in(layout, &trees, before);
         let any = !jobs.is_empty();
         self.primary = PRIMARY_ORDER.iter().copied().find(|c| any && jobs.iter().all(|j| j.dir(c).is_some()));
         jobs
+    }
+
+    /// How many times the jobs were listed (a cycle the watch says nothing changed in lists
+    /// none).
+    pub fn listings(&self) -> u64 {
+        self.listings
     }
 
     /// The jobs, sorted by (node, id).
@@ -246,73 +343,4 @@ fn probe_v1(layout: &Layout, job: &mut JobRef) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sources::node::discover::tests::{layout, mk};
-
-    fn ids(t: &JobTable) -> Vec<String> {
-        t.jobs().map(|j| j.r.id.clone()).collect()
-    }
-
-    /// The CI failure of 2026-11-28: another slurmd's stale job in cpuacct (the first tree
-    /// listed) hid a job whose Slurm gives it no cpuacct or memory cgroup (ParallelCluster's
-    /// defaults): it was never found.
-    #[test]
-    fn a_job_outside_the_tree_listed_each_cycle_is_found() {
-        let d = tempfile::tempdir().unwrap();
-        let r = d.path();
-        let layout = layout(r, Version::V1);
-        let no_sluid = |_: &str| None;
-        for c in ["cpuacct", "memory", "freezer", "cpuset"] {
-            mk(r, &format!("{c}/slurm_m3/uid_0/job_29"));
-        }
-        let mut t = JobTable::default();
-        t.refresh(&layout, &no_sluid);
-        assert_eq!((ids(&t), t.primary), (vec!["29".to_owned()], Some("cpuacct")));
-
-        // A job in freezer and cpuset alone: found by the next full listing.
-        for c in ["freezer", "cpuset"] {
-            mk(r, &format!("{c}/slurm_c1/uid_0/job_155"));
-        }
-        let mut cycles = 0;
-        while t.len() < 2 {
-            t.refresh(&layout, &no_sluid);
-            cycles += 1;
-            assert!(cycles <= FULL_SCAN_CYCLES, "not found in {cycles} cycles");
-        }
-        // Listed each cycle from now on: the first tree that holds both.
-        assert_eq!((ids(&t), t.primary), (vec!["155".to_owned(), "29".to_owned()], Some("cpuset")));
-        for _ in 0..2 * FULL_SCAN_CYCLES {
-            t.refresh(&layout, &no_sluid);
-            assert_eq!(t.len(), 2);
-        }
-
-        // Jobs in no one tree together: every tree, every cycle.
-        std::fs::remove_dir(r.join("freezer/slurm_c1/uid_0/job_155")).unwrap();
-        std::fs::remove_dir(r.join("freezer/slurm_m3/uid_0/job_29")).unwrap();
-        mk(r, "freezer/slurm_c1/uid_0/job_156");
-        std::fs::remove_dir(r.join("cpuset/slurm_m3/uid_0/job_29")).unwrap();
-        for _ in 0..=FULL_SCAN_CYCLES {
-            t.refresh(&layout, &no_sluid);
-        }
-        assert_eq!(ids(&t), vec!["155".to_owned(), "156".to_owned(), "29".to_owned()]);
-        assert_eq!(t.primary, None);
-    }
-
-    #[test]
-    fn when_the_primary_empties_the_other_trees_are_listed_in_the_same_cycle() {
-        let d = tempfile::tempdir().unwrap();
-        let r = d.path();
-        let layout = layout(r, Version::V1);
-        let no_sluid = |_: &str| None;
-        for c in ["cpuacct", "freezer"] {
-            mk(r, &format!("{c}/slurm_c1/uid_0/job_7"));
-        }
-        let mut t = JobTable::default();
-        t.refresh(&layout, &no_sluid);
-        assert_eq!(t.primary, Some("cpuacct"));
-        std::fs::remove_dir(r.join("cpuacct/slurm_c1/uid_0/job_7")).unwrap();
-        t.refresh(&layout, &no_sluid);
-        assert_eq!((ids(&t), t.primary), (vec!["7".to_owned()], Some("freezer")));
-    }
-}
+mod tests;
