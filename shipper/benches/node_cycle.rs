@@ -25,16 +25,17 @@
 //!
 //! | tree | /proc every 2nd, before (0b16a17 / d7f287b) | every 2nd, now | on change, now |
 //! |---|---|---|---|
-//! | v2, 2 jobs | 145.5 / 68 | 51.0 | 15.0 |
-//! | v2, 64 jobs | 140.7 / 65.1 | 48.1 | 12.1 |
+//! | v2, 2 jobs | 145.5 / 68 | 48.5 | 12.5 |
+//! | v2, 64 jobs | 140.7 / 65.1 | 48.0 | 12.1 |
 //! | v2, 512 jobs | | 48.0 | 12.0 |
-//! | v1, 2 jobs | 190 / 79 | 73.8 | 25.8 |
-//! | v1, 64 jobs | 153.7 / 74.4 | 66.5 | 18.5 |
+//! | v1, 2 jobs | 190 / 79 | 66.8 | 18.8 |
+//! | v1, 64 jobs | 153.7 / 74.4 | 66.3 | 18.3 |
 //! | v1, 512 jobs | | 66.3 | 18.3 |
 //!
-//! v1 now: cpuacct.usage is the sum of usage_percpu (one pread a job fewer), and every
-//! controller's tree is listed once in five cycles (6fb77cb; two jobs' worth of listing more a
-//! cycle at 2 jobs).
+//! v1 now: cpuacct.usage is the sum of usage_percpu (one pread a job fewer). Since 1499c45 a
+//! cycle in which no job directory came or went lists nothing: one read of an inotify watch
+//! (the `read 1` a cycle) instead of the job trees' listings (2 jobs: v2 51.0 / 15.0 and v1
+//! 73.8 / 25.8 before; at 64 and 512 jobs the listings were already a small part).
 //!
 //! On tmpfs, which these trees are, /proc/<pid>/fd is listed; a real procfs (Linux 6.2+)
 //! gives the count in one stat.
