@@ -29,25 +29,11 @@ impl Drop for Leftover {
 fn a_cgroup_left_behind_by_an_ended_job_is_not_a_running_job() {
     let Some(conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let node = nodes()[0].clone();
+    // A job that runs (physics, on the first node), and one that ended there.
+    let (running, node) = memory_job(&conf);
     let ended = sbatch(&["-p", "batch", "-w", &node, "--wrap", "true"]);
-    let running = sbatch(&[
-        "-p",
-        "batch",
-        "-w",
-        &node,
-        "-A",
-        "physics",
-        "--wrap",
-        &format!("exec python3 {} memory 50 60", workload(&conf)),
-    ]);
     let _cleanup = SlurmCleanup { jobs: vec![ended.clone(), running.clone()], nodes: Vec::new() };
-    wait_until("the first job to complete", Duration::from_secs(60), || job_state(&ended) == "COMPLETED");
-    wait_until("the second job's python", Duration::from_secs(60), || {
-        job_pids(&running, &node)
-            .iter()
-            .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "python3"))
-    });
+    wait_until("the second job to complete", Duration::from_secs(60), || job_state(&ended) == "COMPLETED");
     // Its cgroup as Slurm made it (root's job: uid_0), with a process that never left.
     let stuck = std::process::Command::new("sleep").arg("300").spawn().unwrap();
     let mut left = Leftover { made: Vec::new(), stuck };
