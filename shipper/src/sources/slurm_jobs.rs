@@ -16,9 +16,11 @@
 //! Slurm is asked again, every [`RECHECK_EVERY`], about a job the node collector doubts (no
 //! process left in its cgroup, or past the end Slurm gave it): a cgroup that outlives its job
 //! (processes Slurm could not kill, a slurmd that died before cleaning up) would otherwise be
-//! counted as a running job, and billed, for as long as it stays. A job Slurm says has ended
-//! is [`SlurmJobs::ended`]; so is one Slurm has not listed for [`UNLISTED_FOR`], since Slurm
-//! 24.11 answers an unknown job and an unreachable slurmctld alike (an empty list, exit 0).
+//! counted as a running job, and billed, for as long as it stays; every other job is asked
+//! about again every [`RECHECK_ALL`]. A job Slurm says has ended or was requeued is
+//! [`SlurmJobs::ended`]; so is one Slurm has not listed for [`UNLISTED_FOR`] while
+//! `scontrol ping` found slurmctld up (Slurm 24.11 answers an unknown job and an unreachable
+//! slurmctld alike: an empty list, exit 0).
 //! Ended jobs are asked about still, and come back if Slurm lists them running again.
 //!
 //! Shared by the node and GPU collectors, which run on the collection thread (an
@@ -39,10 +41,17 @@ pub const WAIT: Duration = Duration::from_secs(2);
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 /// How often a job in doubt, or taken as ended, is asked about again.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(300);
+/// How often every other job is asked about again: one cancelled while processes Slurm could
+/// not kill stay has processes and is not past its end.
+pub const RECHECK_ALL: Duration = Duration::from_secs(3600);
 /// How long Slurm must go on not listing a job before it counts as ended.
 pub const UNLISTED_FOR: Duration = Duration::from_secs(900);
-/// Slurm's base states of a job that is over (and `COMPLETING`, which 22.05 prints alone).
-const ENDED_STATES: [&str; 10] = [
+/// Slurm's base states of a job that does not run here any more: over (and `COMPLETING`,
+/// which 22.05 prints alone), or requeued (it runs again elsewhere, or later).
+const ENDED_STATES: [&str; 13] = [
+    "PENDING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
     "COMPLETED",
     "COMPLETING",
     "CANCELLED",
@@ -56,6 +65,20 @@ const ENDED_STATES: [&str; 10] = [
 ];
 
 pub type Shared = Rc<RefCell<SlurmJobs>>;
+
+/// How often jobs are asked about again, and how long an unlisted one waits to count as ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    pub doubtful: Duration,
+    pub all: Duration,
+    pub unlisted_for: Duration,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Pace { doubtful: RECHECK_EVERY, all: RECHECK_ALL, unlisted_for: UNLISTED_FOR }
+    }
+}
 
 pub struct SlurmJobs {
     worker: Option<worker::Worker>,
@@ -72,9 +95,7 @@ pub struct SlurmJobs {
     unlisted_since: HashMap<String, Instant>,
     /// Job id -> why it counts as ended (Slurm's state, or not listed).
     ended: HashMap<String, String>,
-    /// [`RECHECK_EVERY`] and [`UNLISTED_FOR`], shorter in tests.
-    recheck_every: Duration,
-    unlisted_for: Duration,
+    pace: Pace,
     /// scontrol is not there at all: nothing to ask, logged once.
     missing: bool,
 }
@@ -122,21 +143,16 @@ impl SlurmJobs {
             asked_at: HashMap::new(),
             unlisted_since: HashMap::new(),
             ended: HashMap::new(),
-            recheck_every: RECHECK_EVERY,
-            unlisted_for: UNLISTED_FOR,
+            pace: Pace::default(),
             missing: false,
         };
         details.into_iter().for_each(|d| s.keep(d));
         Rc::new(RefCell::new(s))
     }
 
-    /// Asks again sooner than [`RECHECK_EVERY`] and [`UNLISTED_FOR`] (tests).
-    pub fn with_pace(this: Shared, recheck_every: Duration, unlisted_for: Duration) -> Shared {
-        {
-            let mut s = this.borrow_mut();
-            s.recheck_every = recheck_every;
-            s.unlisted_for = unlisted_for;
-        }
+    /// Asks again at another pace (tests).
+    pub fn with_pace(this: Shared, pace: Pace) -> Shared {
+        this.borrow_mut().pace = pace;
         this
     }
 
@@ -205,17 +221,18 @@ impl SlurmJobs {
         for key in &todo {
             s.ask(key, now);
         }
-        let again: Vec<String> = doubtful
+        let since = |k: &str| s.asked_at.get(k).map_or(Duration::MAX, |t| now.duration_since(*t));
+        let mut again: Vec<String> = doubtful
             .iter()
             .copied()
             .chain(s.ended.keys().map(String::as_str))
-            .filter(|k| {
-                s.known.contains_key(*k)
-                    && !s.asked.contains(*k)
-                    && s.asked_at.get(*k).is_none_or(|t| now.duration_since(*t) >= s.recheck_every)
-            })
+            .filter(|k| since(k) >= s.pace.doubtful)
+            .chain(s.known.keys().map(String::as_str).filter(|k| since(k) >= s.pace.all))
+            .filter(|k| s.known.contains_key(*k) && !s.asked.contains(*k))
             .map(str::to_owned)
             .collect();
+        again.sort_unstable();
+        again.dedup();
         for key in &again {
             s.ask(key, now);
         }
@@ -268,7 +285,7 @@ impl SlurmJobs {
     /// [`UNLISTED_FOR`].
     fn unlisted(&mut self, key: &str) {
         let since = *self.unlisted_since.entry(key.to_owned()).or_insert_with(Instant::now);
-        if since.elapsed() >= self.unlisted_for && !is_sluid(key) {
+        if since.elapsed() >= self.pace.unlisted_for && !is_sluid(key) {
             self.ended.entry(key.to_owned()).or_insert_with(|| "not listed by Slurm".to_owned());
         }
     }

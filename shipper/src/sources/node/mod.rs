@@ -214,7 +214,7 @@ impl NodeCollector {
                         job = job.id,
                         slurm = s.ended(&job.id).unwrap_or_default(),
                         dir = ?job.process_dir(),
-                        "Slurm says this job has ended but its cgroup is still here (processes Slurm could not kill, or a slurmd that did not clean up): it is left out of job figures and costs"
+                        "Slurm does not run this job here any more (it ended, was requeued, or is not listed) but its cgroup is still here (processes Slurm could not kill, or a slurmd that did not clean up): it is left out of job figures and costs"
                     );
                 }
             }

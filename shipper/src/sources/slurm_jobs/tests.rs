@@ -6,10 +6,14 @@ use super::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// An scontrol that logs each call and prints the file `answer`.
+/// An scontrol that logs each call and prints the file `answer`; `ping` exits with the file
+/// `ping_rc`, else 0 (slurmctld up).
 fn scontrol(dir: &Path) {
     let p = dir.join("scontrol");
-    let body = format!("#!/bin/sh\necho \"$@\" >> {0}/calls\ncat {0}/answer\n", dir.display());
+    let body = format!(
+        "#!/bin/sh\necho \"$@\" >> {0}/calls\nif [ \"$1\" = ping ]; then exit $(cat {0}/ping_rc 2>/dev/null || echo 0); fi\ncat {0}/answer\n",
+        dir.display()
+    );
     std::fs::write(&p, body).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
@@ -29,8 +33,12 @@ fn calls(dir: &Path) -> usize {
 }
 
 fn slurm(dir: &Path, pace: Duration) -> Shared {
+    slurm_asking_all(dir, pace, Duration::from_secs(3600))
+}
+
+fn slurm_asking_all(dir: &Path, pace: Duration, all: Duration) -> Shared {
     let cmds = SlurmCommands::new(Some(dir.to_owned()), Duration::from_secs(10));
-    SlurmJobs::with_pace(SlurmJobs::new(cmds), pace, pace * 3)
+    SlurmJobs::with_pace(SlurmJobs::new(cmds), Pace { doubtful: pace, all, unlisted_for: pace * 3 })
 }
 
 /// Refreshes until `done`, a minute at most.
@@ -105,4 +113,39 @@ fn a_job_whose_cgroup_is_gone_is_forgotten() {
     SlurmJobs::refresh(&s, &[], &[]);
     assert_eq!(s.borrow().ended("7"), None);
     assert!(s.borrow().get("7").is_none());
+}
+
+#[test]
+fn every_job_is_asked_again_now_and_then_and_a_requeued_one_does_not_run_here() {
+    let dir = tempfile::tempdir().unwrap();
+    scontrol(dir.path());
+    answer(dir.path(), &[job(7, "RUNNING"), job(8, "RUNNING")].join(","));
+    // Nothing in doubt: job 7 was cancelled while processes Slurm could not kill stayed, job 8
+    // requeued after its node failed.
+    let s = slurm_asking_all(dir.path(), Duration::from_secs(3600), Duration::from_millis(100));
+    let keys = ["7".to_owned(), "8".to_owned()];
+    refresh_until(&s, &keys, &[], |s| s.get("7").is_some() && s.get("8").is_some());
+    answer(dir.path(), &[job(7, "CANCELLED"), job(8, "PENDING")].join(","));
+    refresh_until(&s, &keys, &[], |s| s.ended("7").is_some() && s.ended("8").is_some());
+    assert_eq!((s.borrow().ended("7"), s.borrow().ended("8")), (Some("CANCELLED"), Some("PENDING")));
+}
+
+#[test]
+fn an_empty_answer_while_slurmctld_is_down_ends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    scontrol(dir.path());
+    answer(dir.path(), &job(9, "RUNNING"));
+    let pace = Duration::from_millis(50);
+    let s = slurm(dir.path(), pace);
+    let keys = ["9".to_owned()];
+    refresh_until(&s, &keys, &[], |s| s.get("9").is_some());
+    // What Slurm 24.11 prints when it cannot reach slurmctld; its ping says so.
+    std::fs::write(dir.path().join("ping_rc"), "1").unwrap();
+    answer(dir.path(), "");
+    let pings = || {
+        std::fs::read_to_string(dir.path().join("calls")).unwrap().lines().filter(|l| *l == "ping").count()
+    };
+    refresh_until(&s, &keys, &["9"], |_| pings() >= 6);
+    assert_eq!(s.borrow().ended("9"), None);
+    assert!(!s.borrow().unlisted_since.contains_key("9"), "the not-listed clock never started");
 }

@@ -156,10 +156,18 @@ async fn serve(
     }
 }
 
-/// One job, by id or SLUID.
+/// One job, by id or SLUID. Slurm 24.11 answers an empty list, exit 0, both for a job it does
+/// not know and when slurmctld cannot be reached: an answer that lacks the job counts only
+/// when `scontrol ping` then finds slurmctld up.
 async fn lookup(cmds: &SlurmCommands, key: &str) -> Result<JobDetail, Failure> {
     let out = cmds.run("scontrol", &["show", "job", "--json", key]).await.map_err(Failure::Command)?;
-    pick(out.stdout.as_bytes(), key)
+    match pick(out.stdout.as_bytes(), key) {
+        Err(Failure::NotThisJob) => match cmds.run("scontrol", &["ping"]).await {
+            Ok(_) => Err(Failure::NotThisJob),
+            Err(e) => Err(Failure::Command(e)),
+        },
+        other => other,
+    }
 }
 
 /// Every key from one `squeue --json` of the whole queue.

@@ -107,3 +107,33 @@ fn when_the_primary_empties_the_other_trees_are_listed_in_the_same_cycle() {
     t.refresh(&layout, &no_sluid);
     assert_eq!((ids(&t), t.primary), (vec!["7".to_owned()], Some("freezer")));
 }
+
+/// A job left out (Slurm says it ended; its cgroup stays) is back in the table at the next
+/// cycle, listed or quiet, for the collector to ask about and leave out again; once its
+/// directory goes, it is gone.
+#[test]
+fn a_job_left_out_comes_back_each_cycle_until_its_directory_goes() {
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    let layout = layout(r, Version::V1);
+    let no_sluid = |_: &str| None;
+    for id in [7, 8] {
+        mk(r, &format!("cpuacct/slurm_c1/uid_0/job_{id}"));
+    }
+    let mut t = JobTable::default();
+    t.refresh(&layout, &no_sluid);
+    let out: Vec<String> = t.leave_out(|id| id == "7").into_iter().map(|r| r.id).collect();
+    assert_eq!((out, ids(&t)), (vec!["7".to_owned()], vec!["8".to_owned()]));
+    let listed = t.listings();
+    t.refresh(&layout, &no_sluid);
+    assert_eq!((ids(&t), t.listings()), (vec!["7".to_owned(), "8".to_owned()], listed), "quiet");
+    t.leave_out(|id| id == "7");
+    mk(r, "cpuacct/slurm_c1/uid_0/job_9");
+    t.refresh(&layout, &no_sluid);
+    assert_eq!(ids(&t), vec!["7".to_owned(), "8".to_owned(), "9".to_owned()], "listed");
+    t.leave_out(|id| id == "7");
+    std::fs::remove_dir(r.join("cpuacct/slurm_c1/uid_0/job_7")).unwrap();
+    t.refresh(&layout, &no_sluid);
+    assert_eq!(ids(&t), vec!["8".to_owned(), "9".to_owned()]);
+    assert!(t.leave_out(|id| id == "7").is_empty());
+}
