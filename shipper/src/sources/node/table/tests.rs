@@ -3,6 +3,18 @@
 use super::*;
 use crate::sources::node::discover::tests::{layout, mk};
 
+/// A v1 cgroup root of the test's own, empty.
+fn v1_tree() -> (tempfile::TempDir, Layout) {
+    let d = tempfile::tempdir().unwrap();
+    let l = layout(d.path(), Version::V1);
+    (d, l)
+}
+
+/// No job directory here is named by a SLUID.
+fn no_sluid(_: &str) -> Option<String> {
+    None
+}
+
 fn ids(t: &JobTable) -> Vec<String> {
     t.jobs().map(|j| j.r.id.clone()).collect()
 }
@@ -12,10 +24,8 @@ fn ids(t: &JobTable) -> Vec<String> {
 /// defaults): it was never found.
 #[test]
 fn a_job_outside_the_tree_listed_each_cycle_is_found() {
-    let d = tempfile::tempdir().unwrap();
+    let (d, layout) = v1_tree();
     let r = d.path();
-    let layout = layout(r, Version::V1);
-    let no_sluid = |_: &str| None;
     for c in ["cpuacct", "memory", "freezer", "cpuset"] {
         mk(r, &format!("{c}/slurm_m3/uid_0/job_29"));
     }
@@ -54,10 +64,8 @@ fn a_job_outside_the_tree_listed_each_cycle_is_found() {
 
 #[test]
 fn cycles_in_which_no_job_directory_came_or_went_list_nothing() {
-    let d = tempfile::tempdir().unwrap();
+    let (d, layout) = v1_tree();
     let r = d.path();
-    let layout = layout(r, Version::V1);
-    let no_sluid = |_: &str| None;
     let job = |id: u32| ["cpuacct", "memory"].map(|c| format!("{c}/slurm_c1/uid_0/job_{id}"));
     job(7).iter().for_each(|p| mk(r, p));
     let mut t = JobTable::default();
@@ -93,10 +101,8 @@ fn cycles_in_which_no_job_directory_came_or_went_list_nothing() {
 
 #[test]
 fn when_the_primary_empties_the_other_trees_are_listed_in_the_same_cycle() {
-    let d = tempfile::tempdir().unwrap();
+    let (d, layout) = v1_tree();
     let r = d.path();
-    let layout = layout(r, Version::V1);
-    let no_sluid = |_: &str| None;
     for c in ["cpuacct", "freezer"] {
         mk(r, &format!("{c}/slurm_c1/uid_0/job_7"));
     }
@@ -113,10 +119,8 @@ fn when_the_primary_empties_the_other_trees_are_listed_in_the_same_cycle() {
 /// directory goes, it is gone.
 #[test]
 fn a_job_left_out_comes_back_each_cycle_until_its_directory_goes() {
-    let d = tempfile::tempdir().unwrap();
+    let (d, layout) = v1_tree();
     let r = d.path();
-    let layout = layout(r, Version::V1);
-    let no_sluid = |_: &str| None;
     for id in [7, 8] {
         mk(r, &format!("cpuacct/slurm_c1/uid_0/job_{id}"));
     }
