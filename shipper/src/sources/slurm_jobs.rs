@@ -30,6 +30,7 @@ mod worker;
 
 use crate::sources::head::command::{CommandError, SlurmCommands};
 use slurm_cw_formats::slurm::job::JobDetail;
+use slurm_cw_formats::slurm::job_state::job_state;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -46,22 +47,23 @@ pub const RECHECK_EVERY: Duration = Duration::from_secs(300);
 pub const RECHECK_ALL: Duration = Duration::from_secs(3600);
 /// How long Slurm must go on not listing a job before it counts as ended.
 pub const UNLISTED_FOR: Duration = Duration::from_secs(900);
-/// Slurm's base states of a job that does not run here any more: over (and `COMPLETING`,
-/// which 22.05 prints alone), or requeued (it runs again elsewhere, or later).
+/// The states (as [`job_state`] names them, Slurm's words and codes in any case) of a job that
+/// does not run here any more: over (and `completing`, which 22.05 prints alone), or requeued
+/// (it runs again elsewhere, or later).
 const ENDED_STATES: [&str; 13] = [
-    "PENDING",
-    "REQUEUED",
-    "REQUEUE_HOLD",
-    "COMPLETED",
-    "COMPLETING",
-    "CANCELLED",
-    "FAILED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-    "OUT_OF_MEMORY",
+    "pending",
+    "requeued",
+    "requeue_hold",
+    "completed",
+    "completing",
+    "cancelled",
+    "failed",
+    "timeout",
+    "node_fail",
+    "preempted",
+    "boot_fail",
+    "deadline",
+    "out_of_memory",
 ];
 
 pub type Shared = Rc<RefCell<SlurmJobs>>;
@@ -158,7 +160,8 @@ impl SlurmJobs {
 
     fn keep(&mut self, d: JobDetail) {
         self.unlisted_since.remove(&d.job_id);
-        match d.state.as_deref().filter(|s| ENDED_STATES.contains(s)) {
+        let over = |s: &&str| job_state(s).is_some_and(|s| ENDED_STATES.contains(&s));
+        match d.state.as_deref().filter(over) {
             Some(state) => self.ended.insert(d.job_id.clone(), state.to_owned()),
             None => self.ended.remove(&d.job_id),
         };
