@@ -54,6 +54,17 @@ fn refresh_until(s: &Shared, keys: &[String], doubtful: &[&str], mut done: impl 
     }
 }
 
+/// Slurm has answered that job 9 runs: (its scontrol's directory, the lookups, its key).
+fn job_9_running(pace: Duration) -> (tempfile::TempDir, Shared, [String; 1]) {
+    let dir = tempfile::tempdir().unwrap();
+    scontrol(dir.path());
+    answer(dir.path(), &job(9, "RUNNING"));
+    let s = slurm(dir.path(), pace);
+    let keys = ["9".to_owned()];
+    refresh_until(&s, &keys, &[], |s| s.get("9").is_some());
+    (dir, s, keys)
+}
+
 #[test]
 fn a_doubted_job_that_slurm_says_completed_is_ended_and_one_not_doubted_is_not_asked_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -79,13 +90,8 @@ fn a_doubted_job_that_slurm_says_completed_is_ended_and_one_not_doubted_is_not_a
 
 #[test]
 fn a_job_slurm_stops_listing_ends_only_after_a_while_and_comes_back_when_listed_running() {
-    let dir = tempfile::tempdir().unwrap();
-    scontrol(dir.path());
-    answer(dir.path(), &job(9, "RUNNING"));
     let pace = Duration::from_millis(100);
-    let s = slurm(dir.path(), pace);
-    let keys = ["9".to_owned()];
-    refresh_until(&s, &keys, &[], |s| s.get("9").is_some());
+    let (dir, s, keys) = job_9_running(pace);
 
     // Slurm 24.11 prints an empty list both when it forgot the job and when slurmctld cannot be
     // reached: the first such answer ends nothing.
@@ -132,13 +138,7 @@ fn every_job_is_asked_again_now_and_then_and_a_requeued_one_does_not_run_here() 
 
 #[test]
 fn an_empty_answer_while_slurmctld_is_down_ends_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    scontrol(dir.path());
-    answer(dir.path(), &job(9, "RUNNING"));
-    let pace = Duration::from_millis(50);
-    let s = slurm(dir.path(), pace);
-    let keys = ["9".to_owned()];
-    refresh_until(&s, &keys, &[], |s| s.get("9").is_some());
+    let (dir, s, keys) = job_9_running(Duration::from_millis(50));
     // What Slurm 24.11 prints when it cannot reach slurmctld; its ping says so.
     std::fs::write(dir.path().join("ping_rc"), "1").unwrap();
     answer(dir.path(), "");
