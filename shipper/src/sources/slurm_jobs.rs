@@ -21,7 +21,9 @@
 //! [`SlurmJobs::ended`]; so is one Slurm has not listed for [`UNLISTED_FOR`] while
 //! `scontrol ping` found slurmctld up (Slurm 24.11 answers an unknown job and an unreachable
 //! slurmctld alike: an empty list, exit 0).
-//! Ended jobs are asked about still, and come back if Slurm lists them running again.
+//! Ended jobs are asked about still, and come back if Slurm lists them running again. A SLUID
+//! directory Slurm never named (26.05: the job was forgotten before it was asked about) ends
+//! the same way, by its SLUID.
 //!
 //! Shared by the node and GPU collectors, which run on the collection thread (an
 //! `Rc<RefCell<..>>`); the node collector refreshes it at the start of each collection.
@@ -74,11 +76,13 @@ pub struct Pace {
     pub doubtful: Duration,
     pub all: Duration,
     pub unlisted_for: Duration,
+    /// How long a key Slurm could not answer for waits before it is asked again.
+    pub retry: Duration,
 }
 
 impl Default for Pace {
     fn default() -> Self {
-        Pace { doubtful: RECHECK_EVERY, all: RECHECK_ALL, unlisted_for: UNLISTED_FOR }
+        Pace { doubtful: RECHECK_EVERY, all: RECHECK_ALL, unlisted_for: UNLISTED_FOR, retry: RETRY_AFTER }
     }
 }
 
@@ -95,7 +99,8 @@ pub struct SlurmJobs {
     asked_at: HashMap<String, Instant>,
     /// Since when Slurm has answered each key with a list that lacks it.
     unlisted_since: HashMap<String, Instant>,
-    /// Job id -> why it counts as ended (Slurm's state, or not listed).
+    /// Job id (or SLUID Slurm never named) -> why it counts as ended (Slurm's state, or not
+    /// listed).
     ended: HashMap<String, String>,
     pace: Pace,
     /// scontrol is not there at all: nothing to ask, logged once.
@@ -166,6 +171,9 @@ impl SlurmJobs {
             None => self.ended.remove(&d.job_id),
         };
         if let Some(sluid) = &d.sluid {
+            // Named at last: the job's id speaks for it from now on.
+            self.unlisted_since.remove(sluid);
+            self.ended.remove(sluid);
             self.sluids.insert(sluid.clone(), d.job_id.clone());
         }
         self.known.insert(d.job_id.clone(), d);
@@ -180,8 +188,8 @@ impl SlurmJobs {
         self.sluids.get(sluid).map(String::as_str)
     }
 
-    /// Why job `id` counts as ended although its cgroup is still here: Slurm's state for it,
-    /// or that Slurm has not listed it for [`UNLISTED_FOR`].
+    /// Why job `id` (or a SLUID Slurm never named) counts as ended although its cgroup is
+    /// still here: Slurm's state for it, or that Slurm has not listed it for [`UNLISTED_FOR`].
     pub fn ended(&self, id: &str) -> Option<&str> {
         self.ended.get(id).map(String::as_str)
     }
@@ -277,7 +285,13 @@ impl SlurmJobs {
                     if matches!(e, worker::Failure::NotThisJob) {
                         self.unlisted(&key);
                     }
-                    self.retry_at.insert(key, Instant::now() + RETRY_AFTER);
+                    // A SLUID taken as ended is asked about at the pace of the doubtful jobs.
+                    let wait = if self.ended.contains_key(&key) {
+                        self.pace.retry.max(self.pace.doubtful)
+                    } else {
+                        self.pace.retry
+                    };
+                    self.retry_at.insert(key, Instant::now() + wait);
                 }
             }
         }
@@ -288,7 +302,7 @@ impl SlurmJobs {
     /// [`UNLISTED_FOR`].
     fn unlisted(&mut self, key: &str) {
         let since = *self.unlisted_since.entry(key.to_owned()).or_insert_with(Instant::now);
-        if since.elapsed() >= self.pace.unlisted_for && !is_sluid(key) {
+        if since.elapsed() >= self.pace.unlisted_for {
             self.ended.entry(key.to_owned()).or_insert_with(|| "not listed by Slurm".to_owned());
         }
     }

@@ -2,7 +2,8 @@
 //! s5F1M87GJ0R200/`, as seen on 26.05.5) unless cgroup.conf sets `CgroupJobIdPaths=yes`. The
 //! node collector finds such a job, ships it under the job id Slurm gives for the SLUID (never
 //! the SLUID, never the job's environment), with the SLUID as a record field; until Slurm has
-//! named it, the job waits and is counted. The real 26.05.5 run is tests/vm_cgroup_v2.rs.
+//! named it, the job waits and is counted; one Slurm never names (it forgot the job first)
+//! ends, is left out and no longer counted. The real 26.05.5 run is tests/vm_cgroup_v2.rs.
 
 use crate::common::copy_tree;
 use slurm_cw_formats::slurm::job::JobDetail;
@@ -131,4 +132,71 @@ fn a_final_sample_of_a_job_slurm_has_not_named_yet_is_asked_again() {
     let mut c = collector(&cg, &proc, vec![detail]);
     assert_eq!(c.final_sample("1001", 1001, &mut b), Some(FinalSample::Denied), "not the job's user");
     assert!(matches!(c.final_sample("1001", 1000, &mut b), Some(FinalSample::Sampled(1))));
+}
+
+/// An `scontrol` that prints the file `answer` (exit 0, as 24.11 and 26.05 print an unknown
+/// job) and answers `ping` with 0 (slurmctld up).
+fn scripted_scontrol(dir: &Path, answer: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let body = format!("#!/bin/sh\n[ \"$1\" = ping ] && exit 0\ncat {}/answer\n", dir.display());
+    std::fs::write(dir.join("scontrol"), body).unwrap();
+    std::fs::set_permissions(dir.join("scontrol"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("answer.new"), answer).unwrap();
+    std::fs::rename(dir.join("answer.new"), dir.join("answer")).unwrap();
+}
+
+/// A SLUID cgroup left behind by a job slurmctld forgot before it was asked about (processes
+/// Slurm could not kill, past MinJobAge): Slurm never names it. It used to be counted in
+/// CollectorErrors every cycle for as long as it stayed (an alarm on that metric would fire),
+/// and made every final sample of a job the table does not know wait for it (`busy`). Once
+/// Slurm has not listed it for the unlisted wait, it is left out like an ended job, and comes
+/// back if Slurm names it running.
+#[test]
+fn a_sluid_slurm_never_names_ends_and_is_no_longer_counted() {
+    use slurm_cw_shipper::sources::slurm_jobs::Pace;
+    use slurm_cw_shipper::sources::{Collector, FinalSample};
+    let (tmp, cg, proc) = sluid_tree();
+    let bin = tmp.path().join("bin");
+    scripted_scontrol(&bin, r#"{"jobs": [], "errors": []}"#);
+    let cmds = SlurmCommands::new(Some(bin.clone()), Duration::from_secs(10));
+    let pace = Pace {
+        doubtful: Duration::from_millis(50),
+        all: Duration::from_secs(3600),
+        unlisted_for: Duration::from_millis(300),
+        retry: Duration::from_millis(50),
+    };
+    let slurm = SlurmJobs::with_pace(SlurmJobs::new(cmds), pace);
+    let cfg = NodeConfig { cgroup_root: cg.clone(), proc_root: proc.clone(), ..NodeConfig::default() };
+    let mut c = NodeCollector::new(cfg, "n1".into()).with_slurm(slurm.clone());
+    let cgroup_errors = |e: &Errors| e.iter().find(|(k, _)| *k == "cgroup").map_or(0, |(_, n)| n);
+
+    let (b, e) = collect(&mut c);
+    assert!(b.jobs.is_empty());
+    assert_eq!(cgroup_errors(&e), 1, "waiting for Slurm to name it: counted");
+    let started = std::time::Instant::now();
+    crate::common::wait_until("the SLUID to count as ended", Duration::from_secs(60), || {
+        slurm.borrow().ended(SLUID).is_some() || cgroup_errors(&collect(&mut c).1) == 0
+    });
+    assert!(started.elapsed() >= pace.unlisted_for, "not before the unlisted wait: {:?}", started.elapsed());
+    let (b, e) = collect(&mut c);
+    assert!(b.jobs.is_empty(), "{:?}", b.jobs);
+    assert_eq!(cgroup_errors(&e), 0, "left out, no longer counted");
+    assert_eq!(slurm.borrow().ended(SLUID), Some("not listed by Slurm"));
+    let mut out = Batch::new(SystemTime::now());
+    assert_eq!(
+        c.final_sample("1002", 1000, &mut out),
+        Some(FinalSample::Denied),
+        "an unknown job waits for nothing"
+    );
+
+    // Slurm names it after all, running: it ships under its job id again.
+    let named = format!(
+        r#"{{"jobs": [{{"job_id": 1001, "sluid": "{SLUID}", "job_state": ["RUNNING"]}}], "errors": []}}"#
+    );
+    scripted_scontrol(&bin, &named);
+    crate::common::wait_until("the named job to ship", Duration::from_secs(60), || {
+        collect(&mut c).0.jobs.iter().any(|j| j.info.id == "1001")
+    });
+    assert_eq!(slurm.borrow().ended(SLUID), None);
 }

@@ -19,6 +19,7 @@ pub mod discover;
 mod figures;
 mod from_procs;
 pub mod held;
+mod listing;
 pub mod owner;
 pub mod procs;
 mod rates;
@@ -37,7 +38,7 @@ pub use read::{read_bytes, read_end, read_into};
 
 pub use slurm_cw_formats::cgroup as kv;
 
-use super::slurm_jobs::{self, SlurmJobs};
+use super::slurm_jobs;
 use super::{Collector, Errors};
 use crate::sample::{Batch, Dims, Held, JobInfo, JobReading, SlurmNames};
 use crate::sources::FinalSample;
@@ -185,70 +186,6 @@ impl NodeCollector {
             Some(jobs) => self.read_jobs(jobs, only, out),
             None => 0,
         }
-    }
-
-    /// The job cgroups there are now; None (one counted error) without a cgroup hierarchy.
-    fn list_jobs(&mut self, errors: &mut Errors) -> Option<Vec<JobRef>> {
-        errors.ran("cgroup");
-        let Some(layout) = self.layout() else {
-            errors.add("cgroup", 1);
-            let root = self.cfg.cgroup_root.display().to_string();
-            self.log_once(&root, "no cgroup v1 or v2 hierarchy at the cgroup root; job metrics are off");
-            return None;
-        };
-        let slurm = self.slurm.clone();
-        let job_id = slurm_jobs::resolver(slurm.as_ref());
-        let mut table = self.table.borrow_mut();
-        table.refresh(&layout, &job_id);
-        // Slurm is asked about new jobs (and SLUIDs) before they are read, a bounded wait.
-        if let Some(slurm) = &slurm {
-            let mut keys: Vec<String> = table.jobs().map(|j| j.r.id.clone()).collect();
-            keys.extend(table.unresolved().map(str::to_owned));
-            let doubtful = self.doubtful(&table, slurm);
-            SlurmJobs::refresh(slurm, &keys, &doubtful);
-            table.resolve(&layout, &job_id);
-            let s = slurm.borrow();
-            for job in table.leave_out(|id| s.ended(id).is_some()) {
-                if self.logged.first(&format!("ended {}", job.id)) {
-                    tracing::warn!(
-                        job = job.id,
-                        slurm = s.ended(&job.id).unwrap_or_default(),
-                        dir = ?job.process_dir(),
-                        "Slurm does not run this job here any more (it ended, was requeued, or is not listed) but its cgroup is still here (processes Slurm could not kill, or a slurmd that did not clean up): it is left out of job figures and costs"
-                    );
-                }
-            }
-        }
-        let waiting = table.unresolved().count();
-        let jobs = table.jobs().map(|j| j.r.clone()).collect();
-        drop(table);
-        if waiting > 0 {
-            errors.add("cgroup", waiting as u64);
-            self.log_once(
-                "sluid",
-                "job cgroups are named by SLUID (Slurm 26.05) and Slurm has not given their job ids yet: those jobs wait, counted in CollectorErrors (Collector=cgroup); cgroup.conf CgroupJobIdPaths=yes names them by job id",
-            );
-        }
-        Some(jobs)
-    }
-
-    /// The jobs Slurm should be asked about again: none of their processes left at their last
-    /// reading, or past the end Slurm gave them by more than [`slurm_jobs::RECHECK_EVERY`].
-    fn doubtful<'t>(&self, table: &'t table::JobTable, slurm: &slurm_jobs::Shared) -> Vec<&'t str> {
-        let s = slurm.borrow();
-        let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let grace = slurm_jobs::RECHECK_EVERY.as_secs();
-        let overdue = |id: &str| {
-            s.get(id)
-                .and_then(|d| d.end_unix)
-                .and_then(|t| u64::try_from(t).ok())
-                .is_some_and(|t| t + grace < now)
-        };
-        table
-            .jobs()
-            .filter(|j| self.previous.get(&j.r.key()).is_some_and(|p| p.procs.is_empty()) || overdue(&j.r.id))
-            .map(|j| j.r.id.as_str())
-            .collect()
     }
 
     /// Reads the listed jobs, or only job `only`; returns how many were read.
@@ -415,7 +352,8 @@ impl NodeCollector {
             // A job cgroup named by a SLUID Slurm has not answered for yet may be this job's:
             // `Busy`, and the client asks again while the answer comes (a short job's TaskEpilog
             // can run before the first collection saw it).
-            return if table.unresolved().next().is_some() { Err(FinalSample::Busy) } else { Ok(None) };
+            let waiting = table.unresolved().any(|u| !self.slurm_ended(u));
+            return if waiting { Err(FinalSample::Busy) } else { Ok(None) };
         };
         Ok(table.uid(&key, &self.cfg.proc_root, &mut self.buf).or(slurm_uid))
     }

@@ -38,7 +38,10 @@ fn slurm(dir: &Path, pace: Duration) -> Shared {
 
 fn slurm_asking_all(dir: &Path, pace: Duration, all: Duration) -> Shared {
     let cmds = SlurmCommands::new(Some(dir.to_owned()), Duration::from_secs(10));
-    SlurmJobs::with_pace(SlurmJobs::new(cmds), Pace { doubtful: pace, all, unlisted_for: pace * 3 })
+    SlurmJobs::with_pace(
+        SlurmJobs::new(cmds),
+        Pace { doubtful: pace, all, unlisted_for: pace * 3, retry: RETRY_AFTER },
+    )
 }
 
 /// Refreshes until `done`, a minute at most.
