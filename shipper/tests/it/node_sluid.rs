@@ -134,18 +134,6 @@ fn a_final_sample_of_a_job_slurm_has_not_named_yet_is_asked_again() {
     assert!(matches!(c.final_sample("1001", 1000, &mut b), Some(FinalSample::Sampled(1))));
 }
 
-/// An `scontrol` that prints the file `answer` (exit 0, as 24.11 and 26.05 print an unknown
-/// job) and answers `ping` with 0 (slurmctld up).
-fn scripted_scontrol(dir: &Path, answer: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).unwrap();
-    let body = format!("#!/bin/sh\n[ \"$1\" = ping ] && exit 0\ncat {}/answer\n", dir.display());
-    std::fs::write(dir.join("scontrol"), body).unwrap();
-    std::fs::set_permissions(dir.join("scontrol"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(dir.join("answer.new"), answer).unwrap();
-    std::fs::rename(dir.join("answer.new"), dir.join("answer")).unwrap();
-}
-
 /// A SLUID cgroup left behind by a job slurmctld forgot before it was asked about (processes
 /// Slurm could not kill, past MinJobAge): Slurm never names it. It used to be counted in
 /// CollectorErrors every cycle for as long as it stayed (an alarm on that metric would fire),
@@ -158,7 +146,7 @@ fn a_sluid_slurm_never_names_ends_and_is_no_longer_counted() {
     use slurm_cw_shipper::sources::{Collector, FinalSample};
     let (tmp, cg, proc) = sluid_tree();
     let bin = tmp.path().join("bin");
-    scripted_scontrol(&bin, r#"{"jobs": [], "errors": []}"#);
+    crate::common::scripted_scontrol(&bin, r#"{"jobs": [], "errors": []}"#);
     let cmds = SlurmCommands::new(Some(bin.clone()), Duration::from_secs(10));
     let pace = Pace {
         doubtful: Duration::from_millis(50),
@@ -194,7 +182,7 @@ fn a_sluid_slurm_never_names_ends_and_is_no_longer_counted() {
     let named = format!(
         r#"{{"jobs": [{{"job_id": 1001, "sluid": "{SLUID}", "job_state": ["RUNNING"]}}], "errors": []}}"#
     );
-    scripted_scontrol(&bin, &named);
+    crate::common::scripted_scontrol(&bin, &named);
     crate::common::wait_until("the named job to ship", Duration::from_secs(60), || {
         collect(&mut c).0.jobs.iter().any(|j| j.info.id == "1001")
     });

@@ -7,6 +7,7 @@ use super::{NodeCollector, slurm_jobs};
 use crate::sources::Errors;
 use crate::sources::node::discover::JobRef;
 use crate::sources::slurm_jobs::SlurmJobs;
+use slurm_cw_formats::slurm::job::hostlist_contains;
 use std::time::UNIX_EPOCH;
 
 impl NodeCollector {
@@ -21,7 +22,8 @@ impl NodeCollector {
         };
         let slurm = self.slurm.clone();
         let job_id = slurm_jobs::resolver(slurm.as_ref());
-        let mut table = self.table.borrow_mut();
+        let shared = self.table.clone();
+        let mut table = shared.borrow_mut();
         table.refresh(&layout, &job_id);
         // Slurm is asked about new jobs (and SLUIDs) before they are read, a bounded wait.
         if let Some(slurm) = &slurm {
@@ -39,13 +41,24 @@ impl NodeCollector {
                     );
                 }
             }
-            for job in table.leave_out(|id| s.ended(id).is_some()) {
+            self.confirm_names(&table, &s);
+            let why = |r: &JobRef| {
+                let node = r.node.as_deref().unwrap_or(&self.node_name);
+                let elsewhere = s
+                    .get(&r.id)
+                    .and_then(|d| d.node_list.as_deref())
+                    .filter(|list| !list.is_empty() && !hostlist_contains(list, node))
+                    .filter(|_| self.confirmed.contains(node));
+                s.ended(&r.id).map(str::to_owned).or_else(|| elsewhere.map(|list| format!("runs on {list}")))
+            };
+            let left = table.leave_out(|r| why(r).is_some());
+            for job in left {
                 if self.logged.first(&format!("ended {}", job.id)) {
                     tracing::warn!(
                         job = job.id,
-                        slurm = s.ended(&job.id).unwrap_or_default(),
+                        slurm = why(&job).unwrap_or_default(),
                         dir = ?job.process_dir(),
-                        "Slurm does not run this job here any more (it ended, was requeued, or is not listed) but its cgroup is still here (processes Slurm could not kill, or a slurmd that did not clean up): it is left out of job figures and costs"
+                        "Slurm does not run this job here any more (it ended, was requeued, runs on other nodes, or is not listed) but its cgroup is still here (processes Slurm could not kill, or a slurmd that did not clean up): it is left out of job figures and costs"
                     );
                 }
             }
@@ -64,6 +77,32 @@ impl NodeCollector {
     }
 
     /// Whether Slurm says job (or SLUID) `key` no longer runs here.
+    /// Learns this host's node names from Slurm's node lists of the jobs here. A job Slurm
+    /// says runs on other nodes (requeued and started again elsewhere while its cgroup stayed
+    /// here) is left out only under a confirmed name: a `node_name` that is not Slurm's would
+    /// otherwise leave out every job. That mismatch is logged once instead.
+    fn confirm_names(&mut self, table: &table::JobTable, s: &SlurmJobs) {
+        for j in table.jobs() {
+            let node = j.r.node.as_deref().unwrap_or(&self.node_name);
+            let Some(list) = s.get(&j.r.id).and_then(|d| d.node_list.as_deref()).filter(|l| !l.is_empty())
+            else {
+                continue;
+            };
+            if hostlist_contains(list, node) {
+                if !self.confirmed.contains(node) {
+                    self.confirmed.insert(node.to_owned());
+                }
+            } else if !self.confirmed.contains(node) && self.logged.first(&format!("node name {node}")) {
+                tracing::warn!(
+                    node,
+                    job = j.r.id,
+                    slurm_nodes = list,
+                    "Slurm does not list this node's name among the nodes of a job whose cgroup is here: set node_name to the name Slurm gives this node (NodeName in slurm.conf); until a job confirms it, a job Slurm says runs elsewhere is not left out"
+                );
+            }
+        }
+    }
+
     pub(super) fn slurm_ended(&self, key: &str) -> bool {
         self.slurm.as_ref().is_some_and(|s| s.borrow().ended(key).is_some())
     }

@@ -93,6 +93,8 @@ struct Reading {
 pub struct NodeCollector {
     cfg: NodeConfig,
     node_name: String,
+    /// Node names Slurm has put a job here on: this host's names as Slurm spells them.
+    confirmed: HashSet<String>,
     layout: Option<Layout>,
     /// The jobs found this cycle, shared with the GPU collector.
     table: SharedJobs,
@@ -133,6 +135,7 @@ impl NodeCollector {
         NodeCollector {
             cfg,
             node_name,
+            confirmed: HashSet::new(),
             layout: None,
             table: SharedJobs::default(),
             previous: HashMap::new(),

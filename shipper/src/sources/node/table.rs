@@ -244,9 +244,8 @@ impl JobTable {
 
     /// Leaves out of [`JobTable::jobs`] the jobs `ended` names, until the next refresh finds
     /// them again; returns them.
-    pub fn leave_out(&mut self, ended: impl Fn(&str) -> bool) -> Vec<JobRef> {
-        let keys: Vec<Key> =
-            self.jobs.iter().filter(|(_, j)| ended(&j.r.id)).map(|(k, _)| k.clone()).collect();
+    pub fn leave_out(&mut self, ended: impl Fn(&JobRef) -> bool) -> Vec<JobRef> {
+        let keys: Vec<Key> = self.jobs.iter().filter(|(_, j)| ended(&j.r)).map(|(k, _)| k.clone()).collect();
         let mut out = Vec::new();
         for key in keys {
             if let Some(job) = self.jobs.remove(&key) {

@@ -732,3 +732,17 @@ pub fn record_of_type(records: &[slurm_cw_formats::record::Record], kind: &str) 
         .map(|r| serde_json::from_str::<serde_json::Value>(&r.message).unwrap())
         .find(|v| v["Type"] == kind)
 }
+
+/// An `scontrol` in `dir` that logs each call to `calls`, prints `answer` (exit 0, as 24.11 and
+/// 26.05 print an unknown job) and answers `ping` with 0 (slurmctld up); called again, it
+/// changes the answer.
+pub fn scripted_scontrol(dir: &Path, answer: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let d = dir.display();
+    let body = format!("#!/bin/sh\necho \"$@\" >> {d}/calls\n[ \"$1\" = ping ] && exit 0\ncat {d}/answer\n");
+    std::fs::write(dir.join("scontrol"), body).unwrap();
+    std::fs::set_permissions(dir.join("scontrol"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("answer.new"), answer).unwrap();
+    std::fs::rename(dir.join("answer.new"), dir.join("answer")).unwrap();
+}

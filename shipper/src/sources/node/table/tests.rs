@@ -126,18 +126,18 @@ fn a_job_left_out_comes_back_each_cycle_until_its_directory_goes() {
     }
     let mut t = JobTable::default();
     t.refresh(&layout, &no_sluid);
-    let out: Vec<String> = t.leave_out(|id| id == "7").into_iter().map(|r| r.id).collect();
+    let out: Vec<String> = t.leave_out(|r| r.id == "7").into_iter().map(|r| r.id).collect();
     assert_eq!((out, ids(&t)), (vec!["7".to_owned()], vec!["8".to_owned()]));
     let listed = t.listings();
     t.refresh(&layout, &no_sluid);
     assert_eq!((ids(&t), t.listings()), (vec!["7".to_owned(), "8".to_owned()], listed), "quiet");
-    t.leave_out(|id| id == "7");
+    t.leave_out(|r| r.id == "7");
     mk(r, "cpuacct/slurm_c1/uid_0/job_9");
     t.refresh(&layout, &no_sluid);
     assert_eq!(ids(&t), vec!["7".to_owned(), "8".to_owned(), "9".to_owned()], "listed");
-    t.leave_out(|id| id == "7");
+    t.leave_out(|r| r.id == "7");
     std::fs::remove_dir(r.join("cpuacct/slurm_c1/uid_0/job_7")).unwrap();
     t.refresh(&layout, &no_sluid);
     assert_eq!(ids(&t), vec!["8".to_owned(), "9".to_owned()]);
-    assert!(t.leave_out(|id| id == "7").is_empty());
+    assert!(t.leave_out(|r| r.id == "7").is_empty());
 }
