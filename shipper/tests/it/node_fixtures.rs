@@ -429,6 +429,29 @@ fn a_process_named_outside_ascii_is_shipped_under_an_escaped_name_never_dropped(
     assert!(names.contains(&"s\\u{f6}lver\\u{7}\\u{fffd}"), "{names:?}");
 }
 
+/// Any user can name a process `slurmstepd` (prctl PR_SET_NAME, or exec of a file so named).
+/// Only root's slurmstepd is Slurm's: a job process named so stays the job's work, counted,
+/// and cannot hide from the job's figures.
+#[test]
+fn a_job_process_that_names_itself_slurmstepd_is_still_the_jobs() {
+    let (_tmp, cg, proc) = v2_job_tree();
+    let solver = proc.join("4243");
+    let renamed = |f: &str, from: &str, to: &str| {
+        let text = std::fs::read_to_string(solver.join(f)).unwrap().replacen(from, to, 1);
+        std::fs::write(solver.join(f), text).unwrap();
+    };
+    renamed("comm", "solver", "slurmstepd");
+    renamed("stat", "(solver)", "(slurmstepd)");
+    renamed("status", "solver", "slurmstepd");
+    let mut c = collector(&cg, &proc);
+    let (b, _) = collect(&mut c);
+    assert_eq!(
+        job_value(&b, &PROCESS_COUNT, "1001", &[]),
+        Some(4.0),
+        "root's slurmstepd (4239) only is left out"
+    );
+}
+
 #[test]
 fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
     use slurm_cw_shipper::sources::Collector;

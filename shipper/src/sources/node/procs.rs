@@ -137,10 +137,23 @@ fn open_files(dir: &Path, by_size: bool) -> Option<u64> {
     super::dir::count(&fd).ok()
 }
 
-/// The owner of process `pid` (v2 job paths carry no uid).
-pub fn uid(proc_root: &Path, pid: u32) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(proc_root.join(pid.to_string())).ok().map(|m| m.uid())
+/// (name, real uid) of process `pid`, from /proc/<pid>/status. Its real uid, not the owner of
+/// /proc/<pid>, which a process that makes itself non-dumpable turns to root.
+pub fn name_and_uid(proc_root: &Path, pid: u32, buf: &mut String) -> Option<(String, u32)> {
+    buf.clear();
+    if !super::read_into(&proc_root.join(pid.to_string()).join("status"), buf) {
+        return None;
+    }
+    let name = buf.lines().find_map(|l| l.strip_prefix("Name:")).map(str::trim)?;
+    let uid = buf.lines().find_map(|l| l.strip_prefix("Uid:")?.split_whitespace().next()?.parse().ok())?;
+    Some((name.to_owned(), uid))
+}
+
+/// Whether a process named `comm` is Slurm's own step daemon, which shares some job cgroups:
+/// named slurmstepd and run by root. A job's process that names itself slurmstepd (any user
+/// can) stays the job's, so that it cannot hide from the job's figures.
+pub fn is_slurmstepd(proc_root: &Path, pid: u32, comm: &str, buf: &mut String) -> bool {
+    comm == "slurmstepd" && name_and_uid(proc_root, pid, buf).is_some_and(|(_, uid)| uid == 0)
 }
 
 /// True when `path` is a procfs mount (so /proc/<pid>/fd sizes are fd counts on new kernels).

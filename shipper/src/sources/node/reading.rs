@@ -68,7 +68,8 @@ impl NodeCollector {
                 .collect();
             // Slurm's own step daemon is not the job's work (it shares some job cgroups).
             let before = list.len();
-            list.retain(|p| p.comm != "slurmstepd");
+            let buf = &mut self.buf;
+            list.retain(|p| !procs::is_slurmstepd(&self.cfg.proc_root, p.key.0, &p.comm, buf));
             Processes { count: pids.len() - (before - list.len()), list, pids }
         });
         if let Some(j) = entry {

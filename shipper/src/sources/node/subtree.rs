@@ -235,19 +235,11 @@ pub fn task_owner(dir: &Path, proc_root: &Path, buf: &mut String) -> Option<u32>
     first_owner(&pids, proc_root, buf)
 }
 
-/// The real uid of the first of `pids` that is not slurmstepd.
+/// The real uid of the first of `pids` that is not Slurm's slurmstepd (root's).
 fn first_owner(pids: &[u32], proc_root: &Path, buf: &mut String) -> Option<u32> {
-    pids.iter().find_map(|pid| {
-        buf.clear();
-        let path = proc_root.join(pid.to_string()).join("status");
-        if !super::read_into(&path, buf) {
-            return None;
-        }
-        let name = buf.lines().find_map(|l| l.strip_prefix("Name:")).map(str::trim);
-        if name == Some("slurmstepd") {
-            return None;
-        }
-        buf.lines().find_map(|l| l.strip_prefix("Uid:")?.split_whitespace().next()?.parse().ok())
+    pids.iter().find_map(|&pid| {
+        let (name, uid) = super::procs::name_and_uid(proc_root, pid, buf)?;
+        (name != "slurmstepd" || uid != 0).then_some(uid)
     })
 }
 
