@@ -43,12 +43,8 @@ impl NodeCollector {
             }
             self.confirm_names(&table, &s);
             let why = |r: &JobRef| {
-                let node = r.node.as_deref().unwrap_or(&self.node_name);
-                let elsewhere = s
-                    .get(&r.id)
-                    .and_then(|d| d.node_list.as_deref())
-                    .filter(|list| !list.is_empty() && !hostlist_contains(list, node))
-                    .filter(|_| self.confirmed.contains(node));
+                let node = node_of(r, &self.node_name);
+                let elsewhere = nodes_without(&s, r, node).filter(|_| self.confirmed.contains(node));
                 s.ended(&r.id).map(str::to_owned).or_else(|| elsewhere.map(|list| format!("runs on {list}")))
             };
             let left = table.leave_out(|r| why(r).is_some());
@@ -76,23 +72,23 @@ impl NodeCollector {
         Some(jobs)
     }
 
-    /// Whether Slurm says job (or SLUID) `key` no longer runs here.
     /// Learns this host's node names from Slurm's node lists of the jobs here. A job Slurm
     /// says runs on other nodes (requeued and started again elsewhere while its cgroup stayed
     /// here) is left out only under a confirmed name: a `node_name` that is not Slurm's would
     /// otherwise leave out every job. That mismatch is logged once instead.
     fn confirm_names(&mut self, table: &table::JobTable, s: &SlurmJobs) {
         for j in table.jobs() {
-            let node = j.r.node.as_deref().unwrap_or(&self.node_name);
-            let Some(list) = s.get(&j.r.id).and_then(|d| d.node_list.as_deref()).filter(|l| !l.is_empty())
-            else {
+            let node = node_of(&j.r, &self.node_name);
+            if self.confirmed.contains(node)
+                || s.get(&j.r.id).and_then(|d| d.node_list.as_deref()).is_none_or(str::is_empty)
+            {
+                continue;
+            }
+            let Some(list) = nodes_without(s, &j.r, node) else {
+                self.confirmed.insert(node.to_owned());
                 continue;
             };
-            if hostlist_contains(list, node) {
-                if !self.confirmed.contains(node) {
-                    self.confirmed.insert(node.to_owned());
-                }
-            } else if !self.confirmed.contains(node) && self.logged.first(&format!("node name {node}")) {
+            if self.logged.first(&format!("node name {node}")) {
                 tracing::warn!(
                     node,
                     job = j.r.id,
@@ -103,6 +99,7 @@ impl NodeCollector {
         }
     }
 
+    /// Whether Slurm says job (or SLUID) `key` no longer runs here.
     pub(super) fn slurm_ended(&self, key: &str) -> bool {
         self.slurm.as_ref().is_some_and(|s| s.borrow().ended(key).is_some())
     }
@@ -125,4 +122,17 @@ impl NodeCollector {
             .map(|j| j.r.id.as_str())
             .collect()
     }
+}
+
+/// The Slurm node name a job directory is on: from its path (several slurmd on one host), else
+/// this node's.
+fn node_of<'a>(r: &'a JobRef, node_name: &'a str) -> &'a str {
+    r.node.as_deref().unwrap_or(node_name)
+}
+
+/// Slurm's node list for job `r` when it does not hold `node`.
+fn nodes_without<'s>(s: &'s SlurmJobs, r: &JobRef, node: &str) -> Option<&'s str> {
+    s.get(&r.id)
+        .and_then(|d| d.node_list.as_deref())
+        .filter(|list| !list.is_empty() && !hostlist_contains(list, node))
 }
