@@ -285,7 +285,8 @@ impl SlurmJobs {
                     if matches!(e, worker::Failure::NotThisJob) {
                         self.unlisted(&key);
                     }
-                    // A SLUID taken as ended is asked about at the pace of the doubtful jobs.
+                    // A key taken as ended (a SLUID never named, a job id never answered) is
+                    // asked about at the pace of the doubtful jobs.
                     let wait = if self.ended.contains_key(&key) {
                         self.pace.retry.max(self.pace.doubtful)
                     } else {

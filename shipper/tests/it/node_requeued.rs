@@ -12,7 +12,7 @@ use slurm_cw_shipper::settings::NodeConfig;
 use slurm_cw_shipper::sources::Errors;
 use slurm_cw_shipper::sources::head::command::SlurmCommands;
 use slurm_cw_shipper::sources::node::NodeCollector;
-use slurm_cw_shipper::sources::slurm_jobs::{Pace, SlurmJobs};
+use slurm_cw_shipper::sources::slurm_jobs::{Pace, Shared, SlurmJobs};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -23,8 +23,8 @@ fn running_on(nodes: &str) -> String {
 }
 
 /// Node `n1` with job 1001's cgroup, Slurm answering `answer` and asked about every job each
-/// 50 ms.
-fn node(answer: &str) -> (tempfile::TempDir, PathBuf, NodeCollector) {
+/// 50 ms (the lookups returned to change that pace).
+fn node(answer: &str) -> (tempfile::TempDir, PathBuf, NodeCollector, Shared) {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let tmp = tempfile::tempdir().unwrap();
     let (cg, proc, bin) = (tmp.path().join("cg"), tmp.path().join("proc"), tmp.path().join("bin"));
@@ -38,7 +38,7 @@ fn node(answer: &str) -> (tempfile::TempDir, PathBuf, NodeCollector) {
         pace,
     );
     let cfg = NodeConfig { cgroup_root: cg, proc_root: proc, ..NodeConfig::default() };
-    (tmp, bin, NodeCollector::new(cfg, "n1".into()).with_slurm(slurm))
+    (tmp, bin, NodeCollector::new(cfg, "n1".into()).with_slurm(slurm.clone()), slurm)
 }
 
 /// The jobs one collection read.
@@ -55,14 +55,18 @@ fn asked(bin: &Path) -> usize {
 
 #[test]
 fn a_job_slurm_says_runs_on_other_nodes_is_left_out_and_comes_back_when_it_runs_here() {
-    let (_tmp, bin, mut c) = node(&running_on("n[1-2]"));
+    let (_tmp, bin, mut c, slurm) = node(&running_on("n[1-2]"));
     assert_eq!(jobs(&mut c), ["1001"], "Slurm puts it on n[1-2]: it runs here, and n1 is Slurm's name");
 
     // Requeued and started again on n7 while its cgroup stays here.
     scripted_scontrol(&bin, &running_on("n7"));
     wait_until("the job to be left out", Duration::from_secs(60), || jobs(&mut c).is_empty());
 
-    // Slurm puts it back here: it is read again.
+    // Requeued again, back here: it is read again, at the pace of the jobs in doubt (every job
+    // is asked about only hourly now).
+    let every = Duration::from_millis(50);
+    let hour = Duration::from_secs(3600);
+    SlurmJobs::with_pace(slurm, Pace { doubtful: every, all: hour, unlisted_for: hour, retry: every });
     scripted_scontrol(&bin, &running_on("n1"));
     wait_until("the job to come back", Duration::from_secs(60), || jobs(&mut c) == ["1001"]);
 }
@@ -70,7 +74,7 @@ fn a_job_slurm_says_runs_on_other_nodes_is_left_out_and_comes_back_when_it_runs_
 #[test]
 fn under_a_node_name_slurm_never_gave_no_job_is_left_out() {
     // Slurm names this host queue1-st-c5-1; the daemon was told n1.
-    let (_tmp, bin, mut c) = node(&running_on("queue1-st-c5-1"));
+    let (_tmp, bin, mut c, _) = node(&running_on("queue1-st-c5-1"));
     wait_until("Slurm asked about the job three times", Duration::from_secs(60), || {
         assert_eq!(jobs(&mut c), ["1001"], "read at every collection");
         asked(&bin) >= 3

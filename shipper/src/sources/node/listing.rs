@@ -93,7 +93,7 @@ impl NodeCollector {
                     node,
                     job = j.r.id,
                     slurm_nodes = list,
-                    "Slurm does not list this node's name among the nodes of a job whose cgroup is here: set node_name to the name Slurm gives this node (NodeName in slurm.conf); until a job confirms it, a job Slurm says runs elsewhere is not left out"
+                    "Slurm does not list this node among the nodes of a job whose cgroup is here: either node_name is not Slurm's name for this node (NodeName in slurm.conf; set node_name), or the job left its cgroup here and runs elsewhere. Until a job here is listed on this node's name, no job is left out for running elsewhere"
                 );
             }
         }
@@ -105,7 +105,9 @@ impl NodeCollector {
     }
 
     /// The jobs Slurm should be asked about again: none of their processes left at their last
-    /// reading, or past the end Slurm gave them by more than [`slurm_jobs::RECHECK_EVERY`].
+    /// reading, past the end Slurm gave them by more than [`slurm_jobs::RECHECK_EVERY`], or
+    /// run on other nodes by Slurm's last word (so that one requeued back here is read again
+    /// within minutes, not the hour every job waits).
     fn doubtful<'t>(&self, table: &'t table::JobTable, slurm: &slurm_jobs::Shared) -> Vec<&'t str> {
         let s = slurm.borrow();
         let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -116,9 +118,17 @@ impl NodeCollector {
                 .and_then(|t| u64::try_from(t).ok())
                 .is_some_and(|t| t + grace < now)
         };
+        let elsewhere = |r: &JobRef| {
+            let node = node_of(r, &self.node_name);
+            self.confirmed.contains(node) && nodes_without(&s, r, node).is_some()
+        };
         table
             .jobs()
-            .filter(|j| self.previous.get(&j.r.key()).is_some_and(|p| p.procs.is_empty()) || overdue(&j.r.id))
+            .filter(|j| {
+                self.previous.get(&j.r.key()).is_some_and(|p| p.procs.is_empty())
+                    || overdue(&j.r.id)
+                    || elsewhere(&j.r)
+            })
             .map(|j| j.r.id.as_str())
             .collect()
     }

@@ -91,7 +91,7 @@ fn a_cgroup_left_here_by_a_job_that_now_runs_on_another_node_is_not_read_here() 
         .filter(|v| v["JobId"] == moved.as_str() && v["Type"] == "job_sample")
         .map(|v| v["NodeName"].as_str().unwrap_or_default().to_owned())
         .collect();
-    assert_eq!(nodes_of_moved, [other.clone()], "read on {other} only, where Slurm runs it: {stdout}");
+    assert_eq!(nodes_of_moved, [other.as_str()], "read on {other} only, where Slurm runs it: {stdout}");
     let said = stderr
         .lines()
         .any(|l| l.contains("but its cgroup is still here") && l.contains(&format!("runs on {other}")));
