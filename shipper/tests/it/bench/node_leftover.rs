@@ -44,23 +44,38 @@ fn leftover(node: &str, job: &str) -> Leftover {
     left
 }
 
+/// One `--once` run of the node role (stdout, stderr) beside a job that runs here (physics, on
+/// the first node: read as before, which it checks) and job `second` (`sbatch --wrap` on node
+/// `on`, waited for until `state`), whose cgroup the test leaves on the first node. Returns
+/// the run's output and `second`'s id.
+fn beside_a_leftover(conf: &std::path::Path, on: &str, wrap: &str, state: &str) -> (String, String, String) {
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (running, node) = memory_job(conf);
+    let on = if on.is_empty() { node.clone() } else { on.to_owned() };
+    let second = sbatch(&["-p", "batch", "-w", &on, "--wrap", wrap]);
+    let _cleanup = SlurmCleanup { jobs: vec![second.clone(), running.clone()], nodes: Vec::new() };
+    wait_until(&format!("the second job to be {state}"), Duration::from_secs(60), || {
+        job_state(&second) == state
+    });
+    // Its cgroup as Slurm made it (root's job: uid_0), with a process that never left.
+    let left = leftover(&node, &second);
+    let run = once_node_run("leftovertest");
+    drop(left);
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert_eq!(
+        sample_of(&stdout, &running)["Account"],
+        "physics",
+        "the running job is read as before: {stdout}"
+    );
+    (stdout.into_owned(), stderr.into_owned(), second)
+}
+
 #[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn a_cgroup_left_behind_by_an_ended_job_is_not_a_running_job() {
     let Some(conf) = slurm() else { return };
-    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    // A job that runs (physics, on the first node), and one that ended there.
-    let (running, node) = memory_job(&conf);
-    let ended = sbatch(&["-p", "batch", "-w", &node, "--wrap", "true"]);
-    let _cleanup = SlurmCleanup { jobs: vec![ended.clone(), running.clone()], nodes: Vec::new() };
-    wait_until("the second job to complete", Duration::from_secs(60), || job_state(&ended) == "COMPLETED");
-    // Its cgroup as Slurm made it (root's job: uid_0), with a process that never left.
-    let left = leftover(&node, &ended);
-    let run = once_node_run("leftovertest");
-    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
-    drop(left);
-    // The running job is read as before; the ended one appears nowhere, and the log says why.
-    assert_eq!(sample_of(&stdout, &running)["Account"], "physics", "{stdout}");
+    let (stdout, stderr, ended) = beside_a_leftover(&conf, "", "true", "COMPLETED");
+    // The ended job appears nowhere, and the log says why.
     assert!(!stdout.contains(&format!(r#""JobId":"{ended}""#)), "the ended job was read: {stdout}");
     let said = stderr.lines().any(|l| l.contains("but its cgroup is still here") && l.contains(&ended));
     assert!(said, "{stderr}");
@@ -70,20 +85,9 @@ fn a_cgroup_left_behind_by_an_ended_job_is_not_a_running_job() {
 #[test]
 fn a_cgroup_left_here_by_a_job_that_now_runs_on_another_node_is_not_read_here() {
     let Some(conf) = slurm() else { return };
-    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    // A job that runs here (Slurm lists it on this node: its name is Slurm's), and one that
-    // runs on the next node and left its cgroup here.
-    let (here, node) = memory_job(&conf);
+    // The job here confirms that this node's name is Slurm's; the other runs on the next node.
     let other = nodes()[1].clone();
-    let moved = sbatch(&["-p", "batch", "-w", &other, "--wrap", "sleep 300"]);
-    let _cleanup = SlurmCleanup { jobs: vec![moved.clone(), here.clone()], nodes: Vec::new() };
-    wait_until("the second job to run", Duration::from_secs(60), || job_state(&moved) == "RUNNING");
-    let left = leftover(&node, &moved);
-
-    let run = once_node_run("movedtest");
-    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
-    drop(left);
-    assert_eq!(sample_of(&stdout, &here)["Account"], "physics", "{stdout}");
+    let (stdout, stderr, moved) = beside_a_leftover(&conf, &other, "sleep 300", "RUNNING");
     let nodes_of_moved: Vec<String> = stdout
         .lines()
         .filter_map(|l| slurm_cw_formats::record::Record::from_json_line(l).ok())
