@@ -32,7 +32,7 @@ mod worker;
 
 use crate::sources::head::command::{CommandError, SlurmCommands};
 use slurm_cw_formats::slurm::job::JobDetail;
-use slurm_cw_formats::slurm::job_state::job_state;
+use slurm_cw_formats::slurm::job_state::{JOB_BASE_STATES, job_state};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -49,24 +49,17 @@ pub const RECHECK_EVERY: Duration = Duration::from_secs(300);
 pub const RECHECK_ALL: Duration = Duration::from_secs(3600);
 /// How long Slurm must go on not listing a job before it counts as ended.
 pub const UNLISTED_FOR: Duration = Duration::from_secs(900);
-/// The states (as [`job_state`] names them, Slurm's words and codes in any case) of a job that
-/// does not run here any more: over (and `completing`, which 22.05 prints alone), or requeued
-/// (it runs again elsewhere, or later).
-const ENDED_STATES: [&str; 13] = [
-    "pending",
-    "requeued",
-    "requeue_hold",
-    "completed",
-    "completing",
-    "cancelled",
-    "failed",
-    "timeout",
-    "node_fail",
-    "preempted",
-    "boot_fail",
-    "deadline",
-    "out_of_memory",
-];
+/// Whether a state Slurm gives (its words and codes in any case, as [`job_state`] reads them)
+/// means the job does not run here any more: every base state but running and suspended (over,
+/// or pending again after a requeue), and the flags Slurm prints alone for a job leaving its
+/// nodes (`completing`, which 22.05 prints alone; requeued).
+fn ended_state(state: &str) -> bool {
+    const STILL_HERE: [&str; 2] = ["running", "suspended"];
+    const LEAVING: [&str; 3] = ["completing", "requeued", "requeue_hold"];
+    job_state(state).is_some_and(|s| {
+        if JOB_BASE_STATES.contains(&s) { !STILL_HERE.contains(&s) } else { LEAVING.contains(&s) }
+    })
+}
 
 pub type Shared = Rc<RefCell<SlurmJobs>>;
 
@@ -165,8 +158,7 @@ impl SlurmJobs {
 
     fn keep(&mut self, d: JobDetail) {
         self.unlisted_since.remove(&d.job_id);
-        let over = |s: &&str| job_state(s).is_some_and(|s| ENDED_STATES.contains(&s));
-        match d.state.as_deref().filter(over) {
+        match d.state.as_deref().filter(|s| ended_state(s)) {
             Some(state) => self.ended.insert(d.job_id.clone(), state.to_owned()),
             None => self.ended.remove(&d.job_id),
         };

@@ -152,3 +152,30 @@ fn an_empty_answer_while_slurmctld_is_down_ends_nothing() {
     assert_eq!(s.borrow().ended("9"), None);
     assert!(!s.borrow().unlisted_since.contains_key("9"), "the not-listed clock never started");
 }
+
+#[test]
+fn the_states_of_a_job_that_no_longer_runs_here() {
+    let ended: Vec<&str> =
+        slurm_cw_formats::slurm::job_state::job_states().filter(|s| ended_state(s)).collect();
+    assert_eq!(
+        ended,
+        [
+            "pending",
+            "completed",
+            "cancelled",
+            "failed",
+            "timeout",
+            "node_fail",
+            "preempted",
+            "boot_fail",
+            "deadline",
+            "out_of_memory",
+            "completing",
+            "requeue_hold",
+            "requeued"
+        ]
+    );
+    // Slurm's own spellings and codes, any case, and 22.05's "CANCELLED by <uid>".
+    assert!(["PENDING", "CANCELLED by 1000", "cd", "RQ"].iter().all(|s| ended_state(s)));
+    assert!(!["RUNNING", "suspended", "R", "CONFIGURING", "bogus"].iter().any(|s| ended_state(s)));
+}
