@@ -8,6 +8,7 @@ use crate::sources::Errors;
 use crate::sources::node::discover::JobRef;
 use crate::sources::slurm_jobs::SlurmJobs;
 use slurm_cw_formats::slurm::job::hostlist_contains;
+use std::collections::HashSet;
 use std::time::UNIX_EPOCH;
 
 impl NodeCollector {
@@ -43,9 +44,9 @@ impl NodeCollector {
             }
             self.confirm_names(&table, &s);
             let why = |r: &JobRef| {
-                let node = node_of(r, &self.node_name);
-                let elsewhere = nodes_without(&s, r, node).filter(|_| self.confirmed.contains(node));
-                s.ended(&r.id).map(str::to_owned).or_else(|| elsewhere.map(|list| format!("runs on {list}")))
+                let elsewhere =
+                    || elsewhere(&s, r, &self.node_name, &self.confirmed).map(|l| format!("runs on {l}"));
+                s.ended(&r.id).map(str::to_owned).or_else(elsewhere)
             };
             let left = table.leave_out(|r| why(r).is_some());
             for job in left {
@@ -79,16 +80,10 @@ impl NodeCollector {
     fn confirm_names(&mut self, table: &table::JobTable, s: &SlurmJobs) {
         for j in table.jobs() {
             let node = node_of(&j.r, &self.node_name);
-            if self.confirmed.contains(node)
-                || s.get(&j.r.id).and_then(|d| d.node_list.as_deref()).is_none_or(str::is_empty)
-            {
-                continue;
-            }
-            let Some(list) = nodes_without(s, &j.r, node) else {
+            let Some(list) = node_list(s, &j.r).filter(|_| !self.confirmed.contains(node)) else { continue };
+            if hostlist_contains(list, node) {
                 self.confirmed.insert(node.to_owned());
-                continue;
-            };
-            if self.logged.first(&format!("node name {node}")) {
+            } else if self.logged.first(&format!("node name {node}")) {
                 tracing::warn!(
                     node,
                     job = j.r.id,
@@ -118,16 +113,12 @@ impl NodeCollector {
                 .and_then(|t| u64::try_from(t).ok())
                 .is_some_and(|t| t + grace < now)
         };
-        let elsewhere = |r: &JobRef| {
-            let node = node_of(r, &self.node_name);
-            self.confirmed.contains(node) && nodes_without(&s, r, node).is_some()
-        };
         table
             .jobs()
             .filter(|j| {
                 self.previous.get(&j.r.key()).is_some_and(|p| p.procs.is_empty())
                     || overdue(&j.r.id)
-                    || elsewhere(&j.r)
+                    || elsewhere(&s, &j.r, &self.node_name, &self.confirmed).is_some()
             })
             .map(|j| j.r.id.as_str())
             .collect()
@@ -140,9 +131,19 @@ fn node_of<'a>(r: &'a JobRef, node_name: &'a str) -> &'a str {
     r.node.as_deref().unwrap_or(node_name)
 }
 
-/// Slurm's node list for job `r` when it does not hold `node`.
-fn nodes_without<'s>(s: &'s SlurmJobs, r: &JobRef, node: &str) -> Option<&'s str> {
-    s.get(&r.id)
-        .and_then(|d| d.node_list.as_deref())
-        .filter(|list| !list.is_empty() && !hostlist_contains(list, node))
+/// Slurm's node list for job `r`, where it gave one.
+fn node_list<'s>(s: &'s SlurmJobs, r: &JobRef) -> Option<&'s str> {
+    s.get(&r.id).and_then(|d| d.node_list.as_deref()).filter(|list| !list.is_empty())
+}
+
+/// Slurm's node list for job `r` when it runs on other nodes only, under a node name Slurm has
+/// confirmed (`confirmed`).
+fn elsewhere<'s>(
+    s: &'s SlurmJobs,
+    r: &JobRef,
+    node_name: &str,
+    confirmed: &HashSet<String>,
+) -> Option<&'s str> {
+    let node = node_of(r, node_name);
+    node_list(s, r).filter(|list| confirmed.contains(node) && !hostlist_contains(list, node))
 }
