@@ -108,8 +108,7 @@ pub async fn run(
         })
         .collect();
     let end = crate::cw::epoch(now);
-    // One period over the whole month so far (a multiple of 60 s, as CloudWatch asks).
-    let period = i32::try_from(((end - start) / 60 + 1) * 60).unwrap_or(i32::MAX / 60 * 60);
+    let period = month_period(end - start);
     let points = cw.fetch(&series, crate::cw::at_epoch(start), now, period).await?;
     let mut told = Vec::new();
     for ((account, budget), p) in accounts.into_iter().zip(points) {
@@ -248,9 +247,32 @@ async fn top_jobs(
     Ok(jobs)
 }
 
+/// One period over the whole month so far, `secs` long: a whole number of hours. CloudWatch
+/// returns no data points for a period that is not a multiple of 300 s once the start is
+/// over 15 days ago, or of 3600 s past 63 days ("MetricStat.Period" in the GetMetricData
+/// reference): a multiple of 60 s would blind every notice from the 16th of the month on.
+fn month_period(secs: i64) -> i32 {
+    const HOUR: i64 = 3600;
+    let hours = (secs.max(0) / HOUR + 1).min(i64::from(i32::MAX) / HOUR);
+    i32::try_from(hours * HOUR).unwrap_or(i32::MAX / 3600 * 3600)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_month_so_far_is_one_period_cloudwatch_answers_at_any_age() {
+        // 2026-11-20T10:02:30Z, 19 days 10 h 2 min 30 s into the month: the 60 s multiple the
+        // code used before (1_677_780 s) is no multiple of 300, and CloudWatch returned nothing.
+        let (_, start) = month_of(crate::cw::at_epoch(1_795_168_950));
+        let period = month_period(1_795_168_950 - start);
+        assert_eq!(period, 1_681_200, "467 whole hours");
+        for secs in [0, 59, 3599, 3600, 1_677_750, 31 * 86_400 - 1] {
+            let p = i64::from(month_period(secs));
+            assert!(p > secs && p % 3600 == 0 && p - secs <= 3600, "{secs} s gives {p}");
+        }
+    }
 
     #[test]
     fn months_begin_on_the_first_utc() {
