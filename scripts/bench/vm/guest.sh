@@ -82,6 +82,9 @@ SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
 ProctrackType=proctrack/cgroup
 TaskPlugin=task/affinity,task/cgroup
+# Each job's extern step (pam_slurm_adopt needs it): slurmstepd forks root's
+# "sleep 100000000" into the job's cgroup before any task; the job stays its user's.
+PrologFlags=Contain
 TaskEpilog=/etc/slurm/task-epilog-bench.sh
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
@@ -154,6 +157,13 @@ captures() {
     squeue --json > "$dir/squeue.json" 2>&1 || true
     squeue -h -o %i,%s > "$dir/squeue-i-s.txt" 2>&1 || true
     find /sys/fs/cgroup/system.slice -maxdepth 4 -type d | sort > "$dir/cgroup-tree.txt"
+    # Every process in the jobs' cgroups: where it sits, its real uid and name.
+    find /sys/fs/cgroup/system.slice -path '*slurmstepd.scope/*' -name cgroup.procs | sort \
+        | while read -r f; do
+            while read -r p; do
+                echo "${f#/sys/fs/cgroup/} $p $(ps -o ruid=,comm= -p "$p" 2>/dev/null)"
+            done < "$f"
+        done > "$dir/cgroup-processes.txt" 2>&1 || true
     pid=$(pgrep -u alice -f 'workload.py memory' | head -1)
     cat "/proc/$pid/cgroup" > "$dir/proc-pid-cgroup.txt" 2>&1 || true
     sluid=$(sed -n 's/^SLURM_JOB_SLUID=//p' "$3/job-env.txt")

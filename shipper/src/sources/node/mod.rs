@@ -251,6 +251,8 @@ impl NodeCollector {
     fn push_reading(&mut self, job: &JobRef, key: &table::Key, node: &str, r: &Reading, out: &mut Batch) {
         let proc_root = &self.cfg.proc_root;
         let uid = self.table.borrow_mut().uid(key, proc_root, &mut self.buf);
+        // Slurm's word where no process names the user (root's alone, or none left).
+        let uid = uid.or_else(|| self.slurm.as_ref().and_then(|s| s.borrow().get(&job.id)?.user_id));
         let prev = self.previous.get(key);
         let no_procs: &[Proc] = &[];
         let procs = r.procs.as_ref().map_or(no_procs, |p| &p.list);

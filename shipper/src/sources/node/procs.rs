@@ -140,13 +140,23 @@ fn open_files(dir: &Path, by_size: bool) -> Option<u64> {
 /// (name, real uid) of process `pid`, from /proc/<pid>/status. Its real uid, not the owner of
 /// /proc/<pid>, which a process that makes itself non-dumpable turns to root.
 pub fn name_and_uid(proc_root: &Path, pid: u32, buf: &mut String) -> Option<(String, u32)> {
-    buf.clear();
-    if !super::read_into(&proc_root.join(pid.to_string()).join("status"), buf) {
-        return None;
-    }
-    let name = buf.lines().find_map(|l| l.strip_prefix("Name:")).map(str::trim)?;
-    let uid = buf.lines().find_map(|l| l.strip_prefix("Uid:")?.split_whitespace().next()?.parse().ok())?;
-    Some((name.to_owned(), uid))
+    // As bytes: the kernel escapes whitespace and backslashes in `Name:` but passes other
+    // bytes through, and a process whose name is not UTF-8 must still say whose it is.
+    let mut bytes = std::mem::take(buf).into_bytes();
+    bytes.clear();
+    let read = super::read_bytes(&proc_root.join(pid.to_string()).join("status"), &mut bytes);
+    let found = if read { status_name_and_uid(&bytes) } else { None };
+    bytes.clear();
+    *buf = String::from_utf8(bytes).unwrap_or_default();
+    found
+}
+
+/// `Name:` (lossily) and the real uid of `Uid:` from /proc/<pid>/status.
+fn status_name_and_uid(status: &[u8]) -> Option<(String, u32)> {
+    let field = |key: &[u8]| status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(key));
+    let name = String::from_utf8_lossy(field(b"Name:")?).trim().to_owned();
+    let uid = std::str::from_utf8(field(b"Uid:")?).ok()?.split_whitespace().next()?.parse().ok()?;
+    Some((name, uid))
 }
 
 /// Whether a process named `comm` is Slurm's own step daemon, which shares some job cgroups:

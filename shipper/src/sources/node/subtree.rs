@@ -235,11 +235,13 @@ pub fn task_owner(dir: &Path, proc_root: &Path, buf: &mut String) -> Option<u32>
     first_owner(&pids, proc_root, buf)
 }
 
-/// The real uid of the first of `pids` that is not Slurm's slurmstepd (root's).
+/// The real uid of the first of `pids` that is not root's. Root runs Slurm's own processes in
+/// a job's cgroup: slurmstepd, and with `PrologFlags=Contain` the extern step's
+/// `sleep 100000000`, which slurmstepd forks without leaving root and which usually has the
+/// job's lowest pid. A job run as root is named by Slurm instead.
 fn first_owner(pids: &[u32], proc_root: &Path, buf: &mut String) -> Option<u32> {
     pids.iter().find_map(|&pid| {
-        let (name, uid) = super::procs::name_and_uid(proc_root, pid, buf)?;
-        (name != "slurmstepd" || uid != 0).then_some(uid)
+        super::procs::name_and_uid(proc_root, pid, buf).map(|(_, uid)| uid).filter(|&u| u != 0)
     })
 }
 
@@ -279,6 +281,39 @@ mod tests {
         // Only slurmstepd: nobody, never root.
         put("step_batch/slurm", "100\n");
         assert_eq!(task_owner(&job, &proc, &mut String::new()), None);
+    }
+
+    #[test]
+    fn a_contained_v2_job_is_its_users_not_roots_whose_extern_sleep_came_first() {
+        let d = tempfile::tempdir().unwrap();
+        let (job, proc) = (d.path().join("job_7"), d.path().join("proc"));
+        let put = |rel: &str, pids: &str| {
+            mk(&job, rel);
+            std::fs::write(job.join(rel).join("cgroup.procs"), pids).unwrap();
+        };
+        let status = |pid: u32, name: &[u8], uid: u32| {
+            mk(&proc, &pid.to_string());
+            let mut s = b"Name:\t".to_vec();
+            s.extend_from_slice(name);
+            s.extend_from_slice(
+                format!("\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+                    .as_bytes(),
+            );
+            std::fs::write(proc.join(format!("{pid}/status")), s).unwrap();
+        };
+        // PrologFlags=Contain: slurmstepd forks `sleep 100000000` as root into the extern
+        // step (Slurm's src/slurmd/slurmstepd/mgr.c) before the batch step starts. Seen on
+        // Slurm 24.11 in the cgroup v2 VM: step_extern/user/task_special held root's `sleep`,
+        // pid 650, and step_batch/user/task_0 the job's script, pid 670, as uid 1000.
+        status(90, b"slurmstepd", 0);
+        status(91, b"sleep", 0);
+        put("step_extern/slurm", "90\n");
+        put("step_extern/user/task_special", "91\n");
+        assert_eq!(task_owner(&job, &proc, &mut String::new()), None, "only root's: Slurm names it");
+        // The batch script, whose process names itself with bytes that are not UTF-8.
+        status(120, b"\xff\xfejob", 1000);
+        put("step_batch/user/task_0", "120\n");
+        assert_eq!(task_owner(&job, &proc, &mut String::new()), Some(1000));
     }
 
     #[test]
