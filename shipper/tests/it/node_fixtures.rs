@@ -453,6 +453,33 @@ fn a_job_process_that_names_itself_slurmstepd_is_still_the_jobs() {
 }
 
 #[test]
+fn a_job_with_more_processes_than_are_read_a_cycle_is_counted_whole_and_bounded() {
+    use slurm_cw_shipper::sources::node::procs::JOB_PROCS_MAX;
+    let (_tmp, cg, proc) = v2_job_tree();
+    // The job's user starts many more processes (copies of its solver 4243's stat).
+    let more: Vec<u32> = (10_000..10_000 + JOB_PROCS_MAX as u32 + 10).collect();
+    let task = cg.join(V2_JOB).join("step_0/user/task_0/cgroup.procs");
+    let mut listed = std::fs::read_to_string(&task).unwrap();
+    let stat = std::fs::read(proc.join("4243/stat")).unwrap();
+    for pid in &more {
+        std::fs::create_dir(proc.join(pid.to_string())).unwrap();
+        std::fs::write(proc.join(pid.to_string()).join("stat"), &stat).unwrap();
+        listed += &format!("{pid}\n");
+    }
+    std::fs::write(&task, listed).unwrap();
+    let mut c = collector(&cg, &proc);
+    let (mut b, mut e) = (Batch::new(SystemTime::now()), Errors::new());
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(slurm_cw_shipper::sources::Collector::collect(&mut c, &mut b, &mut e));
+    assert_eq!(
+        job_value(&shaped(b, false), &PROCESS_COUNT, "1001", &[]),
+        Some(4.0 + more.len() as f64),
+        "every process counted, though only {JOB_PROCS_MAX} are read"
+    );
+    assert_eq!(e.total(), 1, "the bounded job counted in CollectorErrors");
+}
+
+#[test]
 fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
     use slurm_cw_shipper::sources::Collector;
     use slurm_cw_shipper::sources::FinalSample;

@@ -109,6 +109,8 @@ pub struct NodeCollector {
     final_at: HashMap<String, Instant>,
     /// Jobs whose cgroup subtree was past the walk's bounds since the last collection.
     walks_cut: u64,
+    /// Jobs with more processes or threads than are read a cycle, since the last collection.
+    procs_bounded: u64,
     /// Every process's cgroup, read this cycle for the jobs whose walk was cut.
     proc_cgroups: Option<ProcCgroups>,
     /// When a hook request for a job the table did not know last listed the jobs.
@@ -146,6 +148,7 @@ impl NodeCollector {
             logged: LogOnce::default(),
             final_at: HashMap::new(),
             walks_cut: 0,
+            procs_bounded: 0,
             proc_cgroups: None,
             looked_up_at: None,
             fd_by_size,
@@ -193,7 +196,6 @@ impl NodeCollector {
 
     /// Reads the listed jobs, or only job `only`; returns how many were read.
     fn read_jobs(&mut self, mut jobs: Vec<JobRef>, only: Option<&str>, out: &mut Batch) -> usize {
-        self.proc_cgroups = None;
         if only.is_none() {
             self.note_missing_controllers(&jobs);
         }
@@ -216,6 +218,8 @@ impl NodeCollector {
             self.previous.insert(key.clone(), remember(reading, before));
             seen.insert(key);
         }
+        // Read for this pass alone: not held between cycles.
+        self.proc_cgroups = None;
         if only.is_none() {
             out.all_jobs = true;
             self.previous.retain(|k, _| seen.contains(k));
@@ -373,7 +377,8 @@ impl Collector for NodeCollector {
     async fn collect(&mut self, out: &mut Batch, errors: &mut Errors) {
         if let Some(jobs) = self.list_jobs(errors) {
             self.read_jobs(jobs, None, out);
-            errors.add("cgroup", std::mem::take(&mut self.walks_cut));
+            errors
+                .add("cgroup", std::mem::take(&mut self.walks_cut) + std::mem::take(&mut self.procs_bounded));
         }
         self.final_at.retain(|_, t| t.elapsed().as_secs() < 60);
     }

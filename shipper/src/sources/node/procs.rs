@@ -68,10 +68,26 @@ fn parse<T: FromRead>(path: &Path, buf: &mut Vec<u8>) -> Option<T> {
 /// The other threads of each process (pid, start time) as last listed.
 pub type KnownThreads = HashMap<(u32, u64), Vec<u32>>;
 
+/// At most this many processes of one job are read a cycle, in pid order, and at most
+/// [`JOB_THREADS_MAX`] of their other threads: a job's user can start 100,000 threads, and
+/// every one read is a file opened as root on the collection thread. Past the bound the
+/// process count stays whole; states of threads not read count as `other`.
+pub const JOB_PROCS_MAX: usize = 4096;
+/// See [`JOB_PROCS_MAX`].
+pub const JOB_THREADS_MAX: usize = 16_384;
+
 /// Reads process `pid` under `proc_root`, using `buf` for file contents; None when it is gone
 /// (or unreadable). Its threads are those in `known` while their number is the one the process
-/// reports and each is still there; listed again otherwise.
-pub fn read(proc_root: &Path, pid: u32, want: Want, known: &KnownThreads, buf: &mut Vec<u8>) -> Option<Proc> {
+/// reports and each is still there; listed again otherwise. At most `threads_left` of its
+/// other threads are read, and `threads_left` goes down by those read.
+pub fn read(
+    proc_root: &Path,
+    pid: u32,
+    want: Want,
+    known: &KnownThreads,
+    buf: &mut Vec<u8>,
+    threads_left: &mut usize,
+) -> Option<Proc> {
     let dir = proc_root.join(pid.to_string());
     let stat: Stat = parse(&dir.join("stat"), buf)?;
     let tasks = dir.join("task");
@@ -80,29 +96,40 @@ pub fn read(proc_root: &Path, pid: u32, want: Want, known: &KnownThreads, buf: &
     threads[thread_state_index(stat.state)] += 1;
     let others = usize::try_from(stat.num_threads.max(1) - 1).unwrap_or(0);
     let mut tids = Vec::new();
-    let same = known.get(&(pid, stat.starttime)).filter(|k| k.len() == others).is_some_and(|k| {
-        let mut counts = threads;
-        for &tid in k {
-            let Some(ts) = parse::<Stat>(&tasks.join(tid.to_string()).join("stat"), buf) else {
-                return false;
-            };
-            counts[thread_state_index(ts.state)] += 1;
-        }
-        threads = counts;
-        tids.clone_from(k);
-        true
-    });
+    let budget = *threads_left;
+    let same = known
+        .get(&(pid, stat.starttime))
+        .filter(|k| k.len() == others && k.len() <= budget)
+        .is_some_and(|k| {
+            let mut counts = threads;
+            for &tid in k {
+                let Some(ts) = parse::<Stat>(&tasks.join(tid.to_string()).join("stat"), buf) else {
+                    return false;
+                };
+                counts[thread_state_index(ts.state)] += 1;
+            }
+            threads = counts;
+            tids.clone_from(k);
+            true
+        });
     if !same && others > 0 {
         let _ = super::dir::entries(&tasks, |name, _| {
             let Some(tid) = name.to_str().and_then(|n| n.parse::<u32>().ok()).filter(|t| *t != pid) else {
                 return;
             };
+            if tids.len() >= budget {
+                return;
+            }
             if let Some(ts) = parse::<Stat>(&tasks.join(name).join("stat"), buf) {
                 threads[thread_state_index(ts.state)] += 1;
                 tids.push(tid);
             }
         });
     }
+    if tids.len() >= budget {
+        threads[thread_state_index('?')] += others.saturating_sub(tids.len()) as u64;
+    }
+    *threads_left = budget - tids.len();
     let io = if want.io {
         parse::<procfs::process::Io>(&dir.join("io"), buf).map(|io| Io {
             read_bytes: io.read_bytes,
@@ -281,14 +308,15 @@ mod tests {
         let me = std::process::id();
         let want = Want { io: true, fd_by_size: is_procfs(Path::new("/proc")) };
         let mut buf = Vec::new();
-        let p = read(Path::new("/proc"), me, want, &KnownThreads::new(), &mut buf).expect("our own process");
+        let p = read(Path::new("/proc"), me, want, &KnownThreads::new(), &mut buf, &mut { usize::MAX })
+            .expect("our own process");
         assert_eq!(p.key.0, me);
         assert!(p.threads.iter().sum::<u64>() >= 1);
         assert!(p.open_files.unwrap_or(0) >= 3, "stdin, stdout, stderr at least");
         assert!(!p.comm.is_empty());
         assert!(p.io.is_some());
         assert!(
-            read(Path::new("/proc"), u32::MAX - 1, want, &KnownThreads::new(), &mut buf).is_none(),
+            read(Path::new("/proc"), u32::MAX - 1, want, &KnownThreads::new(), &mut buf, &mut 0).is_none(),
             "no such process"
         );
         assert!(is_procfs(Path::new("/proc")));
@@ -304,7 +332,7 @@ mod tests {
         stat.extend_from_slice(b"0 0 20 0 1 0 1000 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n");
         std::fs::write(dir.join("stat"), stat).unwrap();
         let want = Want { io: false, fd_by_size: false };
-        let p = read(root.path(), 77, want, &KnownThreads::new(), &mut Vec::new())
+        let p = read(root.path(), 77, want, &KnownThreads::new(), &mut Vec::new(), &mut 0)
             .expect("read despite the name");
         assert_eq!(p.cpu_ticks, 5200);
         assert_eq!(p.threads[1], 1, "one sleeping thread");
@@ -382,7 +410,7 @@ mod tests {
         let mut buf = Vec::new();
         let mut known = KnownThreads::new();
         let mut read_again = |known: &mut KnownThreads| {
-            let p = read(root.path(), 50, want, known, &mut buf).unwrap();
+            let p = read(root.path(), 50, want, known, &mut buf, &mut { usize::MAX }).unwrap();
             known.clear();
             known.insert(p.key, p.tids.clone());
             let mut tids = p.tids.clone();
@@ -414,6 +442,17 @@ mod tests {
         let mut one = ThreadCounts::default();
         one[1] = 1;
         assert_eq!(read_again(&mut known), (one, vec![]));
+
+        // Past the job's bound of threads: one more read, the rest counted as `other`.
+        set("stat", stat('R', 4));
+        for (t, state) in [(52, 'S'), (53, 'D'), (54, 'S')] {
+            set(&format!("task/{t}/stat"), stat(state, 4));
+        }
+        let mut left = 1;
+        let p = read(root.path(), 50, want, &KnownThreads::new(), &mut buf, &mut left).unwrap();
+        assert_eq!((p.tids.len(), left), (1, 0), "one thread read, the bound spent");
+        assert_eq!(p.threads.iter().sum::<u64>(), 4, "every thread counted: {:?}", p.threads);
+        assert_eq!((p.threads[0], p.threads[6]), (1, 2), "the leader, and two not read: {:?}", p.threads);
     }
 
     #[test]

@@ -46,7 +46,7 @@ impl NodeCollector {
             }
             _ => false,
         };
-        let mut cut = false;
+        let (mut cut, mut bounded) = (false, false);
         let procs = (due || !(same || was_cut) || from_procs::needed(&cg)).then(|| {
             if let Some(dir) = dir.filter(|_| !same) {
                 pids.clear();
@@ -62,10 +62,15 @@ impl NodeCollector {
             let want = procs::Want { io: cg.io.is_none(), fd_by_size: self.fd_by_size };
             let none = procs::KnownThreads::new();
             let known = self.previous.get(key).map_or(&none, |p| &p.threads);
+            let mut threads_left = procs::JOB_THREADS_MAX;
             let mut list: Vec<Proc> = pids
                 .iter()
-                .filter_map(|&pid| procs::read(&self.cfg.proc_root, pid, want, known, &mut self.bytes))
+                .take(procs::JOB_PROCS_MAX)
+                .filter_map(|&pid| {
+                    procs::read(&self.cfg.proc_root, pid, want, known, &mut self.bytes, &mut threads_left)
+                })
                 .collect();
+            bounded = pids.len() > procs::JOB_PROCS_MAX || threads_left == 0;
             // Slurm's own step daemon is not the job's work (it shares some job cgroups).
             let before = list.len();
             let buf = &mut self.buf;
@@ -87,6 +92,17 @@ impl NodeCollector {
                     "a job's cgroup subtree has more than {} directories or {} levels (its user made them): its processes are found through /proc/<pid>/cgroup instead, counted in CollectorErrors (Collector=cgroup)",
                     subtree::MAX_DIRS,
                     subtree::MAX_DEPTH
+                ),
+            );
+        }
+        if bounded {
+            self.procs_bounded += 1;
+            self.log_once(
+                "procs-bounded",
+                &format!(
+                    "a job has more than {} processes or {} threads (its user started them): only that many are read a cycle, their figures partial, counted in CollectorErrors (Collector=cgroup)",
+                    procs::JOB_PROCS_MAX,
+                    procs::JOB_THREADS_MAX
                 ),
             );
         }
