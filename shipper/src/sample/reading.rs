@@ -167,6 +167,10 @@ fn is(a: &Metric, b: &Metric) -> bool {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuFigures {
     pub count: f64,
+    /// The GPUs' worth it is billed for: each GPU it holds divided evenly among the jobs that
+    /// hold it (gres/shard and gres/mps give one GPU to several jobs; each paying for the whole
+    /// would bill that GPU several times over).
+    pub billed: f64,
     /// GPUs it holds that run none of its processes.
     pub without_process: f64,
     /// Energy its GPUs used since the collector's previous reading, from NVML's counters.
@@ -209,7 +213,15 @@ impl GpuLabel {
 
 impl GpuFigures {
     pub fn new(count: f64, without_process: f64, figures: Vec<(&'static Metric, f64)>) -> Self {
-        GpuFigures { count, without_process, joules: None, figures, each: Vec::new(), each_series: false }
+        GpuFigures {
+            count,
+            billed: count,
+            without_process,
+            joules: None,
+            figures,
+            each: Vec::new(),
+            each_series: false,
+        }
     }
 
     /// Every figure of the job's GPUs together, counts first: the per-job series and the

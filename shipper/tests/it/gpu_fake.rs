@@ -304,6 +304,10 @@ fn jobs_sharing_a_gpu_get_their_own_processes_figures_not_the_whole_gpus() {
     assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(gib));
     assert_eq!(job_of(&out, "1002", &GPU_POWER), Some(125.0));
     assert_eq!(job_of(&out, "1002", &GPU_MEMORY_UTILIZATION), None, "bandwidth is no process's");
+    // Billed: GPU 0 half each, GPU 1 1001's whole; not GPU 0 twice over.
+    let billed =
+        |id: &str| out.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).map(|g| g.billed);
+    assert_eq!((billed("1001"), billed("1002")), (Some(1.5), Some(0.5)));
 
     // As on the H200: 1002 allocated the busy GPU with no process on it.
     *b.gpus.lock().unwrap() = shared(false);

@@ -47,6 +47,8 @@ struct HeldGpu<'a> {
     r: Reading,
     busy: bool,
     joules: Option<f64>,
+    /// Jobs holding it this cycle, this one included.
+    holders: usize,
 }
 
 /// A job as this cycle attributes GPUs to it.
@@ -291,7 +293,13 @@ impl GpuCollector {
                 } else {
                     (r.clone(), 1.0)
                 };
-                mine.push(HeldGpu { id, r, busy, joules: joules[g].map(|used| used * part) });
+                mine.push(HeldGpu {
+                    id,
+                    r,
+                    busy,
+                    joules: joules[g].map(|used| used * part),
+                    holders: share[g],
+                });
             }
             self.emit_job(&jobs[j], &mine, out);
         }
@@ -372,6 +380,7 @@ impl GpuCollector {
         let without_process = gpus.iter().filter(|h| !h.busy).count() as f64;
         let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
         figures.joules = gpus.iter().filter_map(|h| h.joules).reduce(|a, b| a + b);
+        figures.billed = gpus.iter().map(|h| 1.0 / h.holders.max(1) as f64).sum();
         // Each GPU's own figures: for the records of a job on several GPUs, and per-GPU series;
         // a job on one GPU has them as the job's already.
         if gpus.len() > 1 || self.cfg.per_gpu_dimensions {

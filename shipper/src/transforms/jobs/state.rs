@@ -54,6 +54,8 @@ pub(super) struct Job {
     /// The largest limit read; None while it had none (unlimited).
     memory_limit: Option<f64>,
     gpus: f64,
+    /// The GPUs' worth it is billed for now (GPUs other jobs hold too count in part).
+    gpus_billed: f64,
     gpu_seconds: f64,
     gpu_idle_seconds: f64,
     /// The most memory its GPUs held together at one reading, and the most they had.
@@ -102,6 +104,7 @@ impl Job {
             memory_peak: 0.0,
             memory_limit: None,
             gpus: 0.0,
+            gpus_billed: 0.0,
             gpu_seconds: 0.0,
             gpu_idle_seconds: 0.0,
             gpu_memory_peak: 0.0,
@@ -199,6 +202,7 @@ impl Job {
         self.started = reading.held.started.or(self.started);
         if let Some(g) = &reading.gpus {
             self.gpus = self.gpus.max(g.count);
+            self.gpus_billed = g.billed;
             self.gpu_seconds += g.count * dt;
             self.gpu_idle_seconds += g.idle(t.idle_gpu_percent) * dt;
             if let Some((used, total)) = g.memory() {
@@ -259,7 +263,7 @@ impl Job {
     /// Counts its cost up to when it was last seen, where the node's price and size are known.
     pub fn accrue(&mut self, prices: &Prices) {
         let (Some(price), Some(size)) = (prices.price(), prices.size(&self.info.node)) else { return };
-        let gpus = (self.gpus > 0.0).then_some(self.gpus);
+        let gpus = (self.gpus_billed > 0.0).then_some(self.gpus_billed);
         let Some((share, dominant)) = cost::share(self.cpus_held, self.memory_held, gpus, &size) else {
             return;
         };

@@ -385,6 +385,32 @@ fn a_job_costs_price_times_share_times_the_hours_it_held_the_node_from_its_slurm
 }
 
 #[test]
+fn a_job_pays_its_part_of_gpus_other_jobs_hold_too() {
+    use crate::cost::{Basis, Price, Prices};
+    use crate::sample::Held;
+    use slurm_cw_formats::slurm::node::NodeSize;
+    // $32 an hour for 96 cores and 8 GPUs. The job holds 6 cores and 2 GPUs, each shared with
+    // another job (gres/shard): 1 GPU's worth, an eighth of the node, $4 an hour (not $8).
+    let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 8.0 };
+    let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    for at in [0, 3600] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("9", "n1", vec![(&CPUS_ALLOCATED, 6.0)]);
+        r.held = Held { started: Some(t(0)), cpus: Some(6.0), memory_bytes: None };
+        let mut g = GpuFigures::new(2.0, 0.0, vec![(&GPU_UTILIZATION, 90.0)]);
+        g.billed = 1.0;
+        r.gpus = Some(g);
+        b.jobs.push(r);
+        jobs.observe(&b);
+    }
+    let recs: Vec<Value> = jobs.flush(t(3601)).iter().map(parse).collect();
+    let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
+    assert_eq!((sample["CostUsd"].as_f64(), sample["Share"].as_f64()), (Some(4.0), Some(0.125)), "{sample}");
+}
+
+#[test]
 fn without_a_price_or_a_node_size_no_cost_figure_at_all() {
     use crate::cost::{Basis, Price, Prices};
     for prices in [Prices::default(), Prices::fixed(Price { hourly: 1.0, basis: Basis::Spot }, &[])] {
