@@ -35,7 +35,7 @@ impl NodeCollector {
             table.resolve(&layout, &job_id);
             let s = slurm.borrow();
             for sluid in table.unresolved().filter(|u| s.ended(u).is_some()) {
-                if self.logged.first(&format!("ended {sluid}")) {
+                if self.logged.first(&format!("sluid ended {sluid}")) {
                     tracing::warn!(
                         sluid,
                         "Slurm has not named the job of this SLUID cgroup and does not list it (it ended before it was asked about) but the cgroup is still here: it is left out, and no longer counted in CollectorErrors"
@@ -50,10 +50,13 @@ impl NodeCollector {
             };
             let left = table.leave_out(|r| why(r).is_some());
             for job in left {
-                if self.logged.first(&format!("ended {}", job.id)) {
+                // Keyed by the reason too: a job left out as requeued elsewhere that later ends
+                // says so again.
+                let slurm = why(&job).unwrap_or_default();
+                if self.logged.first(&format!("left out {} {slurm}", job.id)) {
                     tracing::warn!(
                         job = job.id,
-                        slurm = why(&job).unwrap_or_default(),
+                        slurm,
                         dir = ?job.process_dir(),
                         "Slurm does not run this job here any more (it ended, was requeued, runs on other nodes, or is not listed) but its cgroup is still here (processes Slurm could not kill, or a slurmd that did not clean up): it is left out of job figures and costs"
                     );
