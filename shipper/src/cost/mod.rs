@@ -112,15 +112,29 @@ pub struct Bill {
     pub until: Option<SystemTime>,
     /// The latest rate.
     pub rate: Option<Rate>,
+    /// Where the count began.
+    pub from: Option<SystemTime>,
+}
+
+/// Hours from `from` to `to`, none when `to` is not later.
+fn hours(from: SystemTime, to: SystemTime) -> f64 {
+    to.duration_since(from).map_or(0.0, |d| d.as_secs_f64() / 3600.0)
 }
 
 impl Bill {
     /// Counts the job's cost up to `to` at `rate`: from `started` (Slurm's start, else when this
     /// node first saw it) the first time, else from where it stood. Returns the dollars added.
     pub fn accrue(&mut self, rate: Rate, started: SystemTime, to: SystemTime) -> f64 {
+        // A start earlier than where the count began: Slurm's start, come after the first count
+        // began where this node first saw the job (Slurm slow to answer a restarted daemon, or
+        // a job seen only by its TaskEpilog). The time between counts at this rate.
+        let mut added = match self.from {
+            Some(began) if started < began => rate.per_hour() * hours(started, began),
+            _ => 0.0,
+        };
         let from = self.until.unwrap_or(started);
-        let hours = to.duration_since(from).map_or(0.0, |d| d.as_secs_f64() / 3600.0);
-        let added = rate.per_hour() * hours;
+        self.from = Some(self.from.map_or(from, |b| b.min(started)));
+        added += rate.per_hour() * hours(from, to);
         self.usd += added;
         self.until = Some(self.until.map_or(to, |u| u.max(to)));
         self.rate = Some(rate);

@@ -74,10 +74,21 @@ impl Jobs {
         let Some(rate) = job.bill.rate else { return };
         // Slurm's start is to the second: a job whose start second holds the daemon's may have
         // started after it.
-        let started = job.start() + std::time::Duration::from_secs(1);
-        let hours = since.duration_since(started).map_or(0.0, |d| d.as_secs_f64() / 3600.0);
-        let before = (rate.per_hour() * hours).min(job.bill.usd);
-        let prior = *job.prior.get_or_insert(before);
+        let second = std::time::Duration::from_secs(1);
+        let started = job.start() + second;
+        let hours = |from: SystemTime, to: SystemTime| {
+            to.duration_since(from).map_or(0.0, |d| d.as_secs_f64() / 3600.0)
+        };
+        let before = (rate.per_hour() * hours(started, since)).min(job.bill.usd);
+        // A start that came later and earlier than the one `prior` was taken at: the part of
+        // the time it adds before this daemon started was the daemon before's to count.
+        let prior = match (job.prior, job.prior_start) {
+            (Some(p), Some(was)) if started < was => p + rate.per_hour() * hours(started, since.min(was)),
+            (Some(p), _) => p,
+            (None, _) => before,
+        };
+        job.prior = Some(prior);
+        job.prior_start = Some(started);
         let counted = job.bill.usd - prior;
         let share = if job.bill.usd > 0.0 { counted / job.bill.usd } else { 0.0 };
         let waste = job.waste().map_or(job.reported.1, |w| w.0 * share);

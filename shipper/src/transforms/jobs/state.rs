@@ -79,6 +79,8 @@ pub(super) struct Job {
     /// What it had cost before this daemon started, which the daemon before it added to the
     /// cost metrics (None until its first rate is known).
     pub prior: Option<f64>,
+    /// The start (to the second after) `prior` was taken at.
+    pub prior_start: Option<SystemTime>,
     findings: JobFindings,
     /// The last_seen of the summary a final sample wrote (a later sample means a newer summary
     /// when the cgroup goes).
@@ -120,6 +122,7 @@ impl Job {
             bill: Bill::default(),
             reported: (0.0, 0.0),
             prior: None,
+            prior_start: None,
             findings: JobFindings::default(),
             summarized: None,
         }

@@ -452,3 +452,33 @@ fn a_job_that_ran_before_the_daemon_adds_to_the_metrics_only_from_the_daemons_st
     let added: f64 = spent.values().map(|s| s.0).sum();
     assert!((added - (10.0 + 10.0 / 3600.0)).abs() < 1e-9, "{spent:?}");
 }
+
+#[test]
+fn a_slurm_start_that_comes_late_is_counted_back_to_in_records_and_from_the_daemons_start_in_metrics() {
+    use crate::cost::{Basis, Price, Prices};
+    use crate::sample::Held;
+    use slurm_cw_formats::slurm::node::NodeSize;
+    // The whole node at $10 an hour. This daemon started at 7200 s, two hours into the job;
+    // Slurm did not answer in time for its first reading (7220 s), and says at 10800 s that the
+    // job started at 0. The records count from 0 ($30), not from 7220 ($9.94); the metrics,
+    // from this daemon's start, the daemon before having counted the rest.
+    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    jobs.since = t(7200);
+    let mut added = 0.0;
+    for (at, started) in [(7220, None), (10800, Some(t(0)))] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, 4.0)]);
+        r.held = Held { started, ..Held::default() };
+        b.jobs.push(r);
+        jobs.observe(&b);
+        let recs: Vec<Value> = jobs.flush(t(at + 1)).iter().map(parse).collect();
+        if at == 10800 {
+            assert_eq!(recs[0]["CostUsd"], 30.0, "{:?}", recs[0]);
+        }
+        added += jobs.take_spent().values().map(|s| s.0).sum::<f64>();
+    }
+    assert!((added - (10.0 + 10.0 / 3600.0)).abs() < 1e-9, "{added}");
+}
