@@ -26,6 +26,7 @@ mod host_fixtures;
 mod host_pipeline;
 mod no_ca_certificates;
 mod node_fixtures;
+mod node_neighbours;
 mod node_requeued;
 mod node_sluid;
 mod report_render;

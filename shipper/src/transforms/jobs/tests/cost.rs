@@ -1,0 +1,136 @@
+//! What a job costs and wastes, in records and in the cost metrics.
+
+use super::*;
+use crate::cost::{Basis, Price, Prices};
+use crate::sample::Held;
+use slurm_cw_formats::slurm::node::NodeSize;
+
+#[test]
+fn a_job_costs_price_times_share_times_the_hours_it_held_the_node_from_its_slurm_start() {
+    // A 96-core, 8-GPU node at $32 an hour; the job holds 12 cores and 2 GPUs: a quarter of it
+    // ($8 an hour). Slurm says it started an hour before this node's shipper first saw it.
+    let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 8.0 };
+    let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    let held = Held { started: Some(t(0)), cpus: Some(12.0), memory_bytes: Some(1e11) };
+    for (at, util) in [(3600, 50.0), (5400, 50.0), (7200, 0.0)] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r =
+            reading("9", "n1", vec![(&CPUS_ALLOCATED, 12.0), (&CPU_USAGE, 6.0), (&CPU_UTILIZATION, 50.0)]);
+        r.held = held.clone();
+        // Utilisation 50%, then idle: of the hour after the first reading, the first half busy
+        // and the second idle (each reading covers the time before it).
+        r.gpus = Some(GpuFigures::new(2.0, 0.0, vec![(&GPU_UTILIZATION, util)]));
+        b.jobs.push(r);
+        jobs.observe(&b);
+    }
+    let recs: Vec<Value> = jobs.flush(t(7201)).iter().map(parse).collect();
+    let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
+    // Two hours from its start at $8: $16.
+    assert_eq!(sample["CostUsd"], 16.0, "{sample}");
+    assert_eq!((sample["HourlyPrice"].as_f64(), sample["Share"].as_f64()), (Some(32.0), Some(0.25)));
+    assert_eq!(sample["CostBasis"], "configured");
+    assert_eq!(sample["SlurmStart"], format_timestamp(t(0)));
+    let spent = jobs.take_spent();
+    // The metrics get what it cost so far, and its waste by the rule so far (half of it).
+    assert_eq!(spent.get(&("phys".to_owned(), "cpu".to_owned())), Some(&(16.0, 8.0)));
+    // The job ends: its summary says the total and the waste by the rule. GPUs set the share;
+    // they idled 1 of the 2 GPU-hours read (GPU time counts from the first reading): half of $16.
+    jobs.observe(&Batch { all_jobs: true, ..Batch::new(t(9000)) });
+    let recs: Vec<Value> = jobs.flush(t(9001)).iter().map(parse).collect();
+    let s = recs.iter().find(|v| v["Type"] == "job_summary").unwrap();
+    assert_eq!(s["CostUsd"], 16.0, "the cgroup gone: no more time held after the last reading");
+    assert_eq!((s["WasteResource"].as_str(), s["UnusedPercent"].as_f64()), (Some("gpu"), Some(50.0)), "{s}");
+    assert_eq!(s["WasteUsd"], 8.0);
+    assert!(jobs.take_spent().is_empty(), "nothing new since: counted once");
+}
+
+#[test]
+fn a_job_pays_its_part_of_gpus_other_jobs_hold_too() {
+    // $32 an hour for 96 cores and 8 GPUs. The job holds 6 cores and 2 GPUs, each shared with
+    // another job (gres/shard): 1 GPU's worth, an eighth of the node, $4 an hour (not $8).
+    let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 8.0 };
+    let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    for at in [0, 3600] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("9", "n1", vec![(&CPUS_ALLOCATED, 6.0)]);
+        r.held = Held { started: Some(t(0)), cpus: Some(6.0), memory_bytes: None };
+        let mut g = GpuFigures::new(2.0, 0.0, vec![(&GPU_UTILIZATION, 90.0)]);
+        g.billed = 1.0;
+        r.gpus = Some(g);
+        b.jobs.push(r);
+        jobs.observe(&b);
+    }
+    let recs: Vec<Value> = jobs.flush(t(3601)).iter().map(parse).collect();
+    let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
+    assert_eq!((sample["CostUsd"].as_f64(), sample["Share"].as_f64()), (Some(4.0), Some(0.125)), "{sample}");
+}
+
+#[test]
+fn without_a_price_or_a_node_size_no_cost_figure_at_all() {
+    for prices in [Prices::default(), Prices::fixed(Price { hourly: 1.0, basis: Basis::Spot }, &[])] {
+        let mut jobs = Jobs::new(Thresholds::default(), Some(prices.clone()));
+        jobs.observe(&collection(0, &[("1", 1.0, 1e9)]));
+        jobs.observe(&collection(60, &[("1", 1.0, 1e9)]));
+        let recs: Vec<Value> = jobs.flush(t(61)).iter().map(parse).collect();
+        assert!(recs.iter().all(|r| r.get("CostUsd").is_none() && r.get("WasteUsd").is_none()), "{recs:?}");
+        assert!(jobs.take_spent().is_empty());
+        assert_eq!(jobs.uncosted, 1, "counted");
+        assert_eq!(prices.wanted(), vec!["n1".to_owned()], "the node's size is asked for");
+    }
+}
+
+#[test]
+fn a_job_that_ran_before_the_daemon_adds_to_the_metrics_only_from_the_daemons_start() {
+    // The whole node at $10 an hour; the job started two hours before this daemon, which then
+    // reads it for one hour. Its records say $30; the metrics get the last hour's $10 (the
+    // daemon before this one added the first $20 as it stopped).
+    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    jobs.since = t(7200);
+    for at in [7200, 10800] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, 4.0)]);
+        r.held = Held { started: Some(t(0)), ..Held::default() };
+        b.jobs.push(r);
+        jobs.observe(&b);
+    }
+    let recs: Vec<Value> = jobs.flush(t(10801)).iter().map(parse).collect();
+    assert_eq!(recs[0]["CostUsd"], 30.0, "{:?}", recs[0]);
+    let spent = jobs.take_spent();
+    // Slurm's start is to the second: the second after it is this daemon's to count too.
+    let added: f64 = spent.values().map(|s| s.0).sum();
+    assert!((added - (10.0 + 10.0 / 3600.0)).abs() < 1e-9, "{spent:?}");
+}
+
+#[test]
+fn a_slurm_start_that_comes_late_is_counted_back_to_in_records_and_from_the_daemons_start_in_metrics() {
+    // The whole node at $10 an hour. This daemon started at 7200 s, two hours into the job;
+    // Slurm did not answer in time for its first reading (7220 s), and says at 10800 s that the
+    // job started at 0. The records count from 0 ($30), not from 7220 ($9.94); the metrics,
+    // from this daemon's start, the daemon before having counted the rest.
+    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    jobs.since = t(7200);
+    let mut added = 0.0;
+    for (at, started) in [(7220, None), (10800, Some(t(0)))] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, 4.0)]);
+        r.held = Held { started, ..Held::default() };
+        b.jobs.push(r);
+        jobs.observe(&b);
+        let recs: Vec<Value> = jobs.flush(t(at + 1)).iter().map(parse).collect();
+        if at == 10800 {
+            assert_eq!(recs[0]["CostUsd"], 30.0, "{:?}", recs[0]);
+        }
+        added += jobs.take_spent().values().map(|s| s.0).sum::<f64>();
+    }
+    assert!((added - (10.0 + 10.0 / 3600.0)).abs() < 1e-9, "{added}");
+}
