@@ -259,7 +259,10 @@ pub fn task_owner(dir: &Path, proc_root: &Path, buf: &mut String) -> Option<u32>
 /// `sleep 100000000`, which slurmstepd forks without leaving root and which usually has the
 /// job's lowest pid. A job run as root is named by Slurm instead.
 fn first_owner(pids: &[u32], proc_root: &Path, buf: &mut String) -> Option<u32> {
-    pids.iter().find_map(|&pid| {
+    // Root's own are a few (slurmstepd, the extern sleep, sshd sessions pam_slurm_adopt put
+    // there): past them a job all root's is root's, and is not read whole each cycle.
+    const LOOKED_AT: usize = 64;
+    pids.iter().take(LOOKED_AT).find_map(|&pid| {
         super::procs::name_and_uid(proc_root, pid, buf).map(|(_, uid)| uid).filter(|&u| u != 0)
     })
 }
