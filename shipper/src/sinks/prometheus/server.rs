@@ -1,15 +1,19 @@
 //! The pull endpoint's HTTP side: `GET /metrics` answers the last rendered exposition, and
 //! nothing else. Any user of the node can connect, so the server is bounded: a few connections
-//! at a time (more are closed at once), a small request head read within a deadline, and each
-//! answer a copy of text rendered at the last collection or flush, never work per request. It
-//! runs on the runtime's thread beside delivery; collection has its own thread, so a flood
-//! slows neither.
+//! at a time, a small request head read within a deadline, and each answer a copy of text
+//! rendered at the last collection or flush, never work per request. When every slot is taken,
+//! the connection that has waited longest without sending its request is closed for the new
+//! one: a user who connects and sends nothing, again and again, cannot keep a scraper out (a
+//! scraper sends its request as it connects). It runs on the runtime's thread beside delivery;
+//! collection has its own thread, so a flood slows neither.
 
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio::task::AbortHandle;
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -21,10 +25,25 @@ pub const DEADLINE: Duration = Duration::from_secs(2);
 /// The body served, swapped whole at each collection and flush ([`super::live`]).
 pub type Body = Arc<Mutex<Arc<String>>>;
 
+/// The connections still waiting for their request, oldest first.
+#[derive(Clone, Default)]
+struct Waiting(Arc<Mutex<VecDeque<(u64, AbortHandle)>>>);
+
+impl Waiting {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(u64, AbortHandle)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn done(&self, id: u64) {
+        self.lock().retain(|(i, _)| *i != id);
+    }
+}
+
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, body: Body) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
+    let waiting = Waiting::default();
+    for id in 0u64.. {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
@@ -34,19 +53,32 @@ pub async fn serve(listener: TcpListener, body: Body) {
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            drop(stream); // busy: the client's scrape fails and it tries again
-            continue;
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                // Full: the longest waiting for its request goes; when every slot is answering,
+                // this one does (its scrape fails and it tries again).
+                let Some((_, oldest)) = waiting.lock().pop_front() else { continue };
+                oldest.abort();
+                let freed = tokio::time::timeout(Duration::from_millis(100), slots.clone().acquire_owned());
+                match freed.await {
+                    Ok(Ok(slot)) => slot,
+                    _ => continue,
+                }
+            }
         };
-        let body = body.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(DEADLINE * 2, answer(stream, body)).await;
+        let (body, mine) = (body.clone(), waiting.clone());
+        let task = tokio::spawn(async move {
+            let _ = tokio::time::timeout(DEADLINE * 2, answer(stream, body, || mine.done(id))).await;
+            mine.done(id);
             drop(slot);
         });
+        waiting.lock().push_back((id, task.abort_handle()));
     }
 }
 
-async fn answer(mut stream: TcpStream, body: Body) -> std::io::Result<()> {
+/// Reads the request head and answers it; `asked` is called once the head is in (or given up).
+async fn answer(mut stream: TcpStream, body: Body, asked: impl FnOnce()) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     let complete = tokio::time::timeout(DEADLINE, async {
@@ -65,6 +97,7 @@ async fn answer(mut stream: TcpStream, body: Body) -> std::io::Result<()> {
         }
     })
     .await;
+    asked();
     let (status, text) = match complete {
         Ok(Ok(true)) => route(&head, &body),
         Ok(Ok(false)) => ("400 Bad Request", Arc::new("bad request\n".to_owned())),

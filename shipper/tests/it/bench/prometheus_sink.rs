@@ -124,6 +124,68 @@ fn a_flood_of_connections_neither_stalls_collection_nor_keeps_the_endpoint_down(
     daemon.stop();
 }
 
+/// A user who keeps every slot taken by connections that send nothing, opening a new one as
+/// fast as the endpoint closes one, does not keep a scraper out: a full endpoint closes the
+/// connection that has waited longest for its request, not the newcomer (before, nearly every
+/// scrape during such a flood was refused).
+#[test]
+fn a_user_who_keeps_every_slot_waiting_does_not_keep_a_scraper_out() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let daemon = shipper()
+        .args(["--role", "node", "--sink", "prometheus"])
+        .env("SLURM_CW_CLUSTER_NAME", "squat")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_PROMETHEUS__ADDRESS", &addr)
+        .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    wait_until("the endpoint to serve", Duration::from_secs(30), || scrape(&addr).is_some());
+    let (stop, opened) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let (flooding, count, at) = (stop.clone(), opened.clone(), addr.clone());
+    let flood = std::thread::spawn(move || {
+        // Its connections the endpoint has not closed, kept; one more at once for each closed.
+        let open = |s: &TcpStream| {
+            let mut b = [0u8; 1];
+            matches!((&*s).read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        };
+        let mut held: Vec<TcpStream> = Vec::new();
+        while !flooding.load(Ordering::Relaxed) {
+            if let Ok(s) = TcpStream::connect(&at)
+                && s.set_nonblocking(true).is_ok()
+            {
+                held.push(s);
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+            if held.len() > 4 * prometheus::server::MAX_CONNECTIONS {
+                held.retain(open);
+            }
+        }
+    });
+    let full = 8 * prometheus::server::MAX_CONNECTIONS as u64;
+    wait_until("the flood to fill the endpoint", Duration::from_secs(30), || {
+        opened.load(Ordering::Relaxed) > full
+    });
+    // Each scrape in its turn, the flood going on. Before, none was answered; now a scrape
+    // loses only when its client cannot send its request before sixteen of the user's
+    // connections come in after it (a machine this busy running the other tests may be).
+    let answered = (0..10).filter(|_| scrape(&addr).is_some()).count();
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    eprintln!(
+        "{answered} of 10 scrapes answered while the user opened {} connections",
+        opened.load(Ordering::Relaxed)
+    );
+    assert!(answered >= 5, "{answered} of 10 scrapes answered");
+    daemon.stop();
+}
+
 /// The endpoint serves each collection as it comes: with a flush ten minutes away, the first
 /// collection's figures are there at once (once, it served an empty page until the first flush).
 #[test]
