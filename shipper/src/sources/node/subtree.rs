@@ -273,69 +273,76 @@ mod tests {
     use crate::sources::node::discover::Version;
     use crate::sources::node::discover::tests::{layout, mk};
 
+    /// A job directory `job_7` and a /proc beside it, in `d`.
+    struct Owned {
+        job: PathBuf,
+        proc: PathBuf,
+    }
+
+    impl Owned {
+        fn new(d: &Path) -> Owned {
+            Owned { job: d.join("job_7"), proc: d.join("proc") }
+        }
+
+        /// `pids` in the job's directory `rel`.
+        fn put(&self, rel: &str, pids: &str) {
+            mk(&self.job, rel);
+            std::fs::write(self.job.join(rel).join("cgroup.procs"), pids).unwrap();
+        }
+
+        /// Process `pid`, named `name` (any bytes), run by `uid`.
+        fn status(&self, pid: u32, name: &[u8], uid: u32) {
+            mk(&self.proc, &pid.to_string());
+            let mut s = b"Name:\t".to_vec();
+            s.extend_from_slice(name);
+            s.extend_from_slice(
+                format!("\nState:\tS (sleeping)\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n").as_bytes(),
+            );
+            std::fs::write(self.proc.join(format!("{pid}/status")), s).unwrap();
+        }
+
+        fn owner(&self) -> Option<u32> {
+            task_owner(&self.job, &self.proc, &mut String::new())
+        }
+    }
+
     #[test]
     fn an_ending_v2_job_is_owned_by_its_task_epilog_not_by_slurmstepd() {
         let d = tempfile::tempdir().unwrap();
-        let (job, proc) = (d.path().join("job_7"), d.path().join("proc"));
-        let put = |rel: &str, pids: &str| {
-            mk(&job, rel);
-            std::fs::write(job.join(rel).join("cgroup.procs"), pids).unwrap();
-        };
-        let status = |pid: u32, name: &str, uid: u32| {
-            mk(&proc, &pid.to_string());
-            std::fs::write(
-                proc.join(format!("{pid}/status")),
-                format!("Name:\t{name}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"),
-            )
-            .unwrap();
-        };
-        status(100, "slurmstepd", 0);
-        status(101, "python3", 1000);
-        status(102, "task-epilog.sh", 1000);
+        let j = Owned::new(d.path());
+        j.status(100, b"slurmstepd", 0);
+        j.status(101, b"python3", 1000);
+        j.status(102, b"task-epilog.sh", 1000);
         // Running: its task names it.
-        put("step_batch/slurm", "100\n");
-        put("step_batch/user/task_0", "101\n");
-        assert_eq!(task_owner(&job, &proc, &mut String::new()), Some(1000));
+        j.put("step_batch/slurm", "100\n");
+        j.put("step_batch/user/task_0", "101\n");
+        assert_eq!(j.owner(), Some(1000));
         // Ending, as seen on 26.05.5: the tasks are gone, the TaskEpilog runs beside slurmstepd.
-        put("step_batch/user/task_0", "");
-        put("step_batch/slurm", "100\n102\n");
-        assert_eq!(task_owner(&job, &proc, &mut String::new()), Some(1000));
+        j.put("step_batch/user/task_0", "");
+        j.put("step_batch/slurm", "100\n102\n");
+        assert_eq!(j.owner(), Some(1000));
         // Only slurmstepd: nobody, never root.
-        put("step_batch/slurm", "100\n");
-        assert_eq!(task_owner(&job, &proc, &mut String::new()), None);
+        j.put("step_batch/slurm", "100\n");
+        assert_eq!(j.owner(), None);
     }
 
     #[test]
     fn a_contained_v2_job_is_its_users_not_roots_whose_extern_sleep_came_first() {
         let d = tempfile::tempdir().unwrap();
-        let (job, proc) = (d.path().join("job_7"), d.path().join("proc"));
-        let put = |rel: &str, pids: &str| {
-            mk(&job, rel);
-            std::fs::write(job.join(rel).join("cgroup.procs"), pids).unwrap();
-        };
-        let status = |pid: u32, name: &[u8], uid: u32| {
-            mk(&proc, &pid.to_string());
-            let mut s = b"Name:\t".to_vec();
-            s.extend_from_slice(name);
-            s.extend_from_slice(
-                format!("\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
-                    .as_bytes(),
-            );
-            std::fs::write(proc.join(format!("{pid}/status")), s).unwrap();
-        };
+        let j = Owned::new(d.path());
         // PrologFlags=Contain: slurmstepd forks `sleep 100000000` as root into the extern
         // step (Slurm's src/slurmd/slurmstepd/mgr.c) before the batch step starts. Seen on
         // Slurm 24.11 in the cgroup v2 VM: step_extern/user/task_special held root's `sleep`,
         // pid 650, and step_batch/user/task_0 the job's script, pid 670, as uid 1000.
-        status(90, b"slurmstepd", 0);
-        status(91, b"sleep", 0);
-        put("step_extern/slurm", "90\n");
-        put("step_extern/user/task_special", "91\n");
-        assert_eq!(task_owner(&job, &proc, &mut String::new()), None, "only root's: Slurm names it");
+        j.status(90, b"slurmstepd", 0);
+        j.status(91, b"sleep", 0);
+        j.put("step_extern/slurm", "90\n");
+        j.put("step_extern/user/task_special", "91\n");
+        assert_eq!(j.owner(), None, "only root's: Slurm names it");
         // The batch script, whose process names itself with bytes that are not UTF-8.
-        status(120, b"\xff\xfejob", 1000);
-        put("step_batch/user/task_0", "120\n");
-        assert_eq!(task_owner(&job, &proc, &mut String::new()), Some(1000));
+        j.status(120, b"\xff\xfejob", 1000);
+        j.put("step_batch/user/task_0", "120\n");
+        assert_eq!(j.owner(), Some(1000));
     }
 
     #[test]
