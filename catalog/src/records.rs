@@ -61,7 +61,7 @@ fields! {
     CLUSTER_NAME = dims::CLUSTER_NAME, "The cluster.";
     NODE_NAME = dims::NODE_NAME, "The node that wrote the record.";
     JOB_ID = dims::JOB_ID, "The Slurm job id (array tasks as <array job>_<task> where Slurm names them so).";
-    USER = dims::USER, "The job's user, from the cgroup path or the job processes' real uid.";
+    USER = dims::USER, "The job's user, from the cgroup path or the job processes' real uid (never root's own processes), else Slurm's `user_id`.";
     ACCOUNT = dims::ACCOUNT, "The job's Slurm account, or `unknown`.";
     PARTITION = dims::PARTITION, "The job's partition, or `unknown`.";
     ARRAY_TASK = "ArrayTask", "An array task's name, `<array job>_<task>`, as Slurm gives it (`report 1000_5` finds the task by it). Absent for other jobs.";
@@ -91,7 +91,7 @@ fields! {
     SLURM_START = "SlurmStart", "Sample and summary: when the job started, as Slurm reports it (RFC 3339): its cost counts from here, whenever this node's shipper first saw it.";
     COST_USD = "CostUsd", "Sample: what the job has cost on this node so far; summary: its total there, in US dollars: HourlyPrice x Share, integrated over the time it held the node from SlurmStart. Absent where the node has no price or Slurm no size for it (see *What jobs cost*).";
     HOURLY_PRICE = "HourlyPrice", "Sample and summary: the node's price in dollars an hour (the latest, where a Spot price moved).";
-    SHARE = "Share", "Sample and summary: the job's share of the node, 0 to 1: the largest of its CPUs over CPUTot, its memory over RealMemory and its GPUs over the node's GPUs (an exclusive job 1).";
+    SHARE = "Share", "Sample and summary: the job's share of the node, 0 to 1: the largest of its CPUs over CPUTot, its memory over RealMemory and its GPUs over the node's GPUs, a GPU other jobs hold too counting in equal parts (an exclusive job 1).";
     COST_BASIS = "CostBasis", "Sample and summary: where HourlyPrice came from: configured (cost.hourly_price or cost.prices), spot (EC2's Spot price of the instance type in its zone) or on_demand (the Price List API's On-Demand Linux price).";
     WASTE_USD = "WasteUsd", "Summary and finding: the rule's waste in dollars: CostUsd times UnusedPercent of WasteResource.";
     WASTE_RESOURCE = "WasteResource", "Summary and finding: the resource that set Share (gpu, cpu or memory), whose unused part WasteUsd counts.";
