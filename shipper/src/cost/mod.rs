@@ -114,6 +114,10 @@ pub struct Bill {
     pub rate: Option<Rate>,
     /// Where the count began.
     pub from: Option<SystemTime>,
+    /// Time before this was another's to report (the daemon before this one's).
+    pub mark: Option<SystemTime>,
+    /// Dollars counted for time before `mark`, each span at the rate it was counted at.
+    pub usd_before: f64,
 }
 
 /// Hours from `from` to `to`, none when `to` is not later.
@@ -128,17 +132,26 @@ impl Bill {
         // A start earlier than where the count began: Slurm's start, come after the first count
         // began where this node first saw the job (Slurm slow to answer a restarted daemon, or
         // a job seen only by its TaskEpilog). The time between counts at this rate.
-        let mut added = match self.from {
-            Some(began) if started < began => rate.per_hour() * hours(started, began),
-            _ => 0.0,
-        };
+        let began = self.from.filter(|b| started < *b);
         let from = self.until.unwrap_or(started);
         self.from = Some(self.from.map_or(from, |b| b.min(started)));
-        added += rate.per_hour() * hours(from, to);
-        self.usd += added;
+        let mut added = 0.0;
+        for (a, b) in began.map(|b| (started, b)).into_iter().chain([(from, to)]) {
+            added += self.count(rate.per_hour(), a, b);
+        }
         self.until = Some(self.until.map_or(to, |u| u.max(to)));
         self.rate = Some(rate);
         added
+    }
+
+    /// Counts `a` to `b` at `per_hour`; returns the dollars.
+    fn count(&mut self, per_hour: f64, a: SystemTime, b: SystemTime) -> f64 {
+        let usd = per_hour * hours(a, b);
+        self.usd += usd;
+        if let Some(mark) = self.mark {
+            self.usd_before += per_hour * hours(a, b.min(mark));
+        }
+        usd
     }
 
     /// The rule: what it cost times the unused fraction (0 to 1) of the resource that set its

@@ -68,28 +68,13 @@ impl Jobs {
     /// Counts a job's cost up to now and adds what is new of it to `spent`. The records count a
     /// job from its Slurm start; the metrics from this daemon's start for a job that ran before
     /// it (the daemon before it, flushing as it stopped, added the rest).
-    fn account_for(job: &mut Job, prices: Option<&Prices>, since: SystemTime, spent: &mut Spent) {
+    fn account_for(job: &mut Job, prices: Option<&Prices>, spent: &mut Spent) {
         let Some(p) = prices else { return };
         job.accrue(p);
-        let Some(rate) = job.bill.rate else { return };
-        // Slurm's start is to the second: a job whose start second holds the daemon's may have
-        // started after it.
-        let second = std::time::Duration::from_secs(1);
-        let started = job.start() + second;
-        let hours = |from: SystemTime, to: SystemTime| {
-            to.duration_since(from).map_or(0.0, |d| d.as_secs_f64() / 3600.0)
-        };
-        let before = (rate.per_hour() * hours(started, since)).min(job.bill.usd);
-        // A start that came later and earlier than the one `prior` was taken at: the part of
-        // the time it adds before this daemon started was the daemon before's to count.
-        let prior = match (job.prior, job.prior_start) {
-            (Some(p), Some(was)) if started < was => p + rate.per_hour() * hours(started, since.min(was)),
-            (Some(p), _) => p,
-            (None, _) => before,
-        };
-        job.prior = Some(prior);
-        job.prior_start = Some(started);
-        let counted = job.bill.usd - prior;
+        if job.bill.rate.is_none() {
+            return;
+        }
+        let counted = job.bill.usd - job.bill.usd_before;
         let share = if job.bill.usd > 0.0 { counted / job.bill.usd } else { 0.0 };
         let waste = job.waste().map_or(job.reported.1, |w| w.0 * share);
         let (usd, wasted) = (counted - job.reported.0, waste - job.reported.1);
@@ -118,7 +103,10 @@ impl Jobs {
         for reading in &batch.jobs {
             let info = &reading.info;
             let key = (info.node.clone(), info.id.clone());
-            let job = self.jobs.entry(key).or_insert_with(|| Job::new(info.clone(), at));
+            // Slurm's start is to the second: a job whose start second holds this daemon's may
+            // have started after it, and that second is this daemon's to count.
+            let mark = self.since - std::time::Duration::from_secs(1);
+            let job = self.jobs.entry(key).or_insert_with(|| Job::new(info.clone(), at).marked(mark));
             job.info.clone_from(info);
             job.last_seen = at;
             out.push(job.absorb(
@@ -138,7 +126,7 @@ impl Jobs {
                 if let Some(mut job) = self.jobs.remove(&key)
                     && job.summarized != Some(job.last_seen)
                 {
-                    Self::account_for(&mut job, self.prices.as_ref(), self.since, &mut self.spent);
+                    Self::account_for(&mut job, self.prices.as_ref(), &mut self.spent);
                     let record = job.summary(endings::CGROUP_GONE);
                     self.push(record, job.last_seen);
                 }
@@ -153,7 +141,7 @@ impl Jobs {
                 if let Some(job) = self.jobs.get_mut(&key)
                     && job.summarized.is_none()
                 {
-                    Self::account_for(job, self.prices.as_ref(), self.since, &mut self.spent);
+                    Self::account_for(job, self.prices.as_ref(), &mut self.spent);
                     job.summarized = Some(job.last_seen);
                     let record = job.summary(endings::TASK_EPILOG);
                     let t = job.last_seen;
@@ -180,7 +168,7 @@ impl Jobs {
         self.uncosted = 0;
         for key in keys {
             let Some(job) = self.jobs.get_mut(&key) else { continue };
-            Self::account_for(job, self.prices.as_ref(), self.since, &mut self.spent);
+            Self::account_for(job, self.prices.as_ref(), &mut self.spent);
             self.uncosted += u64::from(self.prices.is_some() && job.bill.rate.is_none());
             if job.flush.is_empty() {
                 continue;

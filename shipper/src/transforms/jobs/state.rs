@@ -76,11 +76,6 @@ pub(super) struct Job {
     pub bill: Bill,
     /// Dollars of cost and waste already added to the cost metrics.
     pub reported: (f64, f64),
-    /// What it had cost before this daemon started, which the daemon before it added to the
-    /// cost metrics (None until its first rate is known).
-    pub prior: Option<f64>,
-    /// The start (to the second after) `prior` was taken at.
-    pub prior_start: Option<SystemTime>,
     findings: JobFindings,
     /// The last_seen of the summary a final sample wrote (a later sample means a newer summary
     /// when the cgroup goes).
@@ -88,6 +83,13 @@ pub(super) struct Job {
 }
 
 impl Job {
+    /// Its bill counts apart what falls before `mark` (this daemon's start): the daemon before
+    /// this one reported it.
+    pub fn marked(mut self, mark: SystemTime) -> Self {
+        self.bill.mark = Some(mark);
+        self
+    }
+
     pub fn new(info: JobInfo, at: SystemTime) -> Self {
         Job {
             info,
@@ -121,8 +123,6 @@ impl Job {
             memory_held: None,
             bill: Bill::default(),
             reported: (0.0, 0.0),
-            prior: None,
-            prior_start: None,
             findings: JobFindings::default(),
             summarized: None,
         }

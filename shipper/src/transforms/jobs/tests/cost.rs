@@ -134,3 +134,32 @@ fn a_slurm_start_that_comes_late_is_counted_back_to_in_records_and_from_the_daem
     }
     assert!((added - (10.0 + 10.0 / 3600.0)).abs() < 1e-9, "{added}");
 }
+
+#[test]
+fn the_time_before_the_daemon_started_stays_out_of_the_metrics_at_the_rate_it_was_counted_at() {
+    // $10 an hour for 4 cores and 4 GPUs. The job holds 1 core and 2 GPUs, shared until
+    // 10800 s with another job that then ends (1 GPU's worth, $2.50/h; then 2, $5/h). This
+    // daemon started at 7200 s; Slurm's start (0) came at 10800 s. The records: 0 to 10800 s at
+    // $2.50 and 10800 to 14400 s at $5, $12.50. The metrics: from 7199 s on, $2.50/h to 10800 s
+    // and $5 to 14400 s. Counted at the flush's rate, the hours before this daemon would be $10.
+    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 4.0 };
+    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    jobs.since = t(7200);
+    for (at, started, billed) in [(7220, None, 1.0), (10800, Some(t(0)), 1.0), (14400, Some(t(0)), 2.0)] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, 1.0)]);
+        r.held = Held { started, cpus: Some(1.0), ..Held::default() };
+        let mut g = GpuFigures::new(2.0, 0.0, vec![]);
+        g.billed = billed;
+        r.gpus = Some(g);
+        b.jobs.push(r);
+        jobs.observe(&b);
+    }
+    let recs: Vec<Value> = jobs.flush(t(14401)).iter().map(parse).collect();
+    assert_eq!(recs[0]["CostUsd"], 12.5, "{:?}", recs[0]);
+    let added: f64 = jobs.take_spent().values().map(|s| s.0).sum();
+    let want = 2.5 * 3601.0 / 3600.0 + 5.0;
+    assert!((added - want).abs() < 1e-9, "{added}, not {want}");
+}
