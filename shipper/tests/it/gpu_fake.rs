@@ -304,10 +304,15 @@ fn jobs_sharing_a_gpu_get_their_own_processes_figures_not_the_whole_gpus() {
     assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(gib));
     assert_eq!(job_of(&out, "1002", &GPU_POWER), Some(125.0));
     assert_eq!(job_of(&out, "1002", &GPU_MEMORY_UTILIZATION), None, "bandwidth is no process's");
-    // Billed: GPU 0 half each, GPU 1 1001's whole; not GPU 0 twice over.
-    let billed =
-        |id: &str| out.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).map(|g| g.billed);
-    assert_eq!((billed("1001"), billed("1002")), (Some(1.5), Some(0.5)));
+    // Billed: GPU 0 half each, GPU 1 1001's whole; not GPU 0 twice over. A final sample of
+    // 1002 (its TaskEpilog) still sees 1001 on GPU 0.
+    let billed = |out: &Batch, id: &str| {
+        out.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).map(|g| g.billed)
+    };
+    assert_eq!((billed(&out, "1001"), billed(&out, "1002")), (Some(1.5), Some(0.5)));
+    let mut last = Batch::new(SystemTime::now());
+    slurm_cw_shipper::sources::Collector::final_sample(&mut b.collector, "1002", 0, &mut last);
+    assert_eq!((billed(&last, "1002"), billed(&last, "1001")), (Some(0.5), None), "only 1002, its part");
 
     // As on the H200: 1002 allocated the busy GPU with no process on it.
     *b.gpus.lock().unwrap() = shared(false);
@@ -317,6 +322,29 @@ fn jobs_sharing_a_gpu_get_their_own_processes_figures_not_the_whole_gpus() {
     assert_eq!(job_of(&out, "1002", &GPU_POWER), Some(0.0));
     assert_eq!(job_of(&out, "1002", &GPU_IDLE_COUNT), Some(1.0));
     assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(500.0 + 100.0), "the whole of GPU 0's power is 1001's");
+}
+
+/// Where devices are not constrained, a job's process can open a GPU Slurm gave another job:
+/// the GPU's price stays with the job it was given to, or a user could halve their GPU job's
+/// bill by running a context from a second job of theirs on its GPU.
+#[test]
+fn a_process_on_a_gpu_slurm_gave_another_job_moves_none_of_its_price() {
+    let mut b = bench(
+        vec![
+            FakeGpu::gpu(0, 80.0).with_process(4242, 4 << 30, 60.0).with_process(6242, 1 << 30, 20.0),
+            FakeGpu::gpu(1, 0.0),
+        ],
+        GpuConfig::default(),
+    );
+    add_job_1002(&b);
+    // 1002 was given no GPU.
+    let environ = b._dir.path().join("proc/6242/environ");
+    std::fs::write(environ, "SLURM_JOB_ID=1002\0SLURM_JOB_ACCOUNT=physics\0").unwrap();
+    let (out, _) = b.collect();
+    let billed =
+        |id: &str| out.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).map(|g| g.billed);
+    assert_eq!(billed("1001"), Some(2.0), "GPUs 0 and 1, Slurm's to 1001, whole");
+    assert_eq!(billed("1002"), Some(0.0), "its process on 1001's GPU 0 bills it nothing");
 }
 
 #[test]

@@ -47,8 +47,8 @@ struct HeldGpu<'a> {
     r: Reading,
     busy: bool,
     joules: Option<f64>,
-    /// Jobs holding it this cycle, this one included.
-    holders: usize,
+    /// The job's part of its price (0 to 1).
+    billed: f64,
 }
 
 /// A job as this cycle attributes GPUs to it.
@@ -205,11 +205,13 @@ impl GpuCollector {
             out.push(&GPU_ERRORS, host.clone(), failed as f64);
         }
 
-        // Jobs, their processes and allocations.
-        let mut jobs = self.jobs();
-        if let Scope::Job(id) = scope {
-            jobs.retain(|j| j.r.id == id);
-        }
+        // Jobs, their processes and allocations: every job's, a final sample's too (who else
+        // holds its GPUs sets its part of them).
+        let jobs = self.jobs();
+        let only = match scope {
+            Scope::Job(id) => Some(id),
+            Scope::Node => None,
+        };
         let mut pid_job: HashMap<u32, usize> = HashMap::new();
         for (i, job) in jobs.iter().enumerate() {
             if !self.allocations.contains_key(&job.r.key())
@@ -249,11 +251,18 @@ impl GpuCollector {
         // Per reading: how many jobs hold it, and how many run a process on it.
         let mut share: Vec<usize> = Vec::with_capacity(ok.len());
         let mut busy_holders: Vec<usize> = Vec::with_capacity(ok.len());
+        // Per reading: whether a final sample's job holds it (every reading for a collection).
+        let mut in_scope: Vec<bool> = Vec::with_capacity(ok.len());
         // (GPU, job) -> the job's processes on it.
         let mut pids_on: HashMap<(usize, usize), HashSet<u32>> = HashMap::new();
         let mut no_job = 0;
+        // (GPU, job) -> the job's part of the GPU's price: split among the jobs Slurm gave it
+        // to, or among those running on it where Slurm gave it to none. A job's process on a
+        // GPU allocated to another job (devices not constrained) moves none of its price.
+        let mut billed_part: HashMap<(usize, usize), f64> = HashMap::new();
         for (g, (id, r)) in ok.iter().enumerate() {
             let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
+            let mut allocated: Vec<usize> = Vec::new();
             for pid in &r.pids {
                 let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node, *pid, &jobs));
                 if let Some(j) = job {
@@ -264,12 +273,19 @@ impl GpuCollector {
             for (j, job) in jobs.iter().enumerate() {
                 if self.allocations.get(&job.r.key()).is_some_and(|a| a.holds(id, r.minor, &orders[j])) {
                     holders.entry(j).or_insert(false);
+                    allocated.push(j);
                 }
+            }
+            let payers: Vec<usize> =
+                if allocated.is_empty() { holders.keys().copied().collect() } else { allocated };
+            for &j in &payers {
+                billed_part.insert((g, j), 1.0 / payers.len() as f64);
             }
             if holders.is_empty() {
                 no_job += 1;
             }
             share.push(holders.len());
+            in_scope.push(only.is_none_or(|id| holders.keys().any(|&j| jobs[j].r.id == id)));
             busy_holders.push(holders.values().filter(|b| **b).count());
             for (j, busy) in holders {
                 held.entry(j).or_default().push((g, busy));
@@ -277,12 +293,12 @@ impl GpuCollector {
         }
         // A final sample accounts only its job's GPUs: the others' energy goes whole to the
         // next cycle.
-        let joules = self.energy.since(&ok, |g| matches!(scope, Scope::Node) || share[g] > 0);
+        let joules = self.energy.since(&ok, |g| in_scope[g]);
         if let Scope::Node = scope {
             out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
         }
         let none = HashSet::new();
-        for (j, gpus) in held {
+        for (j, gpus) in held.into_iter().filter(|(j, _)| only.is_none_or(|id| jobs[*j].r.id == id)) {
             // A GPU several jobs hold (gres/shard, gres/mps, or one job's process on another's
             // GPU): each job's own part of it.
             let mut mine: Vec<HeldGpu> = Vec::with_capacity(gpus.len());
@@ -298,7 +314,7 @@ impl GpuCollector {
                     r,
                     busy,
                     joules: joules[g].map(|used| used * part),
-                    holders: share[g],
+                    billed: billed_part.get(&(g, j)).copied().unwrap_or(0.0),
                 });
             }
             self.emit_job(&jobs[j], &mine, out);
@@ -380,7 +396,7 @@ impl GpuCollector {
         let without_process = gpus.iter().filter(|h| !h.busy).count() as f64;
         let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
         figures.joules = gpus.iter().filter_map(|h| h.joules).reduce(|a, b| a + b);
-        figures.billed = gpus.iter().map(|h| 1.0 / h.holders.max(1) as f64).sum();
+        figures.billed = gpus.iter().map(|h| h.billed).sum();
         // Each GPU's own figures: for the records of a job on several GPUs, and per-GPU series;
         // a job on one GPU has them as the job's already.
         if gpus.len() > 1 || self.cfg.per_gpu_dimensions {
