@@ -112,7 +112,7 @@ pub fn read(
             tids.clone_from(k);
             true
         });
-    if !same && others > 0 {
+    if !same && others > 0 && budget > 0 {
         let _ = super::dir::entries(&tasks, |name, _| {
             let Some(tid) = name.to_str().and_then(|n| n.parse::<u32>().ok()).filter(|t| *t != pid) else {
                 return;

@@ -55,7 +55,10 @@ impl NodeCollector {
                 cut = subtree::pids_within(dir, tree, &mut self.buf, &mut pids);
                 // Past the walk's bounds: the processes whose /proc/<pid>/cgroup is inside.
                 if cut && let Some(rel) = self.layout.as_ref().and_then(|l| l.relative(dir)) {
-                    let all = self.proc_cgroups.get_or_insert_with(|| ProcCgroups::read(&self.cfg.proc_root));
+                    let levels = rel.components().count() + 1;
+                    let all = self
+                        .proc_cgroups
+                        .get_or_insert_with(|| ProcCgroups::read(&self.cfg.proc_root, levels));
                     all.pids_in(&rel, &mut pids);
                 }
             }

@@ -101,14 +101,16 @@ pub fn task_pids(dir: &Path, buf: &mut String, out: &mut Vec<u32>) {
 
 /// Every process's cgroup paths (from /proc/<pid>/cgroup), read once a cycle where some
 /// job's walk was cut (one pass serves every such job). Only the distinct paths below the
-/// hierarchies' roots are kept, in one exact-size allocation a process, and the file is read
-/// into one buffer: a user who starts 30,000 processes costs about 100 bytes each, not a
-/// page each (the unit's MemoryMax is 128 MB).
+/// hierarchies' roots are kept, each to its first `levels` levels (a job directory's and one
+/// more: v1 `slurm_<node>/uid_<uid>/job_<id>`, v2 `system.slice/slurmstepd.scope/job_<id>`), in one
+/// exact-size allocation a process, and the file is read into one buffer: a user who starts
+/// 30,000 processes costs about 100 bytes each, not a page each (the unit's MemoryMax is
+/// 128 MB), however long the names of the directories they made.
 #[derive(Debug, Default)]
 pub struct ProcCgroups(Vec<(u32, Box<[u8]>)>);
 
 impl ProcCgroups {
-    pub fn read(proc_root: &Path) -> ProcCgroups {
+    pub fn read(proc_root: &Path, levels: usize) -> ProcCgroups {
         let mut all = Vec::new();
         let mut text = Vec::new();
         let mut paths = Vec::new();
@@ -123,6 +125,17 @@ impl ProcCgroups {
             for line in text.split(|&b| b == b'\n') {
                 let path = line.splitn(3, |&b| b == b':').nth(2).unwrap_or_default();
                 let path = path.strip_prefix(b"/").unwrap_or(path);
+                // Down to a job's directory and a level more: what a job's user names below is
+                // theirs to make as long as the kernel allows, and never needed here.
+                let path = match path
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == b'/')
+                    .nth(levels.saturating_sub(1))
+                {
+                    Some((cut, _)) => &path[..cut],
+                    None => path,
+                };
                 let known = paths.split(|&b| b == b'\n').any(|p: &[u8]| p == path);
                 if !path.is_empty() && !known {
                     if !paths.is_empty() {
@@ -404,7 +417,7 @@ mod tests {
         let layout = layout(&root, Version::V1);
         let rel_job = layout.relative(&job).unwrap();
         assert_eq!(rel_job, Path::new("slurm/uid_1000/job_5"));
-        ProcCgroups::read(&proc).pids_in(&rel_job, &mut out);
+        ProcCgroups::read(&proc, rel_job.components().count() + 1).pids_in(&rel_job, &mut out);
         assert_eq!(out, vec![10, 11, 12], "every process of the job, none of job_50's");
 
         // Within the bounds, a directory whose name is not UTF-8 is walked like any other.
