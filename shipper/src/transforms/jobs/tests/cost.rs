@@ -5,6 +5,22 @@ use crate::cost::{Basis, Price, Prices};
 use crate::sample::Held;
 use slurm_cw_formats::slurm::node::NodeSize;
 
+/// One collection of job 5 on n1 at `at` s, holding `cpus` cores (and its GPUs' worth
+/// `billed`), started at `started` as far as Slurm has said.
+fn job_5(jobs: &mut Jobs, at: u64, started: Option<SystemTime>, cpus: f64, billed: Option<f64>) {
+    let mut b = Batch::new(t(at));
+    b.all_jobs = true;
+    let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, cpus)]);
+    r.held = Held { started, cpus: Some(cpus), ..Held::default() };
+    if let Some(billed) = billed {
+        let mut g = GpuFigures::new(2.0, 0.0, vec![]);
+        g.billed = billed;
+        r.gpus = Some(g);
+    }
+    b.jobs.push(r);
+    jobs.observe(&b);
+}
+
 #[test]
 fn a_job_costs_price_times_share_times_the_hours_it_held_the_node_from_its_slurm_start() {
     // A 96-core, 8-GPU node at $32 an hour; the job holds 12 cores and 2 GPUs: a quarter of it
@@ -93,12 +109,7 @@ fn a_job_that_ran_before_the_daemon_adds_to_the_metrics_only_from_the_daemons_st
     let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
     jobs.since = t(7200);
     for at in [7200, 10800] {
-        let mut b = Batch::new(t(at));
-        b.all_jobs = true;
-        let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, 4.0)]);
-        r.held = Held { started: Some(t(0)), ..Held::default() };
-        b.jobs.push(r);
-        jobs.observe(&b);
+        job_5(&mut jobs, at, Some(t(0)), 4.0, None);
     }
     let recs: Vec<Value> = jobs.flush(t(10801)).iter().map(parse).collect();
     assert_eq!(recs[0]["CostUsd"], 30.0, "{:?}", recs[0]);
@@ -120,12 +131,7 @@ fn a_slurm_start_that_comes_late_is_counted_back_to_in_records_and_from_the_daem
     jobs.since = t(7200);
     let mut added = 0.0;
     for (at, started) in [(7220, None), (10800, Some(t(0)))] {
-        let mut b = Batch::new(t(at));
-        b.all_jobs = true;
-        let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, 4.0)]);
-        r.held = Held { started, ..Held::default() };
-        b.jobs.push(r);
-        jobs.observe(&b);
+        job_5(&mut jobs, at, started, 4.0, None);
         let recs: Vec<Value> = jobs.flush(t(at + 1)).iter().map(parse).collect();
         if at == 10800 {
             assert_eq!(recs[0]["CostUsd"], 30.0, "{:?}", recs[0]);
@@ -147,15 +153,7 @@ fn the_time_before_the_daemon_started_stays_out_of_the_metrics_at_the_rate_it_wa
     let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
     jobs.since = t(7200);
     for (at, started, billed) in [(7220, None, 1.0), (10800, Some(t(0)), 1.0), (14400, Some(t(0)), 2.0)] {
-        let mut b = Batch::new(t(at));
-        b.all_jobs = true;
-        let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, 1.0)]);
-        r.held = Held { started, cpus: Some(1.0), ..Held::default() };
-        let mut g = GpuFigures::new(2.0, 0.0, vec![]);
-        g.billed = billed;
-        r.gpus = Some(g);
-        b.jobs.push(r);
-        jobs.observe(&b);
+        job_5(&mut jobs, at, started, 1.0, Some(billed));
     }
     let recs: Vec<Value> = jobs.flush(t(14401)).iter().map(parse).collect();
     assert_eq!(recs[0]["CostUsd"], 12.5, "{:?}", recs[0]);
