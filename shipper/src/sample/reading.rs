@@ -167,9 +167,10 @@ fn is(a: &Metric, b: &Metric) -> bool {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuFigures {
     pub count: f64,
-    /// The GPUs' worth it is billed for: each GPU it holds divided evenly among the jobs that
-    /// hold it (gres/shard and gres/mps give one GPU to several jobs; each paying for the whole
-    /// would bill that GPU several times over).
+    /// The GPUs' worth it is billed for: each GPU Slurm gave it divided evenly among the jobs
+    /// Slurm gave that GPU to (gres/shard and gres/mps give one GPU to several jobs; each paying
+    /// for the whole would bill it several times over); a GPU Slurm gave no job, among the jobs
+    /// running on it; a GPU Slurm gave another job, nothing.
     pub billed: f64,
     /// GPUs it holds that run none of its processes.
     pub without_process: f64,

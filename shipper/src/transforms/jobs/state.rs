@@ -54,7 +54,7 @@ pub(super) struct Job {
     /// The largest limit read; None while it had none (unlimited).
     memory_limit: Option<f64>,
     gpus: f64,
-    /// The GPUs' worth it is billed for now (GPUs other jobs hold too count in part).
+    /// The GPUs' worth it is billed for now ([`crate::sample::GpuFigures::billed`]).
     gpus_billed: f64,
     gpu_seconds: f64,
     gpu_idle_seconds: f64,
