@@ -210,8 +210,12 @@ SLURM_CW_CLUSTER_NAME=gpucheck SLURM_CW_COLLECT_INTERVAL=${collect}s SLURM_CW_FL
 shipper=$!
 started+=("$shipper")
 
-# The jobs end while the shipper runs: the load leaves its cgroup first (so that no collection
-# catches it dying), the sleeps are reaped, and the job cgroups go.
+# The jobs end while the shipper runs. A's end is one step as the shipper sees it: the load leaves
+# its cgroup and A's cgroups go at once, so that no collection catches the load dying, nor A's
+# cgroup without the load in it. (A collection that did would be right to call A's GPU idle for
+# that collection, as it would for a job whose epilog outlives its processes, but NVML would
+# still show the load's memory and power: the first run on an H200 failed on exactly that.)
+# Then the sleeps are reaped and the other jobs' cgroups go.
 sleep "$end_at"
 if [ -f "$root/cgroup.controllers" ]; then
     echo "$load" >"$root/cgroup.procs" || echo "gpu-check: the load did not leave its cgroup" >&2
@@ -222,6 +226,7 @@ else
         fi
     done
 fi
+remove_cgroups "/job_${ids[0]}"
 for p in "${job_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${job_pids[@]}"; do reap "$p" 10; done
 remove_cgroups /job_
