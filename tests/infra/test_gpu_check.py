@@ -143,3 +143,46 @@ def test_a_missing_summary_or_sample_fails_and_one_gpu_skips_c():
     recs = [r for r in recs if r["JobId"] != "4242423"]
     rep = gpu_check.compare(recs, nvml, dmon, plan)
     assert rep.failures == [] and rep.lines[-1] == "skip  C: one GPU here"
+
+
+# ---- runs captured on an H200 (fixtures/gpu-check-h200/README.md) --------------------------
+
+H200 = REPO / "tests" / "infra" / "fixtures" / "gpu-check-h200"
+
+
+def h200(run_dir, load_pid):
+    """A captured run's records, NVML readings, dmon figures and plan, as the script compared."""
+    d = H200 / run_dir
+    with open(d / "shipper.jsonl") as f:
+        recs = gpu_check.records(f)
+    with open(d / "nvml.json") as f:
+        nvml = json.load(f)
+    with open(d / "dmon.txt") as f:
+        dmon = gpu_check.dmon_sm(f)
+    plan = gpu_check.Plan(
+        a=gpu_check.Job(id="4242421", gpu=0, pid=load_pid),
+        b=gpu_check.Job(id="4242422", gpu=0),
+        c=None,
+        collect=2.0,
+        flush=4.0,
+    )
+    return recs, nvml, dmon, plan
+
+
+def test_the_h200_run_agrees_line_for_line_with_what_it_printed():
+    rep = gpu_check.compare(*h200("agrees", 613))
+    assert rep.failures == [], "\n".join(rep.lines)
+    printed = (H200 / "agrees" / "report.txt").read_text().splitlines()
+    assert rep.lines + ["gpu-check: the shipper agrees with NVML"] == printed
+
+
+def test_the_h200_run_before_the_fix_fails_on_the_stranger_alone():
+    rep = gpu_check.compare(*h200("stranger", 612))
+    at = "B 2026-11-28T19:07:57.542059449Z"
+    assert rep.failures == [
+        f"{at}: GPU memory 19905544192 (0)",
+        f"{at}: power 345.724 W (0)",
+        f"{at}: utilisation 50 (0; absent only without NVML's per-process figures)",
+        "B: energy 0.000384645 kWh (0)",
+    ]
+    assert rep.lines == (H200 / "stranger" / "report.txt").read_text().splitlines()

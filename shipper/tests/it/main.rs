@@ -18,6 +18,7 @@ mod gpu_fake;
 mod gpu_mig;
 mod gpu_nodes;
 mod gpu_records;
+mod gpu_shared;
 mod head_fallback;
 mod head_openmetrics_bounds;
 mod head_token_user;

@@ -248,9 +248,11 @@ impl GpuCollector {
             .collect();
         // GPU -> jobs holding it; whether each job runs a process on it.
         let mut held: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
-        // Per reading: how many jobs hold it, and how many run a process on it.
+        // Per reading: how many jobs hold it, how many run a process on it, and whether a
+        // process of no job runs on it.
         let mut share: Vec<usize> = Vec::with_capacity(ok.len());
         let mut busy_holders: Vec<usize> = Vec::with_capacity(ok.len());
+        let mut strangers: Vec<bool> = Vec::with_capacity(ok.len());
         // Per reading: whether a final sample's job holds it (every reading for a collection).
         let mut in_scope: Vec<bool> = Vec::with_capacity(ok.len());
         // (GPU, job) -> the job's processes on it.
@@ -263,11 +265,19 @@ impl GpuCollector {
         for (g, (id, r)) in ok.iter().enumerate() {
             let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
             let mut allocated: Vec<usize> = Vec::new();
+            let mut stranger = false;
             for pid in &r.pids {
                 let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node, *pid, &jobs));
-                if let Some(j) = job {
-                    holders.insert(j, true);
-                    pids_on.entry((g, j)).or_default().insert(*pid);
+                match job {
+                    Some(j) => {
+                        holders.insert(j, true);
+                        pids_on.entry((g, j)).or_default().insert(*pid);
+                    }
+                    // A process of no job that this host's /proc shows: one an ended job left
+                    // behind, a health check, an admin's tool. Seen on an H200: a job alone on
+                    // the GPU got such a process's memory and power as its own. A pid /proc
+                    // does not show (gone since NVML listed it) is no evidence either way.
+                    None => stranger |= self.node.proc_root.join(pid.to_string()).exists(),
                 }
             }
             for (j, job) in jobs.iter().enumerate() {
@@ -287,6 +297,7 @@ impl GpuCollector {
             share.push(holders.len());
             in_scope.push(only.is_none_or(|id| holders.keys().any(|&j| jobs[j].r.id == id)));
             busy_holders.push(holders.values().filter(|b| **b).count());
+            strangers.push(stranger);
             for (j, busy) in holders {
                 held.entry(j).or_default().push((g, busy));
             }
@@ -300,12 +311,14 @@ impl GpuCollector {
         let none = HashSet::new();
         for (j, gpus) in held.into_iter().filter(|(j, _)| only.is_none_or(|id| jobs[*j].r.id == id)) {
             // A GPU several jobs hold (gres/shard, gres/mps, or one job's process on another's
-            // GPU): each job's own part of it.
+            // GPU), or one job holds beside a process of no job: each job's own part of it.
             let mut mine: Vec<HeldGpu> = Vec::with_capacity(gpus.len());
             for (g, busy) in gpus {
                 let (id, r) = &ok[g];
-                let (r, part) = if share[g] > 1 {
-                    shared::own_part(r, pids_on.get(&(g, j)).unwrap_or(&none), busy_holders[g])
+                let (r, part) = if share[g] > 1 || strangers[g] {
+                    // Strangers count as one more party where power is split evenly.
+                    let parties = busy_holders[g] + usize::from(strangers[g]);
+                    shared::own_part(r, pids_on.get(&(g, j)).unwrap_or(&none), parties)
                 } else {
                     (r.clone(), 1.0)
                 };

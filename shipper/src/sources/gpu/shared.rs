@@ -4,14 +4,17 @@
 //! it, got the busy job's utilisation, power and memory as its own. Here a job's figures on
 //! such a GPU are its processes': memory from their `usedGpuMemory`, utilisation from NVML's
 //! per-process SM samples, power (and, in the collector, energy) by that utilisation's share;
-//! a job with no process on it shows 0. Temperature, clocks, ECC, throttling, Xid and GPM
-//! describe the whole device, not a process, and stay whole (README *GPUs*).
+//! a job with no process on it shows 0. The same holds for a job alone on a GPU beside a
+//! process of no job (one an ended job left behind): seen on an H200 too. Temperature, clocks,
+//! ECC, throttling, Xid and GPM describe the whole device, not a process, and stay whole
+//! (README *GPUs*).
 
 use super::source::Reading;
 use std::collections::HashSet;
 
-/// The job's part of `r`, whose processes on it are `mine` (`busy` jobs run processes on it),
-/// and the share of its power and energy that is the job's.
+/// The job's part of `r`, whose processes on it are `mine` (`busy` parties run processes on
+/// it: jobs, and processes of no job as one more), and the share of its power and energy that
+/// is the job's.
 pub(super) fn own_part(r: &Reading, mine: &HashSet<u32>, busy: usize) -> (Reading, f64) {
     let sm_of = |pids: &dyn Fn(u32) -> bool| -> Option<f64> {
         r.process_sm.as_ref().map(|ps| ps.iter().filter(|(p, _)| pids(*p)).map(|(_, u)| *u).sum())

@@ -1,0 +1,168 @@
+//! GPUs more than one party uses: jobs Slurm gave one GPU (gres/shard, gres/mps), a job's
+//! process on a GPU Slurm gave another, and a process of no job beside a job's.
+
+use crate::common::copy_tree;
+use crate::gpu_fake::{Bench, bench, of};
+use slurm_cw_catalog::Metric;
+use slurm_cw_catalog::metrics::*;
+use slurm_cw_shipper::sample::Batch;
+use slurm_cw_shipper::settings::GpuConfig;
+use slurm_cw_shipper::sources::gpu::fake::FakeGpu;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+/// Job `id`'s job-wide figure `m` in a collection.
+fn job_of(b: &Batch, id: &str, m: &'static Metric) -> Option<f64> {
+    of(b, m)
+        .iter()
+        .find(|s| s.dims.get("JobId") == Some(id) && s.dims.get("Gpu").is_none())
+        .and_then(|s| s.scalar())
+}
+
+/// Job 1002 beside 1001 in the bench's tree: process 6242, allocated GPU 0 (as Slurm's
+/// gres/shard gives one GPU to both).
+fn add_job_1002(b: &Bench) {
+    let root = b._dir.path();
+    let scope = root.join("cg/system.slice/slurmstepd.scope");
+    copy_tree(&scope.join("job_1001"), &scope.join("job_1002"));
+    for procs in walk_procs(&scope.join("job_1002")) {
+        std::fs::write(procs, "").unwrap();
+    }
+    std::fs::write(scope.join("job_1002/step_0/user/task_0/cgroup.procs"), "6242\n").unwrap();
+    copy_tree(&root.join("proc/4242"), &root.join("proc/6242"));
+    std::fs::write(
+        root.join("proc/6242/environ"),
+        "SLURM_JOB_ID=1002\0SLURM_JOB_ACCOUNT=physics\0SLURM_JOB_GPUS=0\0",
+    )
+    .unwrap();
+}
+
+fn walk_procs(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_procs(&p));
+        } else if p.file_name().is_some_and(|n| n == "cgroup.procs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn jobs_sharing_a_gpu_get_their_own_processes_figures_not_the_whole_gpus() {
+    let gib = (1u64 << 30) as f64;
+    // GPU 0 shared by jobs 1001 (4 GiB, 60 % of the SMs) and 1002 (1 GiB, 20 %); GPU 1 1001's alone.
+    let shared = |second: bool| {
+        let mut g = FakeGpu::gpu(0, 80.0).with_process(4242, 4 << 30, 60.0);
+        if second {
+            g = g.with_process(6242, 1 << 30, 20.0);
+        }
+        g.reading.memory_used = Some(5 << 30);
+        vec![g, FakeGpu::gpu(1, 0.0)]
+    };
+    let mut b = bench(shared(true), GpuConfig::default());
+    add_job_1002(&b);
+    let (out, e) = b.collect();
+    assert_eq!(e.total(), 0);
+    // 1001: its part of GPU 0 (60 %, 4 GiB, 3/4 of 500 W) and GPU 1 whole (0 %, 1 GiB, 100 W).
+    assert_eq!(job_of(&out, "1001", &GPU_COUNT), Some(2.0));
+    assert_eq!(job_of(&out, "1001", &GPU_UTILIZATION), Some(30.0), "mean of 60 and 0");
+    assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(5.0 * gib), "4 GiB + 1 GiB");
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(375.0 + 100.0));
+    assert_eq!(job_of(&out, "1001", &GPU_TEMPERATURE), Some(60.0), "the device's, whole");
+    // 1002: its own 20 %, 1 GiB and a quarter of the power, not the GPU's 80 % and 5 GiB.
+    assert_eq!(job_of(&out, "1002", &GPU_COUNT), Some(1.0));
+    assert_eq!(job_of(&out, "1002", &GPU_UTILIZATION), Some(20.0));
+    assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(gib));
+    assert_eq!(job_of(&out, "1002", &GPU_POWER), Some(125.0));
+    assert_eq!(job_of(&out, "1002", &GPU_MEMORY_UTILIZATION), None, "bandwidth is no process's");
+    // Billed: GPU 0 half each, GPU 1 1001's whole; not GPU 0 twice over. A final sample of
+    // 1002 (its TaskEpilog) still sees 1001 on GPU 0.
+    let billed = |out: &Batch, id: &str| {
+        out.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).map(|g| g.billed)
+    };
+    assert_eq!((billed(&out, "1001"), billed(&out, "1002")), (Some(1.5), Some(0.5)));
+    let mut last = Batch::new(SystemTime::now());
+    slurm_cw_shipper::sources::Collector::final_sample(&mut b.collector, "1002", 0, &mut last);
+    assert_eq!((billed(&last, "1002"), billed(&last, "1001")), (Some(0.5), None), "only 1002, its part");
+
+    // As on the H200: 1002 allocated the busy GPU with no process on it.
+    *b.gpus.lock().unwrap() = shared(false);
+    let (out, _) = b.collect();
+    assert_eq!(job_of(&out, "1002", &GPU_UTILIZATION), Some(0.0), "not its neighbour's 80 %");
+    assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(0.0), "not its neighbour's 5 GiB");
+    assert_eq!(job_of(&out, "1002", &GPU_POWER), Some(0.0));
+    assert_eq!(job_of(&out, "1002", &GPU_IDLE_COUNT), Some(1.0));
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(500.0 + 100.0), "the whole of GPU 0's power is 1001's");
+}
+
+/// Where devices are not constrained, a job's process can open a GPU Slurm gave another job:
+/// the GPU's price stays with the job it was given to, or a user could halve their GPU job's
+/// bill by running a context from a second job of theirs on its GPU.
+#[test]
+fn a_process_on_a_gpu_slurm_gave_another_job_moves_none_of_its_price() {
+    let mut b = bench(
+        vec![
+            FakeGpu::gpu(0, 80.0).with_process(4242, 4 << 30, 60.0).with_process(6242, 1 << 30, 20.0),
+            FakeGpu::gpu(1, 0.0),
+        ],
+        GpuConfig::default(),
+    );
+    add_job_1002(&b);
+    // 1002 was given no GPU.
+    let environ = b._dir.path().join("proc/6242/environ");
+    std::fs::write(environ, "SLURM_JOB_ID=1002\0SLURM_JOB_ACCOUNT=physics\0").unwrap();
+    let (out, _) = b.collect();
+    let billed =
+        |id: &str| out.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).map(|g| g.billed);
+    assert_eq!(billed("1001"), Some(2.0), "GPUs 0 and 1, Slurm's to 1001, whole");
+    assert_eq!(billed("1002"), Some(0.0), "its process on 1001's GPU 0 bills it nothing");
+}
+
+/// As on an H200 (scripts/gpu-check.sh's first run): a process of no job (there, the ended
+/// job A's load, moved out of its cgroup) on the GPU that job B alone holds. None of it is B's.
+#[test]
+fn a_process_of_no_job_on_a_jobs_gpu_is_not_the_jobs() {
+    let gib = (1u64 << 30) as f64;
+    // GPU 0: process 9999 (4 GiB, 60 % of the SMs), in systemd's tree, not a job's; GPU 1 idle.
+    let gpus = |mine: bool| {
+        let mut g = FakeGpu::gpu(0, 80.0).with_process(9999, 4 << 30, 60.0);
+        if mine {
+            g = g.with_process(4242, 1 << 30, 20.0);
+        }
+        g.reading.memory_used = Some(5 << 30);
+        vec![g, FakeGpu::gpu(1, 0.0)]
+    };
+    let mut b = bench(gpus(false), GpuConfig::default());
+    let stranger = b._dir.path().join("proc/9999");
+    std::fs::create_dir_all(&stranger).unwrap();
+    std::fs::write(stranger.join("cgroup"), "0::/system.slice/cuda-health.service\n").unwrap();
+    let (out, e) = b.collect();
+    assert_eq!(e.total(), 0);
+    // 1001 holds both GPUs and runs nothing on either: 0 of GPU 0's 80 %, 5 GiB and 500 W;
+    // GPU 1 whole (0 %, 1 GiB, 100 W).
+    assert_eq!(job_of(&out, "1001", &GPU_IDLE_COUNT), Some(2.0));
+    assert_eq!(job_of(&out, "1001", &GPU_UTILIZATION), Some(0.0), "not the stranger's 60 %");
+    assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(gib), "GPU 1's 1 GiB only");
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(100.0), "GPU 1's 100 W only");
+    assert_eq!(job_of(&out, "1001", &GPU_TEMPERATURE), Some(60.0), "the device's, whole");
+    let billed =
+        out.jobs.iter().find(|j| j.info.id == "1001").and_then(|j| j.gpus.as_ref()).map(|g| g.billed);
+    assert_eq!(billed, Some(2.0), "both GPUs are still Slurm's to 1001: it pays for them");
+
+    // 1001's own process beside the stranger: its 20 % of 80 % busy SMs, 1 GiB, a quarter of 500 W.
+    *b.gpus.lock().unwrap() = gpus(true);
+    let (out, _) = b.collect();
+    assert_eq!(job_of(&out, "1001", &GPU_IDLE_COUNT), Some(1.0));
+    assert_eq!(job_of(&out, "1001", &GPU_UTILIZATION), Some(10.0), "mean of its 20 and GPU 1's 0");
+    assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(2.0 * gib));
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(125.0 + 100.0));
+
+    // A pid NVML lists that /proc does not show (gone since) is no stranger: the GPU is 1001's.
+    std::fs::remove_dir_all(&stranger).unwrap();
+    let (out, _) = b.collect();
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(500.0 + 100.0));
+    assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(6.0 * gib));
+}
