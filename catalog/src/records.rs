@@ -91,7 +91,7 @@ fields! {
     SLURM_START = "SlurmStart", "Sample and summary: when the job started, as Slurm reports it (RFC 3339): its cost counts from here, whenever this node's shipper first saw it.";
     COST_USD = "CostUsd", "Sample: what the job has cost on this node so far; summary: its total there, in US dollars: HourlyPrice x Share, integrated over the time it held the node from SlurmStart. Absent where the node has no price or Slurm no size for it (see *What jobs cost*).";
     HOURLY_PRICE = "HourlyPrice", "Sample and summary: the node's price in dollars an hour (the latest, where a Spot price moved).";
-    SHARE = "Share", "Sample and summary: the job's share of the node, 0 to 1: the largest of its CPUs over CPUTot, its memory over RealMemory and its GPUs over the node's GPUs, a GPU Slurm gave several jobs counting in equal parts (an exclusive job 1).";
+    SHARE = "Share", "Sample and summary: the job's share of the node, 0 to 1: the largest of its CPUs over CPUTot, its memory over RealMemory and its GPUs over the node's GPUs, a GPU Slurm gave several jobs counting in equal parts (an exclusive job 1); where the node's jobs' shares add up to more than 1, each divided by that sum, so the node is billed once.";
     COST_BASIS = "CostBasis", "Sample and summary: where HourlyPrice came from: configured (cost.hourly_price or cost.prices), spot (EC2's Spot price of the instance type in its zone) or on_demand (the Price List API's On-Demand Linux price).";
     WASTE_USD = "WasteUsd", "Summary and finding: the rule's waste in dollars: CostUsd times UnusedPercent of WasteResource.";
     WASTE_RESOURCE = "WasteResource", "Summary and finding: the resource that set Share (gpu, cpu or memory), whose unused part WasteUsd counts.";

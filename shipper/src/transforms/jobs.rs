@@ -109,6 +109,11 @@ impl Jobs {
             let job = self.jobs.entry(key).or_insert_with(|| Job::new(info.clone(), at).marked(mark));
             job.info.clone_from(info);
             job.last_seen = at;
+        }
+        self.weigh(batch);
+        for reading in &batch.jobs {
+            let key = (reading.info.node.clone(), reading.info.id.clone());
+            let Some(job) = self.jobs.get_mut(&key) else { continue };
             out.push(job.absorb(
                 reading,
                 at,
@@ -150,6 +155,36 @@ impl Jobs {
             }
         }
         out
+    }
+
+    /// Sets each running job's crowd: what its node's jobs' shares add up to. Each share is the
+    /// largest of CPUs, memory and GPUs held, so jobs bound by different resources (one holding
+    /// most of the memory, another most of the CPUs), or jobs Slurm lets oversubscribe a node,
+    /// can add up to more than the node: then each share is divided by the sum and the node is
+    /// billed once, never more. A collection holds all of a node's running jobs; a final sample
+    /// one, beside the others still running. A job gone keeps the crowd it ran in.
+    fn weigh(&mut self, batch: &Batch) {
+        let Some(prices) = &self.prices else { return };
+        let readings: HashMap<(&str, &str), &crate::sample::JobReading> =
+            batch.jobs.iter().map(|r| ((r.info.node.as_str(), r.info.id.as_str()), r)).collect();
+        let running = |node: &str, id: &str| !batch.all_jobs || readings.contains_key(&(node, id));
+        let mut sums: HashMap<&str, f64> = HashMap::new();
+        for ((node, id), job) in &self.jobs {
+            if !running(node, id) {
+                continue;
+            }
+            let Some(size) = prices.size(node) else { continue };
+            let reading = readings.get(&(node.as_str(), id.as_str())).copied();
+            if let Some((share, _)) = job.share_with(reading, &size) {
+                *sums.entry(node.as_str()).or_default() += share;
+            }
+        }
+        let sums: HashMap<String, f64> = sums.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
+        for ((node, id), job) in &mut self.jobs {
+            if running(node, id) {
+                job.crowd = sums.get(node.as_str()).copied().unwrap_or(1.0).max(1.0);
+            }
+        }
     }
 
     fn push(&mut self, record: Map<String, Value>, time: SystemTime) {

@@ -14,6 +14,7 @@ use slurm_cw_catalog::metrics::{
 use slurm_cw_catalog::records::{self as r, kinds};
 use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::record::Record;
+use slurm_cw_formats::slurm::node::NodeSize;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -74,6 +75,9 @@ pub(super) struct Job {
     cpus_held: Option<f64>,
     memory_held: Option<f64>,
     pub bill: Bill,
+    /// What its node's jobs' shares add up to, where above 1: its share is divided by it, so
+    /// that the node is billed once ([`super::Jobs`]'s `weigh`).
+    pub crowd: f64,
     /// Dollars of cost and waste already added to the cost metrics.
     pub reported: (f64, f64),
     findings: JobFindings,
@@ -122,6 +126,7 @@ impl Job {
             cpus_held: None,
             memory_held: None,
             bill: Bill::default(),
+            crowd: 1.0,
             reported: (0.0, 0.0),
             findings: JobFindings::default(),
             summarized: None,
@@ -266,11 +271,19 @@ impl Job {
     /// Counts its cost up to when it was last seen, where the node's price and size are known.
     pub fn accrue(&mut self, prices: &Prices) {
         let (Some(price), Some(size)) = (prices.price(), prices.size(&self.info.node)) else { return };
-        let gpus = (self.gpus_billed > 0.0).then_some(self.gpus_billed);
-        let Some((share, dominant)) = cost::share(self.cpus_held, self.memory_held, gpus, &size) else {
-            return;
-        };
+        let Some((share, dominant)) = self.share_with(None, &size) else { return };
+        let share = share / self.crowd.max(1.0);
         self.bill.accrue(cost::Rate { price, share, dominant }, self.start(), self.last_seen);
+    }
+
+    /// Its share of a node of `size` before any crowding, with `reading` taken in when given:
+    /// the largest CPUs and memory it has held, its GPUs' billed worth now.
+    pub fn share_with(&self, reading: Option<&JobReading>, size: &NodeSize) -> Option<(f64, Resource)> {
+        let larger = |a: Option<f64>, b: Option<f64>| [a, b].into_iter().flatten().reduce(f64::max);
+        let cpus = larger(self.cpus_held, reading.and_then(JobReading::cpus_held));
+        let memory = larger(self.memory_held, reading.and_then(JobReading::memory_held));
+        let billed = reading.and_then(|r| r.gpus.as_ref()).map_or(self.gpus_billed, |g| g.billed);
+        cost::share(cpus, memory, (billed > 0.0).then_some(billed), size)
     }
 
     /// When it started, as Slurm says; a controller's clock ahead of this node's cannot start

@@ -161,3 +161,52 @@ fn the_time_before_the_daemon_started_stays_out_of_the_metrics_at_the_rate_it_wa
     let want = 2.5 * 3601.0 / 3600.0 + 5.0;
     assert!((added - want).abs() < 1e-9, "{added}, not {want}");
 }
+
+#[test]
+fn a_nodes_jobs_are_billed_the_node_once_when_their_shares_add_up_to_more() {
+    // $32 an hour for 96 cores and 1 TB. Job 5 holds 72 cores and 100 GB (0.75, by CPUs); job 6
+    // 24 cores and 500 GB (0.5, by memory): 1.25 of the node. Divided by 1.25, 0.6 and 0.4:
+    // $19.20 and $12.80 an hour, the node's $32 once. Job 6 ends after an hour; then job 5 is
+    // alone at 0.75 ($24 the second hour).
+    let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    let job = |id: &str, cpus: f64, memory: f64| {
+        let mut r = reading(id, "n1", vec![(&CPUS_ALLOCATED, cpus)]);
+        r.held = Held { started: Some(t(0)), cpus: Some(cpus), memory_bytes: Some(memory) };
+        r
+    };
+    let batch = |at: u64, all: bool, ids: &[&str]| {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = all;
+        for id in ids {
+            b.jobs.push(if *id == "5" { job("5", 72.0, 1e11) } else { job("6", 24.0, 5e11) });
+        }
+        b
+    };
+    let usd = |recs: &[Value], id: &str, kind: &str| -> Vec<(f64, f64)> {
+        recs.iter()
+            .filter(|r| r["JobId"] == id && r["Type"] == kind)
+            .map(|r| (r["CostUsd"].as_f64().unwrap(), r["Share"].as_f64().unwrap()))
+            .collect()
+    };
+    jobs.observe(&batch(0, true, &["5", "6"]));
+    // Job 6's TaskEpilog half an hour in: job 5 still runs beside it, so 0.4, not 0.5.
+    jobs.observe(&batch(1800, false, &["6"]));
+    let recs: Vec<Value> = jobs.flush(t(1801)).iter().map(parse).collect();
+    assert_eq!(usd(&recs, "6", "job_summary"), vec![(6.4, 0.4)], "{recs:?}");
+    let mut spent = jobs.take_spent().values().map(|s| s.0).sum::<f64>();
+    jobs.observe(&batch(3600, true, &["5", "6"]));
+    let recs: Vec<Value> = jobs.flush(t(3601)).iter().map(parse).collect();
+    assert_eq!(usd(&recs, "5", "job_sample"), vec![(19.2, 0.6)]);
+    assert_eq!(usd(&recs, "6", "job_sample"), vec![(12.8, 0.4)]);
+    spent += jobs.take_spent().values().map(|s| s.0).sum::<f64>();
+    assert!((spent - 32.0).abs() < 1e-9, "the node's hour, once: {spent}");
+    // Job 6's cgroup is gone: job 5 alone holds 0.75 of the node.
+    jobs.observe(&batch(7200, true, &["5"]));
+    let recs: Vec<Value> = jobs.flush(t(7201)).iter().map(parse).collect();
+    assert_eq!(usd(&recs, "6", "job_summary"), vec![(12.8, 0.4)]);
+    assert_eq!(usd(&recs, "5", "job_sample"), vec![(43.2, 0.75)]);
+    let second: f64 = jobs.take_spent().values().map(|s| s.0).sum();
+    assert!((second - 24.0).abs() < 1e-9, "{second}");
+}
