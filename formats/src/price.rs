@@ -3,7 +3,7 @@
 //!   instance type in an Availability Zone;
 //! - `pricing:GetProducts` (the Price List Query API, JSON): each `PriceList` entry is itself a
 //!   JSON document in a string, whose `terms.OnDemand.*.priceDimensions.*.pricePerUnit.USD` is
-//!   the On-Demand hourly price.
+//!   the On-Demand hourly price (of the plain offer: not a Capacity Block's, not $0).
 //!
 //! A price must be a finite number of dollars, zero or more; anything else is an error, never a
 //! made-up figure.
@@ -80,6 +80,9 @@ pub fn on_demand_price(json: &[u8]) -> Result<f64, PriceError> {
             }
             other => other.clone(),
         };
+        if !plain_on_demand(&product) {
+            continue;
+        }
         let Some(terms) = product.pointer("/terms/OnDemand").and_then(Value::as_object) else { continue };
         for term in terms.values() {
             let Some(dims) = term.get("priceDimensions").and_then(Value::as_object) else { continue };
@@ -87,12 +90,27 @@ pub fn on_demand_price(json: &[u8]) -> Result<f64, PriceError> {
                 let hourly =
                     d.get("unit").and_then(Value::as_str).is_some_and(|u| u.eq_ignore_ascii_case("hrs"));
                 if let (true, Some(usd)) = (hourly, d.pointer("/pricePerUnit/USD").and_then(Value::as_str)) {
-                    return dollars(usd);
+                    // $0 is no instance's On-Demand price: a placeholder, never a job's cost.
+                    let v = dollars(usd)?;
+                    if v > 0.0 {
+                        return Ok(v);
+                    }
                 }
             }
         }
     }
     Err(PriceError::NoPrice)
+}
+
+/// Whether a product is the plain On-Demand offer: the same filters can also match a Capacity
+/// Block's product (`marketoption` `CapacityBlock`, GPU instances, priced apart) or a
+/// bring-your-own-licence one, and the answer's order is not the price's. A product that does
+/// not name the attribute is taken as plain.
+fn plain_on_demand(product: &Value) -> bool {
+    let attribute =
+        |name: &str| product.pointer(&format!("/product/attributes/{name}")).and_then(Value::as_str);
+    attribute("marketoption").is_none_or(|m| m == "OnDemand")
+        && attribute("licenseModel").is_none_or(|l| l == "No License required")
 }
 
 #[cfg(test)]
@@ -124,6 +142,36 @@ mod tests {
         assert!(matches!(on_demand_price(br#"{"PriceList": ["{"]}"#), Err(PriceError::Unreadable(_))));
         let nan = br#"{"PriceList": [{"terms": {"OnDemand": {"a": {"priceDimensions": {"b": {"unit": "Hrs", "pricePerUnit": {"USD": "NaN"}}}}}}}]}"#;
         assert!(matches!(on_demand_price(nan), Err(PriceError::BadPrice(_))));
+    }
+
+    /// Built from the documented `GetProducts` shape, with the attributes a p5.48xlarge's
+    /// products carry: a Capacity Block product first, a bring-your-own-licence one, a $0
+    /// placeholder, then the plain On-Demand offer (prices plausible, not captured).
+    #[test]
+    fn the_plain_on_demand_offer_not_a_capacity_block_or_a_placeholder() {
+        let product = |market: &str, licence: &str, usd: &str| {
+            serde_json::json!({
+                "product": {"attributes": {"instanceType": "p5.48xlarge", "marketoption": market, "licenseModel": licence}},
+                "terms": {"OnDemand": {"a": {"priceDimensions": {"b": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}
+            })
+            .to_string()
+        };
+        let answer = |entries: Vec<String>| serde_json::json!({ "PriceList": entries }).to_string();
+        let all = answer(vec![
+            product("CapacityBlock", "No License required", "31.4640000000"),
+            product("OnDemand", "Bring your own license", "90.0000000000"),
+            product("OnDemand", "No License required", "0.0000000000"),
+            product("OnDemand", "No License required", "98.3200000000"),
+        ]);
+        assert_eq!(on_demand_price(all.as_bytes()), Ok(98.32));
+        let only_block = answer(vec![product("CapacityBlock", "No License required", "31.464")]);
+        assert_eq!(
+            on_demand_price(only_block.as_bytes()),
+            Err(PriceError::NoPrice),
+            "never the block's price"
+        );
+        let only_zero = answer(vec![product("OnDemand", "No License required", "0.0000000000")]);
+        assert_eq!(on_demand_price(only_zero.as_bytes()), Err(PriceError::NoPrice), "never $0");
     }
 
     #[test]
