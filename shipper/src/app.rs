@@ -86,6 +86,10 @@ pub async fn run(cli: Cli, mut config: Settings) -> Exit {
             .collect(),
         records: records.as_ref().map(|r| r.stats.clone()),
         prices: cost.as_ref().map(|c| c.prices().clone()),
+        // Beside the spool, where this process holds one: it is what makes delivery durable,
+        // and a `--once` beside the daemon (whose spool it is) must not count the daemon's time.
+        counted: (cost.is_some() && metrics.iter().any(|(_, r)| r.spool.is_some()))
+            .then(|| crate::cost::counted::Counted::in_dir(&config.spool.dir)),
     };
     let metrics = metrics.into_iter().map(|(_, r)| r).collect();
     let options = config.pipeline();

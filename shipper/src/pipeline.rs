@@ -80,6 +80,8 @@ pub struct Pipeline {
     node: String,
     /// The job table, where job records are made (node role, records on).
     jobs: Option<Jobs>,
+    /// Where up to when the cost metrics counted is kept.
+    counted: Option<crate::cost::counted::Counted>,
     /// Increases, utilisation and backlog from the head node's readings, then what it leaves
     /// out (head role).
     derive: Option<(Derive, Trim)>,
@@ -111,6 +113,8 @@ pub struct Parts {
     pub records: Option<StatsHandle>,
     /// The node's price and the nodes' sizes, where job costs are on.
     pub prices: Option<Prices>,
+    /// Up to when the cost metrics counted, kept in the spool directory where there is one.
+    pub counted: Option<crate::cost::counted::Counted>,
 }
 
 impl Parts {
@@ -126,6 +130,7 @@ impl Parts {
             }],
             records: Some(StatsHandle::default()),
             prices: None,
+            counted: None,
         }
     }
 }
@@ -148,7 +153,7 @@ impl Pipeline {
     /// A pipeline over `collectors` (the table's, [`crate::sources::table::build`]; the cost
     /// bench brings its own, on simulated time).
     pub fn new(options: &Options, role: Role, collectors: Vec<Box<dyn Collector>>, parts: Parts) -> Self {
-        let Parts { cluster, node, metrics, records, prices } = parts;
+        let Parts { cluster, node, metrics, records, prices, counted } = parts;
         let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
         let lanes: Vec<Lane> = metrics
             .iter()
@@ -178,7 +183,11 @@ impl Pipeline {
             collectors,
             lanes,
             node: node.clone(),
-            jobs: role.runs_node().then(|| Jobs::new(options.findings.clone(), prices)),
+            jobs: role.runs_node().then(|| {
+                let since = counted.as_ref().and_then(|c| c.read(std::time::SystemTime::now()));
+                Jobs::new(options.findings.clone(), prices).resuming(since)
+            }),
+            counted,
             node_samples,
             scheduler,
             node_copies: [(PARTITION, options.node_per_partition), (ACCOUNT, options.node_per_account)]
@@ -347,6 +356,10 @@ impl Pipeline {
         let mut batch = Batch::new(now);
         if let Some(jobs) = &mut self.jobs {
             spend(jobs.take_spent(), &mut batch);
+            // Only while jobs run: a job that starts later is counted from its own start.
+            if let (Some(c), Some(t), false) = (&mut self.counted, jobs.counted_to(), jobs.is_empty()) {
+                c.write(t);
+            }
             for c in &self.node_copies {
                 c.apply(&mut batch, 0);
             }

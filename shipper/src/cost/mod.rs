@@ -12,6 +12,7 @@
 //!   the share (idle GPU time, unused cores, memory requested above the peak) ([`Bill::waste`]).
 
 pub mod config;
+pub mod counted;
 pub mod lookup;
 
 use slurm_cw_formats::slurm::node::NodeSize;

@@ -32,8 +32,11 @@ pub struct Jobs {
     thresholds: Thresholds,
     /// The node's price and size, where job costs are on.
     prices: Option<Prices>,
-    /// When this table (this daemon) began.
+    /// Where the cost metrics begin: this daemon's start, or where the daemon before it
+    /// counted to ([`Jobs::resuming`]).
     since: SystemTime,
+    /// The latest collection taken in: what the cost metrics have counted to once flushed.
+    counted_to: Option<SystemTime>,
     spent: Spent,
     jobs: HashMap<Key, Job>,
     /// Summaries and findings made since the last flush.
@@ -51,6 +54,7 @@ impl Jobs {
             thresholds,
             prices,
             since: SystemTime::now(),
+            counted_to: None,
             spent: Spent::new(),
             jobs: HashMap::new(),
             pending: Vec::new(),
@@ -58,6 +62,21 @@ impl Jobs {
             trimmed: 0,
             uncosted: 0,
         }
+    }
+
+    /// Counts the cost metrics from `counted` (where the daemon before this one counted to, see
+    /// [`crate::cost::counted`]) rather than from this daemon's start: no time jobs ran while
+    /// the daemon was down is missed.
+    pub fn resuming(mut self, counted: Option<SystemTime>) -> Self {
+        if let Some(t) = counted {
+            self.since = self.since.min(t);
+        }
+        self
+    }
+
+    /// Up to when the cost metrics have counted the running jobs, once this flush is delivered.
+    pub fn counted_to(&self) -> Option<SystemTime> {
+        self.counted_to
     }
 
     /// What the jobs' cost and waste added since the last call, by (account, partition).
@@ -99,6 +118,7 @@ impl Jobs {
     /// holds of the findings, in the order of `batch.jobs`.
     pub fn observe(&mut self, batch: &Batch) -> Vec<Holding> {
         let at = batch.time;
+        self.counted_to = self.counted_to.max(Some(at));
         let mut out = Vec::with_capacity(batch.jobs.len());
         for reading in &batch.jobs {
             let info = &reading.info;

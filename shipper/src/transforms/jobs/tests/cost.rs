@@ -210,3 +210,25 @@ fn a_nodes_jobs_are_billed_the_node_once_when_their_shares_add_up_to_more() {
     let second: f64 = jobs.take_spent().values().map(|s| s.0).sum();
     assert!((second - 24.0).abs() < 1e-9, "{second}");
 }
+
+#[test]
+fn a_restarted_daemon_counts_the_metrics_on_from_where_the_one_before_counted_to() {
+    // The whole node at $10 an hour; the job started at 0. The daemon before this one counted
+    // it to 3600 s and stopped; this one started at 7200 s and reads it at 7200 and 10800 s. The
+    // records say $30 (from Slurm's start). The metrics get $20: the hour this node's daemon
+    // was down counted, the first hour not again (the one before added it).
+    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    jobs.since = t(7200);
+    let mut jobs = jobs.resuming(Some(t(3600))).resuming(None);
+    for at in [7200, 10800] {
+        job_5(&mut jobs, at, Some(t(0)), 4.0, None);
+    }
+    let recs: Vec<Value> = jobs.flush(t(10801)).iter().map(parse).collect();
+    assert_eq!(recs[0]["CostUsd"], 30.0, "{:?}", recs[0]);
+    let added: f64 = jobs.take_spent().values().map(|s| s.0).sum();
+    // Counted from a second before the mark, as from a daemon's start (Slurm's start is to the second).
+    assert!((added - (20.0 + 10.0 / 3600.0)).abs() < 1e-9, "{added}");
+    assert_eq!(jobs.counted_to(), Some(t(10800)), "what the next daemon counts on from");
+}

@@ -1,0 +1,100 @@
+//! Up to when this node's cost metrics have counted its running jobs, kept in the spool
+//! directory. A daemon restarted (upgraded, crashed, stopped a while) counts on from there, so
+//! `JobCost` misses none of the time jobs ran while it was down; without it a restart lost the
+//! time from the last collection to the new daemon's start. The records need none of this: they
+//! count each job from its Slurm start.
+//!
+//! The file holds one line, seconds since the epoch. Anything else, or a time after now (a
+//! clock set back), is not believed: the daemon counts from its own start, as it did before.
+//! An old time is harmless: it only moves the count back for jobs that started before it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The file's name in the spool directory.
+pub const FILE: &str = "cost-counted-to";
+/// The most of the file read: one line.
+const MAX_BYTES: u64 = 64;
+
+#[derive(Debug)]
+pub struct Counted {
+    path: PathBuf,
+    /// The time last written, so that a flush with no newer collection writes nothing.
+    written: Option<SystemTime>,
+    /// Whether a failed write has been logged.
+    warned: bool,
+}
+
+impl Counted {
+    pub fn in_dir(dir: &Path) -> Self {
+        Counted { path: dir.join(FILE), written: None, warned: false }
+    }
+
+    /// The time the last daemon counted to, where it is believable at `now`.
+    pub fn read(&self, now: SystemTime) -> Option<SystemTime> {
+        use std::io::Read;
+        let mut text = String::new();
+        std::fs::File::open(&self.path).ok()?.take(MAX_BYTES).read_to_string(&mut text).ok()?;
+        let secs: f64 = text.trim().parse().ok()?;
+        if !secs.is_finite() || secs < 0.0 {
+            return None;
+        }
+        let t = UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(secs).ok()?)?;
+        (t <= now).then_some(t)
+    }
+
+    /// Keeps `t` (written whole or not at all: a temporary file renamed over the last).
+    pub fn write(&mut self, t: SystemTime) {
+        if self.written.is_some_and(|w| w >= t) {
+            return;
+        }
+        let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+        let tmp = self.path.with_extension("new");
+        let done =
+            std::fs::write(&tmp, format!("{secs:.3}\n")).and_then(|()| std::fs::rename(&tmp, &self.path));
+        match done {
+            Ok(()) => self.written = Some(t),
+            Err(e) if !self.warned => {
+                self.warned = true;
+                tracing::warn!(file = %self.path.display(), error = %e,
+                    "cannot keep up to when job costs were counted: after a restart, JobCost misses the time the daemon was down");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: f64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs_f64(1_800_000_000.0 + s)
+    }
+
+    #[test]
+    fn a_written_time_is_read_back_and_a_bad_or_future_one_is_not_believed() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = Counted::in_dir(d.path());
+        assert_eq!(c.read(t(0.0)), None, "no file: the daemon's own start");
+        c.write(t(10.25));
+        assert_eq!(c.read(t(60.0)), Some(t(10.25)));
+        assert_eq!(std::fs::read_to_string(d.path().join(FILE)).unwrap(), "1800000010.250\n");
+        c.write(t(5.0));
+        assert_eq!(c.read(t(60.0)), Some(t(10.25)), "never moved back");
+        assert_eq!(c.read(t(10.0)), None, "a time after now: a clock set back");
+        for bad in ["", "yesterday", "-5", "NaN", "inf", "1e300", &"9".repeat(200)] {
+            std::fs::write(d.path().join(FILE), bad).unwrap();
+            assert_eq!(c.read(t(60.0)), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_directory_it_cannot_write_loses_the_mark_not_the_daemon() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = Counted::in_dir(&d.path().join("missing"));
+        c.write(t(1.0));
+        c.write(t(2.0));
+        assert_eq!(c.read(t(60.0)), None);
+    }
+}
