@@ -238,7 +238,7 @@ catalog! {
             "File descriptors open in the job's processes.";
         PROCESS_CPU_USAGE = "ProcessCpuUsage", Count, Gauge, [Node],
             &[&[JOB_ID, USER, ACCOUNT, EXECUTABLE], &[JOB_ID, USER, ACCOUNT, NODE_NAME, EXECUTABLE]],
-            "Cores kept busy by the job's top executables (by CPU over the interval).";
+            "Cores kept busy by the job's top executables (by CPU over the interval); names past a job's first 4 x node.top_executables are summed as (others).";
         JOBS_ON_NODE = "JobsOnNode", Count, Gauge, [Node], HOST,
             "Jobs with a cgroup on this node.";
     }

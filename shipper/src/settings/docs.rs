@@ -73,7 +73,7 @@ const KEYS: &[Key] = &[
     key("node.findings.gpu_memory_underused_percent", Value("10.0"), "a job whose GPUs' peak memory stays under this share of their memory needs a smaller GPU, a MIG instance or a shard (`job_finding` gpu_memory_underused; 0 turns it off)"),
     key("node.findings.gpu_memory_minutes", Value("60"), "... judged once the job has run this many minutes"),
     key("node.per_node_dimensions", Value("false"), "with `job_metrics = metrics`: add per-node detail (`NodeName`) to per-job metrics"),
-    key("node.top_executables", Value("5"), "executables shipped by name in `ProcessCpuUsage`"),
+    key("node.top_executables", Value("5"), "executables shipped by name in `ProcessCpuUsage` each cycle; over a job's life at most 4 times as many different names, later ones summed as `(others)` (a process renaming itself each cycle would make a new series each time)"),
     key("node.process_every", Value("10"), "read each job's processes in /proc at least every Nth collection, and whenever its process set changes (a step, a fork: seen from `cgroup.procs` and the job directory's link count); cgroup files every collection; a job's first and final samples always read them"),
     key("gpu.enabled", Value("\"auto\""), "`auto` (on when the NVIDIA driver is present), `on`, `off`"),
     key("gpu.per_gpu_dimensions", Value("false"), "add per-GPU detail to per-job GPU metrics"),

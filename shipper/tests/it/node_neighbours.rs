@@ -123,3 +123,37 @@ fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(c.final_sample("1001", 0, &mut out), Some(FinalSample::Sampled(1)), "root");
 }
+
+/// A process can rename itself every cycle (prctl PR_SET_NAME, a fresh exec). Where per-job
+/// metrics are on, each new name would be a new `Executable` series, a custom metric billed a
+/// whole hour: a job's names past 4 x `node.top_executables` are summed as `(others)`.
+#[test]
+fn a_process_renaming_itself_each_cycle_makes_a_bounded_number_of_executable_series() {
+    use slurm_cw_shipper::sources::node::{NAMES_PER_TOP, OTHER_EXECUTABLES};
+    let (_tmp, cg, proc) = v2_job_tree();
+    let stat = std::fs::read_to_string(proc.join("4242/stat")).unwrap();
+    let mut c = collector(&cg, &proc);
+    let cap = 3 * NAMES_PER_TOP; // the fixtures' collector ships the 3 busiest executables
+    let mut names = std::collections::BTreeSet::new();
+    let mut last = Vec::new();
+    for cycle in 0..(cap as u32 + 8) {
+        // A new name, and 100 more ticks of CPU, each cycle.
+        let renamed = stat.replacen("(solver)", &format!("(step{cycle})"), 1).replacen(
+            " 5000 200 ",
+            &format!(" {} 200 ", 5000 + 100 * cycle),
+            1,
+        );
+        std::fs::write(proc.join("4242/stat"), renamed).unwrap();
+        let (b, _) = collect(&mut c);
+        last = shaped(b, false)
+            .of(&PROCESS_CPU_USAGE)
+            .filter_map(|s| Some((s.dims.get("Executable")?.to_owned(), s.scalar()?)))
+            .collect();
+        names.extend(last.iter().map(|(n, _)| n.clone()));
+    }
+    assert!(names.len() <= cap + 1, "{} names: {names:?}", names.len());
+    assert!(names.contains("step1"), "the first names are kept: {names:?}");
+    // The renaming process's CPU is still counted, under (others).
+    let others = last.iter().find(|(n, _)| n == OTHER_EXECUTABLES).map(|(_, c)| *c);
+    assert!(others.is_some_and(|c| c > 0.0), "{last:?}");
+}

@@ -29,6 +29,10 @@ pub mod subtree;
 pub mod table;
 
 use rates::remember;
+/// A job's executables are shipped by name up to this many times `node.top_executables`
+/// different names over its life; later ones are summed as [`OTHER_EXECUTABLES`].
+pub const NAMES_PER_TOP: usize = 4;
+pub use rates::OTHER_EXECUTABLES;
 /// How often a job id the job table does not know may make the collector list the job cgroups
 /// again (a final sample asked for through the hook). A job that started since the last
 /// listing is found by the client's next try.
@@ -99,6 +103,8 @@ pub struct NodeCollector {
     /// The jobs found this cycle, shared with the GPU collector.
     table: SharedJobs,
     previous: HashMap<(Option<String>, String), Previous>,
+    /// Each job's executables shipped by name so far ([`rates::fold_names`]).
+    named: HashMap<(Option<String>, String), Vec<String>>,
     owners: Owners,
     ticks_per_second: f64,
     /// Reused for every cgroup file read, and for every /proc file.
@@ -141,6 +147,7 @@ impl NodeCollector {
             layout: None,
             table: SharedJobs::default(),
             previous: HashMap::new(),
+            named: HashMap::new(),
             owners: Owners::default(),
             ticks_per_second: procfs::ticks_per_second() as f64,
             buf: String::with_capacity(8192),
@@ -223,6 +230,7 @@ impl NodeCollector {
         if only.is_none() {
             out.all_jobs = true;
             self.previous.retain(|k, _| seen.contains(k));
+            self.named.retain(|k, _| seen.contains(k));
             let ids: HashSet<&String> = seen.iter().map(|(_, id)| id).collect();
             self.owners.retain_jobs(|j| ids.contains(&j.to_owned()));
             for (node, n) in per_node {
@@ -305,7 +313,12 @@ impl NodeCollector {
             account,
             partition,
         };
-        let figures = figures::of(r, prev, self.ticks_per_second, self.cfg.top_executables);
+        let mut figures = figures::of(r, prev, self.ticks_per_second, self.cfg.top_executables);
+        if !figures.by_exe.is_empty() {
+            let named = self.named.entry(key.clone()).or_default();
+            let cap = self.cfg.top_executables.saturating_mul(NAMES_PER_TOP);
+            figures.by_exe = rates::fold_names(std::mem::take(&mut figures.by_exe), named, cap);
+        }
         let held = self.held(&job.id, node);
         out.jobs.push(JobReading { info, job: figures, gpus: None, held });
     }

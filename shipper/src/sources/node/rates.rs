@@ -66,6 +66,39 @@ pub(super) fn top_executables(
     v
 }
 
+/// The name a job's executables beyond its first named ones are shipped under together.
+pub const OTHER_EXECUTABLES: &str = "(others)";
+
+/// Keeps by name the executables among the first `cap` names this job has shipped (`named`,
+/// which grows to `cap`), and sums the rest under [`OTHER_EXECUTABLES`]: a process that renames
+/// itself every cycle (prctl, or a fresh exec) would otherwise make a new `Executable` series
+/// each time, each a custom metric billed where per-job metrics are on, and grow its records.
+pub(super) fn fold_names(
+    by_exe: Vec<(String, f64)>,
+    named: &mut Vec<String>,
+    cap: usize,
+) -> Vec<(String, f64)> {
+    let mut out = Vec::with_capacity(by_exe.len());
+    let mut others: Option<f64> = None;
+    for (exe, cores) in by_exe {
+        if named.contains(&exe) {
+            out.push((exe, cores));
+        } else if named.len() < cap {
+            named.push(exe.clone());
+            out.push((exe, cores));
+        } else {
+            *others.get_or_insert(0.0) += cores;
+        }
+    }
+    if let Some(cores) = others {
+        match out.iter_mut().find(|(e, _)| e == OTHER_EXECUTABLES) {
+            Some((_, c)) => *c += cores,
+            None => out.push((OTHER_EXECUTABLES.to_owned(), cores)),
+        }
+    }
+    out
+}
+
 /// What to keep of this reading for the next; process figures carry over from `before` on
 /// cycles that did not read them.
 pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
@@ -93,5 +126,24 @@ pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
         cycles_since_procs,
         procs,
         threads,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executables_past_a_jobs_first_names_are_summed_as_others() {
+        let mut named = Vec::new();
+        let v = |xs: &[(&str, f64)]| xs.iter().map(|(e, c)| ((*e).to_owned(), *c)).collect::<Vec<_>>();
+        assert_eq!(fold_names(v(&[("a", 2.0), ("b", 1.0)]), &mut named, 3), v(&[("a", 2.0), ("b", 1.0)]));
+        // A third name fits; a fourth and fifth do not; "a" is known and stays.
+        let got = fold_names(v(&[("c", 3.0), ("d", 1.5), ("a", 1.0), ("e", 0.5)]), &mut named, 3);
+        assert_eq!(got, v(&[("c", 3.0), ("a", 1.0), (OTHER_EXECUTABLES, 2.0)]));
+        assert_eq!(named, ["a", "b", "c"]);
+        // A process that names itself "(others)" adds to the same series.
+        let got = fold_names(v(&[(OTHER_EXECUTABLES, 1.0), ("f", 1.0)]), &mut named, 3);
+        assert_eq!(got, v(&[(OTHER_EXECUTABLES, 2.0)]));
     }
 }
