@@ -166,3 +166,73 @@ fn a_process_of_no_job_on_a_jobs_gpu_is_not_the_jobs() {
     assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(500.0 + 100.0));
     assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(6.0 * gib));
 }
+
+/// What NVML listed under MPS on an H200 (tests/fixtures/nvml/h200-580-mps.jsonl, `t7`): the
+/// server (no job's) and each client with its memory in the compute list, the clients in the
+/// MPS list, and SM samples for the server alone: (server, its SM, clients with their memory).
+fn mps_on_the_h200() -> (u32, f64, Vec<(u32, u64)>) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvml/h200-580-mps.jsonl");
+    let text = std::fs::read_to_string(path).unwrap();
+    let t7: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .find(|v: &serde_json::Value| v["tag"] == "t7")
+        .unwrap();
+    let pairs = |v: &serde_json::Value| -> Vec<(u32, u64)> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_u64().unwrap()))
+            .collect()
+    };
+    let (compute, clients) = (pairs(&t7["compute"]), pairs(&t7["mps"]));
+    let (server, _) = *compute.iter().find(|(p, _)| clients.iter().all(|(c, _)| c != p)).unwrap();
+    let sm = t7["util"].as_array().unwrap().iter().find(|u| u[0] == server).unwrap()[1].as_f64().unwrap();
+    assert_eq!((server, compute.len(), clients.len()), (573, 3, 2), "as captured");
+    (server, sm, clients)
+}
+
+/// Jobs 1001 and 1002 each run one of the H200's MPS clients on GPU 0 (100 %, 600 W).
+#[test]
+fn jobs_sharing_a_gpu_through_mps_get_their_clients_memory_and_an_even_part_of_its_power() {
+    let gib = (1u64 << 30) as f64;
+    let (_, sm, clients) = mps_on_the_h200();
+    // The captured pids as the bench's: server 573 -> 9999, client 536 -> 1001's 4242, client
+    // 535 -> 1002's 6242 (where both run).
+    let memory = |pid: u32| clients.iter().find(|(p, _)| *p == pid).unwrap().1;
+    let gpus = |both: bool| {
+        let mut ours = vec![(4242, memory(536))];
+        if both {
+            ours.push((6242, memory(535)));
+        }
+        let mut g = FakeGpu::gpu(0, 100.0).with_mps(9999, sm, &ours);
+        g.reading.memory_used = Some(6 << 30);
+        vec![g, FakeGpu::gpu(1, 0.0)]
+    };
+    let server = |b: &Bench| {
+        let dir = b._dir.path().join("proc/9999");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cgroup"), "0::/system.slice/nvidia-mps.service\n").unwrap();
+    };
+    let mut b = bench(gpus(true), GpuConfig::default());
+    add_job_1002(&b);
+    server(&b);
+    let (out, e) = b.collect();
+    assert_eq!(e.total(), 0);
+    // No client's utilisation can be told: absent, never the server's 96 %.
+    assert_eq!(job_of(&out, "1002", &GPU_UTILIZATION), None);
+    assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(1_883_242_496.0), "its client's, to the byte");
+    assert_eq!(job_of(&out, "1002", &GPU_POWER), Some(300.0), "half of 600 W");
+    assert_eq!(job_of(&out, "1002", &GPU_IDLE_COUNT), Some(0.0), "its client runs there");
+    assert_eq!(job_of(&out, "1001", &GPU_UTILIZATION), Some(0.0), "GPU 1's alone");
+    assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(2_956_984_320.0 + gib), "+ GPU 1's 1 GiB");
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(300.0 + 100.0));
+
+    // 1001 alone through MPS: the server works for its client, no stranger; the GPU is 1001's.
+    let mut b = bench(gpus(false), GpuConfig::default());
+    server(&b);
+    let (out, _) = b.collect();
+    assert_eq!(job_of(&out, "1001", &GPU_UTILIZATION), Some(50.0), "mean of 100 and 0");
+    assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(7.0 * gib));
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(600.0 + 100.0));
+}

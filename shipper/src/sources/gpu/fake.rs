@@ -36,6 +36,7 @@ impl FakeGpu {
                 pids: Vec::new(),
                 process_memory: Vec::new(),
                 process_sm: None,
+                mps_clients: Vec::new(),
                 gpm: None,
                 minor: Some(index),
                 energy_mj: None,
@@ -74,6 +75,19 @@ impl FakeGpu {
         self.reading.pids.push(pid);
         self.reading.process_memory.push((pid, memory));
         self.reading.process_sm.get_or_insert_with(Vec::new).push((pid, sm));
+        self
+    }
+
+    /// Through an MPS server `server` busy at `sm` percent: the clients (pid, memory) are
+    /// listed with their memory and as MPS clients, and the server alone has SM samples, as
+    /// an H200 (driver 580) showed.
+    pub fn with_mps(mut self, server: u32, sm: f64, clients: &[(u32, u64)]) -> FakeGpu {
+        self = self.with_process(server, 64 << 20, sm);
+        for (pid, memory) in clients {
+            self.reading.pids.push(*pid);
+            self.reading.process_memory.push((*pid, *memory));
+            self.reading.mps_clients.push(*pid);
+        }
         self
     }
 

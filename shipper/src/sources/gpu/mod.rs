@@ -276,8 +276,12 @@ impl GpuCollector {
                     // A process of no job that this host's /proc shows: one an ended job left
                     // behind, a health check, an admin's tool. Seen on an H200: a job alone on
                     // the GPU got such a process's memory and power as its own. A pid /proc
-                    // does not show (gone since NVML listed it) is no evidence either way.
-                    None => stranger |= self.node.proc_root.join(pid.to_string()).exists(),
+                    // does not show (gone since NVML listed it) is no evidence either way, and
+                    // an MPS server works for the jobs' clients.
+                    None => {
+                        let mps_server = !r.mps_clients.is_empty() && !r.mps_clients.contains(pid);
+                        stranger |= !mps_server && self.node.proc_root.join(pid.to_string()).exists();
+                    }
                 }
             }
             for (j, job) in jobs.iter().enumerate() {

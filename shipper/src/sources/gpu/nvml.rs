@@ -191,6 +191,7 @@ impl NvmlSource {
             pids,
             process_memory,
             process_sm: self.process_sm(index, dev),
+            mps_clients: mps_clients(dev.mps_running_compute_processes()),
             gpm,
             minor: dev.minor_number().ok(),
             energy_mj: dev.total_energy_consumption().ok(),
@@ -222,12 +223,23 @@ impl NvmlSource {
                 memory_total: mem.as_ref().map(|m| m.total),
                 pids: compute.iter().map(|p| p.pid).collect(),
                 process_memory: used_memory(&compute),
+                mps_clients: mps_clients(mig.mps_running_compute_processes()),
                 gpm: if gpm { self.gpm(&id, dev) } else { None },
                 ..Reading::default()
             };
             out.push((id, Ok(reading)));
         }
     }
+}
+
+/// The pids NVML lists as MPS clients; none where it cannot say (no MPS, an older driver).
+fn mps_clients(
+    listed: Result<Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>, NvmlError>,
+) -> Vec<u32> {
+    let mut pids: Vec<u32> = listed.unwrap_or_default().iter().map(|p| p.pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
 }
 
 /// nvmlDeviceGetGpuInstanceId of a MIG device handle (not wrapped by nvml-wrapper): the one

@@ -5,7 +5,9 @@
 //! such a GPU are its processes': memory from their `usedGpuMemory`, utilisation from NVML's
 //! per-process SM samples, power (and, in the collector, energy) by that utilisation's share;
 //! a job with no process on it shows 0. The same holds for a job alone on a GPU beside a
-//! process of no job (one an ended job left behind): seen on an H200 too. Temperature, clocks,
+//! process of no job (one an ended job left behind): seen on an H200 too. Through MPS, NVML
+//! lists each client with its memory but gives the server every client's SM samples: there a
+//! job's utilisation is absent and power is split evenly between the jobs with clients on it. Temperature, clocks,
 //! ECC, throttling, Xid and GPM describe the whole device, not a process, and stay whole
 //! (README *GPUs*).
 
@@ -16,8 +18,11 @@ use std::collections::HashSet;
 /// it: jobs, and processes of no job as one more), and the share of its power and energy that
 /// is the job's.
 pub(super) fn own_part(r: &Reading, mine: &HashSet<u32>, busy: usize) -> (Reading, f64) {
+    // Through MPS the server has every client's SM samples (seen on an H200, driver 580): no
+    // client's own utilisation can be told, as where NVML gives none.
+    let process_sm = r.process_sm.as_ref().filter(|_| r.mps_clients.is_empty());
     let sm_of = |pids: &dyn Fn(u32) -> bool| -> Option<f64> {
-        r.process_sm.as_ref().map(|ps| ps.iter().filter(|(p, _)| pids(*p)).map(|(_, u)| *u).sum())
+        process_sm.map(|ps| ps.iter().filter(|(p, _)| pids(*p)).map(|(_, u)| *u).sum())
     };
     let own_sm = sm_of(&|p| mine.contains(&p));
     let all_sm = sm_of(&|_| true);
@@ -41,10 +46,8 @@ pub(super) fn own_part(r: &Reading, mine: &HashSet<u32>, busy: usize) -> (Readin
         power_watts: r.power_watts.map(|w| w * part),
         pids: r.pids.iter().copied().filter(|p| mine.contains(p)).collect(),
         process_memory: r.process_memory.iter().copied().filter(|(p, _)| mine.contains(p)).collect(),
-        process_sm: r
-            .process_sm
-            .as_ref()
-            .map(|ps| ps.iter().copied().filter(|(p, _)| mine.contains(p)).collect()),
+        process_sm: process_sm.map(|ps| ps.iter().copied().filter(|(p, _)| mine.contains(p)).collect()),
+        mps_clients: r.mps_clients.iter().copied().filter(|p| mine.contains(p)).collect(),
         ..r.clone()
     };
     (own, part)

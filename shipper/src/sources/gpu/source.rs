@@ -60,6 +60,9 @@ pub struct Reading {
     /// Each process's SM utilisation (percent of the GPU) since the previous reading
     /// (nvmlDeviceGetProcessUtilization); None where NVML cannot say, empty where no process ran.
     pub process_sm: Option<Vec<(u32, f64)>>,
+    /// The processes among `pids` that run through an MPS server (NVML's MPS list): the
+    /// others then include the server, which gets every client's SM samples (seen on an H200).
+    pub mps_clients: Vec<u32>,
     pub gpm: Option<Gpm>,
     /// The device's minor number (`/dev/nvidia<minor>`), which Slurm's GPU indices name (see
     /// `Allocation` in the collector); None on a MIG instance or where NVML cannot say.
