@@ -2,7 +2,12 @@
 # The GPU check on a real NVIDIA GPU host: exits 1 where the shipper's job figures disagree with
 # NVML's own. Needs root, the driver, and a Python with torch and pynvml (nvidia-ml-py).
 #
-#   scripts/gpu-check.sh [path/to/slurm-cw-shipper]     (default target/release/slurm-cw-shipper)
+#   scripts/gpu-check.sh [--mps] [path/to/slurm-cw-shipper]
+#                                   (default target/release/slurm-cw-shipper)
+#
+# --mps runs the jobs' CUDA through an MPS daemon it starts (and quits) itself, as Slurm's
+# gres/mps has them: NVML then lists the load as an MPS client and gives its SM samples to the
+# server, so the load's job reads no utilisation of its own (absent) and the rest as without.
 #
 # It makes job cgroups where Slurm makes them (cgroup v2:
 # system.slice/slurmstepd.scope/job_N/step_0/user/task_0, controllers enabled down the tree;
@@ -24,6 +29,11 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
+mps=
+if [ "${1:-}" = --mps ]; then
+    mps=1
+    shift
+fi
 bin=${1:-$repo/target/release/slurm-cw-shipper}
 py=${PYTHON:-python3}
 check=$here/gpu_check.py
@@ -41,6 +51,10 @@ fail() {
 }
 
 [ "$(id -u)" -eq 0 ] || fail "run as root: it makes job cgroups"
+if [ -n "$mps" ]; then
+    command -v nvidia-cuda-mps-control >/dev/null || fail "--mps: no nvidia-cuda-mps-control here"
+    ! pgrep -x nvidia-cuda-mps >/dev/null || fail "--mps: an MPS daemon runs here already (run without --mps: the jobs go through it)"
+fi
 [ -x "$bin" ] || fail "no shipper binary at $bin (cargo build --release -p slurm-cw-shipper)"
 command -v nvidia-smi >/dev/null || fail "no nvidia-smi: no NVIDIA driver here"
 timeout 20 nvidia-smi -L >/dev/null 2>&1 || fail "nvidia-smi -L fails: no working NVIDIA driver here"
@@ -101,6 +115,11 @@ cleanup() {
     local rc=$? p
     for p in ${started[@]+"${started[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
     for p in ${started[@]+"${started[@]}"}; do reap "$p" 5; done
+    if [ -n "$mps" ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
+        echo quit | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1 || true
+        for _ in $(seq 50); do pgrep -x nvidia-cuda-mps >/dev/null || break; sleep 0.2; done
+        ! pgrep -x nvidia-cuda-mps >/dev/null || echo "gpu-check: the MPS daemon did not quit" >&2
+    fi
     remove_cgroups ""
     rm -rf "$tmp"
     exit "$rc"
@@ -179,7 +198,12 @@ wait_for_file() {
     [ -e "$1" ] || fail "$4 was not ready within $3 s (see $out/jobs.log)"
 }
 
-echo "gpu-check: $gpus GPU(s); jobs ${ids[*]}; output in $out"
+if [ -n "$mps" ]; then
+    export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=$tmp/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    timeout 20 nvidia-cuda-mps-control -d || fail "--mps: the MPS daemon did not start"
+fi
+echo "gpu-check: $gpus GPU(s); jobs ${ids[*]}; output in $out${mps:+; through MPS}"
 start_in "${ids[0]}" 0 "$py" "$check" load "$load_mib" "$tmp/ready" --seconds 100
 load=$pid
 start_in "${ids[1]}" 0 sleep 100

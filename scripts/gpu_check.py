@@ -194,7 +194,12 @@ def compare(recs: list[dict], nvml: dict, dmon: list[float], plan: Plan) -> Repo
             f"A {at}: GPU memory {whole(s.get('GpuMemoryUsed'))}, the process's usedGpuMemory {sorted(used)}",
         )
         check_power(rep, f"A {at}", s, seen)
-        rep.check((s.get("GpuUtilization") or 0) > 0, f"A {at}: utilisation {fmt(s.get('GpuUtilization'))} > 0")
+        util = s.get("GpuUtilization")
+        if any(a.pid in g.get("mps_clients", []) for g in seen):
+            # Through MPS NVML gives the server every client's SM samples; B shares the GPU.
+            rep.check(util is None, f"A {at}: utilisation {fmt(util)} (absent: an MPS client's own is unknown)")
+        else:
+            rep.check((util or 0) > 0, f"A {at}: utilisation {fmt(util)} > 0")
     gpm = gpus.get(str(a.gpu), {}).get("gpm")
     sm = [s["GpuSmActivity"] for s in samples if "GpuSmActivity" in s]
     if gpm is False or (gpm is None and not dmon):
@@ -341,6 +346,12 @@ def cmd_sample(args) -> int:
         except (AttributeError, TypeError, n.NVMLError):
             return n.nvmlDeviceGetMemoryInfo(h).used
 
+    def mps_clients(h):
+        try:
+            return sorted(p.pid for p in n.nvmlDeviceGetMPSComputeRunningProcesses(h))
+        except (AttributeError, n.NVMLError):
+            return []
+
     samples = []
     end = time.time() + args.max_seconds
     while not os.path.exists(args.stop) and time.time() < end:
@@ -354,6 +365,7 @@ def cmd_sample(args) -> int:
                     "util": n.nvmlDeviceGetUtilizationRates(h).gpu,
                     "memory_used": memory_used(h),
                     "processes": {str(p.pid): p.usedGpuMemory for p in procs},
+                    "mps_clients": mps_clients(h),
                 }
             except n.NVMLError as e:
                 print(f"GPU {i}: {e}", file=sys.stderr)

@@ -176,6 +176,14 @@ def test_the_h200_run_agrees_line_for_line_with_what_it_printed():
     assert rep.lines + ["gpu-check: the shipper agrees with NVML"] == printed
 
 
+def test_the_h200_run_through_mps_agrees_line_for_line_with_what_it_printed():
+    rep = gpu_check.compare(*h200("mps", 1012))
+    assert rep.failures == [], "\n".join(rep.lines)
+    assert sum("utilisation absent (absent: an MPS client's own is unknown)" in line for line in rep.lines) == 3
+    printed = (H200 / "mps" / "report.txt").read_text().splitlines()
+    assert rep.lines + ["gpu-check: the shipper agrees with NVML"] == printed
+
+
 def test_the_h200_run_before_the_fix_fails_on_the_stranger_alone():
     rep = gpu_check.compare(*h200("stranger", 612))
     at = "B 2026-11-28T19:07:57.542059449Z"
@@ -186,3 +194,19 @@ def test_the_h200_run_before_the_fix_fails_on_the_stranger_alone():
         "B: energy 0.000384645 kWh (0)",
     ]
     assert rep.lines == (H200 / "stranger" / "report.txt").read_text().splitlines()
+
+
+def test_through_mps_the_loads_utilisation_must_be_absent():
+    recs, nvml, dmon, plan = run()
+    for s in nvml["samples"]:
+        s["gpus"]["0"]["mps_clients"] = [5000]
+    # The hand-built run's A has a utilisation: through MPS the shipper cannot know it.
+    got = failures(copy.deepcopy(recs), nvml, dmon, plan)
+    assert got == [
+        "A 2026-11-27T10:00:04Z: utilisation 82 (absent: an MPS client's own is unknown)",
+        "A 2026-11-27T10:00:08Z: utilisation 82 (absent: an MPS client's own is unknown)",
+    ], got
+    for r in recs:
+        if r["JobId"] == "4242421":
+            r.pop("GpuUtilization", None)
+    assert failures(recs, nvml, dmon, plan) == []

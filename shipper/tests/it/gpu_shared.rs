@@ -228,6 +228,16 @@ fn jobs_sharing_a_gpu_through_mps_get_their_clients_memory_and_an_even_part_of_i
     assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(2_956_984_320.0 + gib), "+ GPU 1's 1 GiB");
     assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(300.0 + 100.0));
 
+    // 1002 holds GPU 0 but its client has ended: none of the server's work is its.
+    *b.gpus.lock().unwrap() = gpus(false);
+    let (out, _) = b.collect();
+    assert_eq!(job_of(&out, "1002", &GPU_UTILIZATION), Some(0.0));
+    assert_eq!(
+        (job_of(&out, "1002", &GPU_POWER), job_of(&out, "1002", &GPU_IDLE_COUNT)),
+        (Some(0.0), Some(1.0))
+    );
+    assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(600.0 + 100.0), "the only job with a client there");
+
     // 1001 alone through MPS: the server works for its client, no stranger; the GPU is 1001's.
     let mut b = bench(gpus(false), GpuConfig::default());
     server(&b);

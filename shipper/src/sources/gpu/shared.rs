@@ -39,7 +39,8 @@ pub(super) fn own_part(r: &Reading, mine: &HashSet<u32>, busy: usize) -> (Readin
         .map(|p| r.process_memory.iter().find(|(q, _)| q == p).map(|(_, b)| *b))
         .sum::<Option<u64>>();
     let own = Reading {
-        utilization: own_sm.map(|u| u.min(100.0)),
+        // No process of the job on it: none of its work, whatever NVML can split.
+        utilization: if mine.is_empty() { Some(0.0) } else { own_sm.map(|u| u.min(100.0)) },
         // Memory bandwidth belongs to no process in NVML's figures.
         memory_utilization: None,
         memory_used: memory,
