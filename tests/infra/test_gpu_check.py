@@ -15,22 +15,28 @@ gpu_check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gpu_check)
 
 
-def run():
-    """The fixture's records, NVML readings, dmon figures and plan."""
-    with open(FIXTURES / "shipper.jsonl") as f:
+def load(d, load_pid, idle_gpu):
+    """A run's records, NVML readings, dmon figures and plan in folder `d`: job A's load as
+    `load_pid`, job C on GPU `idle_gpu` (None: one GPU, no C)."""
+    with open(d / "shipper.jsonl") as f:
         recs = gpu_check.records(f)
-    with open(FIXTURES / "nvml.json") as f:
+    with open(d / "nvml.json") as f:
         nvml = json.load(f)
-    with open(FIXTURES / "dmon.txt") as f:
+    with open(d / "dmon.txt") as f:
         dmon = gpu_check.dmon_sm(f)
     plan = gpu_check.Plan(
-        a=gpu_check.Job(id="4242421", gpu=0, pid=5000),
+        a=gpu_check.Job(id="4242421", gpu=0, pid=load_pid),
         b=gpu_check.Job(id="4242422", gpu=0),
-        c=gpu_check.Job(id="4242423", gpu=1),
+        c=None if idle_gpu is None else gpu_check.Job(id="4242423", gpu=idle_gpu),
         collect=2.0,
         flush=4.0,
     )
     return recs, nvml, dmon, plan
+
+
+def run():
+    """The hand-built run."""
+    return load(FIXTURES, 5000, 1)
 
 
 def record(recs, job, kind, time=None):
@@ -151,22 +157,8 @@ H200 = REPO / "tests" / "infra" / "fixtures" / "gpu-check-h200"
 
 
 def h200(run_dir, load_pid):
-    """A captured run's records, NVML readings, dmon figures and plan, as the script compared."""
-    d = H200 / run_dir
-    with open(d / "shipper.jsonl") as f:
-        recs = gpu_check.records(f)
-    with open(d / "nvml.json") as f:
-        nvml = json.load(f)
-    with open(d / "dmon.txt") as f:
-        dmon = gpu_check.dmon_sm(f)
-    plan = gpu_check.Plan(
-        a=gpu_check.Job(id="4242421", gpu=0, pid=load_pid),
-        b=gpu_check.Job(id="4242422", gpu=0),
-        c=None,
-        collect=2.0,
-        flush=4.0,
-    )
-    return recs, nvml, dmon, plan
+    """A captured run, as the script compared it."""
+    return load(H200 / run_dir, load_pid, None)
 
 
 def test_the_h200_run_agrees_line_for_line_with_what_it_printed():
