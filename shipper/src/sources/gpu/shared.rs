@@ -7,9 +7,9 @@
 //! a job with no process on it shows 0. The same holds for a job alone on a GPU beside a
 //! process of no job (one an ended job left behind): seen on an H200 too. Through MPS, NVML
 //! lists each client with its memory but gives the server every client's SM samples: there a
-//! job's utilisation is absent and power is split evenly between the jobs with clients on it. Temperature, clocks,
-//! ECC, throttling, Xid and GPM describe the whole device, not a process, and stay whole
-//! (README *GPUs*).
+//! job's utilisation is absent and power is split evenly between the jobs with clients on it.
+//! Temperature, clocks, ECC, throttling, Xid and GPM describe the whole device, not a process,
+//! and stay whole (README *GPUs*).
 
 use super::source::Reading;
 use std::collections::HashSet;

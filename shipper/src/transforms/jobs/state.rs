@@ -204,9 +204,7 @@ impl Job {
             self.memory_limit = Some(self.memory_limit.map_or(limit, |l| l.max(limit)));
         }
         self.oom_kills = self.oom_kills.max(f.oom_kills.unwrap_or(0.0));
-        let larger = |a: Option<f64>, b: Option<f64>| [a, b].into_iter().flatten().reduce(f64::max);
-        self.cpus_held = larger(self.cpus_held, reading.cpus_held());
-        self.memory_held = larger(self.memory_held, reading.memory_held());
+        (self.cpus_held, self.memory_held) = self.held_with(Some(reading));
         self.started = reading.held.started.or(self.started);
         if let Some(g) = &reading.gpus {
             self.gpus = self.gpus.max(g.count);
@@ -279,11 +277,18 @@ impl Job {
     /// Its share of a node of `size` before any crowding, with `reading` taken in when given:
     /// the largest CPUs and memory it has held, its GPUs' billed worth now.
     pub fn share_with(&self, reading: Option<&JobReading>, size: &NodeSize) -> Option<(f64, Resource)> {
-        let larger = |a: Option<f64>, b: Option<f64>| [a, b].into_iter().flatten().reduce(f64::max);
-        let cpus = larger(self.cpus_held, reading.and_then(JobReading::cpus_held));
-        let memory = larger(self.memory_held, reading.and_then(JobReading::memory_held));
+        let (cpus, memory) = self.held_with(reading);
         let billed = reading.and_then(|r| r.gpus.as_ref()).map_or(self.gpus_billed, |g| g.billed);
         cost::share(cpus, memory, (billed > 0.0).then_some(billed), size)
+    }
+
+    /// The CPUs and memory it holds with `reading` taken in: the largest of each seen.
+    fn held_with(&self, reading: Option<&JobReading>) -> (Option<f64>, Option<f64>) {
+        let larger = |a: Option<f64>, b: Option<f64>| [a, b].into_iter().flatten().reduce(f64::max);
+        (
+            larger(self.cpus_held, reading.and_then(JobReading::cpus_held)),
+            larger(self.memory_held, reading.and_then(JobReading::memory_held)),
+        )
     }
 
     /// When it started, as Slurm says; a controller's clock ahead of this node's cannot start
