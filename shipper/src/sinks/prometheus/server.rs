@@ -2,14 +2,15 @@
 //! nothing else. Any user of the node can connect, so the server is bounded: a few connections
 //! at a time, a small request head read within a deadline, and each answer a copy of text
 //! rendered at the last collection or flush, never work per request. When every slot is taken,
-//! the connection that has waited longest without sending its request is closed for the new
-//! one: a user who connects and sends nothing, again and again, cannot keep a scraper out (a
-//! scraper sends its request as it connects). It runs on the runtime's thread beside delivery;
-//! collection has its own thread, so a flood slows neither.
+//! a newcomer takes the slot of the connection that has gone longest without moving: waiting
+//! for its request since it came, or for its reader to take the next part of its answer. A user
+//! who connects and sends nothing, or asks and never reads, again and again, cannot keep a
+//! scraper out (a scraper sends its request as it connects and reads its answer as it comes, so
+//! it is the last to be chosen). It runs on the runtime's thread beside delivery; collection has its
+//! own thread, so a flood slows neither.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -21,28 +22,53 @@ pub const MAX_CONNECTIONS: usize = 16;
 pub const MAX_REQUEST: usize = 8 << 10;
 /// How long a client has to send its request, and to read the answer.
 pub const DEADLINE: Duration = Duration::from_secs(2);
+/// An answer is written in parts of this size, each one a sign its reader is reading.
+const PART: usize = 16 << 10;
 
 /// The body served, swapped whole at each collection and flush ([`super::live`]).
 pub type Body = Arc<Mutex<Arc<String>>>;
 
-/// The connections still waiting for their request, oldest first.
-#[derive(Clone, Default)]
-struct Waiting(Arc<Mutex<VecDeque<(u64, AbortHandle)>>>);
+/// A connection being served.
+struct Conn {
+    id: u64,
+    task: AbortHandle,
+    /// When its reader last took a part of the answer (or it came, or asked).
+    moved: Instant,
+}
 
-impl Waiting {
-    fn lock(&self) -> MutexGuard<'_, VecDeque<(u64, AbortHandle)>> {
+/// The connections being served, in the order they came.
+#[derive(Clone, Default)]
+struct Served(Arc<Mutex<Vec<Conn>>>);
+
+impl Served {
+    fn lock(&self) -> MutexGuard<'_, Vec<Conn>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// `id` moved on: its request is in, or its reader took a part.
+    fn moved(&self, id: u64) {
+        if let Some(c) = self.lock().iter_mut().find(|c| c.id == id) {
+            c.moved = Instant::now();
+        }
+    }
+
     fn done(&self, id: u64) {
-        self.lock().retain(|(i, _)| *i != id);
+        self.lock().retain(|c| c.id != id);
+    }
+
+    /// Takes the connection to close for a newcomer: the one that has gone longest without
+    /// moving (waiting for its request since it came, or for its reader to take a part).
+    fn victim(&self) -> Option<AbortHandle> {
+        let mut conns = self.lock();
+        let at = conns.iter().enumerate().min_by_key(|(_, c)| c.moved).map(|(i, _)| i)?;
+        Some(conns.remove(at).task)
     }
 }
 
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, body: Body) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let waiting = Waiting::default();
+    let served = Served::default();
     for id in 0u64.. {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
@@ -56,10 +82,8 @@ pub async fn serve(listener: TcpListener, body: Body) {
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
             Err(_) => {
-                // Full: the longest waiting for its request goes; when every slot is answering,
-                // this one does (its scrape fails and it tries again).
-                let Some((_, oldest)) = waiting.lock().pop_front() else { continue };
-                oldest.abort();
+                let Some(victim) = served.victim() else { continue };
+                victim.abort();
                 let freed = tokio::time::timeout(Duration::from_millis(100), slots.clone().acquire_owned());
                 match freed.await {
                     Ok(Ok(slot)) => slot,
@@ -67,18 +91,21 @@ pub async fn serve(listener: TcpListener, body: Body) {
                 }
             }
         };
-        let (body, mine) = (body.clone(), waiting.clone());
+        let (body, mine) = (body.clone(), served.clone());
+        // Listed before the task can run, so that its end always finds it listed.
+        let mut conns = served.lock();
         let task = tokio::spawn(async move {
-            let _ = tokio::time::timeout(DEADLINE * 2, answer(stream, body, || mine.done(id))).await;
+            let _ = tokio::time::timeout(DEADLINE * 2, answer(stream, body, &mine, id)).await;
             mine.done(id);
             drop(slot);
         });
-        waiting.lock().push_back((id, task.abort_handle()));
+        conns.push(Conn { id, task: task.abort_handle(), moved: Instant::now() });
+        drop(conns);
     }
 }
 
-/// Reads the request head and answers it; `asked` is called once the head is in (or given up).
-async fn answer(mut stream: TcpStream, body: Body, asked: impl FnOnce()) -> std::io::Result<()> {
+/// Reads the request head and answers it, telling `served` as it moves on.
+async fn answer(mut stream: TcpStream, body: Body, served: &Served, id: u64) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     let complete = tokio::time::timeout(DEADLINE, async {
@@ -97,7 +124,7 @@ async fn answer(mut stream: TcpStream, body: Body, asked: impl FnOnce()) -> std:
         }
     })
     .await;
-    asked();
+    served.moved(id);
     let (status, text) = match complete {
         Ok(Ok(true)) => route(&head, &body),
         Ok(Ok(false)) => ("400 Bad Request", Arc::new("bad request\n".to_owned())),
@@ -111,7 +138,10 @@ async fn answer(mut stream: TcpStream, body: Body, asked: impl FnOnce()) -> std:
     );
     tokio::time::timeout(DEADLINE, async {
         stream.write_all(header.as_bytes()).await?;
-        stream.write_all(text.as_bytes()).await?;
+        for part in text.as_bytes().chunks(PART) {
+            stream.write_all(part).await?;
+            served.moved(id);
+        }
         stream.shutdown().await
     })
     .await
@@ -133,5 +163,73 @@ fn route(head: &[u8], body: &Body) -> (&'static str, Arc<String>) {
         }
         (b"GET", _) => ("404 Not Found", Arc::new("not found: the metrics are at /metrics\n".to_owned())),
         _ => ("405 Method Not Allowed", Arc::new("only GET /metrics\n".to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use tokio::net::TcpSocket;
+
+    const REQUEST: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: node\r\n\r\n";
+
+    /// A scrape read whole within a few seconds: the answer's length.
+    async fn scrape(addr: std::net::SocketAddr) -> Option<usize> {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            let mut s = TcpStream::connect(addr).await.ok()?;
+            s.write_all(REQUEST).await.ok()?;
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).await.ok()?;
+            let head = got.windows(4).position(|w| w == b"\r\n\r\n")?;
+            got.starts_with(b"HTTP/1.1 200 OK").then_some(got.len() - head - 4)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// A user who asks on connection after connection and never reads (a small receive buffer,
+    /// an answer far larger than the socket buffers) held every slot for the answer's whole
+    /// deadline, and the endpoint closed each newcomer: a scraper got in only by chance. Now a
+    /// newcomer takes the slot of the answer that has stalled longest, and a scraper, reading
+    /// as the parts come, is the last to be chosen.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_user_who_asks_and_never_reads_does_not_keep_a_scraper_out() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let size = 8 << 20;
+        tokio::spawn(serve(listener, Arc::new(Mutex::new(Arc::new("x".repeat(size))))));
+        assert_eq!(scrape(addr).await, Some(size), "served before the flood");
+        let (stop, asked) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let (stopping, count) = (stop.clone(), asked.clone());
+        let flood = tokio::spawn(async move {
+            let mut held = std::collections::VecDeque::new();
+            while !stopping.load(Ordering::Relaxed) {
+                let Ok(socket) = TcpSocket::new_v4() else { continue };
+                let _ = socket.set_recv_buffer_size(4096);
+                if let Ok(mut s) = socket.connect(addr).await
+                    && s.write_all(REQUEST).await.is_ok()
+                {
+                    held.push_back(s);
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+                if held.len() > 8 * MAX_CONNECTIONS {
+                    held.pop_front();
+                }
+            }
+        });
+        while asked.load(Ordering::Relaxed) < 4 * MAX_CONNECTIONS as u64 {
+            tokio::task::yield_now().await;
+        }
+        let mut answered = 0;
+        for _ in 0..10 {
+            answered += usize::from(scrape(addr).await == Some(size));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let _ = flood.await;
+        let asked = asked.load(Ordering::Relaxed);
+        eprintln!("{answered} of 10 scrapes answered while the user asked {asked} times");
+        assert!(answered >= 5, "{answered} of 10 scrapes answered");
     }
 }
