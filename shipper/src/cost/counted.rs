@@ -4,10 +4,15 @@
 //! time from the last collection to the new daemon's start. The records need none of this: they
 //! count each job from its Slurm start.
 //!
-//! The file holds one line, seconds since the epoch. Anything else, or a time after now (a
-//! clock set back), is not believed: the daemon counts from its own start, as it did before.
+//! The file holds one line: seconds since the epoch, twice, at a fixed width. It is written in
+//! place at each flush through a file held open (one `pwrite`, where a temporary file and a
+//! rename cost an inode each flush), and a write torn by a crash leaves two different times.
+//! Anything but two equal times (or one, as a daemon before this wrote it), or a time after now
+//! (a clock set back), is not believed: the daemon counts from its own start, as it did before.
 //! An old time is harmless: it only moves the count back for jobs that started before it.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,6 +24,8 @@ const MAX_BYTES: u64 = 64;
 #[derive(Debug)]
 pub struct Counted {
     path: PathBuf,
+    /// Opened (and emptied) at the first write, then written in place.
+    file: Option<File>,
     /// The time last written, so that a flush with no newer collection writes nothing.
     written: Option<SystemTime>,
     /// Whether a failed write has been logged.
@@ -27,7 +34,7 @@ pub struct Counted {
 
 impl Counted {
     pub fn in_dir(dir: &Path) -> Self {
-        Counted { path: dir.join(FILE), written: None, warned: false }
+        Counted { path: dir.join(FILE), file: None, written: None, warned: false }
     }
 
     /// The time the last daemon counted to, where it is believable at `now`.
@@ -35,7 +42,12 @@ impl Counted {
         use std::io::Read;
         let mut text = String::new();
         std::fs::File::open(&self.path).ok()?.take(MAX_BYTES).read_to_string(&mut text).ok()?;
-        let secs: f64 = text.trim().parse().ok()?;
+        let mut times = text.split_whitespace();
+        let first = times.next()?;
+        if times.next().is_some_and(|second| second != first) || times.next().is_some() {
+            return None;
+        }
+        let secs: f64 = first.parse().ok()?;
         if !secs.is_finite() || secs < 0.0 {
             return None;
         }
@@ -43,15 +55,15 @@ impl Counted {
         (t <= now).then_some(t)
     }
 
-    /// Keeps `t` (written whole or not at all: a temporary file renamed over the last).
+    /// Keeps `t` (a torn write is not believed: see the module's comment).
     pub fn write(&mut self, t: SystemTime) {
         if self.written.is_some_and(|w| w >= t) {
             return;
         }
         let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
-        let tmp = self.path.with_extension("new");
-        let done =
-            std::fs::write(&tmp, format!("{secs:.3}\n")).and_then(|()| std::fs::rename(&tmp, &self.path));
+        // Fixed width, so each write covers the last whole.
+        let line = format!("{secs:020.3} {secs:020.3}\n");
+        let done = self.open().and_then(|f| f.write_all_at(line.as_bytes(), 0));
         match done {
             Ok(()) => self.written = Some(t),
             Err(e) if !self.warned => {
@@ -61,6 +73,14 @@ impl Counted {
             }
             Err(_) => {}
         }
+    }
+
+    fn open(&mut self) -> std::io::Result<&File> {
+        if self.file.is_none() {
+            let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&self.path)?;
+            self.file = Some(f);
+        }
+        self.file.as_ref().ok_or_else(|| std::io::Error::other("not open"))
     }
 }
 
@@ -79,11 +99,17 @@ mod tests {
         assert_eq!(c.read(t(0.0)), None, "no file: the daemon's own start");
         c.write(t(10.25));
         assert_eq!(c.read(t(60.0)), Some(t(10.25)));
-        assert_eq!(std::fs::read_to_string(d.path().join(FILE)).unwrap(), "1800000010.250\n");
+        let line = "0000001800000010.250 0000001800000010.250\n";
+        assert_eq!(std::fs::read_to_string(d.path().join(FILE)).unwrap(), line);
+        c.write(t(20.5));
+        assert_eq!(c.read(t(60.0)), Some(t(20.5)), "written in place");
+        std::fs::write(d.path().join(FILE), "1800000010.250\n").unwrap();
+        assert_eq!(c.read(t(60.0)), Some(t(10.25)), "one time: the file a daemon before this wrote");
         c.write(t(5.0));
         assert_eq!(c.read(t(60.0)), Some(t(10.25)), "never moved back");
         assert_eq!(c.read(t(10.0)), None, "a time after now: a clock set back");
-        for bad in ["", "yesterday", "-5", "NaN", "inf", "1e300", &"9".repeat(200)] {
+        let torn = "0000001800000020.500 0000001800000010.250\n";
+        for bad in [torn, "1 1 1", "", "yesterday", "-5", "NaN", "inf", "1e300", &"9".repeat(200)] {
             std::fs::write(d.path().join(FILE), bad).unwrap();
             assert_eq!(c.read(t(60.0)), None, "{bad:?}");
         }
