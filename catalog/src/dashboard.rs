@@ -364,12 +364,13 @@ fn cluster_layout() -> Layout {
     use crate::records::{self as r, kinds};
     l.query(
         "Most expensive jobs in the time range (set it to a day): cost and waste over their nodes",
-        // A node may summarize a job twice (at its first TaskEpilog and when its cgroup goes),
-        // each summary the whole job so far: the latest of each node, then the sum over nodes.
+        // A node may summarize a job's run twice (at its first TaskEpilog and when its cgroup
+        // goes), each summary the whole run so far, under one RecordId (a requeued run has its
+        // own): the latest of each, then the sum over nodes and runs.
         &format!(
-            "filter {ty} = '{summary}' and ispresent({cost})\n| stats latest({cost}) as node_cost, latest({waste}) as node_waste by {job}, {node}, {user}, {account}, {partition}\n| stats sum(node_cost) as cost_usd, sum(node_waste) as waste_usd, count(*) as nodes by {job}, {user}, {account}, {partition}\n| sort cost_usd desc\n| limit 20",
+            "filter {ty} = '{summary}' and ispresent({cost})\n| stats latest({cost}) as node_cost, latest({waste}) as node_waste by {id}, {job}, {user}, {account}, {partition}\n| stats sum(node_cost) as cost_usd, sum(node_waste) as waste_usd, count(*) as node_runs by {job}, {user}, {account}, {partition}\n| sort cost_usd desc\n| limit 20",
             ty = f(&r::TYPE), summary = kinds::JOB_SUMMARY, cost = f(&r::COST_USD), waste = f(&r::WASTE_USD),
-            job = f(&r::JOB_ID), node = f(&r::NODE_NAME), user = f(&r::USER), account = f(&r::ACCOUNT),
+            id = f(&r::RECORD_ID), job = f(&r::JOB_ID), user = f(&r::USER), account = f(&r::ACCOUNT),
             partition = f(&r::PARTITION),
         ),
     );

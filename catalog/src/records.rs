@@ -56,7 +56,7 @@ use crate::dims;
 
 fields! {
     TYPE = "Type", "job_sample, job_summary, job_finding, node_sample or scheduler_sample.";
-    RECORD_ID = "RecordId", "Unique per record; a record delivered twice (at-least-once delivery) has the same id. A summary's id is the same for every summary of a job on a node: the latest one wins.";
+    RECORD_ID = "RecordId", "Unique per record; a record delivered twice (at-least-once delivery) has the same id. A summary's id is the same for every summary of a job's run on a node (`<node>:<job>:<run>:summary`, the run being the job's Slurm start in epoch seconds, else when the node first saw it): the latest one wins. A job Slurm requeues onto a node of the same name is a new run, with its own summaries and findings.";
     TIME = "Time", "When the record was made (RFC 3339); the log event carries the same time.";
     CLUSTER_NAME = dims::CLUSTER_NAME, "The cluster.";
     NODE_NAME = dims::NODE_NAME, "The node that wrote the record.";

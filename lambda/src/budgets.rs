@@ -188,7 +188,7 @@ pub fn notice(cluster: &str, c: &Crossing) -> (String, String) {
 }
 
 /// The account's most expensive jobs this month: job summaries' `CostUsd`, added over their
-/// nodes.
+/// nodes and runs.
 async fn top_jobs(
     logs: &aws_sdk_cloudwatchlogs::Client,
     group: &str,
@@ -231,9 +231,11 @@ async fn top_jobs(
             else {
                 continue;
             };
-            // A node's latest summary of a job wins (summaries of a node share a RecordId).
+            // The latest summary of a run on a node wins: its summaries share a RecordId, and a
+            // run requeued onto the same node has its own (records before runs: the node's).
             let user = text(&r::USER).unwrap_or_default();
-            per_job.entry((job, user)).or_default().insert(node, usd);
+            let run = text(&r::RECORD_ID).unwrap_or(node);
+            per_job.entry((job, user)).or_default().insert(run, usd);
         }
         token = resp.next_token().map(str::to_owned);
         if token.is_none() {

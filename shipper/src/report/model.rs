@@ -99,7 +99,11 @@ fn mean_of(vals: impl Iterator<Item = f64>) -> Option<f64> {
 
 /// RFC 3339 `Time` of a record, as seconds (for the span of a node's samples).
 pub(super) fn seconds(v: &Value) -> Option<f64> {
-    let t = text(v, r::TIME.name)?;
+    time_seconds(&text(v, r::TIME.name)?)
+}
+
+/// An RFC 3339 time in UTC as seconds.
+fn time_seconds(t: &str) -> Option<f64> {
     let (whole, frac) = t.trim_end_matches('Z').split_once('.').unwrap_or((t.trim_end_matches('Z'), "0"));
     let s = slurm_cw_formats::slurm::job::parse_local_time(whole)? as f64;
     Some(s + format!("0.{frac}").parse::<f64>().unwrap_or(0.0))
@@ -205,20 +209,61 @@ fn gpu_rows(node: &str, samples: &[&Value], summary: Option<&Value>) -> Vec<GpuR
         .collect()
 }
 
+/// A node's records by run. A job Slurm requeued onto a node of the same name (a Spot node
+/// replaced) has a summary per run, each with its Slurm start; a record goes to its run by its
+/// start, else to the latest run started by its time. One run: no label.
+fn runs(recs: Vec<&Value>) -> Vec<(Option<String>, Vec<&Value>)> {
+    let mut starts: Vec<(f64, String)> = recs
+        .iter()
+        .filter(|v| text(v, r::TYPE.name).as_deref() == Some(kinds::JOB_SUMMARY))
+        .filter_map(|v| text(v, r::SLURM_START.name))
+        .filter_map(|s| Some((time_seconds(&s)?, s)))
+        .collect();
+    starts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    starts.dedup_by(|a, b| a.1 == b.1);
+    if starts.len() < 2 {
+        return vec![(None, recs)];
+    }
+    let mut out: Vec<(Option<String>, Vec<&Value>)> =
+        starts.iter().map(|(_, s)| (Some(s.clone()), Vec::new())).collect();
+    for v in recs {
+        let by_start = text(v, r::SLURM_START.name).and_then(|s| starts.iter().position(|(_, x)| *x == s));
+        let at = by_start.unwrap_or_else(|| {
+            let t = seconds(v).unwrap_or(f64::NEG_INFINITY);
+            starts.iter().rposition(|(s, _)| *s <= t).unwrap_or(0)
+        });
+        out[at].1.push(v);
+    }
+    out
+}
+
 /// The report of `records` (this job's samples and summaries, any order).
 pub fn combine(job: &str, records: &[Value]) -> Report {
-    let mut by_node: BTreeMap<String, (Vec<&Value>, Option<&Value>)> = BTreeMap::new();
+    let mut per_node: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     for rec in records {
         let node = text(rec, r::NODE_NAME.name).unwrap_or_else(|| "unknown".into());
-        let e = by_node.entry(node).or_default();
-        match text(rec, r::TYPE.name).as_deref() {
-            // Summaries of a job on a node share a RecordId; the latest wins.
-            Some(kinds::JOB_SUMMARY) => {
-                if e.1.is_none_or(|old| text(old, r::LAST_SEEN.name) <= text(rec, r::LAST_SEEN.name)) {
-                    e.1 = Some(rec);
+        per_node.entry(node).or_default().push(rec);
+    }
+    // (node, its row's name, samples, the latest summary) by node and run.
+    let mut rows: Vec<(String, String, Vec<&Value>, Option<&Value>)> = Vec::new();
+    for (node, recs) in per_node {
+        for (run, recs) in runs(recs) {
+            let label = run.map_or_else(|| node.clone(), |start| format!("{node} (run from {start})"));
+            let (mut samples, mut summary) = (Vec::new(), None::<&Value>);
+            for rec in recs {
+                match text(rec, r::TYPE.name).as_deref() {
+                    // Summaries of a run on a node share a RecordId; the latest wins.
+                    Some(kinds::JOB_SUMMARY) => {
+                        if summary
+                            .is_none_or(|old| text(old, r::LAST_SEEN.name) <= text(rec, r::LAST_SEEN.name))
+                        {
+                            summary = Some(rec);
+                        }
+                    }
+                    _ => samples.push(rec),
                 }
             }
-            _ => e.0.push(rec),
+            rows.push((node.clone(), label, samples, summary));
         }
     }
     let mut rep = Report { job_id: job.to_owned(), records: records.len(), ..Report::default() };
@@ -227,20 +272,24 @@ pub fn combine(job: &str, records: &[Value]) -> Report {
     rep.user = first(r::USER.name);
     rep.account = first(r::ACCOUNT.name);
     rep.partition = first(r::PARTITION.name);
-    for (node, (samples, summary)) in &by_node {
+    // Cores held on a node: the most of its runs (one run follows another).
+    let mut cores_on: BTreeMap<&str, f64> = BTreeMap::new();
+    for (node, label, samples, summary) in &rows {
         let row = match summary {
-            Some(s) => from_summary(node, s),
+            Some(s) => from_summary(label, s),
             None => {
                 rep.incomplete = true;
-                from_samples(node, samples)
+                from_samples(label, samples)
             }
         };
-        rep.gpus.extend(gpu_rows(node, samples, *summary));
+        let most = cores_on.entry(node).or_default();
+        *most = most.max(row.cores_allocated);
+        rep.gpus.extend(gpu_rows(label, samples, *summary));
         rep.per_node.push(row);
     }
+    rep.cores_allocated = cores_on.values().sum();
     let rows = &rep.per_node;
     rep.cpu_seconds = rows.iter().map(|n| n.cpu_seconds).sum();
-    rep.cores_allocated = rows.iter().map(|n| n.cores_allocated).sum();
     let core_seconds: f64 = rows.iter().map(|n| n.cores_allocated * n.elapsed_seconds).sum();
     rep.cpu_efficiency_percent = if core_seconds > 0.0 {
         Some(rep.cpu_seconds / core_seconds * 100.0)
@@ -327,105 +376,5 @@ pub fn bytes(b: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn summary(node: &str, cpu: f64, cores: f64, elapsed: f64, peak: f64, req: f64) -> Value {
-        let mut m = serde_json::Map::new();
-        m.insert(r::TYPE.name.into(), json!(kinds::JOB_SUMMARY));
-        m.insert(r::NODE_NAME.name.into(), json!(node));
-        m.insert(r::JOB_ID.name.into(), json!("9"));
-        m.insert(r::CPU_SECONDS.name.into(), json!(cpu));
-        m.insert(r::CORES_ALLOCATED.name.into(), json!(cores));
-        m.insert(r::ELAPSED_SECONDS.name.into(), json!(elapsed));
-        m.insert(r::MEMORY_PEAK.name.into(), json!(peak));
-        m.insert(r::MEMORY_REQUESTED.name.into(), json!(req));
-        m.insert(r::LAST_SEEN.name.into(), json!("2026-11-23T10:00:00Z"));
-        Value::Object(m)
-    }
-
-    #[test]
-    fn nodes_add_up_and_peaks_take_the_largest() {
-        let rep = combine(
-            "9",
-            &[
-                summary("a", 100.0, 4.0, 100.0, 2.0 * GIB, 64.0 * GIB),
-                summary("b", 50.0, 4.0, 100.0, 3.0 * GIB, 64.0 * GIB),
-            ],
-        );
-        assert_eq!(rep.cpu_seconds, 150.0);
-        assert_eq!(rep.cores_allocated, 8.0);
-        assert_eq!(rep.cpu_efficiency_percent, Some(150.0 / 800.0 * 100.0));
-        assert_eq!(rep.memory_peak_bytes, Some(3.0 * GIB));
-        assert_eq!(rep.per_node.len(), 2);
-        assert!(!rep.incomplete);
-        let advice = advise(&rep);
-        assert!(advice.iter().any(|a| a.contains("`--mem=4G`")), "{advice:?}");
-        assert!(advice.iter().any(|a| a.contains("`-c 1`")), "{advice:?}");
-    }
-
-    #[test]
-    fn a_job_on_two_nodes_costs_what_both_summaries_say() {
-        let mut a = summary("a", 100.0, 4.0, 3600.0, GIB, 4.0 * GIB);
-        let mut b = summary("b", 100.0, 4.0, 3600.0, GIB, 4.0 * GIB);
-        for (s, usd, waste) in [(&mut a, 1.70, 0.85), (&mut b, 0.68, 0.34)] {
-            s[r::COST_USD.name] = json!(usd);
-            s[r::WASTE_USD.name] = json!(waste);
-            s[r::HOURLY_PRICE.name] = json!(usd);
-            s[r::SHARE.name] = json!(1.0);
-        }
-        let rep = combine("9", &[a, b]);
-        let (usd, waste) = (rep.cost_usd.unwrap(), rep.waste_usd.unwrap());
-        assert!((usd - 2.38).abs() < 1e-9 && (waste - 1.19).abs() < 1e-9, "{usd} {waste}");
-        let out = super::super::render::text(&rep, false);
-        assert!(out.contains("Cost    $2.38 on 2 node(s), of it wasted $1.19"), "{out}");
-        assert!(out.contains("cost $1.70  1.000 of the node at $1.70/h"), "{out}");
-    }
-
-    #[test]
-    fn idle_gpus_and_memory_near_the_limit_are_advised() {
-        let mut s = summary("g1", 90.0, 1.0, 100.0, 3.9 * GIB, 4.0 * GIB);
-        s[r::GPUS.name] = json!(4);
-        s[r::GPU_IDLE_PERCENT.name] = json!(95.0);
-        let rep = combine("9", &[s]);
-        assert_eq!((rep.per_node[0].gpus, rep.per_node[0].gpu_idle_percent), (Some(4.0), Some(95.0)));
-        let advice = advise(&rep);
-        assert_eq!(advice.len(), 2, "{advice:?}");
-        assert!(advice[0].contains("98% of the 4.0 GiB requested"), "{advice:?}");
-        assert!(advice[1].starts_with("GPUs idle for 95 % of the job"), "{advice:?}");
-    }
-
-    #[test]
-    fn gpu_memory_the_job_barely_needed_is_advised() {
-        let mut s = summary("g1", 90.0, 1.0, 7200.0, 3.0 * GIB, 4.0 * GIB);
-        s[r::GPUS.name] = json!(1);
-        s[r::GPU_MEMORY_PEAK.name] = json!(2.0 * GIB);
-        s[r::GPU_MEMORY_TOTAL.name] = json!(141.0 * GIB);
-        let rep = combine("9", &[s]);
-        assert_eq!(rep.per_node[0].gpu_memory_total_bytes, Some(141.0 * GIB));
-        let advice = advise(&rep);
-        assert!(
-            advice.iter().any(|a| a.starts_with("GPU memory peaked at 2.0 GiB of the GPUs' 141.0 GiB (1%)")),
-            "{advice:?}"
-        );
-    }
-
-    #[test]
-    fn samples_alone_and_gpus() {
-        let s = |t: &str, usage: f64, mem: f64| {
-            json!({"Type": "job_sample", "NodeName": "g1", "JobId": "9", "Time": t, "Samples": 2,
-                   "CpuUsage": usage, "CpusAllocated": 2, "MemoryMax": mem,
-                   "GpuUtilization": 50.0, "GpuMemoryUsed": 1e9})
-        };
-        let rep = combine("9", &[s("2026-11-23T10:00:00Z", 1.0, 1e8), s("2026-11-23T10:00:10.5Z", 2.0, 3e8)]);
-        let n = &rep.per_node[0];
-        assert!(rep.incomplete);
-        assert_eq!((n.elapsed_seconds, n.cpu_seconds, n.samples), (10.5, 15.75, 4.0));
-        assert_eq!((n.cpu_efficiency_percent, n.memory_peak_bytes), (Some(75.0), Some(3e8)));
-        assert_eq!(rep.gpus.len(), 1, "the job's figures over its GPUs: one row, `all`");
-        assert_eq!(rep.gpus[0].gpu, "all");
-        assert_eq!(rep.gpus[0].utilization_mean_percent, Some(50.0));
-        assert_eq!(rep.gpus[0].memory_used_peak_bytes, Some(1e9));
-    }
-}
+#[path = "model_tests.rs"]
+mod tests;

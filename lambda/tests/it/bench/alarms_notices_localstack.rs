@@ -224,12 +224,17 @@ async fn one_partition_is_read_and_published_as_the_cluster_alone() {
     assert_eq!(before.get(&(at - 120)).copied(), Some(50.0), "{before:?}");
 }
 
-/// A `job_summary` record with the cost a node counted.
+/// A `job_summary` record with the cost a node counted for a job's first run.
 fn summary(job: &str, node: &str, account: &str, usd: f64, ms: i64) -> (i64, String) {
+    summary_of_run(job, node, 1_800_000_000, account, usd, ms)
+}
+
+/// The same for the job's run that Slurm started at `run` (epoch seconds).
+fn summary_of_run(job: &str, node: &str, run: u64, account: &str, usd: f64, ms: i64) -> (i64, String) {
     use slurm_cw_catalog::records as r;
     let v = serde_json::json!({
         r::TYPE.name: r::kinds::JOB_SUMMARY,
-        r::RECORD_ID.name: format!("{node}:{job}:summary"),
+        r::RECORD_ID.name: format!("{node}:{job}:{run}:summary"),
         r::JOB_ID.name: job,
         r::USER.name: "alice",
         r::ACCOUNT.name: account,
@@ -264,7 +269,8 @@ async fn an_account_passing_its_budget_is_told_once_per_threshold_with_its_costl
     let mut data = series(&cluster, &JOB_COST, &[("Account", "physics")], &[(a, 50.0), (b, 35.0)]);
     data.extend(series(&cluster, &JOB_COST, &[("Account", "chem")], &[(a, 10.0)]));
     put(&url, &ns, data).await;
-    // Its jobs' summaries: job 4242 on two nodes ($60 + $15), job 7 ($10), chem's job 9.
+    // Its jobs' summaries: job 4242 on two nodes ($60 + $15), job 7 ($10, then $5 for a run
+    // after Slurm requeued it onto the same node), chem's job 9.
     let ms = a * 1000;
     put_records(
         &clients.logs,
@@ -277,7 +283,11 @@ async fn an_account_passing_its_budget_is_told_once_per_threshold_with_its_costl
         &clients.logs,
         &group,
         "n2",
-        &[summary("4242", "n2", "physics", 15.0, ms), summary("7", "n2", "physics", 10.0, ms)],
+        &[
+            summary("4242", "n2", "physics", 15.0, ms),
+            summary("7", "n2", "physics", 10.0, ms),
+            summary_of_run("7", "n2", 1_800_003_600, "physics", 5.0, ms + 1),
+        ],
     )
     .await;
 
@@ -301,7 +311,11 @@ async fn an_account_passing_its_budget_is_told_once_per_threshold_with_its_costl
         detail[budget::TOP_JOBS][0],
         serde_json::json!({"job": "4242", "user": "alice", "cost_usd": 75.0})
     );
-    assert_eq!(detail[budget::TOP_JOBS][1]["job"], "7", "chem's job is not physics'");
+    assert_eq!(
+        detail[budget::TOP_JOBS][1],
+        serde_json::json!({"job": "7", "user": "alice", "cost_usd": 15.0}),
+        "chem's job is not physics', and each run of job 7 on n2 counts"
+    );
     let notes = notices(&sqs, &notice_q, Duration::from_secs(10)).await;
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(

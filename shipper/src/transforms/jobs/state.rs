@@ -71,6 +71,8 @@ pub(super) struct Job {
     oom_kills: f64,
     /// When the job started, as Slurm says.
     started: Option<SystemTime>,
+    /// Which run of the job its summaries are of, fixed at the first ([`Self::run`]).
+    summary_run: Option<u64>,
     /// What Slurm allocated it here (else its cpuset and memory limit): the largest seen.
     cpus_held: Option<f64>,
     memory_held: Option<f64>,
@@ -123,6 +125,7 @@ impl Job {
             write_bytes: 0.0,
             oom_kills: 0.0,
             started: None,
+            summary_run: None,
             cpus_held: None,
             memory_held: None,
             bill: Bill::default(),
@@ -246,7 +249,7 @@ impl Job {
         }
         for n in new {
             *seq += 1;
-            let id = format!("{}:{}:{}", self.info.node, self.info.id, n.kind);
+            let id = format!("{}:{}:{}:{}", self.info.node, self.info.id, self.run(), n.kind);
             let mut m = head(&self.info, kinds::JOB_FINDING, at, id);
             m.insert(r::FINDING.name.into(), json!(n.kind));
             let mut detail = n.detail;
@@ -289,6 +292,15 @@ impl Job {
             larger(self.cpus_held, reading.and_then(JobReading::cpus_held)),
             larger(self.memory_held, reading.and_then(JobReading::memory_held)),
         )
+    }
+
+    /// Which run of the job this is, for record ids: its Slurm start in seconds (else when this
+    /// node first saw it). A job Slurm requeues keeps its id and may run again on the same
+    /// node (a Spot node replaced under the same name): its new run's records must not replace
+    /// the last run's, nor its findings pass for ones already told.
+    fn run(&self) -> u64 {
+        let start = self.started.unwrap_or(self.first_seen);
+        start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
     }
 
     /// When it started, as Slurm says; a controller's clock ahead of this node's cannot start
@@ -340,9 +352,12 @@ impl Job {
         per_gpu(each.into_iter().map(|((gpu, metric), mean)| (gpu, metric, mean.sum / mean.n)))
     }
 
-    /// Its `job_summary` record.
-    pub fn summary(&self, ended_by: &str) -> Map<String, Value> {
-        let id = format!("{}:{}:summary", self.info.node, self.info.id);
+    /// Its `job_summary` record. Every summary of a run has the id of its first, even where
+    /// Slurm's start came in between (a short job's final sample, then its cgroup's end).
+    pub fn summary(&mut self, ended_by: &str) -> Map<String, Value> {
+        let run = self.run();
+        let run = *self.summary_run.get_or_insert(run);
+        let id = format!("{}:{}:{run}:summary", self.info.node, self.info.id);
         let mut m = head(&self.info, kinds::JOB_SUMMARY, self.last_seen, id);
         let elapsed = self.last_seen.duration_since(self.first_seen).unwrap_or(Duration::ZERO).as_secs_f64();
         let mut put = |f: &r::Field, v: f64| {

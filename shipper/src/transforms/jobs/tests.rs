@@ -84,8 +84,48 @@ fn one_sample_record_per_job_and_flush_then_a_summary_when_the_cgroup_goes() {
     assert_eq!(summary["CpuEfficiency"], 50.0, "1 of 2 cores");
     assert_eq!(summary["MemoryPeakBytes"], 310e6);
     assert_eq!(summary["MemoryRequestedBytes"], 4e9);
-    assert_eq!(summary["RecordId"], "n1:7:summary");
+    assert_eq!(summary["RecordId"], "n1:7:1800000000:summary", "no Slurm start: first seen");
     assert_eq!(jobs.len(), 1);
+}
+
+/// Slurm requeues a job (a Spot node reclaimed) and it runs again on a node of the same name:
+/// the same job id, a new start. Each run keeps its own summary (and its cost): before, the
+/// second had the first's RecordId and replaced it wherever the latest summary wins.
+#[test]
+fn a_job_requeued_onto_the_same_node_has_a_summary_per_run() {
+    let mut jobs = Jobs::new(Thresholds::default(), None);
+    let started = |at: u64, from: u64| {
+        let mut b = collection(at, &[("7", 1.0, 1e6)]);
+        b.jobs[0].held.started = Some(t(from));
+        b
+    };
+    jobs.observe(&started(10, 5));
+    jobs.observe(&collection(40, &[]));
+    jobs.observe(&started(100, 95));
+    jobs.observe(&collection(130, &[]));
+    let recs: Vec<Value> = jobs.flush(t(131)).iter().map(parse).collect();
+    let ids: Vec<&str> =
+        recs.iter().filter(|v| v["Type"] == "job_summary").filter_map(|v| v["RecordId"].as_str()).collect();
+    assert_eq!(ids, ["n1:7:1800000005:summary", "n1:7:1800000095:summary"], "{recs:?}");
+}
+
+/// A short job's final sample comes before Slurm's start is known; the summary at its
+/// cgroup's end, after, keeps the first's id, so the latest still replaces it.
+#[test]
+fn a_runs_summaries_keep_one_id_when_slurms_start_comes_between_them() {
+    let mut jobs = Jobs::new(Thresholds::default(), None);
+    let mut last = collection(3, &[("9", 2.0, 1e6)]);
+    last.all_jobs = false;
+    jobs.observe(&last);
+    let mut later = collection(20, &[("9", 2.0, 2e6)]);
+    later.jobs[0].held.started = Some(t(1));
+    jobs.observe(&later);
+    jobs.observe(&collection(30, &[]));
+    let recs: Vec<Value> = jobs.flush(t(31)).iter().map(parse).collect();
+    let ids: Vec<&str> =
+        recs.iter().filter(|v| v["Type"] == "job_summary").filter_map(|v| v["RecordId"].as_str()).collect();
+    assert_eq!(ids.len(), 2, "{recs:?}");
+    assert_eq!(ids, ["n1:9:1800000003:summary"; 2], "first seen, not the start that came later");
 }
 
 #[test]

@@ -1,0 +1,127 @@
+//! The report model's tests: records combined per node and run, and the advice.
+
+use super::*;
+use serde_json::json;
+
+fn summary(node: &str, cpu: f64, cores: f64, elapsed: f64, peak: f64, req: f64) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert(r::TYPE.name.into(), json!(kinds::JOB_SUMMARY));
+    m.insert(r::NODE_NAME.name.into(), json!(node));
+    m.insert(r::JOB_ID.name.into(), json!("9"));
+    m.insert(r::CPU_SECONDS.name.into(), json!(cpu));
+    m.insert(r::CORES_ALLOCATED.name.into(), json!(cores));
+    m.insert(r::ELAPSED_SECONDS.name.into(), json!(elapsed));
+    m.insert(r::MEMORY_PEAK.name.into(), json!(peak));
+    m.insert(r::MEMORY_REQUESTED.name.into(), json!(req));
+    m.insert(r::LAST_SEEN.name.into(), json!("2026-11-23T10:00:00Z"));
+    Value::Object(m)
+}
+
+#[test]
+fn nodes_add_up_and_peaks_take_the_largest() {
+    let rep = combine(
+        "9",
+        &[
+            summary("a", 100.0, 4.0, 100.0, 2.0 * GIB, 64.0 * GIB),
+            summary("b", 50.0, 4.0, 100.0, 3.0 * GIB, 64.0 * GIB),
+        ],
+    );
+    assert_eq!(rep.cpu_seconds, 150.0);
+    assert_eq!(rep.cores_allocated, 8.0);
+    assert_eq!(rep.cpu_efficiency_percent, Some(150.0 / 800.0 * 100.0));
+    assert_eq!(rep.memory_peak_bytes, Some(3.0 * GIB));
+    assert_eq!(rep.per_node.len(), 2);
+    assert!(!rep.incomplete);
+    let advice = advise(&rep);
+    assert!(advice.iter().any(|a| a.contains("`--mem=4G`")), "{advice:?}");
+    assert!(advice.iter().any(|a| a.contains("`-c 1`")), "{advice:?}");
+}
+
+#[test]
+fn a_job_on_two_nodes_costs_what_both_summaries_say() {
+    let mut a = summary("a", 100.0, 4.0, 3600.0, GIB, 4.0 * GIB);
+    let mut b = summary("b", 100.0, 4.0, 3600.0, GIB, 4.0 * GIB);
+    for (s, usd, waste) in [(&mut a, 1.70, 0.85), (&mut b, 0.68, 0.34)] {
+        s[r::COST_USD.name] = json!(usd);
+        s[r::WASTE_USD.name] = json!(waste);
+        s[r::HOURLY_PRICE.name] = json!(usd);
+        s[r::SHARE.name] = json!(1.0);
+    }
+    let rep = combine("9", &[a, b]);
+    let (usd, waste) = (rep.cost_usd.unwrap(), rep.waste_usd.unwrap());
+    assert!((usd - 2.38).abs() < 1e-9 && (waste - 1.19).abs() < 1e-9, "{usd} {waste}");
+    let out = super::super::render::text(&rep, false);
+    assert!(out.contains("Cost    $2.38 on 2 node(s), of it wasted $1.19"), "{out}");
+    assert!(out.contains("cost $1.70  1.000 of the node at $1.70/h"), "{out}");
+}
+
+#[test]
+fn idle_gpus_and_memory_near_the_limit_are_advised() {
+    let mut s = summary("g1", 90.0, 1.0, 100.0, 3.9 * GIB, 4.0 * GIB);
+    s[r::GPUS.name] = json!(4);
+    s[r::GPU_IDLE_PERCENT.name] = json!(95.0);
+    let rep = combine("9", &[s]);
+    assert_eq!((rep.per_node[0].gpus, rep.per_node[0].gpu_idle_percent), (Some(4.0), Some(95.0)));
+    let advice = advise(&rep);
+    assert_eq!(advice.len(), 2, "{advice:?}");
+    assert!(advice[0].contains("98% of the 4.0 GiB requested"), "{advice:?}");
+    assert!(advice[1].starts_with("GPUs idle for 95 % of the job"), "{advice:?}");
+}
+
+#[test]
+fn gpu_memory_the_job_barely_needed_is_advised() {
+    let mut s = summary("g1", 90.0, 1.0, 7200.0, 3.0 * GIB, 4.0 * GIB);
+    s[r::GPUS.name] = json!(1);
+    s[r::GPU_MEMORY_PEAK.name] = json!(2.0 * GIB);
+    s[r::GPU_MEMORY_TOTAL.name] = json!(141.0 * GIB);
+    let rep = combine("9", &[s]);
+    assert_eq!(rep.per_node[0].gpu_memory_total_bytes, Some(141.0 * GIB));
+    let advice = advise(&rep);
+    assert!(
+        advice.iter().any(|a| a.starts_with("GPU memory peaked at 2.0 GiB of the GPUs' 141.0 GiB (1%)")),
+        "{advice:?}"
+    );
+}
+
+#[test]
+fn samples_alone_and_gpus() {
+    let s = |t: &str, usage: f64, mem: f64| {
+        json!({"Type": "job_sample", "NodeName": "g1", "JobId": "9", "Time": t, "Samples": 2,
+               "CpuUsage": usage, "CpusAllocated": 2, "MemoryMax": mem,
+               "GpuUtilization": 50.0, "GpuMemoryUsed": 1e9})
+    };
+    let rep = combine("9", &[s("2026-11-23T10:00:00Z", 1.0, 1e8), s("2026-11-23T10:00:10.5Z", 2.0, 3e8)]);
+    let n = &rep.per_node[0];
+    assert!(rep.incomplete);
+    assert_eq!((n.elapsed_seconds, n.cpu_seconds, n.samples), (10.5, 15.75, 4.0));
+    assert_eq!((n.cpu_efficiency_percent, n.memory_peak_bytes), (Some(75.0), Some(3e8)));
+    assert_eq!(rep.gpus.len(), 1, "the job's figures over its GPUs: one row, `all`");
+    assert_eq!(rep.gpus[0].gpu, "all");
+    assert_eq!(rep.gpus[0].utilization_mean_percent, Some(50.0));
+    assert_eq!(rep.gpus[0].memory_used_peak_bytes, Some(1e9));
+}
+
+/// A job Slurm requeued onto a node of the same name (a Spot node replaced) runs there twice:
+/// each run's summary counts (before, the later replaced the earlier, and its cost was lost),
+/// a sample without Slurm's start goes to the run started by its time, and the cores held on
+/// the node are those of one run, not their sum.
+#[test]
+fn a_job_requeued_onto_the_same_node_counts_each_run() {
+    let run = |start: &str, cpu: f64, elapsed: f64, usd: f64| {
+        let mut s = summary("a", cpu, 8.0, elapsed, GIB, 4.0 * GIB);
+        s[r::SLURM_START.name] = json!(start);
+        s[r::COST_USD.name] = json!(usd);
+        s
+    };
+    let first = run("2026-11-23T08:00:00Z", 400.0, 100.0, 10.0);
+    let second = run("2026-11-23T09:00:00Z", 200.0, 50.0, 5.0);
+    let mut sample = json!({ "Type": kinds::JOB_SAMPLE, "NodeName": "a", "JobId": "9" });
+    sample[r::TIME.name] = json!("2026-11-23T09:00:30Z");
+    let rep = combine("9", &[first, sample, second]);
+    let names: Vec<&str> = rep.per_node.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(names, ["a (run from 2026-11-23T08:00:00Z)", "a (run from 2026-11-23T09:00:00Z)"]);
+    assert_eq!(rep.cost_usd, Some(15.0));
+    assert_eq!(rep.cores_allocated, 8.0);
+    assert_eq!(rep.cpu_efficiency_percent, Some(600.0 / 1200.0 * 100.0));
+    assert!(!rep.incomplete, "the sample is the second run's, which has its summary");
+}
