@@ -28,6 +28,10 @@ type Key = (String, String);
 /// flush (the cost metrics).
 pub type Spent = BTreeMap<(String, String), (f64, f64)>;
 
+/// How long an ended job's count is remembered, and for how many jobs at most.
+const GONE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
+const GONE_MAX: usize = 4096;
+
 pub struct Jobs {
     thresholds: Thresholds,
     /// The node's price and size, where job costs are on.
@@ -39,6 +43,10 @@ pub struct Jobs {
     counted_to: Option<SystemTime>,
     spent: Spent,
     jobs: HashMap<Key, Job>,
+    /// Up to when the cost metrics counted each job that ended lately: one that comes back
+    /// (Slurm listed it as ended, or its cgroup was missed, and then it was there again) is
+    /// counted on from there, not again from its start ([`GONE_KEPT`], [`GONE_MAX`]).
+    gone: HashMap<Key, SystemTime>,
     /// Summaries and findings made since the last flush.
     pending: Vec<Record>,
     seq: u64,
@@ -57,6 +65,7 @@ impl Jobs {
             counted_to: None,
             spent: Spent::new(),
             jobs: HashMap::new(),
+            gone: HashMap::new(),
             pending: Vec::new(),
             seq: 0,
             trimmed: 0,
@@ -125,7 +134,12 @@ impl Jobs {
             let key = (info.node.clone(), info.id.clone());
             // Slurm's start is to the second: a job whose start second holds this daemon's may
             // have started after it, and that second is this daemon's to count.
-            let mark = self.since - std::time::Duration::from_secs(1);
+            let mut mark = self.since - std::time::Duration::from_secs(1);
+            if !self.jobs.contains_key(&key)
+                && let Some(counted) = self.gone.remove(&key)
+            {
+                mark = mark.max(counted);
+            }
             let job = self.jobs.entry(key).or_insert_with(|| Job::new(info.clone(), at).marked(mark));
             job.info.clone_from(info);
             job.last_seen = at;
@@ -148,12 +162,20 @@ impl Jobs {
                 batch.jobs.iter().map(|j| (j.info.node.clone(), j.info.id.clone())).collect();
             let gone: Vec<Key> = self.jobs.keys().filter(|k| !seen.contains(*k)).cloned().collect();
             for key in gone {
-                if let Some(mut job) = self.jobs.remove(&key)
-                    && job.summarized != Some(job.last_seen)
-                {
+                let Some(mut job) = self.jobs.remove(&key) else { continue };
+                if job.summarized != Some(job.last_seen) {
                     Self::account_for(&mut job, self.prices.as_ref(), &mut self.spent);
                     let record = job.summary(endings::CGROUP_GONE);
                     self.push(record, job.last_seen);
+                }
+                if let Some(until) = job.bill.until {
+                    self.gone.insert(key, until);
+                }
+            }
+            if self.gone.len() > GONE_MAX {
+                self.gone.retain(|_, until| at.duration_since(*until).is_ok_and(|d| d < GONE_KEPT));
+                if self.gone.len() > GONE_MAX {
+                    self.gone.clear();
                 }
             }
         } else {

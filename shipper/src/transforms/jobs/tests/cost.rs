@@ -232,3 +232,22 @@ fn a_restarted_daemon_counts_the_metrics_on_from_where_the_one_before_counted_to
     assert!((added - (20.0 + 10.0 / 3600.0)).abs() < 1e-9, "{added}");
     assert_eq!(jobs.counted_to(), Some(t(10800)), "what the next daemon counts on from");
 }
+
+/// A job missing from one collection (Slurm listed it as ended a moment, or its cgroup was not
+/// read) and there again: the same run. Its summary counts it from its Slurm start, and the
+/// cost metrics count on from where they stood, not again from its start (before, the hour
+/// they had counted was counted twice: $16 for three hours at $4).
+#[test]
+fn a_job_that_comes_back_after_a_collection_without_it_is_not_counted_twice_in_the_metrics() {
+    let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    job_5(&mut jobs, 3600, Some(t(0)), 12.0, None);
+    jobs.observe(&Batch { all_jobs: true, ..Batch::new(t(7200)) });
+    job_5(&mut jobs, 10800, Some(t(0)), 12.0, None);
+    let recs: Vec<Value> = jobs.flush(t(10801)).iter().map(parse).collect();
+    let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
+    assert_eq!(sample["CostUsd"], 12.0, "three hours at $4 from its Slurm start: {sample}");
+    let spent = jobs.take_spent();
+    assert_eq!(spent.get(&("phys".to_owned(), "cpu".to_owned())).map(|s| s.0), Some(12.0), "{spent:?}");
+}
