@@ -102,6 +102,12 @@ pub fn on_demand_price(json: &[u8]) -> Result<f64, PriceError> {
     Err(PriceError::NoPrice)
 }
 
+/// The `NextToken` of a `GetProducts` answer: more products match than the page held.
+pub fn next_token(json: &[u8]) -> Option<String> {
+    let doc: Value = serde_json::from_slice(json).ok()?;
+    doc.get("NextToken").and_then(Value::as_str).filter(|t| !t.is_empty()).map(str::to_owned)
+}
+
 /// Whether a product is the plain On-Demand offer: the same filters can also match a Capacity
 /// Block's product (`marketoption` `CapacityBlock`, GPU instances, priced apart) or a
 /// bring-your-own-licence one, and the answer's order is not the price's. A product that does
@@ -172,6 +178,14 @@ mod tests {
         );
         let only_zero = answer(vec![product("OnDemand", "No License required", "0.0000000000")]);
         assert_eq!(on_demand_price(only_zero.as_bytes()), Err(PriceError::NoPrice), "never $0");
+    }
+
+    #[test]
+    fn a_page_says_whether_more_products_follow() {
+        assert_eq!(next_token(br#"{"PriceList": [], "NextToken": "abc=="}"#).as_deref(), Some("abc=="));
+        assert_eq!(next_token(fixture("pricing-get-products-c5.xlarge.json").as_bytes()), None);
+        assert_eq!(next_token(br#"{"PriceList": [], "NextToken": ""}"#), None);
+        assert_eq!(next_token(b"not json"), None);
     }
 
     #[test]

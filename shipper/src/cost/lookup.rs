@@ -183,15 +183,19 @@ fn encode(v: &str) -> String {
         .collect()
 }
 
+/// Pages of `GetProducts` read at most: the filters match a handful of products (the plain
+/// offer, a Capacity Block's, licence variants), a hundred to a page.
+const PRICE_PAGES: usize = 3;
+
 /// The On-Demand Linux price of the instance's type in its region.
 pub async fn on_demand(i: &Instance) -> Result<f64, String> {
     let url = endpoint("api.pricing", "PRICING", PRICING_REGION);
     let filter =
         |field: &str, value: &str| serde_json::json!({"Type": "TERM_MATCH", "Field": field, "Value": value});
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "ServiceCode": "AmazonEC2",
         "FormatVersion": "aws_v1",
-        "MaxResults": 10,
+        "MaxResults": 100,
         "Filters": [
             filter("instanceType", &i.instance_type),
             filter("regionCode", &i.region),
@@ -203,8 +207,36 @@ pub async fn on_demand(i: &Instance) -> Result<f64, String> {
     });
     let headers =
         [("content-type", "application/x-amz-json-1.1"), ("x-amz-target", "AWSPriceListService.GetProducts")];
-    let answer = aws_post("pricing", PRICING_REGION, &url, &headers, body.to_string().into_bytes()).await?;
-    on_demand_price(&answer).map_err(|e| format!("GetProducts: {e}"))
+    first_price(|token| {
+        if let Some(t) = token {
+            body["NextToken"] = serde_json::json!(t);
+        }
+        let (url, bytes) = (url.clone(), body.to_string().into_bytes());
+        async move { aws_post("pricing", PRICING_REGION, &url, &headers, bytes).await }
+    })
+    .await
+}
+
+/// The plain On-Demand price of the first page that has it, asking for the next page (by its
+/// token) while a page has none; `page` fetches one.
+async fn first_price<F, Fut>(mut page: F) -> Result<f64, String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<u8>, String>>,
+{
+    let mut token = None;
+    for _ in 0..PRICE_PAGES {
+        let answer = page(token.take()).await?;
+        match on_demand_price(&answer) {
+            Err(slurm_cw_formats::price::PriceError::NoPrice) => {}
+            found => return found.map_err(|e| format!("GetProducts: {e}")),
+        }
+        match slurm_cw_formats::price::next_token(&answer) {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+    }
+    Err(format!("GetProducts: {}", slurm_cw_formats::price::PriceError::NoPrice))
 }
 
 /// The On-Demand price kept on disk.
@@ -379,6 +411,42 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pages of the documented `GetProducts` shape (not captured: LocalStack has no Price List
+    /// service): the plain offer on the second page, behind a Capacity Block's product.
+    #[tokio::test]
+    async fn the_price_is_looked_for_on_the_next_page_while_a_page_has_none() {
+        let product = |market: &str, usd: &str| {
+            serde_json::json!({
+                "product": {"attributes": {"marketoption": market, "licenseModel": "No License required"}},
+                "terms": {"OnDemand": {"a": {"priceDimensions": {"b": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}
+            })
+            .to_string()
+        };
+        let first = serde_json::json!({"PriceList": [product("CapacityBlock", "31.464")], "NextToken": "p2"});
+        let second = serde_json::json!({"PriceList": [product("OnDemand", "98.32")]});
+        let mut asked = Vec::new();
+        let got = first_price(|token| {
+            asked.push(token.clone());
+            let page = if token.is_some() { &second } else { &first };
+            let bytes = page.to_string().into_bytes();
+            async move { Ok(bytes) }
+        })
+        .await;
+        assert_eq!(got, Ok(98.32));
+        assert_eq!(asked, [None, Some("p2".to_owned())]);
+        // A page past the last has no price: no price, after at most PRICE_PAGES asks.
+        let mut n = 0;
+        let endless = serde_json::json!({"PriceList": [], "NextToken": "again"}).to_string();
+        let got = first_price(|_| {
+            n += 1;
+            let bytes = endless.clone().into_bytes();
+            async move { Ok(bytes) }
+        })
+        .await;
+        assert!(got.is_err_and(|e| e.contains("names no price")));
+        assert_eq!(n, PRICE_PAGES);
+    }
 
     #[test]
     fn form_values_are_encoded() {
