@@ -202,3 +202,109 @@ fn a_spot_instance_is_priced_by_ec2s_spot_price() {
     let (low, high) = (0.00001 * (before - start) / 3600.0, 0.00001 * (after - start) / 3600.0);
     assert!(cost >= low * 0.99 && cost <= high * 1.01, "{cost} not in {low}..{high}");
 }
+
+/// Slurm requeues a job (as it does when a Spot node is reclaimed) and it runs again on the
+/// same node: the same job id, a new start. The daemon, running through both, writes a summary
+/// per run, each with its own RecordId and its own cost from its own Slurm start; before, the
+/// second run's summary had the first's RecordId and replaced it wherever the latest wins.
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
+#[test]
+fn a_job_requeued_onto_the_same_node_has_a_costed_summary_per_run() {
+    use std::io::BufRead;
+    use std::sync::{Arc, Mutex};
+    let Some(_conf) = slurm() else { return };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = shipper()
+        .args(["--role", "node", "--sink", "stdout"])
+        .env("SLURM_CW_CLUSTER_NAME", "requeuetest")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
+        .env("SLURM_CW_COST__HOURLY_PRICE", PRICE.to_string())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let (out, keep) = (daemon.child().stdout.take().unwrap(), seen.clone());
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(v) =
+                Record::from_json_line(&line).ok().and_then(|r| serde_json::from_str(&r.message).ok())
+            {
+                keep.lock().unwrap_or_else(|e| e.into_inner()).push(v);
+            }
+        }
+    });
+    let job = sbatch(&[
+        "-p",
+        "batch",
+        "-w",
+        &nodes()[0],
+        "--requeue",
+        "-c",
+        "1",
+        "--mem=100M",
+        "--wrap",
+        "sleep 300",
+    ]);
+    let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
+    let of_job = |kind: &str| -> Vec<Value> {
+        let all = seen.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter().filter(|v| v["JobId"] == job.as_str() && v["Type"] == kind).cloned().collect()
+    };
+    wait_until("the job to run", Duration::from_secs(60), || job_state(&job) == "RUNNING");
+    let first = cmd("squeue", &["-h", "-j", &job, "-o", "%S"]).trim().to_owned();
+    wait_until("a costed sample of the first run", Duration::from_secs(60), || {
+        of_job("job_sample").iter().any(|s| s["CostUsd"].as_f64().is_some_and(|c| c > 0.0))
+    });
+    let first_start =
+        of_job("job_sample").iter().rev().find_map(|s| s["SlurmStart"].as_str().map(str::to_owned));
+    let first_start = first_start.expect("Slurm's start in the samples");
+    cmd("scontrol", &["requeue", &job]);
+    // Slurm holds a requeued job back (BeginTime) a while: let it start again now.
+    wait_until("the job to be pending again", Duration::from_secs(60), || job_state(&job) == "PENDING");
+    wait_until("the first run's summary", Duration::from_secs(60), || !of_job("job_summary").is_empty());
+    cmd("scontrol", &["update", &format!("jobid={job}"), "starttime=now"]);
+    wait_until("the job to run again", Duration::from_secs(120), || job_state(&job) == "RUNNING");
+    let second = cmd("squeue", &["-h", "-j", &job, "-o", "%S"]).trim().to_owned();
+    assert_ne!(first, second, "a new start for the new run");
+    wait_until("a costed sample of the second run", Duration::from_secs(60), || {
+        of_job("job_sample").iter().any(|s| {
+            s["SlurmStart"] != first_start.as_str() && s["CostUsd"].as_f64().is_some_and(|c| c > 0.0)
+        })
+    });
+    cmd("scancel", &[&job]);
+    wait_until("the second run's summary", Duration::from_secs(60), || {
+        let ids: std::collections::BTreeSet<String> =
+            of_job("job_summary").iter().filter_map(|s| s["RecordId"].as_str().map(str::to_owned)).collect();
+        ids.len() >= 2
+    });
+    drop(daemon);
+    let summaries = of_job("job_summary");
+    let mut runs: Vec<(String, String, f64)> = summaries
+        .iter()
+        .map(|s| {
+            let id = s["RecordId"].as_str().unwrap_or_default().to_owned();
+            (
+                id,
+                s["SlurmStart"].as_str().unwrap_or_default().to_owned(),
+                s["CostUsd"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    runs.dedup_by(|a, b| a.0 == b.0);
+    eprintln!("job {job}: runs {runs:?}");
+    assert_eq!(runs.len(), 2, "{summaries:?}");
+    assert_ne!(runs[0].1, runs[1].1, "each run's own Slurm start: {runs:?}");
+    for (id, start, usd) in &runs {
+        let epoch = Command::new("date").args(["-d", start, "+%s"]).output().unwrap();
+        let epoch = String::from_utf8_lossy(&epoch.stdout).trim().to_owned();
+        assert!(id.ends_with(&format!(":{job}:{epoch}:summary")), "{id} names its run's start {start}");
+        assert!(*usd > 0.0, "each run is costed: {runs:?}");
+    }
+}
