@@ -76,11 +76,11 @@ impl Counted {
     }
 
     fn open(&mut self) -> std::io::Result<&File> {
-        if self.file.is_none() {
-            let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&self.path)?;
-            self.file = Some(f);
-        }
-        self.file.as_ref().ok_or_else(|| std::io::Error::other("not open"))
+        let f = match self.file.take() {
+            Some(f) => f,
+            None => std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&self.path)?,
+        };
+        Ok(self.file.insert(f))
     }
 }
 

@@ -15,7 +15,7 @@ use crate::http_client::{Http, sign};
 use crate::sources::head::command::SlurmCommands;
 use bytes::Bytes;
 use http_body_util::Full;
-use slurm_cw_formats::price::{on_demand_price, spot_price};
+use slurm_cw_formats::price::{PriceError, next_token, on_demand_price, spot_price};
 use slurm_cw_formats::slurm::node;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -228,15 +228,15 @@ where
     for _ in 0..PRICE_PAGES {
         let answer = page(token.take()).await?;
         match on_demand_price(&answer) {
-            Err(slurm_cw_formats::price::PriceError::NoPrice) => {}
+            Err(PriceError::NoPrice) => {}
             found => return found.map_err(|e| format!("GetProducts: {e}")),
         }
-        match slurm_cw_formats::price::next_token(&answer) {
+        match next_token(&answer) {
             Some(t) => token = Some(t),
             None => break,
         }
     }
-    Err(format!("GetProducts: {}", slurm_cw_formats::price::PriceError::NoPrice))
+    Err(format!("GetProducts: {}", PriceError::NoPrice))
 }
 
 /// The On-Demand price kept on disk.

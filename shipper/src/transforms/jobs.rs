@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 use slurm_cw_catalog::records::{self as r, endings, kinds};
 use slurm_cw_formats::record::Record;
 use state::Job;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
 
@@ -134,13 +135,15 @@ impl Jobs {
             let key = (info.node.clone(), info.id.clone());
             // Slurm's start is to the second: a job whose start second holds this daemon's may
             // have started after it, and that second is this daemon's to count.
-            let mut mark = self.since - std::time::Duration::from_secs(1);
-            if !self.jobs.contains_key(&key)
-                && let Some(counted) = self.gone.remove(&key)
-            {
-                mark = mark.max(counted);
-            }
-            let job = self.jobs.entry(key).or_insert_with(|| Job::new(info.clone(), at).marked(mark));
+            let mark = self.since - std::time::Duration::from_secs(1);
+            let job = match self.jobs.entry(key) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(new) => {
+                    // A job back after a collection without it: where its count stood.
+                    let mark = self.gone.remove(new.key()).map_or(mark, |counted| mark.max(counted));
+                    new.insert(Job::new(info.clone(), at).marked(mark))
+                }
+            };
             job.info.clone_from(info);
             job.last_seen = at;
         }

@@ -6,8 +6,8 @@
 //! for its request since it came, or for its reader to take the next part of its answer. A user
 //! who connects and sends nothing, or asks and never reads, again and again, cannot keep a
 //! scraper out (a scraper sends its request as it connects and reads its answer as it comes, so
-//! it is the last to be chosen). It runs on the runtime's thread beside delivery; collection has its
-//! own thread, so a flood slows neither.
+//! it is the last to be chosen). It runs on the runtime's thread beside delivery; collection
+//! has its own thread, so a flood slows neither.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -297,7 +297,9 @@ impl Job {
     /// Which run of the job this is, for record ids: its Slurm start in seconds (else when this
     /// node first saw it). A job Slurm requeues keeps its id and may run again on the same
     /// node (a Spot node replaced under the same name): its new run's records must not replace
-    /// the last run's, nor its findings pass for ones already told.
+    /// the last run's, nor its findings pass for ones already told. Slurm's start as given, not
+    /// [`Self::start`]'s (bounded by first sight), so that daemons before and after a restart
+    /// name a run alike.
     fn run(&self) -> u64 {
         let start = self.started.unwrap_or(self.first_seen);
         start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())

@@ -258,7 +258,7 @@ fn a_job_requeued_onto_the_same_node_has_a_costed_summary_per_run() {
         all.iter().filter(|v| v["JobId"] == job.as_str() && v["Type"] == kind).cloned().collect()
     };
     wait_until("the job to run", Duration::from_secs(60), || job_state(&job) == "RUNNING");
-    let first = cmd("squeue", &["-h", "-j", &job, "-o", "%S"]).trim().to_owned();
+    let first = slurm_start(&job) as u64;
     wait_until("a costed sample of the first run", Duration::from_secs(60), || {
         of_job("job_sample").iter().any(|s| s["CostUsd"].as_f64().is_some_and(|c| c > 0.0))
     });
@@ -271,7 +271,7 @@ fn a_job_requeued_onto_the_same_node_has_a_costed_summary_per_run() {
     wait_until("the first run's summary", Duration::from_secs(60), || !of_job("job_summary").is_empty());
     cmd("scontrol", &["update", &format!("jobid={job}"), "starttime=now"]);
     wait_until("the job to run again", Duration::from_secs(120), || job_state(&job) == "RUNNING");
-    let second = cmd("squeue", &["-h", "-j", &job, "-o", "%S"]).trim().to_owned();
+    let second = slurm_start(&job) as u64;
     assert_ne!(first, second, "a new start for the new run");
     wait_until("a costed sample of the second run", Duration::from_secs(60), || {
         of_job("job_sample").iter().any(|s| {
@@ -301,10 +301,8 @@ fn a_job_requeued_onto_the_same_node_has_a_costed_summary_per_run() {
     eprintln!("job {job}: runs {runs:?}");
     assert_eq!(runs.len(), 2, "{summaries:?}");
     assert_ne!(runs[0].1, runs[1].1, "each run's own Slurm start: {runs:?}");
-    for (id, start, usd) in &runs {
-        let epoch = Command::new("date").args(["-d", start, "+%s"]).output().unwrap();
-        let epoch = String::from_utf8_lossy(&epoch.stdout).trim().to_owned();
-        assert!(id.ends_with(&format!(":{job}:{epoch}:summary")), "{id} names its run's start {start}");
+    for ((id, start, usd), squeue) in runs.iter().zip([first, second]) {
+        assert!(id.ends_with(&format!(":{job}:{squeue}:summary")), "{id} names its run's start {start}");
         assert!(*usd > 0.0, "each run is costed: {runs:?}");
     }
 }
