@@ -20,7 +20,8 @@
 //! one pread each; a job's processes are read in /proc every `process_every`th cycle and
 //! whenever its process set changed, which one stat of its directory (steps begun or ended)
 //! and one pread of each known directory's cgroup.procs tell (v1 opens cgroup.procs each
-//! time: its held file would read stale). "On change" is `process_every` past any cycle
+//! time: its held file would read stale; only where the last walk found a process, the
+//! others are looked for with one stat). "On change" is `process_every` past any cycle
 //! count: what the floor costs, about one syscall a file.
 //!
 //! | tree | /proc every 2nd, before (0b16a17 / d7f287b) | every 2nd, now | on change, now |
@@ -28,9 +29,12 @@
 //! | v2, 2 jobs | 145.5 / 68 | 48.5 | 12.5 |
 //! | v2, 64 jobs | 140.7 / 65.1 | 48.0 | 12.1 |
 //! | v2, 512 jobs | | 48.0 | 12.0 |
-//! | v1, 2 jobs | 190 / 79 | 66.8 | 18.8 |
-//! | v1, 64 jobs | 153.7 / 74.4 | 66.3 | 18.3 |
-//! | v1, 512 jobs | | 66.3 | 18.3 |
+//! | v1, 2 jobs | 190 / 79 | 59.8 | 11.8 |
+//! | v1, 64 jobs | 153.7 / 74.4 | 59.3 | 11.3 |
+//! | v1, 512 jobs | | 59.3 | 11.3 |
+//!
+//! v1's empty directories only looked for (the fifteenth session): 66.8 / 18.8 a job before
+//! at 2 jobs, 66.3 / 18.3 at 64 and 512.
 //!
 //! v1 now: cpuacct.usage is the sum of usage_percpu (one pread a job fewer). Since 1499c45 a
 //! cycle in which no job directory came or went lists nothing: one read of an inotify watch

@@ -42,6 +42,8 @@ struct Dir {
     links: u64,
     children: Vec<PathBuf>,
     procs: Option<Held>,
+    /// Its cgroup.procs read empty at the walk.
+    empty: bool,
 }
 
 /// [`pids`], listing only the directories of `tree` whose subdirectories changed, and keeping
@@ -52,21 +54,34 @@ pub fn pids_within(dir: &Path, tree: &mut Subtree, buf: &mut String, out: &mut V
 
 impl Subtree {
     /// Every pid in the subtree as last walked, read from its directories' cgroup.procs (held
-    /// open: one pread each), without a stat or a listing; `links` is the top directory's link
-    /// count now. False (and `out` unfinished) when only a walk can tell: the top directory
-    /// has another link count (a step began or ended), a known directory is gone, the last
-    /// walk was cut, or there was none.
+    /// open: one pread each), without a listing; `links` is the top directory's link count
+    /// now. False (and `out` unfinished) when only a walk can tell: the top directory has
+    /// another link count (a step began or ended), a known directory is gone, the last walk
+    /// was cut, or there was none.
     ///
     /// Why this is enough to see a job's process set change: a process enters a job's subtree
     /// by fork (into its parent's directory, a known one), or moved by Slurm into a new step's
     /// directory (a link more at the top) or by the job's user from one directory of it into
     /// another (it leaves a known one); a new thread is no new process.
+    ///
+    /// So a directory that held no process at the walk, and whose cgroup.procs is not held
+    /// (v1), is only looked for: one stat (none for the top, which the caller stats) instead
+    /// of an open, a read and a close. A process moved into it from outside the job waits for
+    /// the job's next walk (every `process_every` cycles); its memory and CPU are in the job's
+    /// figures all along.
     pub fn known_pids(&mut self, links: u64, buf: &mut String, out: &mut Vec<u32>) -> bool {
         let top_links = self.top.as_ref().and_then(|t| self.dirs.get(t)).map(|d| d.links);
         if self.cut || top_links != Some(links) {
             return false;
         }
         for (path, d) in &mut self.dirs {
+            if d.empty && d.procs.is_none() {
+                // The top directory's stat is the caller's `links`.
+                if Some(path) != self.top.as_ref() && std::fs::symlink_metadata(path).is_err() {
+                    return false;
+                }
+                continue;
+            }
             if !read_via(&mut d.procs, path, "cgroup.procs", false, buf) {
                 return false;
             }
@@ -230,9 +245,11 @@ fn walk_pids(
             Some(o) => (Some(o.links), o.children, o.procs),
             None => (None, Vec::new(), None),
         };
-        if read_via(&mut procs, &d, "cgroup.procs", hold && held < PER_JOB_DIRS, buf) {
+        let read = read_via(&mut procs, &d, "cgroup.procs", hold && held < PER_JOB_DIRS, buf);
+        if read {
             out.extend(buf.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
+        let empty = read && buf.trim().is_empty();
         held += usize::from(procs.is_some());
         let (children, known) = match known_links {
             Some(n) if n == links => (known_children, true),
@@ -240,7 +257,7 @@ fn walk_pids(
         };
         cut |= children.iter().any(|c| depth_of(c) > MAX_DEPTH);
         stack.extend(children.iter().filter(|c| entered(c)).map(|c| (c.clone(), known.then(|| d.clone()))));
-        found.dirs.insert(d, Dir { links, children, procs });
+        found.dirs.insert(d, Dir { links, children, procs, empty });
     }
     let cut = cut || wide.get();
     found.cut = cut;
@@ -426,6 +443,51 @@ mod tests {
         let mut out = Vec::new();
         assert!(!pids(&small, &mut String::new(), &mut out));
         assert_eq!(out, vec![21]);
+    }
+
+    #[test]
+    fn known_pids_read_the_directories_that_held_processes_and_look_for_the_empty_ones() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let job = d.path().join("job_7");
+        let procs = |rel: &str, pids: &str| {
+            mk(&job, rel);
+            std::fs::write(job.join(rel).join("cgroup.procs"), pids).unwrap();
+        };
+        // v1 as Slurm makes it: the job and step directories empty, the task's processes below.
+        procs("", "");
+        procs("step_batch", "");
+        procs("step_batch/task_0", "10\n11\n");
+        let mut tree = Subtree::default();
+        let mut out = Vec::new();
+        assert!(!pids_within(&job, &mut tree, &mut String::new(), &mut out));
+        assert_eq!(out, vec![10, 11]);
+        let links = || std::fs::metadata(&job).unwrap().nlink();
+        let known = |tree: &mut Subtree| {
+            let mut out = Vec::new();
+            tree.known_pids(links(), &mut String::new(), &mut out).then_some(out)
+        };
+        assert_eq!(known(&mut tree), Some(vec![10, 11]));
+        // A fork in the task's directory, or a process leaving it, is read there.
+        procs("step_batch/task_0", "10\n11\n12\n");
+        assert_eq!(known(&mut tree), Some(vec![10, 11, 12]));
+        // One moved in from outside the job into its empty directory waits for the next walk.
+        procs("", "40\n");
+        assert_eq!(known(&mut tree), Some(vec![10, 11, 12]));
+        out.clear();
+        pids_within(&job, &mut tree, &mut String::new(), &mut out);
+        assert_eq!(out, vec![10, 11, 12, 40]);
+        // Now the job's directory is read each time.
+        procs("", "");
+        assert_eq!(known(&mut tree), Some(vec![10, 11, 12]));
+        // An empty directory removed (the top's link count the same): only a walk can tell
+        // what else changed.
+        procs("step_batch/task_0/inner", "");
+        out.clear();
+        pids_within(&job, &mut tree, &mut String::new(), &mut out);
+        assert_eq!(known(&mut tree), Some(vec![10, 11, 12]));
+        std::fs::remove_dir_all(job.join("step_batch/task_0/inner")).unwrap();
+        assert_eq!(known(&mut tree), None, "inner is gone");
     }
 
     #[test]
