@@ -6,6 +6,7 @@ use slurm_cw_formats::cgroup;
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = cgroup::flat_key(text, "total_rss");
+        let _ = cgroup::flat_keys(text, ["total_cache", "total_rss", "file"]);
         let _ = cgroup::single(text);
         let _ = cgroup::numbers(text);
         if let Some(cpus) = cgroup::cpu_list(text) {

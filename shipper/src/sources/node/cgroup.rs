@@ -78,6 +78,20 @@ impl Reader<'_> {
     }
 }
 
+/// memory.stat's breakdown, in the order both versions' keys are given: page cache, anonymous,
+/// its huge pages, mapped files, active and inactive files, unevictable.
+fn set_breakdown(s: &mut CgroupStats, found: [Option<u64>; 7]) {
+    [
+        s.memory_cache,
+        s.memory_rss,
+        s.memory_rss_huge,
+        s.memory_mapped_file,
+        s.memory_active_file,
+        s.memory_inactive_file,
+        s.memory_unevictable,
+    ] = found;
+}
+
 // One shared buffer is read into file by file, so the fields are set one by one.
 #[allow(clippy::field_reassign_with_default)]
 fn read_v1(job: &JobRef, r: &mut Reader, fixed: &Fixed) -> CgroupStats {
@@ -89,14 +103,21 @@ fn read_v1(job: &JobRef, r: &mut Reader, fixed: &Fixed) -> CgroupStats {
         s.memory_limit = r.once("memory", mem, "memory.limit_in_bytes").and_then(kv::single);
     }
     if let Some(stat) = r.text("memory", mem, "memory.stat") {
-        s.memory_cache = kv::flat_key(stat, "total_cache");
-        s.memory_rss = kv::flat_key(stat, "total_rss");
-        s.memory_rss_huge = kv::flat_key(stat, "total_rss_huge");
-        s.memory_mapped_file = kv::flat_key(stat, "total_mapped_file");
-        s.memory_active_file = kv::flat_key(stat, "total_active_file");
-        s.memory_inactive_file = kv::flat_key(stat, "total_inactive_file");
-        s.memory_unevictable = kv::flat_key(stat, "total_unevictable");
-        s.memory_swap = kv::flat_key(stat, "total_swap");
+        let [breakdown @ .., swap] = kv::flat_keys(
+            stat,
+            [
+                "total_cache",
+                "total_rss",
+                "total_rss_huge",
+                "total_mapped_file",
+                "total_active_file",
+                "total_inactive_file",
+                "total_unevictable",
+                "total_swap",
+            ],
+        );
+        set_breakdown(&mut s, breakdown);
+        s.memory_swap = swap;
     }
     s.oom_kills = r.text("memory", mem, "memory.oom_control").and_then(|t| kv::flat_key(t, "oom_kill"));
     let acct = job.dir("cpuacct");
@@ -133,13 +154,8 @@ fn read_v2(dir: &Path, r: &mut Reader, fixed: &Fixed) -> CgroupStats {
         s.memory_limit = r.once("", d, "memory.max").and_then(kv::single);
     }
     if let Some(stat) = r.text("", d, "memory.stat") {
-        s.memory_cache = kv::flat_key(stat, "file");
-        s.memory_rss = kv::flat_key(stat, "anon");
-        s.memory_rss_huge = kv::flat_key(stat, "anon_thp");
-        s.memory_mapped_file = kv::flat_key(stat, "file_mapped");
-        s.memory_active_file = kv::flat_key(stat, "active_file");
-        s.memory_inactive_file = kv::flat_key(stat, "inactive_file");
-        s.memory_unevictable = kv::flat_key(stat, "unevictable");
+        let keys = ["file", "anon", "anon_thp", "file_mapped", "active_file", "inactive_file", "unevictable"];
+        set_breakdown(&mut s, kv::flat_keys(stat, keys));
     }
     s.memory_swap = r.text("", d, "memory.swap.current").and_then(kv::single);
     s.oom_kills = r.text("", d, "memory.events").and_then(|t| kv::flat_key(t, "oom_kill"));
