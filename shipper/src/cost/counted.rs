@@ -47,11 +47,7 @@ impl Counted {
         if times.next().is_some_and(|second| second != first) || times.next().is_some() {
             return None;
         }
-        let secs: f64 = first.parse().ok()?;
-        if !secs.is_finite() || secs < 0.0 {
-            return None;
-        }
-        let t = UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(secs).ok()?)?;
+        let t = UNIX_EPOCH.checked_add(parse_secs(first)?)?;
         (t <= now).then_some(t)
     }
 
@@ -60,9 +56,12 @@ impl Counted {
         if self.written.is_some_and(|w| w >= t) {
             return;
         }
-        let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
-        // Fixed width, so each write covers the last whole.
-        let line = format!("{secs:020.3} {secs:020.3}\n");
+        // Whole milliseconds, cut down, never rounded up: a mark after the time counted would
+        // lose that sliver of every job's cost after a restart. Fixed width, so each write
+        // covers the last whole.
+        let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+        let secs = format!("{:016}.{:03}", ms / 1000, ms % 1000);
+        let line = format!("{secs} {secs}\n");
         let done = self.open().and_then(|f| f.write_all_at(line.as_bytes(), 0));
         match done {
             Ok(()) => self.written = Some(t),
@@ -82,6 +81,18 @@ impl Counted {
         };
         Ok(self.file.insert(f))
     }
+}
+
+/// `seconds[.fraction]` since the epoch, exactly (no float on the way, so the time read back is
+/// never after the time written).
+fn parse_secs(text: &str) -> Option<Duration> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || !(fraction.is_empty() || digits(fraction)) || fraction.len() > 9 {
+        return None;
+    }
+    let nanos = if fraction.is_empty() { 0 } else { format!("{fraction:0<9}").parse().ok()? };
+    Some(Duration::new(whole.parse().ok()?, nanos))
 }
 
 #[cfg(test)]
@@ -107,9 +118,25 @@ mod tests {
         assert_eq!(c.read(t(60.0)), Some(t(10.25)), "one time: the file a daemon before this wrote");
         c.write(t(5.0));
         assert_eq!(c.read(t(60.0)), Some(t(10.25)), "never moved back");
+        c.write(t(30.0009));
+        assert_eq!(c.read(t(60.0)), Some(t(30.0)), "cut to the millisecond, never rounded up past it");
         assert_eq!(c.read(t(10.0)), None, "a time after now: a clock set back");
         let torn = "0000001800000020.500 0000001800000010.250\n";
-        for bad in [torn, "1 1 1", "", "yesterday", "-5", "NaN", "inf", "1e300", &"9".repeat(200)] {
+        for bad in [
+            torn,
+            "1 1 1",
+            "",
+            "yesterday",
+            "-5",
+            "NaN",
+            "inf",
+            "1e300",
+            "+5",
+            ".5",
+            "1.2.3",
+            "1.0000000001",
+            &"9".repeat(200),
+        ] {
             std::fs::write(d.path().join(FILE), bad).unwrap();
             assert_eq!(c.read(t(60.0)), None, "{bad:?}");
         }
