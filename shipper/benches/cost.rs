@@ -789,7 +789,7 @@ async fn simulate(
                     &[(node, NodeSize { cpus, memory_bytes: cpus * 8.0 * (1u64 << 30) as f64, gpus: 0.0 })],
                 )
             }),
-            counted: None,
+            resume_from: None,
         };
         Host {
             node: node.to_owned(),

@@ -73,6 +73,10 @@ pub async fn run(cli: Cli, mut config: Settings) -> Exit {
         lookup.prices().size(&node);
         lookup
     });
+    // Beside the spool, where this process holds one: it is what makes delivery durable, and a
+    // `--once` beside the daemon (whose spool it is) must not count the daemon's time.
+    let counted = (cost.is_some() && metrics.iter().any(|(_, r)| r.spool.is_some()))
+        .then(|| crate::cost::counted::Counted::in_dir(&config.spool.dir));
     let parts = crate::pipeline::Parts {
         cluster,
         node,
@@ -86,10 +90,7 @@ pub async fn run(cli: Cli, mut config: Settings) -> Exit {
             .collect(),
         records: records.as_ref().map(|r| r.stats.clone()),
         prices: cost.as_ref().map(|c| c.prices().clone()),
-        // Beside the spool, where this process holds one: it is what makes delivery durable,
-        // and a `--once` beside the daemon (whose spool it is) must not count the daemon's time.
-        counted: (cost.is_some() && metrics.iter().any(|(_, r)| r.spool.is_some()))
-            .then(|| crate::cost::counted::Counted::in_dir(&config.spool.dir)),
+        resume_from: counted.as_ref().and_then(|c| c.read(std::time::SystemTime::now())),
     };
     let metrics = metrics.into_iter().map(|(_, r)| r).collect();
     let options = config.pipeline();
@@ -100,8 +101,8 @@ pub async fn run(cli: Cli, mut config: Settings) -> Exit {
         Pipeline::new(&options, role, collectors, parts).showing_live(live)
     };
     if cli.once {
-        crate::daemon::once(make(), metrics, records, cost).await
+        crate::daemon::once(make(), metrics, records, cost, counted).await
     } else {
-        crate::daemon::daemon(make, metrics, records, &schedule, cost).await
+        crate::daemon::daemon(make, metrics, records, &schedule, cost, counted).await
     }
 }

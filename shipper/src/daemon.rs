@@ -7,17 +7,18 @@
 use crate::Exit;
 use crate::aggregate::Aggregate;
 use crate::collection::Collection;
+use crate::cost::counted::Counted;
 use crate::cost::lookup::Lookup;
 use crate::hook;
 use crate::pipeline::Pipeline;
 use crate::sinks::MetricSink;
-use crate::sinks::delivery::{Delivery, Destination, Step};
+use crate::sinks::delivery::{Delivery, Destination, Intake, Step};
 use crate::sinks::logs::RecordSink;
 use crate::sinks::pacing::{Pace, deliver_loop};
 use crate::sinks::route::Route;
 use slurm_cw_formats::record::Record;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 
 pub type Metrics = Route<MetricSink>;
@@ -32,6 +33,7 @@ pub async fn once(
     metrics: Vec<Metrics>,
     records: Option<Records>,
     mut cost: Option<Lookup>,
+    mut counted: Option<Counted>,
 ) -> Exit {
     if let Some(c) = &mut cost {
         c.refresh().await;
@@ -43,8 +45,13 @@ pub async fn once(
     }
     let flushed = pipeline.flush();
     let mut results = Vec::new();
-    for (mut route, items) in metrics.into_iter().zip(flushed.aggregates) {
-        route.delivery.hold(route.intake.take(items));
+    let mut routes = metrics;
+    let intakes = routes.iter_mut().map(|r| &mut r.intake);
+    let kept = take_metrics(intakes, flushed.aggregates, &mut counted, flushed.counted_to);
+    for (route, items) in routes.iter_mut().zip(kept) {
+        route.delivery.hold(items);
+    }
+    for mut route in routes {
         let what = format!("metrics to {}", route.delivery.label());
         results.push((what, drain(&mut route.delivery).await));
     }
@@ -55,6 +62,32 @@ pub async fn once(
     let failed: Vec<String> =
         results.into_iter().filter_map(|(what, r)| r.err().map(|e| format!("{what}: {e}"))).collect();
     if failed.is_empty() { Exit::Ok } else { Exit::Failed(failed.join("; ")) }
+}
+
+/// Hands a flush's aggregates to each destination's intake (into its spool first); returns
+/// what each kept for its delivery to hold. Then keeps up to when the flush's cost metrics
+/// counted, once every spool took the flush: a daemon that dies between the two counts that
+/// time again after its restart rather than losing it, and a spool that refused a flush (held
+/// in memory only) leaves the mark where it was.
+fn take_metrics<'a>(
+    intakes: impl Iterator<Item = &'a mut Intake<Aggregate>>,
+    aggregates: Vec<Vec<Aggregate>>,
+    counted: &mut Option<Counted>,
+    counted_to: Option<SystemTime>,
+) -> Vec<Vec<Aggregate>> {
+    let mut spooled = true;
+    let kept: Vec<Vec<Aggregate>> = intakes
+        .zip(aggregates)
+        .map(|(intake, items)| {
+            let kept = intake.take(items);
+            spooled &= !intake.spool_refused(&kept);
+            kept
+        })
+        .collect();
+    if let (Some(c), Some(t), true) = (counted, counted_to, spooled) {
+        c.write(t);
+    }
+    kept
 }
 
 /// Sends everything waiting; the error says what is kept.
@@ -94,6 +127,7 @@ pub async fn daemon(
     records: Option<Records>,
     schedule: &Schedule,
     cost: Option<Lookup>,
+    mut counted: Option<Counted>,
 ) -> Exit {
     if let Some(mut c) = cost {
         tokio::spawn(async move {
@@ -127,8 +161,10 @@ pub async fn daemon(
     let mut to_delivery = |f: crate::pipeline::Flushed| -> bool {
         tracing::debug!(collections = f.collections, records = f.records.len(), "flushed");
         let mut ok = true;
-        for ((intake, tx), items) in metric_routes.iter_mut().zip(f.aggregates) {
-            ok &= tx.send(intake.take(items)).is_ok();
+        let intakes = metric_routes.iter_mut().map(|(intake, _)| intake);
+        let kept = take_metrics(intakes, f.aggregates, &mut counted, f.counted_to);
+        for ((_, tx), items) in metric_routes.iter().zip(kept) {
+            ok &= tx.send(items).is_ok();
         }
         if let Some((intake, rtx)) = &mut record_route {
             ok &= rtx.send(intake.take(f.records)).is_ok();
@@ -271,5 +307,65 @@ impl Shutdown {
             _ = wait(&mut self.term) => "SIGTERM",
             _ = wait(&mut self.int) => "SIGINT",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::Summary;
+    use crate::sinks::cloudwatch::PutMetricDataRules;
+    use crate::sinks::delivery::StatsHandle;
+    use crate::sinks::spool::Spool;
+    use std::time::UNIX_EPOCH;
+
+    /// The mark a restarted daemon counts job costs on from moves only with a flush on the disk.
+    #[test]
+    fn up_to_when_costs_were_counted_is_kept_only_once_the_spool_holds_the_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool_dir = dir.path().join("cloudwatch");
+        std::fs::create_dir(&spool_dir).unwrap();
+        let (spool, _) = Spool::open(&spool_dir, 1 << 20).unwrap();
+        let spool = std::sync::Arc::new(std::sync::Mutex::new(spool));
+        let rules = Box::new(PutMetricDataRules::default());
+        let mut intake = Intake::new("ns", Some(spool), StatsHandle::default(), rules);
+        let mut counted = Some(Counted::in_dir(dir.path()));
+        // Whole seconds an hour ago: times CloudWatch takes, and the mark keeps exactly.
+        let hour_ago = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() - 3600;
+        let t = |s| UNIX_EPOCH + Duration::from_secs(hour_ago + s);
+        let flush = |at| {
+            let dims = crate::sample::Dims::new().with(slurm_cw_catalog::dims::CLUSTER_NAME, "c");
+            let cost = Aggregate {
+                metric: &slurm_cw_catalog::metrics::JOB_COST,
+                dims,
+                time: at,
+                value: Summary::Value { value: 0.25 },
+            };
+            vec![vec![cost]]
+        };
+        let mark = || Counted::in_dir(dir.path()).read(SystemTime::now());
+
+        let kept = take_metrics(std::iter::once(&mut intake), flush(t(60)), &mut counted, Some(t(60)));
+        assert!(kept[0].is_empty(), "in the spool, nothing held in memory");
+        assert_eq!(
+            std::fs::read_dir(&spool_dir).unwrap().count(),
+            2,
+            "the flush's file and the spool's lock"
+        );
+        assert_eq!(mark(), Some(t(60)));
+
+        // The spool's directory gone: the flush is held in memory only, and a daemon that dies
+        // now must count its time again.
+        std::fs::remove_dir_all(&spool_dir).unwrap();
+        let kept = take_metrics(std::iter::once(&mut intake), flush(t(120)), &mut counted, Some(t(120)));
+        assert_eq!(kept[0].len(), 1, "held for delivery");
+        assert_eq!(mark(), Some(t(60)), "not moved past what is on the disk");
+
+        // No job running: nothing to count on from.
+        std::fs::create_dir(&spool_dir).unwrap();
+        take_metrics(std::iter::once(&mut intake), flush(t(180)), &mut counted, None);
+        assert_eq!(mark(), Some(t(60)));
+        take_metrics(std::iter::once(&mut intake), flush(t(240)), &mut counted, Some(t(240)));
+        assert_eq!(mark(), Some(t(240)), "the spool takes flushes again");
     }
 }

@@ -80,8 +80,6 @@ pub struct Pipeline {
     node: String,
     /// The job table, where job records are made (node role, records on).
     jobs: Option<Jobs>,
-    /// Where up to when the cost metrics counted is kept.
-    counted: Option<crate::cost::counted::Counted>,
     /// Increases, utilisation and backlog from the head node's readings, then what it leaves
     /// out (head role).
     derive: Option<(Derive, Trim)>,
@@ -113,8 +111,9 @@ pub struct Parts {
     pub records: Option<StatsHandle>,
     /// The node's price and the nodes' sizes, where job costs are on.
     pub prices: Option<Prices>,
-    /// Up to when the cost metrics counted, kept in the spool directory where there is one.
-    pub counted: Option<crate::cost::counted::Counted>,
+    /// Up to when the daemon before this one counted the cost metrics
+    /// ([`crate::cost::counted`]): they count on from there.
+    pub resume_from: Option<std::time::SystemTime>,
 }
 
 impl Parts {
@@ -130,7 +129,7 @@ impl Parts {
             }],
             records: Some(StatsHandle::default()),
             prices: None,
-            counted: None,
+            resume_from: None,
         }
     }
 }
@@ -147,13 +146,16 @@ pub struct Flushed {
     pub records_delivered: Option<DeliveryStats>,
     /// Collections in this flush.
     pub collections: u64,
+    /// Up to when this flush's cost metrics counted the running jobs (none while none runs: a
+    /// job that starts later is counted from its own start). Kept once the flush is spooled.
+    pub counted_to: Option<std::time::SystemTime>,
 }
 
 impl Pipeline {
     /// A pipeline over `collectors` (the table's, [`crate::sources::table::build`]; the cost
     /// bench brings its own, on simulated time).
     pub fn new(options: &Options, role: Role, collectors: Vec<Box<dyn Collector>>, parts: Parts) -> Self {
-        let Parts { cluster, node, metrics, records, prices, counted } = parts;
+        let Parts { cluster, node, metrics, records, prices, resume_from } = parts;
         let node_samples = role.runs_node().then(|| NodeSamples::new(node.clone()));
         let lanes: Vec<Lane> = metrics
             .iter()
@@ -183,11 +185,7 @@ impl Pipeline {
             collectors,
             lanes,
             node: node.clone(),
-            jobs: role.runs_node().then(|| {
-                let since = counted.as_ref().and_then(|c| c.read(std::time::SystemTime::now()));
-                Jobs::new(options.findings.clone(), prices).resuming(since)
-            }),
-            counted,
+            jobs: role.runs_node().then(|| Jobs::new(options.findings.clone(), prices).resuming(resume_from)),
             node_samples,
             scheduler,
             node_copies: [(PARTITION, options.node_per_partition), (ACCOUNT, options.node_per_account)]
@@ -354,12 +352,10 @@ impl Pipeline {
             trimmed += std::mem::take(&mut s.trimmed);
         }
         let mut batch = Batch::new(now);
+        let mut counted_to = None;
         if let Some(jobs) = &mut self.jobs {
             spend(jobs.take_spent(), &mut batch);
-            // Only while jobs run: a job that starts later is counted from its own start.
-            if let (Some(c), Some(t), false) = (&mut self.counted, jobs.counted_to(), jobs.is_empty()) {
-                c.write(t);
-            }
+            counted_to = jobs.counted_to().filter(|_| !jobs.is_empty());
             for c in &self.node_copies {
                 c.apply(&mut batch, 0);
             }
@@ -386,7 +382,7 @@ impl Pipeline {
                 a
             })
             .collect();
-        Flushed { aggregates, records, delivered, records_delivered, collections }
+        Flushed { aggregates, records, delivered, records_delivered, collections, counted_to }
     }
 }
 

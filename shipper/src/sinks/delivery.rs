@@ -158,6 +158,12 @@ impl<T: Item + Named> Intake<T> {
         self
     }
 
+    /// Whether the spool refused a flush, given what [`Intake::take`] kept of it (without a
+    /// spool it keeps all, and refuses nothing).
+    pub fn spool_refused(&self, kept: &[T]) -> bool {
+        self.spool.is_some() && !kept.is_empty()
+    }
+
     /// Checks a flush and writes it to the spool. Returns what the spool could not take, for
     /// delivery to hold in memory (everything, without a spool).
     pub fn take(&mut self, mut items: Vec<T>) -> Vec<T> {
