@@ -68,12 +68,19 @@ fn scrape() -> usize {
 
 /// CPU time of every thread of `pid`, from schedstat (nanoseconds).
 pub(super) fn process_cpu(pid: u32) -> Duration {
-    let mut ns = 0u64;
+    thread_cpu(pid).values().sum()
+}
+
+/// The CPU time of each of `pid`'s threads by name (threads of one name summed).
+pub(super) fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, Duration> {
+    let mut by_name = std::collections::BTreeMap::new();
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
         let text = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
-        ns += text.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let ns = text.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        *by_name.entry(name.trim().to_owned()).or_default() += Duration::from_nanos(ns);
     }
-    Duration::from_nanos(ns)
+    by_name
 }
 
 /// strace attached to `pid` while `scrapes` scrapes run: syscall name -> calls.
@@ -257,4 +264,12 @@ pub fn versus(args: &[String]) {
         theirs_scrape_calls / whole.syscalls.max(1e-9),
         whole.rss_mb,
     );
+    let threads: Vec<String> = whole
+        .threads
+        .iter()
+        .filter(|(_, cpu)| !cpu.is_zero())
+        .map(|(name, cpu)| format!("{name} {:.3} ms", cpu.as_secs_f64() * 1e3))
+        .collect();
+    // The main thread (named after the binary) flushes: aggregates to the spool and the sink.
+    println!("  by thread, a cycle: {}", threads.join(", "));
 }

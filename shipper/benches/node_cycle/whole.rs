@@ -22,6 +22,8 @@ pub struct Whole {
     /// Syscalls a cycle.
     pub syscalls: f64,
     pub rss_mb: f64,
+    /// CPU a cycle of each thread by name, busiest first.
+    pub threads: Vec<(String, Duration)>,
 }
 
 /// The log group the job records go to must exist, as the Terraform module makes it.
@@ -62,17 +64,25 @@ pub fn measure(node: &str, slurm_dir: &str, dir: &Path) -> Whole {
     let pid = daemon.id();
     std::thread::sleep(Duration::from_secs(WARM_UP.into()));
     assert!(daemon.try_wait().unwrap().is_none(), "the daemon runs (see its standard error above)");
-    let (t0, w0) = (super::versus::process_cpu(pid), Instant::now());
+    let (t0, w0) = (super::versus::thread_cpu(pid), Instant::now());
     std::thread::sleep(Duration::from_secs(CYCLES.into()));
-    let (t1, w1) = (super::versus::process_cpu(pid), Instant::now());
+    let (t1, w1) = (super::versus::thread_cpu(pid), Instant::now());
     // Cycles by the clock: one a second, give or take the last.
     let cycles = (w1 - w0).as_secs_f64();
-    let cpu = (t1 - t0).div_f64(cycles);
+    let mut threads: Vec<(String, Duration)> = t1
+        .into_iter()
+        .map(|(name, t)| {
+            let before = t0.get(&name).copied().unwrap_or_default();
+            (name, t.saturating_sub(before).div_f64(cycles))
+        })
+        .collect();
+    threads.sort_by_key(|(_, cpu)| std::cmp::Reverse(*cpu));
+    let cpu = threads.iter().map(|(_, t)| *t).sum();
     let syscalls = traced(pid, &dir.join("strace.txt")) / f64::from(TRACED);
     let rss_mb = super::rss_mb_of(pid, "VmRSS:");
     let _ = daemon.kill();
     let _ = daemon.wait();
-    Whole { cpu, syscalls, rss_mb }
+    Whole { cpu, syscalls, rss_mb, threads }
 }
 
 /// strace's count of every syscall over [`TRACED`] seconds, the commands the daemon starts
