@@ -48,10 +48,8 @@ pub async fn once(
     let mut routes = metrics;
     let intakes = routes.iter_mut().map(|r| &mut r.intake);
     let kept = take_metrics(intakes, flushed.aggregates, &mut counted, flushed.counted_to);
-    for (route, items) in routes.iter_mut().zip(kept) {
+    for (mut route, items) in routes.into_iter().zip(kept) {
         route.delivery.hold(items);
-    }
-    for mut route in routes {
         let what = format!("metrics to {}", route.delivery.label());
         results.push((what, drain(&mut route.delivery).await));
     }
