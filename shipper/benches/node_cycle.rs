@@ -68,6 +68,8 @@ use std::time::{Duration, SystemTime};
 
 const PROCS_PER_JOB: u32 = 8;
 
+#[path = "node_cycle/floor.rs"]
+mod floor;
 #[path = "node_cycle/versus.rs"]
 mod versus;
 #[path = "node_cycle/whole.rs"]

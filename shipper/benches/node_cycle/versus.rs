@@ -1,6 +1,6 @@
-//! The node collector, and the whole node-role daemon ([`super::whole`]), beside
-//! slurm-job-exporter (github.com/guilbaults/slurm-job-exporter, not in this repository: give
-//! the path of its `slurm-job-exporter.py` and a Python with psutil and prometheus-client) on
+//! The node collector, the whole node-role daemon ([`super::whole`]) and the floor under both
+//! ([`super::floor`]), beside slurm-job-exporter (github.com/guilbaults/slurm-job-exporter, not
+//! in this repository: give the path of its `slurm-job-exporter.py` and a Python with psutil and prometheus-client) on
 //! the same real jobs of the Slurm bench, measured in one run: CPU per collection (every
 //! thread's schedstat for the exporter, its scrapes over HTTP, and for the daemon; this
 //! thread's rusage for the collector alone) and syscalls per collection (strace -c).
@@ -272,4 +272,14 @@ pub fn versus(args: &[String]) {
         .collect();
     // The main thread (named after the binary) flushes: aggregates to the spool and the sink.
     println!("  by thread, a cycle: {}", threads.join(", "));
+    let floor = super::floor::measure(root, &slurm_dir, &cleanup.jobs);
+    let ratio = |d: Duration| theirs_paced.as_secs_f64() / d.as_secs_f64().max(1e-9);
+    println!(
+        "the floor, a thread woken once a second: {:.3} ms CPU a cycle reading nothing ({:.1}x), {:.3} ms reading the collector's {} cgroup files and nothing else ({:.1}x less than a scrape a second: no daemon reading them beats it)",
+        floor.wake.as_secs_f64() * 1e3,
+        ratio(floor.wake),
+        floor.reads.as_secs_f64() * 1e3,
+        floor.files,
+        ratio(floor.reads),
+    );
 }
