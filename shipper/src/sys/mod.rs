@@ -5,6 +5,7 @@
 //! - [`fs`]: a directory's entries with one getdents64, an exclusive lock, a filesystem's type;
 //! - [`limits`]: the open-file limit, the process's CPU time;
 //! - [`memory`]: how the allocator gives memory back;
+//! - [`sock_diag`]: who owns the other end of a TCP connection on this host;
 //! - [`term`]: the terminal's width;
 //! - [`watch`]: inotify, whether directories' entries changed.
 #![allow(unsafe_code)]
@@ -12,6 +13,7 @@
 pub mod fs;
 pub mod limits;
 pub mod memory;
+pub mod sock_diag;
 pub mod term;
 pub mod user;
 pub mod watch;

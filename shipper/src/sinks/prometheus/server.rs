@@ -1,14 +1,22 @@
 //! The pull endpoint's HTTP side: `GET /metrics` answers the last rendered exposition, and
 //! nothing else. Any user of the node can connect, so the server is bounded: a few connections
 //! at a time, a small request head read within a deadline, and each answer a copy of text
-//! rendered at the last collection or flush, never work per request. When every slot is taken,
-//! a newcomer takes the slot of the connection that has gone longest without moving: waiting
-//! for its request since it came, or for its reader to take the next part of its answer. A user
-//! who connects and sends nothing, or asks and never reads, again and again, cannot keep a
-//! scraper out (a scraper sends its request as it connects and reads its answer as it comes, so
-//! it is the last to be chosen). It runs on the runtime's thread beside delivery; collection
-//! has its own thread, so a flood slows neither.
+//! rendered at the last collection or flush, never work per request.
+//!
+//! When every slot is taken, a newcomer takes a slot from the peer holding the most: a
+//! connection from this host is its owner's (the uid the kernel gives the other end,
+//! [`crate::sys::sock_diag`]), one from elsewhere its host's address. Of that peer's connections
+//! it takes the one that has gone longest without moving (waiting for its request since it
+//! came, or for its reader to take the next part of its answer). So a user flooding the
+//! endpoint, from any number of connections and asking and reading as fast as a scraper, only
+//! ever displaces its own once it holds the most, and several users together displace one
+//! another before a scraper, which holds one. Within one peer (a scraper and a user on the same
+//! host, where the user's uid cannot be told) the stalest goes first: a user who connects and
+//! sends nothing, or asks and never reads, again and again, cannot keep a scraper out (it sends
+//! its request as it connects and reads its answer as it comes, so it is the last chosen). It
+//! runs on the runtime's thread beside delivery; collection has its own thread, //! so a flood slows neither.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,9 +36,30 @@ const PART: usize = 16 << 10;
 /// The body served, swapped whole at each collection and flush ([`super::live`]).
 pub type Body = Arc<Mutex<Arc<String>>>;
 
+/// Who is at the other end of a connection, for the slots' shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Peer {
+    /// A process of this host, by the uid that owns its socket.
+    Uid(u32),
+    /// Another host, or one of this host whose owner could not be told.
+    Host(IpAddr),
+}
+
+impl Peer {
+    /// The peer of a connection accepted at `local` from `remote`.
+    fn of(local: SocketAddr, remote: SocketAddr) -> Peer {
+        let here = remote.ip().is_loopback() || remote.ip() == local.ip();
+        match here.then(|| crate::sys::sock_diag::tcp_owner(remote, local)).flatten() {
+            Some(uid) => Peer::Uid(uid),
+            None => Peer::Host(remote.ip()),
+        }
+    }
+}
+
 /// A connection being served.
 struct Conn {
     id: u64,
+    peer: Peer,
     task: AbortHandle,
     /// When its reader last took a part of the answer (or it came, or asked).
     moved: Instant,
@@ -56,13 +85,25 @@ impl Served {
         self.lock().retain(|c| c.id != id);
     }
 
-    /// Takes the connection to close for a newcomer: the one that has gone longest without
-    /// moving (waiting for its request since it came, or for its reader to take a part).
+    /// Takes the connection to close for a newcomer, where every slot is taken.
     fn victim(&self) -> Option<AbortHandle> {
         let mut conns = self.lock();
-        let at = conns.iter().enumerate().min_by_key(|(_, c)| c.moved).map(|(i, _)| i)?;
+        let at = victim(&conns)?;
         Some(conns.remove(at).task)
     }
+}
+
+/// Which of `conns` closes for a newcomer ([`Served::victim`]): none while a slot is free,
+/// else the stalest (gone longest without moving) of the peer holding the most, of peers
+/// holding as many the one with the stalest.
+fn victim(conns: &[Conn]) -> Option<usize> {
+    if conns.len() < MAX_CONNECTIONS {
+        return None;
+    }
+    let held = |p: Peer| conns.iter().filter(|c| c.peer == p).count();
+    let busiest =
+        conns.iter().max_by(|a, b| held(a.peer).cmp(&held(b.peer)).then(b.moved.cmp(&a.moved)))?.peer;
+    conns.iter().enumerate().filter(|(_, c)| c.peer == busiest).min_by_key(|(_, c)| c.moved).map(|(i, _)| i)
 }
 
 /// Serves until the process ends.
@@ -70,7 +111,7 @@ pub async fn serve(listener: TcpListener, body: Body) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let served = Served::default();
     for id in 0u64.. {
-        let (stream, _) = match listener.accept().await {
+        let (stream, remote) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
                 // Out of file descriptors, say: wait a little rather than spin.
@@ -79,18 +120,15 @@ pub async fn serve(listener: TcpListener, body: Body) {
                 continue;
             }
         };
-        let slot = match slots.clone().try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(_) => {
-                let Some(victim) = served.victim() else { continue };
-                victim.abort();
-                let freed = tokio::time::timeout(Duration::from_millis(100), slots.clone().acquire_owned());
-                match freed.await {
-                    Ok(Ok(slot)) => slot,
-                    _ => continue,
-                }
-            }
+        let peer = match stream.local_addr() {
+            Ok(local) => Peer::of(local, remote),
+            Err(_) => Peer::Host(remote.ip()),
         };
+        if let Some(victim) = served.victim() {
+            victim.abort();
+        }
+        let freed = tokio::time::timeout(Duration::from_millis(100), slots.clone().acquire_owned());
+        let Ok(Ok(slot)) = freed.await else { continue };
         let (body, mine) = (body.clone(), served.clone());
         // Listed before the task can run, so that its end always finds it listed.
         let mut conns = served.lock();
@@ -99,7 +137,7 @@ pub async fn serve(listener: TcpListener, body: Body) {
             mine.done(id);
             drop(slot);
         });
-        conns.push(Conn { id, task: task.abort_handle(), moved: Instant::now() });
+        conns.push(Conn { id, peer, task: task.abort_handle(), moved: Instant::now() });
         drop(conns);
     }
 }
@@ -187,6 +225,30 @@ mod tests {
         .await
         .ok()
         .flatten()
+    }
+
+    #[tokio::test]
+    async fn a_newcomer_displaces_the_stalest_of_the_peer_holding_the_most() {
+        let t0 = Instant::now();
+        let conn = |peer: Peer, ms: u64| Conn {
+            id: 0,
+            peer,
+            task: tokio::spawn(async {}).abort_handle(),
+            moved: t0 + Duration::from_millis(ms),
+        };
+        let (scraper, user, other) =
+            (Peer::Host("10.0.0.5".parse().unwrap()), Peer::Uid(1000), Peer::Uid(1001));
+        // The scraper's connection is the stalest of all.
+        let mut conns = vec![conn(scraper, 0)];
+        conns.extend((0..3).map(|i| conn(other, 5 + i)));
+        conns.extend((0..MAX_CONNECTIONS as u64 - 5).map(|i| conn(user, 10 + i)));
+        assert_eq!(victim(&conns), None, "a slot free");
+        conns.push(conn(user, 9));
+        let chosen = victim(&conns).map(|i| (conns[i].peer, conns[i].moved - t0));
+        assert_eq!(chosen, Some((user, Duration::from_millis(9))), "the busiest user's stalest");
+        // One peer alone: its stalest, the scraper's sending nothing or never reading.
+        let alone: Vec<Conn> = (0..MAX_CONNECTIONS as u64).map(|i| conn(user, 20 - i)).collect();
+        assert_eq!(victim(&alone), Some(MAX_CONNECTIONS - 1));
     }
 
     /// A user who asks on connection after connection and never reads (a small receive buffer,
