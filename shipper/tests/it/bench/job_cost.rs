@@ -27,6 +27,16 @@ fn slurm_start(job: &str) -> f64 {
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
+/// The shares below are of the default bench's nodes (2 CPUs, 2000 MB each, memory constrained);
+/// `--profile dense` gives the first node 40 CPUs, `pcluster` constrains no memory.
+fn assert_default_nodes() {
+    let profile = std::env::var("BENCH_SLURM_PROFILE").unwrap_or_default();
+    assert!(
+        profile.is_empty() || profile == "default",
+        "the bench runs the {profile:?} profile: these shares are of the default profile's nodes (2 CPUs, 2000 MB); restart it with `scripts/bench/slurm.sh start`"
+    );
+}
+
 /// The records of one `--once` of the node role at the configured price.
 fn once_records(cluster: &str) -> Vec<Value> {
     let run = shipper()
@@ -48,6 +58,7 @@ fn once_records(cluster: &str) -> Vec<Value> {
 fn a_jobs_cost_is_price_times_share_times_the_time_it_held_the_node() {
     let Some(conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    assert_default_nodes();
     let n = nodes();
     // One CPU of two and a quarter of the memory: half the node. All of a node. One CPU on
     // each of two nodes: half of each.
