@@ -48,10 +48,11 @@ enum Peer {
 impl Peer {
     /// The peer of a connection accepted at `local` from `remote`.
     fn of(local: SocketAddr, remote: SocketAddr) -> Peer {
-        let here = remote.ip().is_loopback() || remote.ip() == local.ip();
+        let (from, to) = (remote.ip().to_canonical(), local.ip().to_canonical());
+        let here = from.is_loopback() || from == to;
         match here.then(|| crate::sys::sock_diag::tcp_owner(remote, local)).flatten() {
             Some(uid) => Peer::Uid(uid),
-            None => Peer::Host(remote.ip()),
+            None => Peer::Host(from),
         }
     }
 }
@@ -225,6 +226,26 @@ mod tests {
         .await
         .ok()
         .flatten()
+    }
+
+    #[test]
+    fn a_local_peer_is_the_uid_that_owns_its_end_and_a_remote_one_its_host() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, remote) = listener.accept().unwrap();
+        let local = server.local_addr().unwrap();
+        assert_eq!(Peer::of(local, remote), Peer::Uid(crate::sys::euid()));
+        let mapped = |a: SocketAddr| match a.ip() {
+            IpAddr::V4(v4) => SocketAddr::new(IpAddr::V6(v4.to_ipv6_mapped()), a.port()),
+            IpAddr::V6(_) => a,
+        };
+        assert_eq!(
+            Peer::of(mapped(local), mapped(remote)),
+            Peer::Uid(crate::sys::euid()),
+            "a dual-stack listener's"
+        );
+        let elsewhere: SocketAddr = "10.1.2.3:40000".parse().unwrap();
+        assert_eq!(Peer::of(local, elsewhere), Peer::Host(elsewhere.ip()));
     }
 
     #[tokio::test]
