@@ -493,12 +493,8 @@ fn several_users_flooding_leave_the_honest_user_its_samples_and_write_one_summar
     copy_tree(&fixtures().join("cgroup/v2-kernel-docs"), &cg);
     copy_tree(&fixtures().join("proc/slurm-job-1001"), &proc);
     add_running_job(&cg, &proc, RUNNING_JOB_USER);
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let me = common::exe_for_others(tmp.path());
     let socket = tmp.path().join("hook.sock");
-    // This binary, where the abusing users can run it.
-    let me = tmp.path().join("hook_abuse");
-    std::fs::copy(std::env::current_exe().unwrap(), &me).unwrap();
 
     let mut cmd = shipper();
     cmd.args(["--role", "node", "--sink", "stdout"])

@@ -554,6 +554,16 @@ pub fn sbatch(args: &[&str]) -> String {
     out.trim().split(';').next().unwrap_or("").to_owned()
 }
 
+/// A copy of this test binary that other users can run (the checkout may sit in a directory
+/// only root enters), in `dir`, which is opened to them.
+pub fn exe_for_others(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let me = dir.join(std::env::current_exe().unwrap().file_name().unwrap());
+    std::fs::copy(std::env::current_exe().unwrap(), &me).unwrap();
+    me
+}
+
 /// Polls `f` every 200 ms until it returns true or `limit` passes; panics with `what` then.
 pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
