@@ -24,12 +24,6 @@ pub struct Floor {
     pub files: usize,
 }
 
-/// The CPU this thread has run (schedstat, as the daemon's threads are measured).
-fn thread_cpu() -> Duration {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    Duration::from_nanos(text.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0))
-}
-
 /// The job's directory of `controller` under `root/controller/slurm_dir/uid_*/job_<job>`.
 fn job_dir(root: &Path, controller: &str, slurm_dir: &str, job: &str) -> PathBuf {
     let base = root.join(controller).join(slurm_dir);
@@ -58,12 +52,12 @@ fn tasks(job: &Path) -> Vec<PathBuf> {
 fn paced(mut cycle: impl FnMut() + Send) -> Duration {
     std::thread::scope(|s| {
         s.spawn(|| {
-            let t = thread_cpu();
+            let t = super::cpu_time_thread();
             for _ in 0..CYCLES {
                 std::thread::sleep(Duration::from_secs(1));
                 cycle();
             }
-            (thread_cpu() - t) / CYCLES
+            (super::cpu_time_thread() - t) / CYCLES
         })
         .join()
         .unwrap()

@@ -1,9 +1,10 @@
 //! The node collector, the whole node-role daemon ([`super::whole`]) and the floor under both
 //! ([`super::floor`]), beside slurm-job-exporter (github.com/guilbaults/slurm-job-exporter, not
-//! in this repository: give the path of its `slurm-job-exporter.py` and a Python with psutil and prometheus-client) on
-//! the same real jobs of the Slurm bench, measured in one run: CPU per collection (every
-//! thread's schedstat for the exporter, its scrapes over HTTP, and for the daemon; this
-//! thread's rusage for the collector alone) and syscalls per collection (strace -c).
+//! in this repository: give the path of its `slurm-job-exporter.py` and a Python with psutil
+//! and prometheus-client) on the same real jobs of the Slurm bench, measured in one run: CPU
+//! per collection (every thread's schedstat for the exporter, its scrapes over HTTP, and for the
+//! daemon; the measuring thread's rusage for the collector alone and the floor) and syscalls per
+//! collection (strace -c).
 //!
 //! `cargo bench -p slurm-cw-shipper --bench node_cycle -- --versus <exporter.py> <python> <user>
 //! [jobs]` after starting the Slurm bench and LocalStack and taking their env. The jobs (2 by

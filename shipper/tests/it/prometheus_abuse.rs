@@ -42,8 +42,8 @@ fn scrape(addr: SocketAddr) -> bool {
 
 /// Not a test of its own: one user's flood, when the test below runs this binary as that user
 /// (PROMETHEUS_FLOOD = the address). Says `UP` once its first ask ended (after libtest's
-/// `test ... ` on its line), floods until its
-/// standard input closes (a minute at most), then prints its whole answers and its cut ones.
+/// `test ... ` on its line), floods until its standard input closes (a minute at most), then
+/// prints its whole answers and its cut ones.
 #[test]
 fn flood_child() {
     let Ok(addr) = std::env::var("PROMETHEUS_FLOOD") else { return };

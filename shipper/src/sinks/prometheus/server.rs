@@ -14,7 +14,8 @@
 //! host, where the user's uid cannot be told) the stalest goes first: a user who connects and
 //! sends nothing, or asks and never reads, again and again, cannot keep a scraper out (it sends
 //! its request as it connects and reads its answer as it comes, so it is the last chosen). It
-//! runs on the runtime's thread beside delivery; collection has its own thread, //! so a flood slows neither.
+//! runs on the runtime's thread beside delivery; collection has its own thread, so a flood
+//! slows neither.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -123,7 +124,7 @@ pub async fn serve(listener: TcpListener, body: Body) {
         };
         let peer = match stream.local_addr() {
             Ok(local) => Peer::of(local, remote),
-            Err(_) => Peer::Host(remote.ip()),
+            Err(_) => Peer::Host(remote.ip().to_canonical()),
         };
         if let Some(victim) = served.victim() {
             victim.abort();
@@ -267,7 +268,7 @@ mod tests {
         conns.push(conn(user, 9));
         let chosen = victim(&conns).map(|i| (conns[i].peer, conns[i].moved - t0));
         assert_eq!(chosen, Some((user, Duration::from_millis(9))), "the busiest user's stalest");
-        // One peer alone: its stalest, the scraper's sending nothing or never reading.
+        // One peer alone: its stalest, as before peers were told apart.
         let alone: Vec<Conn> = (0..MAX_CONNECTIONS as u64).map(|i| conn(user, 20 - i)).collect();
         assert_eq!(victim(&alone), Some(MAX_CONNECTIONS - 1));
     }
