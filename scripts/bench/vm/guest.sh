@@ -5,6 +5,8 @@
 #   truth.txt        what the 300 MB job says it holds (its own reading)
 #   once-1.jsonl, once-2.jsonl   `slurm-cw-shipper --once --sink stdout` while it runs
 #   check.txt, check.rc          `slurm-cw-shipper --check` and its exit status
+#   once-suspended.jsonl, frozen.txt   `--once` at $3.60 an hour while `scontrol suspend`
+#                    holds the job, and which of its cgroups said `frozen 1` then
 #   daemon.jsonl     the daemon's stdout around a `sleep 2` job (its summary: the TaskEpilog's)
 #   captures/        Slurm's own view of the job (scontrol, squeue, the cgroup tree)
 # and OUT/epilog.log: each TaskEpilog's uid and cgroup, its job's processes then, and the
@@ -111,6 +113,8 @@ job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]
 job_is() { [ "$(job_state "$1")" = "$2" ]; }
 job_done() { s=$(job_state "$1"); [ -n "$s" ] && [ "$s" != RUNNING ] && [ "$s" != PENDING ] && [ "$s" != COMPLETING ]; }
 truth_ready() { grep -q '^anon_bytes=' "$1"; }
+# The job's cgroups that report themselves frozen (cgroup.events), relative to the job's.
+frozen_in() { find "$1" -name cgroup.events -exec grep -l '^frozen 1' {} + 2>/dev/null | sed "s#^$1/##"; }
 
 t0=$(date +%s)
 write_cgroup_conf ram
@@ -194,6 +198,18 @@ for scn in $scenarios; do
     sleep 3
     slurm-cw-shipper --role node --once --sink stdout > "$d/once-2.jsonl" 2> "$d/once-2.err" || true
     cp "$d/truth.txt" "$d/truth-after.txt"
+    # Suspended: Slurm freezes the job's steps; the shipper bills its memory alone then.
+    job_cg=$(sed -n 's/^job_cgroup=//p' "$d/truth.txt")
+    scontrol suspend "$job"
+    wait_for "job $job suspended" 60 job_is "$job" SUSPENDED
+    # Not fatal: an empty frozen.txt is the test's to report.
+    n=0
+    until [ -n "$(frozen_in "$job_cg")" ] || [ "$n" -ge 60 ]; do sleep 0.5; n=$((n + 1)); done
+    frozen_in "$job_cg" > "$d/frozen.txt"
+    SLURM_CW_COST__HOURLY_PRICE=3.6 slurm-cw-shipper --role node --once --sink stdout \
+        > "$d/once-suspended.jsonl" 2> "$d/once-suspended.err" || true
+    scontrol resume "$job"
+    say "$scn: suspended, frozen: $(tr '\n' ' ' < "$d/frozen.txt")"
     rc=0
     slurm-cw-shipper --role node --sink stdout --check > "$d/check.txt" 2>&1 || rc=$?
     echo "$rc" > "$d/check.rc"

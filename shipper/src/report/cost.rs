@@ -17,6 +17,9 @@ pub struct NodeCost {
     pub waste_usd: Option<f64>,
     pub waste_resource: Option<String>,
     pub unused_percent: Option<f64>,
+    /// Seconds Slurm held it suspended here, billed for its memory and GPUs alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspended_seconds: Option<f64>,
 }
 
 /// The cost a record states, if any.
@@ -29,6 +32,7 @@ pub fn of(v: &Value) -> Option<NodeCost> {
         waste_usd: num(v, r::WASTE_USD.name),
         waste_resource: text(v, r::WASTE_RESOURCE.name),
         unused_percent: num(v, r::UNUSED_PERCENT.name),
+        suspended_seconds: num(v, r::SUSPENDED_SECONDS.name),
     })
 }
 
@@ -75,6 +79,9 @@ pub fn line(c: &NodeCost) -> String {
             let _ = write!(o, " ({res} {unused:.0}% unused)");
         }
     }
+    if let Some(s) = c.suspended_seconds {
+        let _ = write!(o, "; suspended {:.0} min (its CPUs not billed then)", s / 60.0);
+    }
     o
 }
 
@@ -98,6 +105,12 @@ mod tests {
         .unwrap();
         assert_eq!(line(&c), "$8.00  0.250 of the node at $32.00/h (spot); waste $4.00 (gpu 50% unused)");
         assert_eq!(of(&json!({"HourlyPrice": 1.0})), None, "no CostUsd, no cost");
+        let suspended =
+            of(&json!({"CostUsd": 2.5, "HourlyPrice": 10.0, "Share": 0.25, "SuspendedSeconds": 3600.0}));
+        assert_eq!(
+            suspended.map(|c| line(&c)).as_deref(),
+            Some("$2.50  0.250 of the node at $10.00/h; suspended 60 min (its CPUs not billed then)")
+        );
         let nodes = [Some(c.clone()), None, Some(NodeCost { usd: 2.0, ..NodeCost::default() })];
         assert_eq!(total(nodes.iter()), (Some(10.0), Some(4.0)));
         assert_eq!(total([None, None].iter()), (None, None));

@@ -69,6 +69,8 @@ pub struct JobFigures {
     pub threads: Vec<(&'static str, f64)>,
     /// Cores used by each of its busiest executables.
     pub by_exe: Vec<(String, f64)>,
+    /// Slurm suspended it: its steps frozen and its CPU time still since the last reading.
+    pub suspended: bool,
 }
 
 /// The figures with a field of their own, in the order [`JobFigures::figures`] lists them.

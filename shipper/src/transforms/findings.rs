@@ -95,6 +95,9 @@ pub struct Observation {
     /// Its GPUs idle (see `GpuFigures::under`); None without GPUs or their utilisation.
     pub gpu_idle: Option<bool>,
     pub cpu_efficiency: Option<f64>,
+    /// Slurm holds it suspended: idle cores and GPUs are not its doing, and a streak of them
+    /// starts again once it runs.
+    pub suspended: bool,
     /// Peak memory and limit, bytes.
     pub memory: Option<(f64, f64)>,
     /// Peak memory of its GPUs and the memory they have, bytes.
@@ -136,8 +139,9 @@ impl JobFindings {
         out: &mut Vec<New>,
     ) -> Holding {
         let minutes = |m: u32| Duration::from_secs(u64::from(m) * 60);
-        let idle = o.gpu_idle;
-        let low = o.cpu_efficiency.map(|e| e < t.low_cpu_efficiency_percent);
+        let running = |v: Option<bool>| if o.suspended { Some(false) } else { v };
+        let idle = running(o.gpu_idle);
+        let low = running(o.cpu_efficiency.map(|e| e < t.low_cpu_efficiency_percent));
         let share = o.memory.and_then(|(p, l)| Some(p / crate::sample::limited(l)? * 100.0));
         // Memory is judged once the job has run long enough to reach its working set.
         let over = share.map(|s| s < t.memory_over_requested_percent && o.age >= minutes(t.low_cpu_minutes));
@@ -244,6 +248,32 @@ mod tests {
         f.observe(&cpu(Some(5.0)), at(9), &t, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].kind, LOW_CPU_EFFICIENCY);
+    }
+
+    #[test]
+    fn a_suspension_is_not_idleness_and_the_window_starts_again_after_it() {
+        let t = Thresholds { low_cpu_minutes: 5, idle_gpu_minutes: 5, ..Thresholds::default() };
+        let mut f = JobFindings::default();
+        let mut out = Vec::new();
+        let idle = |suspended: bool| Observation {
+            cpu_efficiency: Some(0.0),
+            gpu_idle: Some(true),
+            suspended,
+            ..Observation::default()
+        };
+        f.observe(&idle(false), at(0), &t, &mut out);
+        for m in 1..30 {
+            f.observe(&idle(true), at(m), &t, &mut out);
+        }
+        assert!(
+            out.is_empty(),
+            "suspended half an hour: {:?}",
+            out.iter().map(|n| n.kind).collect::<Vec<_>>()
+        );
+        f.observe(&idle(false), at(30), &t, &mut out);
+        assert!(out.is_empty(), "idle again, the window counts from the resume");
+        f.observe(&idle(false), at(35), &t, &mut out);
+        assert_eq!(out.len(), 2);
     }
 
     #[test]

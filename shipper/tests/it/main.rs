@@ -30,6 +30,7 @@ mod node_fixtures;
 mod node_neighbours;
 mod node_requeued;
 mod node_sluid;
+mod node_suspended;
 mod prometheus_abuse;
 mod report_render;
 mod slurm_24_11_real;

@@ -15,12 +15,12 @@ use slurm_cw_shipper::transforms::shape::{JobMetrics, Shape};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// A collector that reads processes every `process_every`th cycle.
-fn collector_every(cgroup_root: &Path, proc_root: &Path, process_every: u32) -> NodeCollector {
+pub(crate) fn collector_every(cgroup_root: &Path, proc_root: &Path, process_every: u32) -> NodeCollector {
     let cfg = NodeConfig {
         cgroup_root: cgroup_root.to_owned(),
         proc_root: proc_root.to_owned(),
@@ -263,7 +263,7 @@ fn no_cgroup_hierarchy_is_one_counted_error_not_a_crash() {
     assert!(b.samples.is_empty());
 }
 
-const V1_JOB: &str = "slurm_c3/uid_0/job_85";
+pub(crate) const V1_JOB: &str = "slurm_c3/uid_0/job_85";
 
 #[test]
 fn cgroup_v1_job_captured_from_real_slurm() {

@@ -32,6 +32,8 @@ pub struct CgroupStats {
     pub cpus: Option<Vec<usize>>,
     /// I/O from the cgroup, where the kernel and Slurm provide it.
     pub io: Option<Io>,
+    /// Slurm froze its steps ([`frozen`]); read only while its CPU time stands still.
+    pub frozen: bool,
 }
 
 /// What does not change while a job runs: read once, then kept.
@@ -57,6 +59,46 @@ pub fn read(job: &JobRef, buf: &mut String, fixed: &mut Fixed, files: &mut Files
     s.memory_limit = s.memory_limit.or(fixed.memory_limit);
     s.cpus = s.cpus.take().or_else(|| fixed.cpus.clone());
     s
+}
+
+/// Step directories looked at for a frozen step, at most: a job has a few.
+const STEPS_MAX: usize = 64;
+
+/// Whether Slurm suspended the job (`scontrol suspend`, `PreemptMode=SUSPEND`): with
+/// proctrack/cgroup it freezes each step, v1 writing FROZEN to the step's `freezer.state`, v2
+/// `1` to `cgroup.freeze` of the step or of its `user` part (slurmstepd sits beside it), which
+/// `cgroup.events` reports as `frozen 1`. Only a step whose freezing file root (or this
+/// daemon's user) owns and alone may write counts: a job's user cannot pass a job of theirs
+/// for suspended, unbilled for its CPUs, by freezing a cgroup of their own.
+pub fn frozen(job: &JobRef, buf: &mut String) -> bool {
+    let (dir, files): (&Path, &[(&str, &str)]) = match &job.dirs {
+        JobDirs::V1(_) => match job.dir("freezer") {
+            Some(d) => (d, &[("freezer.state", "freezer.state")]),
+            None => return false,
+        },
+        JobDirs::V2(d) => {
+            (d, &[("cgroup.events", "cgroup.freeze"), ("user/cgroup.events", "user/cgroup.freeze")])
+        }
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.flatten().take(STEPS_MAX).filter(|e| e.file_name().as_encoded_bytes().starts_with(b"step_")).any(
+        |step| {
+            let step = step.path();
+            files.iter().any(|(state, control)| {
+                buf.clear();
+                root_alone_writes(&step.join(control))
+                    && super::read_into(&step.join(state), buf)
+                    && (buf.trim() == "FROZEN" || kv::flat_key(buf, "frozen") == Some(1))
+            })
+        },
+    )
+}
+
+/// `path` is root's (or this daemon's user's) and no one else may write it.
+fn root_alone_writes(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .is_ok_and(|m| (m.uid() == 0 || m.uid() == crate::sys::user::euid()) && m.mode() & 0o022 == 0)
 }
 
 /// A job's held files and the buffer their text is read into.

@@ -13,7 +13,7 @@ pub(super) fn of(r: &Reading, prev: Option<&Previous>, ticks_per_second: f64, to
     let no_procs: &[procs::Proc] = &[];
     let procs = r.procs.as_ref().map_or(no_procs, |p| &p.list);
     let cg = &r.cg;
-    let mut f = JobFigures::default();
+    let mut f = JobFigures { suspended: cg.frozen, ..JobFigures::default() };
     let levels: [(&'static Metric, Option<u64>); 12] = [
         (&MEMORY_USAGE, cg.memory_usage),
         (&MEMORY_MAX, cg.memory_max),
@@ -124,6 +124,8 @@ mod tests {
     fn previous(at: Instant, cg: &CgroupStats) -> Previous {
         Previous {
             at,
+            moving: false,
+            frozen: false,
             cpu_ns: cg.cpu_ns,
             percpu_ns: None,
             throttled_ns: cg.throttled_ns,

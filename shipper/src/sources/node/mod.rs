@@ -64,6 +64,10 @@ use table::SharedJobs;
 #[derive(Debug)]
 struct Previous {
     at: Instant,
+    /// Its CPU time moved between the two readings before this one's.
+    moving: bool,
+    /// Slurm had frozen it ([`cgroup::frozen`]).
+    frozen: bool,
     cpu_ns: Option<u64>,
     percpu_ns: Option<Vec<u64>>,
     throttled_ns: Option<u64>,

@@ -102,6 +102,7 @@ pub(super) fn fold_names(
 /// What to keep of this reading for the next; process figures carry over from `before` on
 /// cycles that did not read them.
 pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
+    let before_cpu = before.as_ref().map(|b| b.cpu_ns);
     let (procs_at, cycles_since_procs, procs, threads) = match (r.procs, before) {
         (Some(p), _) => {
             let (mut procs, mut threads) = (HashMap::new(), HashMap::new());
@@ -116,8 +117,11 @@ pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
         (None, Some(b)) => (b.procs_at, b.cycles_since_procs + 1, b.procs, b.threads),
         (None, None) => (r.at, 0, HashMap::new(), HashMap::new()),
     };
+    let moving = before_cpu.is_some_and(|b| b != r.cg.cpu_ns);
     Previous {
         at: r.at,
+        moving,
+        frozen: r.cg.frozen,
         cpu_ns: r.cg.cpu_ns,
         percpu_ns: r.cg.percpu_ns,
         throttled_ns: r.cg.throttled_ns,

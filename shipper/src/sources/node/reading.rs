@@ -35,7 +35,15 @@ impl NodeCollector {
         let mut fixed = entry.as_deref_mut().map(|j| std::mem::take(&mut j.fixed)).unwrap_or_default();
         let mut spare = held::Files::default();
         let files = entry.as_deref_mut().map_or(&mut spare, |j| &mut j.files);
-        let cg = cgroup::read(job, &mut self.buf, &mut fixed, files);
+        let mut cg = cgroup::read(job, &mut self.buf, &mut fixed, files);
+        // A suspended job's CPU time stands still, so a running one costs no further read: a
+        // job is looked at when first seen, when its CPU time stops and while it is frozen;
+        // one idle all along (a `sleep`) not again.
+        let prev = self.previous.get(key);
+        let still = prev.is_none_or(|p| p.cpu_ns.is_none() || p.cpu_ns == cg.cpu_ns);
+        if still && prev.is_none_or(|p| p.moving || p.frozen) {
+            cg.frozen = cgroup::frozen(job, &mut self.buf);
+        }
         // The process set from the known directories' cgroup.procs (held open), unless only a
         // walk can tell; a subtree past the walk's bounds is walked every process_every cycles.
         let mut pids = Vec::new();

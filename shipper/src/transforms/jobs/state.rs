@@ -77,6 +77,10 @@ pub(super) struct Job {
     cpus_held: Option<f64>,
     memory_held: Option<f64>,
     pub bill: Bill,
+    /// Slurm holds it suspended now, and for how long it did in all: billed then for its
+    /// memory and GPUs alone (Slurm lends its CPUs), its CPU and GPUs judged only while it ran.
+    suspended: bool,
+    suspended_seconds: f64,
     /// What its node's jobs' shares add up to, where above 1: its share is divided by it, so
     /// that the node is billed once ([`super::Jobs`]'s `weigh`).
     pub crowd: f64,
@@ -129,6 +133,8 @@ impl Job {
             cpus_held: None,
             memory_held: None,
             bill: Bill::default(),
+            suspended: false,
+            suspended_seconds: 0.0,
             crowd: 1.0,
             reported: (0.0, 0.0),
             findings: JobFindings::default(),
@@ -194,7 +200,12 @@ impl Job {
             self.last_sample_at = Some(at);
         }
         let f = &reading.job;
-        if let Some(cores) = f.cpu_usage {
+        self.suspended = f.suspended;
+        if f.suspended {
+            self.suspended_seconds += dt;
+        }
+        let running = !f.suspended;
+        if let Some(cores) = f.cpu_usage.filter(|_| running) {
             self.cpu_integrated += cores * dt;
             self.cpu_covered += dt;
         }
@@ -212,8 +223,10 @@ impl Job {
         if let Some(g) = &reading.gpus {
             self.gpus = self.gpus.max(g.count);
             self.gpus_billed = g.billed;
-            self.gpu_seconds += g.count * dt;
-            self.gpu_idle_seconds += g.idle(t.idle_gpu_percent) * dt;
+            if running {
+                self.gpu_seconds += g.count * dt;
+                self.gpu_idle_seconds += g.idle(t.idle_gpu_percent) * dt;
+            }
             if let Some((used, total)) = g.memory() {
                 self.gpu_memory_peak = self.gpu_memory_peak.max(used);
                 self.gpu_memory_total = self.gpu_memory_total.max(total);
@@ -237,6 +250,7 @@ impl Job {
         let obs = Observation {
             gpu_idle: reading.gpus.as_ref().and_then(|g| g.under(t.idle_gpu_percent)),
             cpu_efficiency: f.cpu_utilization,
+            suspended: f.suspended,
             memory: self.memory_limit.map(|limit| (self.memory_peak, limit)),
             gpu_memory: (self.gpu_memory_total > 0.0)
                 .then_some((self.gpu_memory_peak, self.gpu_memory_total)),
@@ -278,9 +292,11 @@ impl Job {
     }
 
     /// Its share of a node of `size` before any crowding, with `reading` taken in when given:
-    /// the largest CPUs and memory it has held, its GPUs' billed worth now.
+    /// the largest CPUs and memory it has held, its GPUs' billed worth now; no CPUs while
+    /// suspended.
     pub fn share_with(&self, reading: Option<&JobReading>, size: &NodeSize) -> Option<(f64, Resource)> {
         let (cpus, memory) = self.held_with(reading);
+        let cpus = cpus.filter(|_| !reading.map_or(self.suspended, |r| r.job.suspended));
         let billed = reading.and_then(|r| r.gpus.as_ref()).map_or(self.gpus_billed, |g| g.billed);
         cost::share(cpus, memory, (billed > 0.0).then_some(billed), size)
     }
@@ -346,6 +362,9 @@ impl Job {
         m.insert(r::HOURLY_PRICE.name.into(), json!(round(rate.price.hourly)));
         m.insert(r::SHARE.name.into(), json!(round(rate.share)));
         m.insert(r::COST_BASIS.name.into(), json!(rate.price.basis.as_str()));
+        if self.suspended_seconds > 0.0 {
+            m.insert(r::SUSPENDED_SECONDS.name.into(), json!(round(self.suspended_seconds)));
+        }
     }
 
     /// This flush's `PerGpu`: each GPU's means, where the job held more than one here.

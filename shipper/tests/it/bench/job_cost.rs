@@ -317,3 +317,82 @@ fn a_job_requeued_onto_the_same_node_has_a_costed_summary_per_run() {
         assert!(*usd > 0.0, "each run is costed: {runs:?}");
     }
 }
+
+#[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
+#[test]
+fn a_suspended_job_is_billed_for_its_memory_alone_while_slurm_lends_its_cpus() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let Some(_conf) = slurm() else { return };
+    let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    assert_default_nodes();
+    let n = nodes();
+    // One CPU of two (half the node) and 500 MB of 2000 (a quarter), burning its CPU.
+    let job = sbatch(&["-p", "batch", "-w", &n[0], "-c", "1", "--mem=500M", "--wrap", "while :; do :; done"]);
+    let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
+    wait_until("the job to run", Duration::from_secs(60), || job_state(&job) == "RUNNING");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut daemon = shipper()
+        .args(["--role", "node", "--sink", "stdout"])
+        .env("SLURM_CW_CLUSTER_NAME", "suspendtest")
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
+        .env("SLURM_CW_COST__HOURLY_PRICE", PRICE.to_string())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", tmp.path().join("hook.sock"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = daemon.child().stdout.take().unwrap();
+    let id = job.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let Some(v) = Record::from_json_line(&line)
+                .ok()
+                .and_then(|r| serde_json::from_str::<Value>(&r.message).ok())
+            else {
+                continue;
+            };
+            if v["JobId"] == id.as_str() && v["Type"] == "job_sample" && tx.send(v).is_err() {
+                return;
+            }
+        }
+    });
+    // The next sample that `want` accepts, within a minute.
+    let next = |what: &str, want: &dyn Fn(&Value) -> bool| -> Value {
+        let end = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(v) if want(&v) => return v,
+                Ok(_) => {}
+                Err(e) => panic!("no sample of job {job} {what}: {e}"),
+            }
+        }
+    };
+    let running = next("running", &|v| v["Share"].as_f64() == Some(0.5));
+    assert!(running.get("SuspendedSeconds").is_none(), "{running}");
+    cmd("scontrol", &["suspend", &job]);
+    wait_until("Slurm to say suspended", Duration::from_secs(30), || job_state(&job) == "SUSPENDED");
+    // Suspended: billed its memory's quarter; between two such samples the cost grew by exactly
+    // the price x 0.25 x the seconds suspended between them.
+    let first = next("suspended", &|v| v["Share"].as_f64() == Some(0.25));
+    let second = next("suspended for longer", &|v| {
+        v["Share"].as_f64() == Some(0.25)
+            && v["SuspendedSeconds"].as_f64() > first["SuspendedSeconds"].as_f64()
+    });
+    let figure = |v: &Value, f: &str| v[f].as_f64().unwrap_or_else(|| panic!("{f} in {v}"));
+    let seconds = figure(&second, "SuspendedSeconds") - figure(&first, "SuspendedSeconds");
+    let grown = figure(&second, "CostUsd") - figure(&first, "CostUsd");
+    let want = PRICE * 0.25 * seconds / 3600.0;
+    eprintln!("suspended {seconds:.3} s more: ${grown:.6}, by hand ${want:.6}; {second}");
+    assert!((grown - want).abs() <= 2e-6, "cost grew ${grown} in {seconds} s suspended, want ${want}");
+    assert_eq!(second["CpuUsage"].as_f64(), Some(0.0), "its CPU time stood still: {second}");
+    cmd("scontrol", &["resume", &job]);
+    let resumed = next("resumed", &|v| v["Share"].as_f64() == Some(0.5));
+    assert!(figure(&resumed, "SuspendedSeconds") >= figure(&second, "SuspendedSeconds"), "{resumed}");
+    drop(daemon);
+}

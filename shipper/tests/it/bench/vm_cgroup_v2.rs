@@ -2,7 +2,8 @@
 //! `scripts/bench/vm.sh test` left after booting Debian with Slurm 24.11 or 26.05 in a VM and
 //! running scripts/bench/vm/guest.sh there. Per scenario (ConstrainRAMSpace or not; on 26.05,
 //! SLUID-named job directories or `CgroupJobIdPaths=yes`): a job that holds 300 MiB and burns
-//! two cores as user alice, sampled twice with `--once`; `--check`; and a `sleep 2` job whose
+//! two cores as user alice, sampled twice with `--once`, then once more at a price while
+//! `scontrol suspend` holds it (billed for its memory alone); `--check`; and a `sleep 2` job whose
 //! only sample comes from the TaskEpilog while the daemon collects once a minute.
 
 use crate::common;
@@ -124,6 +125,14 @@ fn check_scenario(version: &str, name: &str) {
     } else {
         assert!(limit.is_none_or(|l| l > 600.0 * MIB), "no 600M limit without ConstrainRAMSpace: {r}");
     }
+
+    // Suspended (`scontrol suspend`): Slurm froze the job's cgroups, and the shipper billed its
+    // memory alone: 600 MB of the node's 2500, not its 2 CPUs of 2.
+    let frozen = read(&dir.join("frozen.txt"));
+    eprintln!("frozen while suspended: {frozen:?}");
+    assert!(!frozen.trim().is_empty(), "no cgroup of the suspended job said `frozen 1`");
+    let (_, s) = memory_job_sample(&dir, "once-suspended");
+    assert_eq!((s["Share"].as_f64(), s["HourlyPrice"].as_f64()), (Some(0.24), Some(3.6)), "suspended: {s}");
 
     let check = read(&dir.join("check.txt"));
     assert_eq!(job_id(&dir, "check.rc"), "0", "--check:\n{check}");

@@ -251,3 +251,53 @@ fn a_job_that_comes_back_after_a_collection_without_it_is_not_counted_twice_in_t
     let spent = jobs.take_spent();
     assert_eq!(spent.get(&("phys".to_owned(), "cpu".to_owned())).map(|s| s.0), Some(12.0), "{spent:?}");
 }
+
+#[test]
+fn a_suspended_job_pays_for_its_memory_alone_and_its_idle_cores_are_not_waste() {
+    // $10 an hour for 4 cores and 1000 GB. The job holds 2 cores (half the node) and 250 GB (a
+    // quarter). It runs an hour using 1 of its 2 cores, is suspended an hour (Slurm lends its
+    // cores to others, its memory stays), then runs another hour the same way.
+    let size = NodeSize { cpus: 4.0, memory_bytes: 1e12, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    let held = Held { started: Some(t(0)), cpus: Some(2.0), memory_bytes: Some(2.5e11) };
+    let mut records = Vec::new();
+    for (at, suspended) in [(0, false), (3600, false), (7200, true), (10800, false)] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let (usage, util) = if suspended { (0.0, 0.0) } else { (1.0, 50.0) };
+        let mut r =
+            reading("9", "n1", vec![(&CPUS_ALLOCATED, 2.0), (&CPU_USAGE, usage), (&CPU_UTILIZATION, util)]);
+        r.held = held.clone();
+        r.job.suspended = suspended;
+        b.jobs.push(r);
+        jobs.observe(&b);
+        records.extend(jobs.flush(t(at + 1)).iter().map(parse));
+    }
+    let sample_at = |at: u64| {
+        records
+            .iter()
+            .find(|v| v["Type"] == "job_sample" && v["Time"] == format_timestamp(t(at + 1)))
+            .unwrap_or_else(|| panic!("a sample at {at}: {records:?}"))
+    };
+    // Running: half the node. Suspended: its memory's quarter, the hour counted at it.
+    let running = sample_at(3600);
+    assert_eq!((running["Share"].as_f64(), running["CostUsd"].as_f64()), (Some(0.5), Some(5.0)), "{running}");
+    assert!(running.get("SuspendedSeconds").is_none(), "never suspended: no field: {running}");
+    let suspended = sample_at(7200);
+    assert_eq!(
+        (suspended["Share"].as_f64(), suspended["CostUsd"].as_f64()),
+        (Some(0.25), Some(7.5)),
+        "{suspended}"
+    );
+    assert_eq!(suspended["SuspendedSeconds"], 3600.0);
+    let again = sample_at(10800);
+    assert_eq!((again["Share"].as_f64(), again["CostUsd"].as_f64()), (Some(0.5), Some(12.5)), "{again}");
+    // It ends: CPU-bound, half its cores idle while it ran; the suspended hour is not idle time.
+    jobs.observe(&Batch { all_jobs: true, ..Batch::new(t(12000)) });
+    let recs: Vec<Value> = jobs.flush(t(12001)).iter().map(parse).collect();
+    let s = recs.iter().find(|v| v["Type"] == "job_summary").unwrap();
+    assert_eq!((s["CostUsd"].as_f64(), s["SuspendedSeconds"].as_f64()), (Some(12.5), Some(3600.0)), "{s}");
+    assert_eq!((s["CpuEfficiency"].as_f64(), s["UnusedPercent"].as_f64()), (Some(50.0), Some(50.0)), "{s}");
+    assert_eq!(s["WasteUsd"], 6.25);
+}
