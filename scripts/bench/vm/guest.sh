@@ -5,8 +5,9 @@
 #   truth.txt        what the 300 MB job says it holds (its own reading)
 #   once-1.jsonl, once-2.jsonl   `slurm-cw-shipper --once --sink stdout` while it runs
 #   check.txt, check.rc          `slurm-cw-shipper --check` and its exit status
-#   once-suspended.jsonl, frozen.txt   `--once` at $3.60 an hour while `scontrol suspend`
-#                    holds the job, and which of its cgroups said `frozen 1` then
+#   suspended.jsonl, frozen.txt   the daemon (a collection a second, $3.60 an hour) while the
+#                    job runs and then `scontrol suspend` holds it, and which of its cgroups
+#                    said `frozen 1` then
 #   daemon.jsonl     the daemon's stdout around a `sleep 2` job (its summary: the TaskEpilog's)
 #   captures/        Slurm's own view of the job (scontrol, squeue, the cgroup tree)
 # and OUT/epilog.log: each TaskEpilog's uid and cgroup, its job's processes then, and the
@@ -198,16 +199,24 @@ for scn in $scenarios; do
     sleep 3
     slurm-cw-shipper --role node --once --sink stdout > "$d/once-2.jsonl" 2> "$d/once-2.err" || true
     cp "$d/truth.txt" "$d/truth-after.txt"
-    # Suspended: Slurm freezes the job's steps; the shipper bills its memory alone then.
+    # Suspended: the daemon sees the job run, then Slurm freeze its steps; it bills the job's
+    # memory alone then. Not fatal when it does not: the test reports what it found.
     job_cg=$(sed -n 's/^job_cgroup=//p' "$d/truth.txt")
+    SLURM_CW_COLLECT_INTERVAL=1s SLURM_CW_FLUSH_INTERVAL=1s SLURM_CW_DELIVERY__FLUSH_JITTER=false \
+        SLURM_CW_COST__HOURLY_PRICE=3.6 SLURM_CW_NODE__HOOK_SOCKET=/run/slurm-cw-suspended.sock \
+        slurm-cw-shipper --role node --sink stdout > "$d/suspended.jsonl" 2> "$d/suspended.err" &
+    watcher=$!
+    wait_for "a costed sample of job $job" 120 grep -q "\"JobId\":\"$job\".*\"Share\"" "$d/suspended.jsonl"
     scontrol suspend "$job"
     wait_for "job $job suspended" 60 job_is "$job" SUSPENDED
-    # Not fatal: an empty frozen.txt is the test's to report.
     n=0
-    until [ -n "$(frozen_in "$job_cg")" ] || [ "$n" -ge 60 ]; do sleep 0.5; n=$((n + 1)); done
+    until [ "$(grep -c '"SuspendedSeconds"' "$d/suspended.jsonl")" -ge 3 ] || [ "$n" -ge 120 ]; do
+        sleep 0.5
+        n=$((n + 1))
+    done
     frozen_in "$job_cg" > "$d/frozen.txt"
-    SLURM_CW_COST__HOURLY_PRICE=3.6 slurm-cw-shipper --role node --once --sink stdout \
-        > "$d/once-suspended.jsonl" 2> "$d/once-suspended.err" || true
+    kill -TERM "$watcher"
+    wait "$watcher" || true
     scontrol resume "$job"
     say "$scn: suspended, frozen: $(tr '\n' ' ' < "$d/frozen.txt")"
     rc=0

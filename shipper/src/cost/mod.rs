@@ -9,7 +9,8 @@
 //!   start as Slurm reports it, so a daemon restarted mid-job, or one `--once`, still counts the
 //!   whole time, and a job shorter than a collection (its TaskEpilog sample) too.
 //! - Waste, one rule everywhere: the cost times the unused fraction of the resource that set
-//!   the share (idle GPU time, unused cores, memory requested above the peak) ([`Bill::waste`]).
+//!   the share (idle GPU time, unused cores, memory requested above the peak); the job table
+//!   applies it (`transforms::jobs`), leaving out what a job cost while Slurm held it suspended.
 
 pub mod config;
 pub mod counted;
@@ -154,14 +155,6 @@ impl Bill {
         }
         usd
     }
-
-    /// The rule: what it cost times the unused fraction (0 to 1) of the resource that set its
-    /// share; None where that fraction is not known.
-    pub fn waste(&self, unused: impl Fn(Resource) -> Option<f64>) -> Option<(f64, f64)> {
-        let rate = self.rate?;
-        let fraction = unused(rate.dominant)?.clamp(0.0, 1.0);
-        Some((self.usd * fraction, fraction))
-    }
 }
 
 #[derive(Debug, Default)]
@@ -273,7 +266,5 @@ mod tests {
         assert_eq!(b.usd, 10.0);
         b.accrue(rate(16.0, 0.125), t0, h(3.0));
         assert_eq!(b.usd, 10.0, "the same time twice counts once");
-        assert_eq!(b.waste(|r| (r == Resource::Gpu).then_some(0.25)), Some((2.5, 0.25)));
-        assert_eq!(b.waste(|_| None), None);
     }
 }

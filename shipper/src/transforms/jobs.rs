@@ -7,6 +7,7 @@
 //! readings become the per-job series in `job_series`.
 
 mod state;
+mod suspension;
 #[cfg(test)]
 mod tests;
 

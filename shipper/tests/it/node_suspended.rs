@@ -8,7 +8,7 @@ use super::node_fixtures::{V1_JOB, V2_JOB, collect, collector, collector_every, 
 use crate::common::copy_tree;
 use slurm_cw_shipper::sources::node::NodeCollector;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Whether the one job of a collection was read as suspended.
 fn suspended(c: &mut NodeCollector) -> bool {
@@ -22,28 +22,34 @@ fn set(path: &Path, text: &str, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// A copy of the captured v1 job (job 85) and an empty /proc: (the directory, cgroup root, proc
+/// root).
+fn v1_job_tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cg, proc) = (tmp.path().join("cg"), tmp.path().join("proc"));
+    copy_tree(&fixtures().join("cgroup/v1-slurm-22.05"), &cg);
+    std::fs::create_dir(&proc).unwrap();
+    (tmp, cg, proc)
+}
+
 #[test]
 fn a_v1_job_whose_step_slurm_froze_is_suspended_once_its_cpu_time_stands_still() {
-    let tmp = tempfile::tempdir().unwrap();
-    let cg = tmp.path().join("cg");
-    copy_tree(&fixtures().join("cgroup/v1-slurm-22.05"), &cg);
-    let proc = tmp.path().join("proc");
-    std::fs::create_dir(&proc).unwrap();
+    let (_tmp, cg, proc) = v1_job_tree();
     let state = cg.join(format!("freezer/{V1_JOB}/step_batch/freezer.state"));
     let mut c = collector(&cg, &proc);
     assert!(!suspended(&mut c), "THAWED, as captured");
-    run_v1(&cg, 1_000_000);
+    run_v1(&cg, 1_000_000_000);
     assert!(!suspended(&mut c), "it ran");
     // A freezer.state anyone may write is not Slurm's word.
     set(&state, "FROZEN\n", 0o666);
     assert!(!suspended(&mut c), "stopped, by a freezing file others may write");
-    run_v1(&cg, 1_000_000);
+    run_v1(&cg, 1_000_000_000);
     assert!(!suspended(&mut c), "it ran");
     set(&state, "FROZEN\n", 0o644);
     assert!(suspended(&mut c), "its step FROZEN, its CPU time as before");
     assert!(suspended(&mut c), "still");
     // Its CPU time moved: it ran since the last reading, whatever the file says.
-    run_v1(&cg, 1_000_000);
+    run_v1(&cg, 1_000_000_000);
     assert!(!suspended(&mut c), "CPU time moved");
     set(&state, "THAWED\n", 0o644);
     assert!(!suspended(&mut c), "resumed");
@@ -59,12 +65,8 @@ fn run_v1(cg: &Path, ns: u64) {
 }
 
 #[test]
-fn a_job_is_looked_at_when_first_seen_when_its_cpu_stops_and_while_frozen() {
-    let tmp = tempfile::tempdir().unwrap();
-    let cg = tmp.path().join("cg");
-    copy_tree(&fixtures().join("cgroup/v1-slurm-22.05"), &cg);
-    let proc = tmp.path().join("proc");
-    std::fs::create_dir(&proc).unwrap();
+fn a_job_is_looked_at_when_first_seen_the_first_cycles_after_its_cpu_stops_and_while_frozen() {
+    let (_tmp, cg, proc) = v1_job_tree();
     let state = cg.join(format!("freezer/{V1_JOB}/step_batch/freezer.state"));
     // Processes every fourth cycle, as a daemon reads them (the v1 tests above: every cycle).
     let mut c = collector_every(&cg, &proc, 4);
@@ -77,7 +79,7 @@ fn a_job_is_looked_at_when_first_seen_when_its_cpu_stops_and_while_frozen() {
     }
     // It runs, then stops: looked at the first cycle its CPU time stands still.
     set(&state, "THAWED\n", 0o644);
-    run_v1(&cg, 1_000_000);
+    run_v1(&cg, 1_000_000_000);
     assert!(!suspended(&mut c), "cycle 7: it ran");
     set(&state, "FROZEN\n", 0o644);
     for cycle in 8..=12 {
@@ -85,6 +87,14 @@ fn a_job_is_looked_at_when_first_seen_when_its_cpu_stops_and_while_frozen() {
     }
     set(&state, "THAWED\n", 0o644);
     assert!(!suspended(&mut c), "cycle 13: thawed, and its CPU time not yet moved");
+    // Slurm stops the processes a second or two before the cgroup reads FROZEN: the first few
+    // collections after the stop look.
+    run_v1(&cg, 1_000_000_000);
+    assert!(!suspended(&mut c), "cycle 14: it ran");
+    assert!(!suspended(&mut c), "cycle 15: stopped, not yet frozen");
+    assert!(!suspended(&mut c), "cycle 16: stopped, not yet frozen");
+    set(&state, "FROZEN\n", 0o644);
+    assert!(suspended(&mut c), "cycle 17: the third look");
 }
 
 #[test]

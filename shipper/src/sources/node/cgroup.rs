@@ -81,7 +81,7 @@ pub fn frozen(job: &JobRef, buf: &mut String) -> bool {
         }
     };
     let Ok(entries) = std::fs::read_dir(dir) else { return false };
-    entries.flatten().take(STEPS_MAX).filter(|e| e.file_name().as_encoded_bytes().starts_with(b"step_")).any(
+    entries.flatten().filter(|e| e.file_name().as_encoded_bytes().starts_with(b"step_")).take(STEPS_MAX).any(
         |step| {
             let step = step.path();
             files.iter().any(|(state, control)| {

@@ -124,7 +124,7 @@ mod tests {
     fn previous(at: Instant, cg: &CgroupStats) -> Previous {
         Previous {
             at,
-            moving: false,
+            still_for: 0,
             frozen: false,
             cpu_ns: cg.cpu_ns,
             percpu_ns: None,

@@ -64,8 +64,8 @@ use table::SharedJobs;
 #[derive(Debug)]
 struct Previous {
     at: Instant,
-    /// Its CPU time moved between the two readings before this one's.
-    moving: bool,
+    /// Readings in a row its CPU time stood still ([`rates::still`]) up to this one.
+    still_for: u32,
     /// Slurm had frozen it ([`cgroup::frozen`]).
     frozen: bool,
     cpu_ns: Option<u64>,

@@ -99,10 +99,35 @@ pub(super) fn fold_names(
     out
 }
 
+/// CPU a job may use and still be still: slurmstepd's own wake-ups count in a v2 job's
+/// `cpu.stat` (it sits in the step's `slurm` part, which Slurm does not freeze).
+const STILL_CORES: f64 = 0.01;
+
+/// Collections after a job's CPU time stops that look whether Slurm froze it: Slurm stops the
+/// processes (SIGSTOP) a second or two before the cgroup reads FROZEN.
+pub(super) const LOOKS_AFTER_STOP: u32 = 3;
+
+/// Whether the job's CPU time stood still since `before` (under [`STILL_CORES`]), its counter
+/// reading `cpu_ns` at `at`; a job whose CPU time cannot be read counts as still.
+pub(super) fn still(before: &Previous, cpu_ns: Option<u64>, at: std::time::Instant) -> bool {
+    match (before.cpu_ns, cpu_ns) {
+        (Some(b), Some(n)) => {
+            let secs = at.saturating_duration_since(before.at).as_secs_f64();
+            (n.saturating_sub(b) as f64) < STILL_CORES * secs * 1e9
+        }
+        _ => true,
+    }
+}
+
 /// What to keep of this reading for the next; process figures carry over from `before` on
 /// cycles that did not read them.
 pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
-    let before_cpu = before.as_ref().map(|b| b.cpu_ns);
+    // First seen: counted as long still (a job idle all along is not looked at again).
+    let still_for = match &before {
+        Some(b) if still(b, r.cg.cpu_ns, r.at) => b.still_for.saturating_add(1),
+        Some(_) => 0,
+        None => LOOKS_AFTER_STOP,
+    };
     let (procs_at, cycles_since_procs, procs, threads) = match (r.procs, before) {
         (Some(p), _) => {
             let (mut procs, mut threads) = (HashMap::new(), HashMap::new());
@@ -117,10 +142,9 @@ pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
         (None, Some(b)) => (b.procs_at, b.cycles_since_procs + 1, b.procs, b.threads),
         (None, None) => (r.at, 0, HashMap::new(), HashMap::new()),
     };
-    let moving = before_cpu.is_some_and(|b| b != r.cg.cpu_ns);
     Previous {
         at: r.at,
-        moving,
+        still_for,
         frozen: r.cg.frozen,
         cpu_ns: r.cg.cpu_ns,
         percpu_ns: r.cg.percpu_ns,
@@ -136,6 +160,30 @@ pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_using_under_a_hundredth_of_a_core_is_still() {
+        let at = std::time::Instant::now();
+        let before = Previous {
+            at,
+            still_for: 0,
+            frozen: false,
+            cpu_ns: Some(5_000_000_000),
+            percpu_ns: None,
+            throttled_ns: None,
+            io: None,
+            procs_at: at,
+            cycles_since_procs: 0,
+            procs: HashMap::new(),
+            threads: HashMap::new(),
+        };
+        let later = at + std::time::Duration::from_secs(30);
+        // slurmstepd's wake-ups in a suspended v2 job: 2 ms in 30 s.
+        assert!(still(&before, Some(5_002_000_000), later));
+        assert!(!still(&before, Some(5_400_000_000), later), "0.4 s in 30 s: it ran");
+        assert!(still(&before, Some(1_000), later), "a counter that went back (a new cgroup)");
+        assert!(still(&before, None, later), "unreadable: still");
+    }
 
     #[test]
     fn executables_past_a_jobs_first_names_are_summed_as_others() {

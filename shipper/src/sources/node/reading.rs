@@ -2,7 +2,7 @@
 //! their set changed.
 
 use super::discover::{JobDirs, JobRef};
-use super::{NodeCollector, Processes, Reading, cgroup, from_procs, held, procs, subtree, table};
+use super::{NodeCollector, Processes, Reading, cgroup, from_procs, held, procs, rates, subtree, table};
 use procs::Proc;
 use std::time::Instant;
 use subtree::ProcCgroups;
@@ -37,11 +37,12 @@ impl NodeCollector {
         let files = entry.as_deref_mut().map_or(&mut spare, |j| &mut j.files);
         let mut cg = cgroup::read(job, &mut self.buf, &mut fixed, files);
         // A suspended job's CPU time stands still, so a running one costs no further read: a
-        // job is looked at when first seen, when its CPU time stops and while it is frozen;
-        // one idle all along (a `sleep`) not again.
-        let prev = self.previous.get(key);
-        let still = prev.is_none_or(|p| p.cpu_ns.is_none() || p.cpu_ns == cg.cpu_ns);
-        if still && prev.is_none_or(|p| p.moving || p.frozen) {
+        // job is looked at when first seen, the first few collections after its CPU time stops
+        // and while it is frozen; one idle all along (a `sleep`) not again.
+        let look = self.previous.get(key).is_none_or(|p| {
+            rates::still(p, cg.cpu_ns, Instant::now()) && (p.frozen || p.still_for < rates::LOOKS_AFTER_STOP)
+        });
+        if look {
             cg.frozen = cgroup::frozen(job, &mut self.buf);
         }
         // The process set from the known directories' cgroup.procs (held open), unless only a

@@ -3,6 +3,7 @@
 
 use super::super::findings::{self, JobFindings, Observation, Thresholds};
 use super::super::records::{finish, head, round};
+use super::suspension::Suspension;
 use crate::cost::{self, Bill, Prices, Resource};
 use crate::sample::{JobInfo, JobReading};
 use serde_json::{Map, Value, json};
@@ -77,10 +78,7 @@ pub(super) struct Job {
     cpus_held: Option<f64>,
     memory_held: Option<f64>,
     pub bill: Bill,
-    /// Slurm holds it suspended now, and for how long it did in all: billed then for its
-    /// memory and GPUs alone (Slurm lends its CPUs), its CPU and GPUs judged only while it ran.
-    suspended: bool,
-    suspended_seconds: f64,
+    suspension: Suspension,
     /// What its node's jobs' shares add up to, where above 1: its share is divided by it, so
     /// that the node is billed once ([`super::Jobs`]'s `weigh`).
     pub crowd: f64,
@@ -133,8 +131,7 @@ impl Job {
             cpus_held: None,
             memory_held: None,
             bill: Bill::default(),
-            suspended: false,
-            suspended_seconds: 0.0,
+            suspension: Suspension::default(),
             crowd: 1.0,
             reported: (0.0, 0.0),
             findings: JobFindings::default(),
@@ -196,15 +193,13 @@ impl Job {
             self.flush_samples += 1;
         }
         let dt = self.last_sample_at.and_then(|p| at.duration_since(p).ok()).map_or(0.0, |d| d.as_secs_f64());
+        let seen_before = self.last_sample_at.is_some();
         if read {
             self.last_sample_at = Some(at);
         }
         let f = &reading.job;
-        self.suspended = f.suspended;
-        if f.suspended {
-            self.suspended_seconds += dt;
-        }
-        let running = !f.suspended;
+        self.suspension.observe(f.suspended, seen_before, dt);
+        let running = !self.suspension.now;
         if let Some(cores) = f.cpu_usage.filter(|_| running) {
             self.cpu_integrated += cores * dt;
             self.cpu_covered += dt;
@@ -250,7 +245,7 @@ impl Job {
         let obs = Observation {
             gpu_idle: reading.gpus.as_ref().and_then(|g| g.under(t.idle_gpu_percent)),
             cpu_efficiency: f.cpu_utilization,
-            suspended: f.suspended,
+            suspended: self.suspension.now,
             memory: self.memory_limit.map(|limit| (self.memory_peak, limit)),
             gpu_memory: (self.gpu_memory_total > 0.0)
                 .then_some((self.gpu_memory_peak, self.gpu_memory_total)),
@@ -286,9 +281,14 @@ impl Job {
     /// Counts its cost up to when it was last seen, where the node's price and size are known.
     pub fn accrue(&mut self, prices: &Prices) {
         let (Some(price), Some(size)) = (prices.price(), prices.size(&self.info.node)) else { return };
-        let Some((share, dominant)) = self.share_with(None, &size) else { return };
+        let suspended = self.suspension.now;
+        // Suspended, holding nothing but CPUs: the time passes unbilled.
+        let latest = self.bill.rate.map_or(Resource::Cpu, |r| r.dominant);
+        let share = self.share_with(None, &size).or_else(|| suspended.then_some((0.0, latest)));
+        let Some((share, dominant)) = share else { return };
         let share = share / self.crowd.max(1.0);
-        self.bill.accrue(cost::Rate { price, share, dominant }, self.start(), self.last_seen);
+        let added = self.bill.accrue(cost::Rate { price, share, dominant }, self.start(), self.last_seen);
+        self.suspension.billed(added, dominant);
     }
 
     /// Its share of a node of `size` before any crowding, with `reading` taken in when given:
@@ -296,7 +296,10 @@ impl Job {
     /// suspended.
     pub fn share_with(&self, reading: Option<&JobReading>, size: &NodeSize) -> Option<(f64, Resource)> {
         let (cpus, memory) = self.held_with(reading);
-        let cpus = cpus.filter(|_| !reading.map_or(self.suspended, |r| r.job.suspended));
+        // A reading's suspension counts from the job's second reading, as in `absorb`.
+        let suspended =
+            reading.map_or(self.suspension.now, |r| r.job.suspended && self.last_sample_at.is_some());
+        let cpus = cpus.filter(|_| !suspended);
         let billed = reading.and_then(|r| r.gpus.as_ref()).map_or(self.gpus_billed, |g| g.billed);
         cost::share(cpus, memory, (billed > 0.0).then_some(billed), size)
     }
@@ -340,10 +343,13 @@ impl Job {
         }
     }
 
-    /// Dollars wasted by the rule, the unused fraction, and of what.
+    /// Dollars wasted by the rule, the unused fraction, and of what: what it cost, less what
+    /// it cost while suspended, times the unused fraction of the resource that set its share
+    /// while it ran. None where that fraction is not known.
     pub fn waste(&self) -> Option<(f64, f64, Resource)> {
-        let (usd, fraction) = self.bill.waste(|r| self.unused(r))?;
-        Some((usd, fraction, self.bill.rate?.dominant))
+        let (usd, resource) = self.suspension.waste_base(self.bill.usd, self.bill.rate?.dominant);
+        let fraction = self.unused(resource)?.clamp(0.0, 1.0);
+        Some((usd * fraction, fraction, resource))
     }
 
     fn put_waste(&self, m: &mut Map<String, Value>, usd: f64, fraction: f64, resource: Resource) {
@@ -362,9 +368,7 @@ impl Job {
         m.insert(r::HOURLY_PRICE.name.into(), json!(round(rate.price.hourly)));
         m.insert(r::SHARE.name.into(), json!(round(rate.share)));
         m.insert(r::COST_BASIS.name.into(), json!(rate.price.basis.as_str()));
-        if self.suspended_seconds > 0.0 {
-            m.insert(r::SUSPENDED_SECONDS.name.into(), json!(round(self.suspended_seconds)));
-        }
+        self.suspension.put(m);
     }
 
     /// This flush's `PerGpu`: each GPU's means, where the job held more than one here.

@@ -321,7 +321,6 @@ fn a_job_requeued_onto_the_same_node_has_a_costed_summary_per_run() {
 #[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn a_suspended_job_is_billed_for_its_memory_alone_while_slurm_lends_its_cpus() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let Some(_conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -345,29 +344,18 @@ fn a_suspended_job_is_billed_for_its_memory_alone_while_slurm_lends_its_cpus() {
         .spawn()
         .map(Running::new)
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<Value>();
-    let stdout = daemon.child().stdout.take().unwrap();
-    let id = job.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let Some(v) = Record::from_json_line(&line)
-                .ok()
-                .and_then(|r| serde_json::from_str::<Value>(&r.message).ok())
-            else {
-                continue;
-            };
-            if v["JobId"] == id.as_str() && v["Type"] == "job_sample" && tx.send(v).is_err() {
-                return;
-            }
-        }
-    });
+    let lines = daemon.stdout_lines();
+    let sample = |line: String| {
+        let v: Value = serde_json::from_str(&Record::from_json_line(&line).ok()?.message).ok()?;
+        (v["JobId"] == job.as_str() && v["Type"] == "job_sample").then_some(v)
+    };
     // The next sample that `want` accepts, within a minute.
     let next = |what: &str, want: &dyn Fn(&Value) -> bool| -> Value {
         let end = std::time::Instant::now() + Duration::from_secs(60);
         loop {
             let left = end.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(v) if want(&v) => return v,
+            match lines.recv_timeout(left).map(sample) {
+                Ok(Some(v)) if want(&v) => return v,
                 Ok(_) => {}
                 Err(e) => panic!("no sample of job {job} {what}: {e}"),
             }

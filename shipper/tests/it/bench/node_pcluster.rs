@@ -9,7 +9,6 @@ use crate::common;
 use common::*;
 use slurm_cw_catalog::metrics::{CPU_TIME, CPU_USAGE, MEMORY_RSS, MEMORY_USAGE};
 use slurm_cw_catalog::records;
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -72,13 +71,7 @@ fn memory_and_cpu_of_a_job_without_memory_and_cpuacct_cgroups() {
         .spawn()
         .map(Running::new)
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = child.child().stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = child.stdout_lines();
     let (mut rss, mut usage, mut cpu_time) = (None, None, None);
     let started = Instant::now();
     while (rss.is_none() || usage.is_none()) && started.elapsed() < Duration::from_secs(60) {

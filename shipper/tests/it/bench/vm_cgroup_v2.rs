@@ -2,9 +2,10 @@
 //! `scripts/bench/vm.sh test` left after booting Debian with Slurm 24.11 or 26.05 in a VM and
 //! running scripts/bench/vm/guest.sh there. Per scenario (ConstrainRAMSpace or not; on 26.05,
 //! SLUID-named job directories or `CgroupJobIdPaths=yes`): a job that holds 300 MiB and burns
-//! two cores as user alice, sampled twice with `--once`, then once more at a price while
-//! `scontrol suspend` holds it (billed for its memory alone); `--check`; and a `sleep 2` job whose
-//! only sample comes from the TaskEpilog while the daemon collects once a minute.
+//! two cores as user alice, sampled twice with `--once`, then by the daemon at a price while it
+//! runs and while `scontrol suspend` holds it (billed for its memory alone); `--check`; and a
+//! `sleep 2` job whose only sample comes from the TaskEpilog while the daemon collects once a
+//! minute.
 
 use crate::common;
 
@@ -90,6 +91,36 @@ fn within(what: &str, got: f64, want: f64, share: f64) {
     assert!((got - want).abs() <= want * share, "{what}: {got} is not within {share} of {want}");
 }
 
+/// The daemon over the memory job's suspension (`scontrol suspend`): Slurm froze its cgroups,
+/// and the daemon billed its 2 CPUs of 2 while it ran (Share 1), its 600 MB of the node's 2500
+/// alone while it was suspended (Share 0.24), the cost growing by $3.60 x 0.24 x the seconds
+/// suspended.
+fn check_suspended(dir: &Path) {
+    let frozen = read(&dir.join("frozen.txt"));
+    eprintln!("frozen while suspended: {frozen:?}");
+    assert!(!frozen.trim().is_empty(), "no cgroup of the suspended job said `frozen 1`");
+    let job = job_id(dir, "mem-job.id");
+    let samples: Vec<Value> = records(&dir.join("suspended.jsonl"), kinds::JOB_SAMPLE)
+        .into_iter()
+        .filter(|r| r[JOB_ID.name] == job.as_str() && r.get(SHARE.name).is_some())
+        .collect();
+    let err = || read(&dir.join("suspended.err"));
+    let at = samples.iter().position(|r| r.get(SUSPENDED_SECONDS.name).is_some());
+    let at = at.unwrap_or_else(|| panic!("no sample of job {job} suspended: {samples:?}; stderr: {}", err()));
+    assert_eq!(samples[0][SHARE.name].as_f64(), Some(1.0), "running, its 2 CPUs of 2: {}", samples[0]);
+    let suspended = &samples[at..];
+    assert!(suspended.len() >= 3, "three samples suspended: {suspended:?}");
+    for s in suspended {
+        assert_eq!(s[SHARE.name].as_f64(), Some(0.24), "suspended: its 600 MB of 2500: {s}");
+    }
+    let (a, b) = (&suspended[1], &suspended[2]);
+    let seconds = figure(b, SUSPENDED_SECONDS.name) - figure(a, SUSPENDED_SECONDS.name);
+    let grown = figure(b, COST_USD.name) - figure(a, COST_USD.name);
+    let want = 3.6 * 0.24 * seconds / 3600.0;
+    eprintln!("suspended {seconds:.3} s more: ${grown:.7}, by hand ${want:.7}");
+    assert!(seconds > 0.0 && (grown - want).abs() <= 2e-6, "cost grew ${grown} in {seconds} s, want ${want}");
+}
+
 /// What every scenario must show: the memory job measured as it says it is, its CPU use, its
 /// user, `--check` passing on v2, the short job's summary from the TaskEpilog.
 fn check_scenario(version: &str, name: &str) {
@@ -126,13 +157,7 @@ fn check_scenario(version: &str, name: &str) {
         assert!(limit.is_none_or(|l| l > 600.0 * MIB), "no 600M limit without ConstrainRAMSpace: {r}");
     }
 
-    // Suspended (`scontrol suspend`): Slurm froze the job's cgroups, and the shipper billed its
-    // memory alone: 600 MB of the node's 2500, not its 2 CPUs of 2.
-    let frozen = read(&dir.join("frozen.txt"));
-    eprintln!("frozen while suspended: {frozen:?}");
-    assert!(!frozen.trim().is_empty(), "no cgroup of the suspended job said `frozen 1`");
-    let (_, s) = memory_job_sample(&dir, "once-suspended");
-    assert_eq!((s["Share"].as_f64(), s["HourlyPrice"].as_f64()), (Some(0.24), Some(3.6)), "suspended: {s}");
+    check_suspended(&dir);
 
     let check = read(&dir.join("check.txt"));
     assert_eq!(job_id(&dir, "check.rc"), "0", "--check:\n{check}");

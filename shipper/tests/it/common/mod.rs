@@ -673,6 +673,21 @@ impl Running {
         self.0.as_mut().expect("running")
     }
 
+    /// Its standard output (piped), line by line as it comes, read on a thread of its own.
+    pub fn stdout_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        use std::io::BufRead;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = self.child().stdout.take().expect("a piped stdout");
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        rx
+    }
+
     /// SIGTERM, then what it printed; asserts a clean exit 0.
     pub fn stop(mut self) -> std::process::Output {
         let child = self.0.take().expect("running");

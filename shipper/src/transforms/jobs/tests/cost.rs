@@ -293,11 +293,43 @@ fn a_suspended_job_pays_for_its_memory_alone_and_its_idle_cores_are_not_waste() 
     assert_eq!(suspended["SuspendedSeconds"], 3600.0);
     let again = sample_at(10800);
     assert_eq!((again["Share"].as_f64(), again["CostUsd"].as_f64()), (Some(0.5), Some(12.5)), "{again}");
-    // It ends: CPU-bound, half its cores idle while it ran; the suspended hour is not idle time.
+    // It ends: CPU-bound, half its cores idle while it ran; the suspended hour is not idle
+    // time, and its $2.50 no waste: half of the $10 it cost running.
     jobs.observe(&Batch { all_jobs: true, ..Batch::new(t(12000)) });
     let recs: Vec<Value> = jobs.flush(t(12001)).iter().map(parse).collect();
     let s = recs.iter().find(|v| v["Type"] == "job_summary").unwrap();
     assert_eq!((s["CostUsd"].as_f64(), s["SuspendedSeconds"].as_f64()), (Some(12.5), Some(3600.0)), "{s}");
     assert_eq!((s["CpuEfficiency"].as_f64(), s["UnusedPercent"].as_f64()), (Some(50.0), Some(50.0)), "{s}");
-    assert_eq!(s["WasteUsd"], 6.25);
+    assert_eq!((s["WasteUsd"].as_f64(), s["WasteResource"].as_str()), (Some(5.0), Some("cpu")));
+}
+
+#[test]
+fn a_job_first_seen_suspended_is_billed_as_running_until_its_next_reading() {
+    // $10 an hour for 4 cores and 1000 GB; 2 cores (half) and no memory Slurm gave. First seen
+    // an hour after its start, already suspended: that hour billed running ($5), for the node
+    // cannot tell when the suspension began. The next hour, suspended and holding nothing
+    // but CPUs: unbilled, and not billed later either.
+    let size = NodeSize { cpus: 4.0, memory_bytes: 1e12, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    let mut last = Value::Null;
+    for (at, suspended) in [(3600, true), (7200, true), (10800, false)] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("9", "n1", vec![(&CPUS_ALLOCATED, 2.0)]);
+        r.held = Held { started: Some(t(0)), cpus: Some(2.0), memory_bytes: None };
+        r.job.suspended = suspended;
+        b.jobs.push(r);
+        jobs.observe(&b);
+        let recs: Vec<Value> = jobs.flush(t(at + 1)).iter().map(parse).collect();
+        last = recs.into_iter().find(|v| v["Type"] == "job_sample").unwrap();
+        let want = match at {
+            3600 => (Some(5.0), Some(0.5), None),
+            7200 => (Some(5.0), Some(0.0), Some(3600.0)),
+            _ => (Some(10.0), Some(0.5), Some(3600.0)),
+        };
+        let got = (last["CostUsd"].as_f64(), last["Share"].as_f64(), last["SuspendedSeconds"].as_f64());
+        assert_eq!(got, want, "at {at}: {last}");
+    }
+    assert_eq!(last["CostBasis"], "configured");
 }
