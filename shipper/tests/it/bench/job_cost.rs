@@ -53,6 +53,25 @@ fn once_records(cluster: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The node role's daemon at the configured price, a collection and a flush a second, its job
+/// records on its standard output (piped), run in `dir` (its hook socket there).
+fn costing_daemon(cluster: &str, dir: &std::path::Path) -> Running {
+    shipper()
+        .args(["--role", "node", "--sink", "stdout"])
+        .env("SLURM_CW_CLUSTER_NAME", cluster)
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
+        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
+        .env("SLURM_CW_COST__HOURLY_PRICE", PRICE.to_string())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.join("hook.sock"))
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(Running::new)
+        .unwrap()
+}
+
 #[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn a_jobs_cost_is_price_times_share_times_the_time_it_held_the_node() {
@@ -226,20 +245,7 @@ fn a_job_requeued_onto_the_same_node_has_a_costed_summary_per_run() {
     let Some(_conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = shipper()
-        .args(["--role", "node", "--sink", "stdout"])
-        .env("SLURM_CW_CLUSTER_NAME", "requeuetest")
-        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
-        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
-        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
-        .env("SLURM_CW_COST__HOURLY_PRICE", PRICE.to_string())
-        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map(Running::new)
-        .unwrap();
+    let mut daemon = costing_daemon("requeuetest", dir.path());
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
     let (out, keep) = (daemon.child().stdout.take().unwrap(), seen.clone());
     std::thread::spawn(move || {
@@ -321,7 +327,6 @@ fn a_job_requeued_onto_the_same_node_has_a_costed_summary_per_run() {
 #[ignore = "needs the Slurm bench: scripts/test.sh runs it"]
 #[test]
 fn a_suspended_job_is_billed_for_its_memory_alone_while_slurm_lends_its_cpus() {
-    use std::process::Stdio;
     let Some(_conf) = slurm() else { return };
     let _lock = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     assert_default_nodes();
@@ -331,19 +336,7 @@ fn a_suspended_job_is_billed_for_its_memory_alone_while_slurm_lends_its_cpus() {
     let _cleanup = SlurmCleanup { jobs: vec![job.clone()], nodes: Vec::new() };
     wait_until("the job to run", Duration::from_secs(60), || job_state(&job) == "RUNNING");
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = shipper()
-        .args(["--role", "node", "--sink", "stdout"])
-        .env("SLURM_CW_CLUSTER_NAME", "suspendtest")
-        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
-        .env("SLURM_CW_FLUSH_INTERVAL", "1s")
-        .env("SLURM_CW_DELIVERY__FLUSH_JITTER", "false")
-        .env("SLURM_CW_COST__HOURLY_PRICE", PRICE.to_string())
-        .env("SLURM_CW_NODE__HOOK_SOCKET", tmp.path().join("hook.sock"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(Running::new)
-        .unwrap();
+    let mut daemon = costing_daemon("suspendtest", tmp.path());
     let lines = daemon.stdout_lines();
     let sample = |line: String| {
         let v: Value = serde_json::from_str(&Record::from_json_line(&line).ok()?.message).ok()?;
