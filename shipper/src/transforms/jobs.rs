@@ -106,7 +106,11 @@ impl Jobs {
         }
         let counted = job.bill.usd - job.bill.usd_before;
         let share = if job.bill.usd > 0.0 { counted / job.bill.usd } else { 0.0 };
-        let waste = job.waste().map_or(job.reported.1, |w| w.0 * share);
+        // Waste is of what it cost running: of the dollars counted here, less those suspended.
+        let waste = job.waste().map_or(job.reported.1, |(usd, fraction, _)| {
+            let suspended = job.suspended_usd();
+            if suspended > 0.0 { (counted - suspended).max(0.0) * fraction } else { usd * share }
+        });
         let (usd, wasted) = (counted - job.reported.0, waste - job.reported.1);
         if usd != 0.0 || wasted != 0.0 {
             let e = spent.entry((job.info.account.clone(), job.info.partition.clone())).or_default();

@@ -70,11 +70,14 @@ fn a_job_is_looked_at_when_first_seen_the_first_cycles_after_its_cpu_stops_and_w
     let state = cg.join(format!("freezer/{V1_JOB}/step_batch/freezer.state"));
     // Processes every fourth cycle, as a daemon reads them (the v1 tests above: every cycle).
     let mut c = collector_every(&cg, &proc, 4);
-    assert!(!suspended(&mut c), "cycle 1: seen first, THAWED");
+    // Seen first, then three looks (it may have been stopped and not yet frozen then).
+    for cycle in 1..=4 {
+        assert!(!suspended(&mut c), "cycle {cycle}: THAWED");
+    }
     set(&state, "FROZEN\n", 0o644);
     // Idle all along (its CPU time never moved since): not looked at again, not even on the
     // cycles that read its processes (a `sleep` costs no read a cycle).
-    for cycle in 2..=6 {
+    for cycle in 5..=6 {
         assert!(!suspended(&mut c), "cycle {cycle}");
     }
     // It runs, then stops: looked at the first cycle its CPU time stands still.
@@ -95,6 +98,14 @@ fn a_job_is_looked_at_when_first_seen_the_first_cycles_after_its_cpu_stops_and_w
     assert!(!suspended(&mut c), "cycle 16: stopped, not yet frozen");
     set(&state, "FROZEN\n", 0o644);
     assert!(suspended(&mut c), "cycle 17: the third look");
+    // Stopped three collections unfrozen: not looked at a fourth time.
+    set(&state, "THAWED\n", 0o644);
+    run_v1(&cg, 1_000_000_000);
+    for cycle in 18..=21 {
+        assert!(!suspended(&mut c), "cycle {cycle}: ran, then stopped unfrozen");
+    }
+    set(&state, "FROZEN\n", 0o644);
+    assert!(!suspended(&mut c), "cycle 22: no fourth look");
 }
 
 #[test]

@@ -171,6 +171,7 @@ mod tests {
                 cg: cg.clone(),
                 procs: Some(Processes { list: vec![solver(300)], count: 1, pids: vec![42] }),
                 at: at + Duration::from_secs(2),
+                still: Some(false),
             };
             let f = of(&r, Some(&before), 100.0, 3);
             let typed = JobFigures {

@@ -96,6 +96,8 @@ struct Reading {
     /// None on the cycles that read cgroup files only.
     procs: Option<Processes>,
     at: Instant,
+    /// Its CPU time stood still since the previous cycle ([`rates::still`]); None when first seen.
+    still: Option<bool>,
 }
 
 pub struct NodeCollector {

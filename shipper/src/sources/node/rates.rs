@@ -113,7 +113,7 @@ pub(super) fn still(before: &Previous, cpu_ns: Option<u64>, at: std::time::Insta
     match (before.cpu_ns, cpu_ns) {
         (Some(b), Some(n)) => {
             let secs = at.saturating_duration_since(before.at).as_secs_f64();
-            (n.saturating_sub(b) as f64) < STILL_CORES * secs * 1e9
+            (n.saturating_sub(b) as f64) <= STILL_CORES * secs * 1e9
         }
         _ => true,
     }
@@ -122,11 +122,11 @@ pub(super) fn still(before: &Previous, cpu_ns: Option<u64>, at: std::time::Insta
 /// What to keep of this reading for the next; process figures carry over from `before` on
 /// cycles that did not read them.
 pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
-    // First seen: counted as long still (a job idle all along is not looked at again).
-    let still_for = match &before {
-        Some(b) if still(b, r.cg.cpu_ns, r.at) => b.still_for.saturating_add(1),
-        Some(_) => 0,
-        None => LOOKS_AFTER_STOP,
+    // As the look was decided; first seen, as if it had just stopped (Slurm may have stopped
+    // its processes and not frozen them yet).
+    let still_for = match (r.still, &before) {
+        (Some(true), Some(b)) => b.still_for.saturating_add(1),
+        _ => 0,
     };
     let (procs_at, cycles_since_procs, procs, threads) = match (r.procs, before) {
         (Some(p), _) => {

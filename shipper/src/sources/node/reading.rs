@@ -39,9 +39,10 @@ impl NodeCollector {
         // A suspended job's CPU time stands still, so a running one costs no further read: a
         // job is looked at when first seen, the first few collections after its CPU time stops
         // and while it is frozen; one idle all along (a `sleep`) not again.
-        let look = self.previous.get(key).is_none_or(|p| {
-            rates::still(p, cg.cpu_ns, Instant::now()) && (p.frozen || p.still_for < rates::LOOKS_AFTER_STOP)
-        });
+        let prev = self.previous.get(key);
+        let still = prev.map(|p| rates::still(p, cg.cpu_ns, Instant::now()));
+        let look =
+            prev.is_none_or(|p| still == Some(true) && (p.frozen || p.still_for < rates::LOOKS_AFTER_STOP));
         if look {
             cg.frozen = cgroup::frozen(job, &mut self.buf);
         }
@@ -118,6 +119,6 @@ impl NodeCollector {
                 ),
             );
         }
-        Reading { cg, procs, at: Instant::now() }
+        Reading { cg, procs, at: Instant::now(), still }
     }
 }

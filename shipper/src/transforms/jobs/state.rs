@@ -4,7 +4,9 @@
 use super::super::findings::{self, JobFindings, Observation, Thresholds};
 use super::super::records::{finish, head, round};
 use super::suspension::Suspension;
-use crate::cost::{self, Bill, Prices, Resource};
+
+mod job_cost;
+use crate::cost::{Bill, Prices};
 use crate::sample::{JobInfo, JobReading};
 use serde_json::{Map, Value, json};
 use slurm_cw_catalog::Metric;
@@ -15,7 +17,6 @@ use slurm_cw_catalog::metrics::{
 use slurm_cw_catalog::records::{self as r, kinds};
 use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::record::Record;
-use slurm_cw_formats::slurm::node::NodeSize;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -266,7 +267,7 @@ impl Job {
                 // The same rule as the summary's, so far.
                 detail.push_str(&format!(
                     ": ${usd:.2} of its ${:.2} so far on this node ({:.0}% of its {} unused)",
-                    self.bill.usd,
+                    self.suspension.running_usd(self.bill.usd),
                     fraction * 100.0,
                     resource.as_str()
                 ));
@@ -276,41 +277,6 @@ impl Job {
             pending.push(finish(m, at).0);
         }
         holding
-    }
-
-    /// Counts its cost up to when it was last seen, where the node's price and size are known.
-    pub fn accrue(&mut self, prices: &Prices) {
-        let (Some(price), Some(size)) = (prices.price(), prices.size(&self.info.node)) else { return };
-        let suspended = self.suspension.now;
-        // Suspended, holding nothing but CPUs: the time passes unbilled.
-        let latest = self.bill.rate.map_or(Resource::Cpu, |r| r.dominant);
-        let share = self.share_with(None, &size).or_else(|| suspended.then_some((0.0, latest)));
-        let Some((share, dominant)) = share else { return };
-        let share = share / self.crowd.max(1.0);
-        let added = self.bill.accrue(cost::Rate { price, share, dominant }, self.start(), self.last_seen);
-        self.suspension.billed(added, dominant);
-    }
-
-    /// Its share of a node of `size` before any crowding, with `reading` taken in when given:
-    /// the largest CPUs and memory it has held, its GPUs' billed worth now; no CPUs while
-    /// suspended.
-    pub fn share_with(&self, reading: Option<&JobReading>, size: &NodeSize) -> Option<(f64, Resource)> {
-        let (cpus, memory) = self.held_with(reading);
-        // A reading's suspension counts from the job's second reading, as in `absorb`.
-        let suspended =
-            reading.map_or(self.suspension.now, |r| r.job.suspended && self.last_sample_at.is_some());
-        let cpus = cpus.filter(|_| !suspended);
-        let billed = reading.and_then(|r| r.gpus.as_ref()).map_or(self.gpus_billed, |g| g.billed);
-        cost::share(cpus, memory, (billed > 0.0).then_some(billed), size)
-    }
-
-    /// The CPUs and memory it holds with `reading` taken in: the largest of each seen.
-    fn held_with(&self, reading: Option<&JobReading>) -> (Option<f64>, Option<f64>) {
-        let larger = |a: Option<f64>, b: Option<f64>| [a, b].into_iter().flatten().reduce(f64::max);
-        (
-            larger(self.cpus_held, reading.and_then(JobReading::cpus_held)),
-            larger(self.memory_held, reading.and_then(JobReading::memory_held)),
-        )
     }
 
     /// Which run of the job this is, for record ids: its Slurm start in seconds (else when this
@@ -328,47 +294,6 @@ impl Job {
     /// it after it was seen.
     pub fn start(&self) -> SystemTime {
         self.started.map_or(self.first_seen, |s| s.min(self.first_seen))
-    }
-
-    /// The unused fraction of `resource` so far.
-    fn unused(&self, resource: Resource) -> Option<f64> {
-        match resource {
-            Resource::Gpu => (self.gpu_seconds > 0.0).then(|| self.gpu_idle_seconds / self.gpu_seconds),
-            Resource::Cpu => (self.cores > 0.0 && self.cpu_covered > 0.0)
-                .then(|| 1.0 - self.cpu_integrated / (self.cores * self.cpu_covered)),
-            Resource::Memory => self
-                .memory_held
-                .filter(|m| *m > 0.0 && self.memory_peak > 0.0)
-                .map(|m| 1.0 - self.memory_peak / m),
-        }
-    }
-
-    /// Dollars wasted by the rule, the unused fraction, and of what: what it cost, less what
-    /// it cost while suspended, times the unused fraction of the resource that set its share
-    /// while it ran. None where that fraction is not known.
-    pub fn waste(&self) -> Option<(f64, f64, Resource)> {
-        let (usd, resource) = self.suspension.waste_base(self.bill.usd, self.bill.rate?.dominant);
-        let fraction = self.unused(resource)?.clamp(0.0, 1.0);
-        Some((usd * fraction, fraction, resource))
-    }
-
-    fn put_waste(&self, m: &mut Map<String, Value>, usd: f64, fraction: f64, resource: Resource) {
-        m.insert(r::WASTE_USD.name.into(), json!(round(usd)));
-        m.insert(r::WASTE_RESOURCE.name.into(), json!(resource.as_str()));
-        m.insert(r::UNUSED_PERCENT.name.into(), json!(round(fraction * 100.0)));
-    }
-
-    /// Its cost so far, with the price and share behind it, into a record.
-    pub fn put_cost(&self, m: &mut Map<String, Value>) {
-        if let Some(s) = self.started {
-            m.insert(r::SLURM_START.name.into(), json!(format_timestamp(s)));
-        }
-        let Some(rate) = self.bill.rate else { return };
-        m.insert(r::COST_USD.name.into(), json!(round(self.bill.usd)));
-        m.insert(r::HOURLY_PRICE.name.into(), json!(round(rate.price.hourly)));
-        m.insert(r::SHARE.name.into(), json!(round(rate.share)));
-        m.insert(r::COST_BASIS.name.into(), json!(rate.price.basis.as_str()));
-        self.suspension.put(m);
     }
 
     /// This flush's `PerGpu`: each GPU's means, where the job held more than one here.

@@ -29,19 +29,30 @@ impl Suspension {
         }
     }
 
-    /// `added` dollars billed up to its latest reading, its share set by `dominant`.
-    pub fn billed(&mut self, added: f64, dominant: Resource) {
-        if self.now {
+    /// `added` dollars billed up to its latest reading, its share set by `dominant`, as
+    /// `suspended` or running.
+    pub fn billed(&mut self, added: f64, dominant: Resource, suspended: bool) {
+        if suspended {
             self.usd += added;
         } else {
             self.running_dominant = Some(dominant);
         }
     }
 
+    /// Of `usd` billed in all, what it cost while it ran.
+    pub fn running_usd(&self, usd: f64) -> f64 {
+        if self.usd > 0.0 { (usd - self.usd).max(0.0) } else { usd }
+    }
+
     /// Of `usd` billed in all, what its waste is counted on, and of which resource (`latest`:
     /// the latest rate's, where it was never billed running).
     pub fn waste_base(&self, usd: f64, latest: Resource) -> (f64, Resource) {
-        ((usd - self.usd).max(0.0), self.running_dominant.unwrap_or(latest))
+        (self.running_usd(usd), self.running_dominant.unwrap_or(latest))
+    }
+
+    /// Dollars billed while suspended.
+    pub fn usd(&self) -> f64 {
+        self.usd
     }
 
     /// `SuspendedSeconds`, for a job that was.

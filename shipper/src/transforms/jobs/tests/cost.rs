@@ -333,3 +333,40 @@ fn a_job_first_seen_suspended_is_billed_as_running_until_its_next_reading() {
     }
     assert_eq!(last["CostBasis"], "configured");
 }
+
+#[test]
+fn a_price_known_only_while_the_job_is_suspended_bills_the_time_before_as_running() {
+    // $10 an hour for 4 cores and 1000 GB; 2 cores (half) and 250 GB (a quarter). It runs from
+    // 0, half its cores busy, is suspended from 1.5 h on; the price and node size come at 3 h.
+    let prices = Prices::default();
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices.clone()));
+    let held = Held { started: Some(t(0)), cpus: Some(2.0), memory_bytes: Some(2.5e11) };
+    for (at, suspended) in [(3600, false), (5400, false), (7200, true), (10800, true), (14400, true)] {
+        if at == 10800 {
+            prices.set_price(Ok(Price { hourly: 10.0, basis: Basis::Configured }));
+            prices.set_size("n1", NodeSize { cpus: 4.0, memory_bytes: 1e12, gpus: 0.0 });
+        }
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let cpu = if suspended { 0.0 } else { 1.0 };
+        let mut r = reading(
+            "9",
+            "n1",
+            vec![(&CPUS_ALLOCATED, 2.0), (&CPU_USAGE, cpu), (&CPU_UTILIZATION, cpu * 50.0)],
+        );
+        r.held = held.clone();
+        r.job.suspended = suspended;
+        b.jobs.push(r);
+        jobs.observe(&b);
+        jobs.flush(t(at + 1));
+    }
+    // The first count reaches back to its start: 3 h at half the node ($15), whether it ran then
+    // the node cannot tell; then an hour suspended at its memory's quarter ($2.50). Its waste is
+    // of the $15: half its cores idle while it ran.
+    assert_eq!(jobs.take_spent().get(&("phys".to_owned(), "cpu".to_owned())), Some(&(17.5, 7.5)));
+    jobs.observe(&Batch { all_jobs: true, ..Batch::new(t(15000)) });
+    let recs: Vec<Value> = jobs.flush(t(15001)).iter().map(parse).collect();
+    let s = recs.iter().find(|v| v["Type"] == "job_summary").unwrap();
+    let got = (s["CostUsd"].as_f64(), s["WasteUsd"].as_f64(), s["SuspendedSeconds"].as_f64());
+    assert_eq!(got, (Some(17.5), Some(7.5), Some(9000.0)), "{s}");
+}
