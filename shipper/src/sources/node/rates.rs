@@ -100,20 +100,23 @@ pub(super) fn fold_names(
 }
 
 /// CPU a job may use and still be still: slurmstepd's own wake-ups count in a v2 job's
-/// `cpu.stat` (it sits in the step's `slurm` part, which Slurm does not freeze).
+/// `cpu.stat` (it sits in the step's `slurm` part, which Slurm does not freeze); and in any case
+/// [`STILL_NS`], so that collections close together (the TaskEpilog's) see a blip as still.
 const STILL_CORES: f64 = 0.01;
+const STILL_NS: f64 = 10e6;
 
 /// Collections after a job's CPU time stops that look whether Slurm froze it: Slurm stops the
 /// processes (SIGSTOP) a second or two before the cgroup reads FROZEN.
 pub(super) const LOOKS_AFTER_STOP: u32 = 3;
 
-/// Whether the job's CPU time stood still since `before` (under [`STILL_CORES`]), its counter
-/// reading `cpu_ns` at `at`; a job whose CPU time cannot be read counts as still.
+/// Whether the job's CPU time stood still since `before` (under [`STILL_CORES`] or
+/// [`STILL_NS`]), its counter reading `cpu_ns` at `at`; a job whose CPU time cannot be read
+/// counts as still.
 pub(super) fn still(before: &Previous, cpu_ns: Option<u64>, at: std::time::Instant) -> bool {
     match (before.cpu_ns, cpu_ns) {
         (Some(b), Some(n)) => {
             let secs = at.saturating_duration_since(before.at).as_secs_f64();
-            (n.saturating_sub(b) as f64) <= STILL_CORES * secs * 1e9
+            (n.saturating_sub(b) as f64) <= (STILL_CORES * secs * 1e9).max(STILL_NS)
         }
         _ => true,
     }
@@ -122,10 +125,11 @@ pub(super) fn still(before: &Previous, cpu_ns: Option<u64>, at: std::time::Insta
 /// What to keep of this reading for the next; process figures carry over from `before` on
 /// cycles that did not read them.
 pub(super) fn remember(r: Reading, before: Option<Previous>) -> Previous {
-    // As the look was decided; first seen, as if it had just stopped (Slurm may have stopped
-    // its processes and not frozen them yet).
+    // As the look was decided. First seen, it was looked at once: a job idle all along is not
+    // looked at again (one stopped and not yet frozen in that second or two is missed).
     let still_for = match (r.still, &before) {
         (Some(true), Some(b)) => b.still_for.saturating_add(1),
+        (None, _) => LOOKS_AFTER_STOP,
         _ => 0,
     };
     let (procs_at, cycles_since_procs, procs, threads) = match (r.procs, before) {
@@ -182,6 +186,9 @@ mod tests {
         assert!(still(&before, Some(5_002_000_000), later));
         assert!(!still(&before, Some(5_400_000_000), later), "0.4 s in 30 s: it ran");
         assert!(still(&before, Some(1_000), later), "a counter that went back (a new cgroup)");
+        let soon = at + std::time::Duration::from_millis(100);
+        assert!(still(&before, Some(5_005_000_000), soon), "5 ms in 0.1 s: a blip");
+        assert!(!still(&before, Some(5_050_000_000), soon), "50 ms in 0.1 s: it ran");
         assert!(still(&before, None, later), "unreadable: still");
     }
 
