@@ -38,11 +38,12 @@ impl NodeCollector {
         let mut cg = cgroup::read(job, &mut self.buf, &mut fixed, files);
         // A suspended job's CPU time stands still, so a running one costs no further read: a
         // job is looked at when first seen, the first few collections after its CPU time stops
-        // and while it is frozen; one idle all along (a `sleep`) not again.
+        // and while it is frozen, whatever slurmstepd's own CPU beside a frozen v2 step does;
+        // one idle all along (a `sleep`) not again.
         let prev = self.previous.get(key);
         let still = prev.map(|p| rates::still(p, cg.cpu_ns, Instant::now()));
         let look =
-            prev.is_none_or(|p| still == Some(true) && (p.frozen || p.still_for < rates::LOOKS_AFTER_STOP));
+            prev.is_none_or(|p| p.frozen || (still == Some(true) && p.still_for < rates::LOOKS_AFTER_STOP));
         if look {
             cg.frozen = cgroup::frozen(job, &mut self.buf);
         }
