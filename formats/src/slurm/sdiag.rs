@@ -32,6 +32,25 @@ impl Sdiag {
     }
 }
 
+/// Each scheduler's means and the count of cycles they are over. Text sdiag prints no mean
+/// before a scheduler's first cycle (after a start or the midnight reset); `sdiag --json` and
+/// slurmctld's /metrics print 0, which read as a mean would drag a chart and an alarm to 0 µs.
+const MEANS: &[(&Metric, &[&Metric])] = &[
+    (&MAIN_SCHED_TOTAL_CYCLES, &[&MAIN_SCHED_MEAN_CYCLE, &MAIN_SCHED_MEAN_DEPTH]),
+    (
+        &BACKFILL_TOTAL_CYCLES,
+        &[&BACKFILL_MEAN_CYCLE, &BACKFILL_DEPTH_MEAN, &BACKFILL_DEPTH_MEAN_TRY, &BACKFILL_QUEUE_LENGTH_MEAN],
+    ),
+];
+
+/// Whether `m` is a mean over no cycle, `value` giving the figures read with it: a mean whose
+/// count of cycles is 0 or was not read.
+pub fn mean_of_nothing(m: &Metric, value: impl Fn(&Metric) -> Option<f64>) -> bool {
+    MEANS.iter().any(|(count, means)| {
+        means.iter().any(|mean| std::ptr::eq(*mean, m)) && value(count).is_none_or(|n| n <= 0.0)
+    })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Section {
     Header,
@@ -249,6 +268,16 @@ pub fn parse_json(text: &str) -> Result<Sdiag, SdiagError> {
             s.values.push((m, number(Some(v)) as f64));
         }
     }
+    let read = s.values.clone();
+    let value = |m: &Metric| read.iter().find(|(k, _)| std::ptr::eq(*k, m)).map(|(_, v)| *v);
+    // Cycles per minute: text prints them past a minute of data, JSON 0 before.
+    let span = match (stats.get("req_time"), stats.get("req_time_start")) {
+        (Some(now), Some(start)) => Some(number(Some(now)).saturating_sub(number(Some(start)))),
+        _ => None,
+    };
+    let too_soon = span.is_some_and(|s| s < 60);
+    let per_minute_too_soon = |m: &Metric| too_soon && std::ptr::eq(m, &MAIN_SCHED_CYCLES_PER_MINUTE);
+    s.values.retain(|(m, _)| !(mean_of_nothing(m, value) || per_minute_too_soon(m)));
     if let Some(list) = stats.get("rpcs_by_message_type").and_then(Value::as_array) {
         for r in list {
             let Some(name) = r.get("message_type").and_then(Value::as_str) else {
@@ -406,5 +435,44 @@ Pending RPC statistics
         assert!(parse_json("{").is_err());
         assert!(parse_json("{}").is_err());
         assert_eq!(parse_json(r#"{"statistics": {}}"#), Err(SdiagError::Empty));
+    }
+
+    /// slurmctld's JSON dumps a mean over no cycle as 0 (data_parser's STATS_MSG_BF_CYCLE_MEAN
+    /// in 24.11: `else data_set_int(dst, 0)`) and cycles per minute as 0 before a minute of
+    /// data; text sdiag prints neither. Seen on the 24.11 bench: a head that read sdiag before
+    /// the backfill's first cycle shipped BackfillMeanCycle 0.
+    #[test]
+    fn json_means_over_no_cycle_are_left_out_as_text_leaves_them() {
+        let j = |main: u32, bf: u32, span: u64| {
+            format!(
+                r#"{{"statistics": {{"req_time": {{"set": true, "infinite": false, "number": {}}},
+                "req_time_start": {{"set": true, "infinite": false, "number": 1000}},
+                "schedule_cycle_total": {main}, "schedule_cycle_mean": 0, "schedule_cycle_mean_depth": 0,
+                "schedule_cycle_per_minute": 0, "bf_cycle_counter": {bf}, "bf_cycle_mean": 169,
+                "bf_depth_mean": 0, "bf_depth_mean_try": 0, "bf_queue_len_mean": 0, "bf_cycle_last": 12}}}}"#,
+                1000 + span
+            )
+        };
+        let s = parse_json(&j(0, 0, 59)).unwrap();
+        for m in [
+            &MAIN_SCHED_MEAN_CYCLE,
+            &MAIN_SCHED_MEAN_DEPTH,
+            &MAIN_SCHED_CYCLES_PER_MINUTE,
+            &BACKFILL_MEAN_CYCLE,
+            &BACKFILL_DEPTH_MEAN,
+            &BACKFILL_DEPTH_MEAN_TRY,
+            &BACKFILL_QUEUE_LENGTH_MEAN,
+        ] {
+            assert_eq!(s.get(m), None, "{}", m.name);
+        }
+        assert_eq!(s.get(&BACKFILL_TOTAL_CYCLES), Some(0.0), "counts stay");
+        assert_eq!(s.get(&BACKFILL_LAST_CYCLE), Some(12.0));
+        let s = parse_json(&j(3, 2, 60)).unwrap();
+        assert_eq!(s.get(&MAIN_SCHED_MEAN_CYCLE), Some(0.0), "a mean of cycles under a microsecond");
+        assert_eq!(s.get(&MAIN_SCHED_CYCLES_PER_MINUTE), Some(0.0));
+        assert_eq!(s.get(&BACKFILL_MEAN_CYCLE), Some(169.0));
+        // Without its count (a version that named it otherwise), a mean is no mean either.
+        let s = parse_json(r#"{"statistics": {"bf_cycle_mean": 169, "jobs_submitted": 1}}"#).unwrap();
+        assert_eq!(s.get(&BACKFILL_MEAN_CYCLE), None);
     }
 }

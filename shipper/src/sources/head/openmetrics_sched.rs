@@ -10,6 +10,7 @@ use crate::sample::{Batch, Dims};
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::slurm::openmetrics::Exposition;
+use slurm_cw_formats::slurm::sdiag::mean_of_nothing;
 
 const NAMES: &[(&str, &Metric)] = &[
     ("slurm_server_thread_cnt", &SERVER_THREAD_COUNT),
@@ -45,10 +46,16 @@ const NAMES: &[(&str, &Metric)] = &[
 ];
 
 /// Emits the scheduler figures the exposition has; returns how many (0: not the scheduler's).
+/// A mean over no cycle (the endpoint gives 0 before a scheduler's first) is left out, as text
+/// sdiag leaves it.
 pub fn emit(e: &Exposition, out: &mut Batch) -> usize {
+    let value = |m: &Metric| {
+        let name = NAMES.iter().find(|(_, k)| std::ptr::eq(*k, m))?.0;
+        e.value(name).filter(|v| v.is_finite() && *v >= 0.0)
+    };
     let mut n = 0;
-    for (name, metric) in NAMES {
-        if let Some(v) = e.value(name).filter(|v| v.is_finite() && *v >= 0.0) {
+    for (_, metric) in NAMES {
+        if let Some(v) = value(metric).filter(|_| !mean_of_nothing(metric, value)) {
             out.push(metric, Dims::new(), v);
             n += 1;
         }
@@ -67,7 +74,11 @@ mod tests {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../formats/tests/fixtures/slurm/26.05-real/");
         let e = parse(&std::fs::read_to_string(format!("{dir}openmetrics-scheduler.txt")).unwrap());
         let mut b = Batch::new(std::time::SystemTime::UNIX_EPOCH);
-        assert_eq!(emit(&e, &mut b), NAMES.len());
+        // That capture was taken before the backfill's first cycle: its four means are 0
+        // there and in sdiag --json, and left out of both.
+        assert_eq!(emit(&e, &mut b), NAMES.len() - 4);
+        assert_eq!(b.value(&BACKFILL_MEAN_CYCLE, &[]), None);
+        assert!(b.value(&MAIN_SCHED_MEAN_CYCLE, &[]).is_some());
         // sdiag --json of the same second (its req_time is the endpoint's sched_stats_timestamp).
         let s =
             sdiag::parse_json(&std::fs::read_to_string(format!("{dir}sdiag-26.05.json")).unwrap()).unwrap();
