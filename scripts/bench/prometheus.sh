@@ -12,8 +12,9 @@
 #   scripts/bench/prometheus.sh stop
 #   scripts/bench/prometheus.sh status
 #
-# PROMETHEUS_PORT (29090) and PROMETHEUS_SCRAPE (127.0.0.1:29100, where the tests run a
-# shipper's pull endpoint) move it; both are below the kernel's ephemeral range (32768 up), so an
+# PROMETHEUS_PORT (29090), PROMETHEUS_SCRAPE (127.0.0.1:29100, where the tests run a
+# shipper's pull endpoint) and PROMETHEUS_SCRAPE_GUARDED (127.0.0.1:29101, one guarded by a
+# bearer token, scraped with the token in $bench/scrape-token and without) move it; both are below the kernel's ephemeral range (32768 up), so an
 # outgoing connection never holds them. The .deb comes through apt in the trixie root the Slurm
 # 24.11 bench made (scripts/bench/slurm-trixie.sh); needs root (chroot) the first time only.
 set -euo pipefail
@@ -25,12 +26,14 @@ install_dir=${PROMETHEUS_INSTALL_DIR:-/var/cache/slurm-cw-bench/prometheus}
 bench=${PROMETHEUS_BENCH_DIR:-${BENCH_HOME:-/tmp/slurm-cw-bench}/prometheus}
 port=${PROMETHEUS_PORT:-29090}
 scrape=${PROMETHEUS_SCRAPE:-127.0.0.1:29100}
+scrape_guarded=${PROMETHEUS_SCRAPE_GUARDED:-127.0.0.1:29101}
 want_version=2.53.3
 url=http://127.0.0.1:$port
 binary=${PROMETHEUS_BINARY:-$install_dir/usr/bin/prometheus}
 pidf=$bench/prometheus-$port.pid
 logf=$bench/prometheus-$port.log
 data=$bench/data-$port
+token_file=$bench/scrape-token
 
 log() { printf 'prometheus-bench: %s\n' "$*" >&2; }
 
@@ -55,6 +58,7 @@ ready() { curl -fsS -m 2 "$url/-/ready" >/dev/null 2>&1; }
 
 print_env() {
     echo "export BENCH_PROMETHEUS_URL=$url"
+    echo "export BENCH_PROMETHEUS_TOKEN_FILE=$token_file"
     if has_otlp; then
         echo "export BENCH_PROMETHEUS_OTLP_URL=$url/api/v1/otlp/v1/metrics"
     else
@@ -66,6 +70,10 @@ print_env() {
 }
 
 write_config() {
+    # The endpoint guarded by prometheus.bearer_token_file: scraped with its token and without.
+    if [ ! -s "$token_file" ]; then
+        (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$token_file")
+    fi
     cat > "$bench/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
@@ -76,6 +84,18 @@ scrape_configs:
     scrape_timeout: 1s
     static_configs:
       - targets: ["$scrape"]
+  - job_name: slurm-cw-shipper-token
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    authorization:
+      credentials_file: $token_file
+    static_configs:
+      - targets: ["$scrape_guarded"]
+  - job_name: slurm-cw-shipper-no-token
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs:
+      - targets: ["$scrape_guarded"]
 YML
 }
 

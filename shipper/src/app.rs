@@ -49,6 +49,7 @@ pub async fn run(cli: Cli, mut config: Settings) -> Exit {
     for kind in config.sink.iter() {
         let sink = match crate::sinks::metric_sink(kind, &config, &cx).await {
             Ok(s) => s,
+            Err(e) if e.bad_config => return Exit::BadConfig(e.to_string()),
             Err(e) => return Exit::Failed(e.to_string()),
         };
         live.push(sink.live());

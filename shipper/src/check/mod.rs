@@ -51,7 +51,7 @@ pub(crate) fn row(check: &'static str, status: Status, detail: impl Into<String>
 }
 
 /// A row whose failure means the configuration cannot work on this host.
-fn config_row(check: &'static str, status: Status, detail: impl Into<String>) -> Row {
+pub(crate) fn config_row(check: &'static str, status: Status, detail: impl Into<String>) -> Row {
     Row { config: true, ..row(check, status, detail) }
 }
 

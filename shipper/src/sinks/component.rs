@@ -33,17 +33,24 @@ pub enum Records {
     Logs,
 }
 
-/// Why a destination could not be built: the process exits 1 with it.
+/// Why a destination could not be built: the process exits 1 with it (2 for a setting to mend).
 #[derive(Debug, thiserror::Error)]
 #[error("{sink}: {why}")]
 pub struct BuildError {
     pub sink: &'static str,
     pub why: String,
+    /// A setting to mend (exit 2), not a failure of the moment.
+    pub bad_config: bool,
 }
 
 impl BuildError {
     pub fn new(sink: &'static str, why: impl std::fmt::Display) -> Self {
-        BuildError { sink, why: why.to_string() }
+        BuildError { sink, why: why.to_string(), bad_config: false }
+    }
+
+    /// A destination that cannot be built as configured.
+    pub fn config(sink: &'static str, why: impl std::fmt::Display) -> Self {
+        BuildError { bad_config: true, ..BuildError::new(sink, why) }
     }
 }
 

@@ -9,6 +9,7 @@
 //!
 //! The flooders are this test binary run again as other users (`flood_child`).
 
+use crate::common::shipper;
 use slurm_cw_shipper::sinks::prometheus::server::{MAX_CONNECTIONS, serve};
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -85,7 +86,7 @@ fn users_flooding_the_endpoint_as_fast_as_a_scraper_never_cut_its_scrapes() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
-    rt.spawn(serve(listener, Arc::new(Mutex::new(Arc::new("x".repeat(BODY))))));
+    rt.spawn(serve(listener, Arc::new(Mutex::new(Arc::new("x".repeat(BODY)))), None));
     assert!(scrape(addr), "a scrape before the flood");
 
     let tmp = tempfile::tempdir().unwrap();
@@ -138,4 +139,46 @@ fn users_flooding_the_endpoint_as_fast_as_a_scraper_never_cut_its_scrapes() {
         "the flood was cut, so the endpoint was contended: {flood:?}"
     );
     assert_eq!(whole, SCRAPES, "every scrape whole during the flood");
+}
+
+/// A token file other users could read is refused before anything is served: exit 2, the key
+/// and the fix named, and `--check` fails its row the same way.
+#[test]
+fn a_token_file_others_can_read_is_a_configuration_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let run = |args: &[&str]| {
+        shipper()
+            .args(args)
+            .env("SLURM_CW_CLUSTER_NAME", "tokens")
+            .env("SLURM_CW_SINK", "prometheus")
+            .env("SLURM_CW_PROMETHEUS__ADDRESS", &addr)
+            .env("SLURM_CW_PROMETHEUS__BEARER_TOKEN_FILE", &token)
+            .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+            .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+            .env("SLURM_CW_GPU__ENABLED", "off")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--role", "node"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("prometheus.bearer_token_file") && stderr.contains("chmod 600"), "{stderr}");
+    assert!(crate::common::scrape(&addr).is_none(), "nothing served");
+    let out = run(&["--check", "--role", "node"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table.lines().find(|l| l.starts_with("prometheus token")).unwrap_or_default();
+    assert!(row.contains("FAIL") && row.contains("mode 644"), "{table}");
+    assert_eq!(out.status.code(), Some(2), "{table}");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = run(&["--check", "--role", "node"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table.lines().find(|l| l.starts_with("prometheus token")).unwrap_or_default();
+    assert!(row.contains(" ok ") && !row.contains("0123456789"), "the token never printed: {table}");
+    let row = table.lines().find(|l| l.starts_with("prometheus job series")).unwrap_or_default();
+    assert!(row.contains("token's holder alone"), "{table}");
 }

@@ -2,7 +2,7 @@
 //! it cannot), and whether it serves per-job series.
 
 use super::config::PrometheusConfig;
-use crate::check::{Row, Status, row};
+use crate::check::{Row, Status, config_row, row};
 use std::path::Path;
 
 /// Whether the address can be had, and the job series row.
@@ -17,7 +17,22 @@ pub fn rows(cfg: &PrometheusConfig, slurm_conf: Option<&Path>) -> Vec<Row> {
             format!("{address}: {e}; the daemon ships to the other destinations and keeps trying it"),
         ),
     };
-    vec![endpoint, job_series_row(cfg, slurm_conf)]
+    vec![endpoint, token_row(cfg), job_series_row(cfg, slurm_conf)]
+}
+
+/// Whether the endpoint's token can be read and is kept from other users.
+fn token_row(cfg: &PrometheusConfig) -> Row {
+    match &cfg.bearer_token_file {
+        None => row("prometheus token", Status::Ok, "none: every local user reads the endpoint".to_owned()),
+        Some(f) => match super::token::Token::read(f) {
+            Ok(_) => row(
+                "prometheus token",
+                Status::Ok,
+                format!("{}: only requests with its bearer token are answered", f.display()),
+            ),
+            Err(e) => config_row("prometheus token", Status::Fail, format!("{e}: the daemon will not start")),
+        },
+    }
 }
 
 /// Whether every local user reads every job's series: a warning where slurm.conf's
@@ -25,9 +40,13 @@ pub fn rows(cfg: &PrometheusConfig, slurm_conf: Option<&Path>) -> Vec<Row> {
 fn job_series_row(cfg: &PrometheusConfig, conf: Option<&Path>) -> Row {
     use super::config::serves_job_series;
     use crate::config::Toggle;
-    let (served, why) = serves_job_series(cfg.job_series, conf);
-    let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf);
+    let guarded = cfg.bearer_token_file.is_some();
+    let (served, why) = serves_job_series(cfg.job_series, conf, guarded);
+    let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf, false);
     match (served, !auto_served) {
+        (true, _) if guarded => {
+            row("prometheus job series", Status::Ok, format!("served to the token's holder alone ({why})"))
+        }
         (true, true) => row(
             "prometheus job series",
             Status::Warn,

@@ -1,16 +1,17 @@
 //! `[prometheus]`: where the pull endpoint listens.
 
-use crate::config::docs::Shown::Value;
+use crate::config::docs::Shown::{Unset, Value};
 use crate::config::docs::{Key, key};
 use crate::config::{ConfigError, Toggle, string};
 use serde::Deserialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// This section's lines of the configuration table (docs/configuration.md) ([`crate::settings::docs`]).
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it, so open it wider only behind a firewall"),
-    key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them unless slurm.conf's `PrivateData` names `jobs` or `users` (or slurm.conf cannot be read), then only aggregate series; `on` serves them whatever `PrivateData` says (every local user reads every job's figures); `off` never"),
+    key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them where a token guards the endpoint or slurm.conf's `PrivateData` names neither `jobs` nor `users` (and can be read), else only aggregate series; `on` serves them whatever `PrivateData` says; `off` never"),
+    key("prometheus.bearer_token_file", Unset("none: any local user reads the endpoint"), "a file (root's, mode 0600) holding a token of at least 16 characters: the endpoint answers only requests with `Authorization: Bearer <token>` (Prometheus `authorization: credentials_file:`), others 401; read at start"),
 ];
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -25,11 +26,18 @@ pub struct PrometheusConfig {
     /// slurm.conf's `PrivateData` hides jobs or users from one another; `on` serves them
     /// whatever it says (the explicit opt-in); `off` never.
     pub job_series: Toggle,
+    /// A file holding the token a request must carry ([`super::token`]); none: every request
+    /// is answered.
+    pub bearer_token_file: Option<PathBuf>,
 }
 
 impl Default for PrometheusConfig {
     fn default() -> Self {
-        PrometheusConfig { address: "127.0.0.1:9817".to_owned(), job_series: Toggle::Auto }
+        PrometheusConfig {
+            address: "127.0.0.1:9817".to_owned(),
+            job_series: Toggle::Auto,
+            bearer_token_file: None,
+        }
     }
 }
 
@@ -38,11 +46,18 @@ pub const HIDING: &[&str] = &["jobs", "users"];
 
 /// Whether the endpoint serves per-job and per-user series, and why (for the log and
 /// `--check`). `slurm_conf`: the slurm.conf in use, if there is one; one that cannot be read
-/// hides them (it may say `PrivateData=jobs`).
-pub fn serves_job_series(job_series: Toggle, slurm_conf: Option<&Path>) -> (bool, String) {
+/// hides them (it may say `PrivateData=jobs`). `guarded`: a token guards the endpoint, so no
+/// local user reads it and `PrivateData` is not its business (as it is not CloudWatch's).
+pub fn serves_job_series(job_series: Toggle, slurm_conf: Option<&Path>, guarded: bool) -> (bool, String) {
     match job_series {
         Toggle::On => return (true, "prometheus.job_series = \"on\"".to_owned()),
         Toggle::Off => return (false, "prometheus.job_series = \"off\"".to_owned()),
+        Toggle::Auto if guarded => {
+            return (
+                true,
+                "prometheus.bearer_token_file: only the scraper holding the token reads them".to_owned(),
+            );
+        }
         Toggle::Auto => {}
     }
     let Some(path) = slurm_conf else {
@@ -67,6 +82,12 @@ pub fn serves_job_series(job_series: Toggle, slurm_conf: Option<&Path>) -> (bool
 
 impl PrometheusConfig {
     pub fn check(&self) -> Result<(), ConfigError> {
+        if let Some(f) = self.bearer_token_file.as_ref().filter(|f| !f.is_absolute()) {
+            return Err(ConfigError::invalid(
+                "prometheus.bearer_token_file",
+                format!("{} is not an absolute path", f.display()),
+            ));
+        }
         self.address.parse::<std::net::SocketAddr>().map(|_| ()).map_err(|_| {
             ConfigError::invalid(
                 "prometheus.address",
@@ -86,7 +107,7 @@ mod tests {
         let conf = dir.path().join("slurm.conf");
         let served = |t: Toggle, text: &str| {
             std::fs::write(&conf, text).unwrap();
-            serves_job_series(t, Some(&conf))
+            serves_job_series(t, Some(&conf), false)
         };
         let (on, why) = served(Toggle::Auto, "ClusterName=c\nPrivateData=accounts,Jobs # private\n");
         assert!(!on && why.contains("PrivateData=jobs") && why.contains("slurm.conf"), "{why}");
@@ -95,8 +116,12 @@ mod tests {
         assert!(served(Toggle::Auto, "ClusterName=c\n").0);
         assert!(served(Toggle::On, "PrivateData=jobs\n").0, "the explicit opt-in");
         assert!(!served(Toggle::Off, "ClusterName=c\n").0);
-        assert!(serves_job_series(Toggle::Auto, None).0, "no slurm.conf");
-        let (on, why) = serves_job_series(Toggle::Auto, Some(&dir.path().join("missing.conf")));
+        assert!(serves_job_series(Toggle::Auto, None, false).0, "no slurm.conf");
+        std::fs::write(&conf, "PrivateData=jobs\n").unwrap();
+        let (on, why) = serves_job_series(Toggle::Auto, Some(&conf), true);
+        assert!(on && why.contains("bearer_token_file"), "a token guards them: {why}");
+        assert!(!serves_job_series(Toggle::Off, None, true).0);
+        let (on, why) = serves_job_series(Toggle::Auto, Some(&dir.path().join("missing.conf")), false);
         assert!(!on && why.contains("missing.conf"), "unreadable: hidden ({why})");
     }
 }

@@ -16,6 +16,7 @@ pub mod config;
 pub mod exposition;
 pub mod live;
 pub mod server;
+pub mod token;
 
 use crate::aggregate::Aggregate;
 use crate::sinks::delivery::{Checks, StatsHandle};
@@ -46,7 +47,7 @@ impl crate::sinks::Component for Spec {
     }
 
     async fn build(&self, cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<MetricSink, BuildError> {
-        Ok(Box::new(build(cfg, cx).await.map_err(|e| BuildError::new(self.name(), e))?))
+        Ok(Box::new(build(cfg, cx).await?))
     }
 
     async fn check(&self, cfg: &PrometheusConfig, cx: &Context<'_>) -> Vec<crate::check::Row> {
@@ -74,7 +75,16 @@ pub const BIND_RETRY_MAX: Duration = Duration::from_secs(30);
 /// Binds the endpoint and serves it on the runtime. When the address cannot be had (another
 /// program, maybe another user's, holds it), it says so and keeps trying in the background:
 /// the daemon and its other destinations go on.
-pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<PrometheusSink, String> {
+pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<PrometheusSink, BuildError> {
+    // A token that cannot be read, or that others could read, is a setting to mend (exit 2):
+    // serving without it would hand every job's figures to every local user.
+    let guard: server::Guard =
+        match &cfg.bearer_token_file {
+            Some(f) => Some(Arc::new(token::Token::read(f).map_err(|e| {
+                BuildError::config("prometheus", format!("prometheus.bearer_token_file {e}"))
+            })?)),
+            None => None,
+        };
     let configured = cfg.address.clone();
     let body: Body = Arc::new(Mutex::new(Arc::new(String::new())));
     let listening = Arc::new(AtomicBool::new(false));
@@ -83,7 +93,7 @@ pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<Prometheu
             let address = listener.local_addr().map_or_else(|_| configured.clone(), |a| a.to_string());
             tracing::info!(address, "Prometheus endpoint at http://{address}/metrics");
             listening.store(true, Ordering::Relaxed);
-            tokio::spawn(server::serve(listener, body.clone()));
+            tokio::spawn(server::serve(listener, body.clone(), guard.clone()));
             address
         }
         Err(e) => {
@@ -94,11 +104,11 @@ pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<Prometheu
                 "cannot listen on prometheus.address; the other destinations go on, the endpoint \
                  is tried again in the background and each flush it misses counted as dropped (not_listening)"
             );
-            tokio::spawn(bind_later(configured.clone(), body.clone(), listening.clone()));
+            tokio::spawn(bind_later(configured.clone(), body.clone(), guard.clone(), listening.clone()));
             configured
         }
     };
-    let (job_series, why) = config::serves_job_series(cfg.job_series, cx.slurm_conf);
+    let (job_series, why) = config::serves_job_series(cfg.job_series, cx.slurm_conf, guard.is_some());
     if job_series {
         tracing::info!(why, "the Prometheus endpoint serves per-job and per-user series");
     } else {
@@ -109,7 +119,7 @@ pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<Prometheu
 }
 
 /// Tries to bind `address` again, waiting longer after each failure, and serves it once bound.
-async fn bind_later(address: String, body: Body, listening: Arc<AtomicBool>) {
+async fn bind_later(address: String, body: Body, guard: server::Guard, listening: Arc<AtomicBool>) {
     let mut wait = BIND_RETRY_FIRST;
     loop {
         tokio::time::sleep(wait).await;
@@ -120,7 +130,7 @@ async fn bind_later(address: String, body: Body, listening: Arc<AtomicBool>) {
                     "Prometheus endpoint at http://{address}/metrics (the address is free now)"
                 );
                 listening.store(true, Ordering::Relaxed);
-                server::serve(listener, body).await;
+                server::serve(listener, body, guard).await;
                 return;
             }
             Err(e) => {

@@ -108,8 +108,11 @@ fn victim(conns: &[Conn]) -> Option<usize> {
     conns.iter().enumerate().filter(|(_, c)| c.peer == busiest).min_by_key(|(_, c)| c.moved).map(|(i, _)| i)
 }
 
+/// Who may read: anyone, or a request carrying the token ([`super::token`]).
+pub type Guard = Option<Arc<super::token::Token>>;
+
 /// Serves until the process ends.
-pub async fn serve(listener: TcpListener, body: Body) {
+pub async fn serve(listener: TcpListener, body: Body, guard: Guard) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let served = Served::default();
     for id in 0u64.. {
@@ -131,11 +134,12 @@ pub async fn serve(listener: TcpListener, body: Body) {
         }
         let freed = tokio::time::timeout(Duration::from_millis(100), slots.clone().acquire_owned());
         let Ok(Ok(slot)) = freed.await else { continue };
-        let (body, mine) = (body.clone(), served.clone());
+        let (body, mine, guard) = (body.clone(), served.clone(), guard.clone());
         // Listed before the task can run, so that its end always finds it listed.
         let mut conns = served.lock();
         let task = tokio::spawn(async move {
-            let _ = tokio::time::timeout(DEADLINE * 2, answer(stream, body, &mine, id)).await;
+            let _ =
+                tokio::time::timeout(DEADLINE * 2, answer(stream, body, guard.as_deref(), &mine, id)).await;
             mine.done(id);
             drop(slot);
         });
@@ -145,7 +149,13 @@ pub async fn serve(listener: TcpListener, body: Body) {
 }
 
 /// Reads the request head and answers it, telling `served` as it moves on.
-async fn answer(mut stream: TcpStream, body: Body, served: &Served, id: u64) -> std::io::Result<()> {
+async fn answer(
+    mut stream: TcpStream,
+    body: Body,
+    guard: Option<&super::token::Token>,
+    served: &Served,
+    id: u64,
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     let complete = tokio::time::timeout(DEADLINE, async {
@@ -166,14 +176,15 @@ async fn answer(mut stream: TcpStream, body: Body, served: &Served, id: u64) -> 
     .await;
     served.moved(id);
     let (status, text) = match complete {
-        Ok(Ok(true)) => route(&head, &body),
+        Ok(Ok(true)) => route(&head, &body, guard),
         Ok(Ok(false)) => ("400 Bad Request", Arc::new("bad request\n".to_owned())),
         Ok(Err(e)) => return Err(e),
         Err(_) => ("408 Request Timeout", Arc::new("request timeout\n".to_owned())),
     };
+    let challenge = if status == UNAUTHORIZED { "WWW-Authenticate: Bearer\r\n" } else { "" };
     let header = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
+         {challenge}Content-Length: {}\r\nConnection: close\r\n\r\n",
         text.len()
     );
     tokio::time::timeout(DEADLINE, async {
@@ -188,7 +199,15 @@ async fn answer(mut stream: TcpStream, body: Body, served: &Served, id: u64) -> 
     .unwrap_or(Ok(()))
 }
 
-fn route(head: &[u8], body: &Body) -> (&'static str, Arc<String>) {
+const UNAUTHORIZED: &str = "401 Unauthorized";
+
+fn route(head: &[u8], body: &Body, guard: Option<&super::token::Token>) -> (&'static str, Arc<String>) {
+    if guard.is_some_and(|t| !t.admits(head)) {
+        return (
+            UNAUTHORIZED,
+            Arc::new("a bearer token is required (prometheus.bearer_token_file)\n".to_owned()),
+        );
+    }
     let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
     let mut parts = line.split(|b| *b == b' ');
     let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
@@ -250,6 +269,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_guarded_endpoint_answers_401_and_nothing_else_without_its_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "s3cret-s3cret-s3cret\n").unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let guard = Some(Arc::new(super::super::token::Token::read(&file).unwrap()));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let body = "slurm_jobs_on_node{node_name=\"c1\"} 2\n";
+        tokio::spawn(serve(listener, Arc::new(Mutex::new(Arc::new(body.to_owned()))), guard));
+        let ask = |auth: &'static str| async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: node\r\n{auth}\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut got = String::new();
+            s.read_to_string(&mut got).await.unwrap();
+            got
+        };
+        for auth in ["", "Authorization: Bearer s3cret-s3cret-s3creT\r\n", "Authorization: Basic s3cret\r\n"]
+        {
+            let got = ask(auth).await;
+            assert!(got.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{got}");
+            assert!(got.contains("WWW-Authenticate: Bearer\r\n") && !got.contains("slurm_"), "{got}");
+        }
+        let got = ask("Authorization: Bearer s3cret-s3cret-s3cret\r\n").await;
+        assert!(got.starts_with("HTTP/1.1 200 OK\r\n") && got.ends_with(body), "{got}");
+        // Nor does a path other than /metrics say anything without it.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /nothing HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut got = String::new();
+        s.read_to_string(&mut got).await.unwrap();
+        assert!(got.starts_with("HTTP/1.1 401"), "{got}");
+    }
+
+    #[tokio::test]
     async fn a_newcomer_displaces_the_stalest_of_the_peer_holding_the_most() {
         let t0 = Instant::now();
         let conn = |peer: Peer, ms: u64| Conn {
@@ -283,7 +338,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let size = 8 << 20;
-        tokio::spawn(serve(listener, Arc::new(Mutex::new(Arc::new("x".repeat(size))))));
+        tokio::spawn(serve(listener, Arc::new(Mutex::new(Arc::new("x".repeat(size)))), None));
         assert_eq!(scrape(addr).await, Some(size), "served before the flood");
         let (stop, asked) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
         let (stopping, count) = (stop.clone(), asked.clone());

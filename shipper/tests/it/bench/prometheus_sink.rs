@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{
-    MIB, PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, job_memory_read_back, prometheus, scrape,
-    shipper, slurm, wait_until,
+    MIB, PROMETHEUS_SCRAPES, Running, SLURM_LOCK, SlurmCleanup, job_memory_read_back, prometheus, promql,
+    scrape, shipper, slurm, wait_until,
 };
 use slurm_cw_shipper::sinks::prometheus;
 use std::io::{Read, Write};
@@ -252,7 +252,7 @@ fn private_data_jobs_keeps_job_and_user_series_off_the_endpoint() {
         let conf = dir.path().join("slurm.conf");
         std::fs::write(&conf, slurm_conf).unwrap();
         let settings = Settings::default();
-        let cfg = PrometheusConfig { address: "127.0.0.1:0".into(), job_series };
+        let cfg = PrometheusConfig { address: "127.0.0.1:0".into(), job_series, bearer_token_file: None };
         let cx = settings.sink_context("c", "Slurm/c", "n1", Some(&conf));
         let mut sink = rt.block_on(prometheus::build(&cfg, &cx)).unwrap();
         let job = [(ACCOUNT, "physics"), (JOB_ID, "42"), (NODE_NAME, "n1"), (USER, "alice")];
@@ -289,4 +289,75 @@ fn collections(
         }
     });
     (rx, reader)
+}
+
+/// `prometheus.bearer_token_file`: the bench's Prometheus scrapes the guarded endpoint with the
+/// token (`authorization: credentials_file:`) and gets the node's series; its job without the
+/// token is refused 401, as is a local user who asks without it or guesses it.
+#[ignore = "needs Prometheus: scripts/test.sh runs it"]
+#[test]
+fn only_a_scraper_holding_the_token_reads_a_guarded_endpoint() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(prom) = prometheus() else {
+        return;
+    };
+    let bench_token = std::env::var("BENCH_PROMETHEUS_TOKEN_FILE").expect("the Prometheus bench's env");
+    let dir = tempfile::tempdir().unwrap();
+    // The daemon's own copy, as an admin would install it: root's, mode 0600.
+    let token = dir.path().join("prometheus.token");
+    std::fs::copy(&bench_token, &token).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let secret = std::fs::read_to_string(&token).unwrap().trim().to_owned();
+    let mut daemon = shipper()
+        .args(["--role", "node"])
+        .env("SLURM_CW_CLUSTER_NAME", "guarded")
+        .env("SLURM_CW_SINK", "prometheus")
+        .env("SLURM_CW_PROMETHEUS__ADDRESS", common::PROMETHEUS_SCRAPES_GUARDED)
+        .env("SLURM_CW_PROMETHEUS__BEARER_TOKEN_FILE", &token)
+        .env("SLURM_CW_COLLECT_INTERVAL", "1s")
+        .env("SLURM_CW_FLUSH_INTERVAL", "2s")
+        .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+        .env("SLURM_CW_NODE__HOOK_SOCKET", dir.path().join("hook.sock"))
+        .env("SLURM_CW_GPU__ENABLED", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Running::new)
+        .unwrap();
+    let with_token = "slurm_shipper_memory_rss_bytes{job=\"slurm-cw-shipper-token\"}";
+    let mut read = Vec::new();
+    wait_until("Prometheus to read the guarded endpoint with its token", Duration::from_secs(60), || {
+        read = promql(&prom, with_token);
+        !read.is_empty()
+    });
+    assert!(read[0].1 > 1e6, "the daemon's resident memory: {read:?}");
+    // Its job without the token: down, for a 401, every scrape since the endpoint came up.
+    let mut targets = serde_json::Value::Null;
+    wait_until("the scrape without the token to be refused", Duration::from_secs(30), || {
+        let up = promql(&prom, "up{job=\"slurm-cw-shipper-no-token\"}");
+        let (ok, out, _) = common::try_cmd("curl", &["-fsS", "-m", "5", &format!("{prom}/api/v1/targets")]);
+        targets = if ok { serde_json::from_str(&out).unwrap_or_default() } else { Default::default() };
+        let refused = targets["data"]["activeTargets"].as_array().into_iter().flatten().any(|t| {
+            t["labels"]["job"] == "slurm-cw-shipper-no-token"
+                && t["lastError"].as_str().is_some_and(|e| e.contains("401"))
+        });
+        refused && up.first().is_some_and(|(_, v)| *v == 0.0)
+    });
+    assert!(promql(&prom, "slurm_shipper_memory_rss_bytes{job=\"slurm-cw-shipper-no-token\"}").is_empty());
+    // A local user: no series without the token or with a guess; the token's holder reads them.
+    let ask = |auth: &str| {
+        let mut s = TcpStream::connect(common::PROMETHEUS_SCRAPES_GUARDED).unwrap();
+        s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{auth}\r\n").as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let guess = format!("{}x", &secret[..secret.len() - 1]);
+    for auth in [String::new(), format!("Authorization: Bearer {guess}\r\n")] {
+        let got = ask(&auth);
+        assert!(got.starts_with("HTTP/1.1 401") && !got.contains("slurm_shipper"), "{auth:?}: {got}");
+    }
+    let got = ask(&format!("Authorization: Bearer {secret}\r\n"));
+    assert!(got.starts_with("HTTP/1.1 200") && got.contains("slurm_shipper_memory_rss_bytes"), "{got}");
+    assert!(daemon.child().try_wait().unwrap().is_none(), "the daemon runs on");
 }

@@ -56,6 +56,11 @@ pub fn prometheus() -> Option<String> {
 #[allow(dead_code)]
 pub const PROMETHEUS_SCRAPES: &str = "127.0.0.1:29100";
 
+/// Where it scrapes a pull endpoint guarded by a token: with the token in
+/// `BENCH_PROMETHEUS_TOKEN_FILE` (job `slurm-cw-shipper-token`) and without (`-no-token`).
+#[allow(dead_code)]
+pub const PROMETHEUS_SCRAPES_GUARDED: &str = "127.0.0.1:29101";
+
 /// GET /metrics from a pull endpoint at `addr`: the body of a 200, None otherwise.
 pub fn scrape(addr: &str) -> Option<String> {
     use std::io::{Read, Write};

@@ -1,0 +1,178 @@
+//! `prometheus.bearer_token_file`: the pull endpoint answers only a request that carries its
+//! token (`Authorization: Bearer <token>`, as Prometheus sends with `authorization:
+//! credentials_file:` and VictoriaMetrics with `bearer_token_file:`). Without one, any local
+//! user reads the endpoint, and so every job's figures; with one, only the scraper does, and the
+//! endpoint can listen beyond loopback on a network its scraper shares with job users.
+//!
+//! The token is a secret on a node where untrusted users run: its file must be a regular file
+//! of root (or the daemon's user) that no one else may read or write, else the daemon refuses
+//! to start (exit 2). It is read once, at start; the comparison takes the same time whatever the
+//! guess.
+
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// The shortest token taken: a guess at a 16-character token is out of a flood's reach.
+pub const MIN_LEN: usize = 16;
+/// The longest token file read.
+const MAX_FILE: u64 = 4096;
+
+/// The endpoint's token. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(Vec<u8>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+impl Token {
+    /// The token in `path`: one line of printable ASCII without spaces, at least [`MIN_LEN`]
+    /// long, in a file only its owner (root or the daemon's user) may read. The error says
+    /// what to change.
+    pub fn read(path: &Path) -> Result<Token, String> {
+        let at = path.display();
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| format!("{at}: {e}"))?;
+        let meta = file.metadata().map_err(|e| format!("{at}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("{at} is not a regular file"));
+        }
+        let euid = crate::sys::user::euid();
+        if meta.uid() != 0 && meta.uid() != euid {
+            return Err(format!(
+                "{at} belongs to uid {}: it must be root's (or the daemon's user's), or its owner could change the token",
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o077 != 0 {
+            return Err(format!(
+                "{at} has mode {:o}: other users could read the token (chmod 600 {at})",
+                meta.mode() & 0o777
+            ));
+        }
+        let mut text = Vec::new();
+        (&mut file).take(MAX_FILE + 1).read_to_end(&mut text).map_err(|e| format!("{at}: {e}"))?;
+        if text.len() as u64 > MAX_FILE {
+            return Err(format!("{at} is larger than {MAX_FILE} bytes: not one token"));
+        }
+        let token = text.trim_ascii();
+        if token.iter().any(|b| !b.is_ascii_graphic()) {
+            return Err(format!("{at}: the token is one line of printable characters without spaces"));
+        }
+        if token.len() < MIN_LEN {
+            return Err(format!(
+                "{at}: the token has {} characters; use at least {MIN_LEN} (openssl rand -hex 32)",
+                token.len()
+            ));
+        }
+        Ok(Token(token.to_vec()))
+    }
+
+    /// Whether the request head `head` (request line and headers) carries this token.
+    pub fn admits(&self, head: &[u8]) -> bool {
+        let mut found = false;
+        for line in head.split(|b| *b == b'\n').skip(1) {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let Some(colon) = line.iter().position(|b| *b == b':') else { continue };
+            if !line[..colon].eq_ignore_ascii_case(b"authorization") {
+                continue;
+            }
+            let value = line[colon + 1..].trim_ascii();
+            let Some(space) = value.iter().position(|b| *b == b' ') else { continue };
+            if value[..space].eq_ignore_ascii_case(b"bearer") {
+                // Every Authorization header is compared, so the time taken does not say which.
+                found |= same(value[space + 1..].trim_ascii(), &self.0);
+            }
+        }
+        found
+    }
+}
+
+/// `a == b` in a time that depends on their lengths alone.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let longest = a.len().max(b.len());
+    let mut differ = u8::from(a.len() != b.len());
+    for i in 0..longest {
+        differ |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0xff);
+    }
+    std::hint::black_box(differ) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const SECRET: &str = "0123456789abcdef0123";
+
+    fn token_file(dir: &Path, text: &str, mode: u32) -> std::path::PathBuf {
+        let p = dir.join(format!("token-{mode:o}-{}", text.len()));
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_token_file_others_may_read_or_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Token::read(&token_file(dir.path(), &format!("{SECRET}\n"), 0o600)).unwrap();
+        assert_eq!(ok, Token(SECRET.as_bytes().to_vec()));
+        assert_eq!(format!("{ok:?}"), "Token(..)", "never printed");
+        assert!(Token::read(&token_file(dir.path(), SECRET, 0o400)).is_ok());
+        for mode in [0o640, 0o604, 0o660, 0o606, 0o644] {
+            let e = Token::read(&token_file(dir.path(), SECRET, mode)).unwrap_err();
+            assert!(e.contains(&format!("mode {mode:o}")) && e.contains("chmod 600"), "{e}");
+        }
+        let e = Token::read(&token_file(dir.path(), "short", 0o600)).unwrap_err();
+        assert!(e.contains("5 characters") && e.contains("at least 16"), "{e}");
+        let e = Token::read(&token_file(dir.path(), "two words are not a token\n", 0o600)).unwrap_err();
+        assert!(e.contains("without spaces"), "{e}");
+        assert!(Token::read(&token_file(dir.path(), &"a".repeat(5000), 0o600)).unwrap_err().contains("4096"));
+        assert!(Token::read(&dir.path().join("missing")).unwrap_err().contains("missing"));
+        assert!(Token::read(dir.path()).is_err(), "a directory");
+        // A link is not followed: whoever can make one in its directory could point it anywhere.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(token_file(dir.path(), SECRET, 0o600), &link).unwrap();
+        assert!(Token::read(&link).is_err());
+    }
+
+    #[test]
+    fn only_a_request_carrying_the_token_is_admitted() {
+        let t = Token(SECRET.as_bytes().to_vec());
+        let head = |auth: &str| format!("GET /metrics HTTP/1.1\r\nHost: node\r\n{auth}Accept: */*\r\n\r\n");
+        assert!(t.admits(head(&format!("Authorization: Bearer {SECRET}\r\n")).as_bytes()));
+        assert!(
+            t.admits(head(&format!("authorization:bearer  {SECRET} \r\n")).as_bytes()),
+            "any case, spaces"
+        );
+        assert!(
+            t.admits(
+                head(&format!("Authorization: Basic eDp5\r\nAuthorization: Bearer {SECRET}\r\n")).as_bytes()
+            ),
+            "one of several"
+        );
+        for wrong in [
+            String::new(),
+            "Authorization: Bearer 0123456789abcdef012\r\n".into(),
+            "Authorization: Bearer 0123456789abcdef01234\r\n".into(),
+            "Authorization: Bearer 0123456789abcdef0124\r\n".into(),
+            format!("Authorization: Basic {SECRET}\r\n"),
+            format!("Authorization: {SECRET}\r\n"),
+            format!("X-Authorization: Bearer {SECRET}\r\n"),
+            "Authorization: Bearer \r\n".into(),
+        ] {
+            assert!(!t.admits(head(&wrong).as_bytes()), "{wrong:?}");
+        }
+        // In the request line, not a header.
+        assert!(
+            !t.admits(format!("GET /metrics?Authorization:Bearer%20{SECRET} HTTP/1.1\r\n\r\n").as_bytes())
+        );
+        assert!(!t.admits(format!("Authorization: Bearer {SECRET}\r\n\r\n").as_bytes()), "the first line");
+    }
+}
