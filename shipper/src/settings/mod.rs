@@ -323,6 +323,7 @@ mod tests {
         assert_eq!(c.slurm.conf.take(), Some(PathBuf::from("/opt/slurm/etc/slurm.conf")));
         assert_eq!(c.slurm.bin_dir.take(), Some(PathBuf::from("/opt/slurm/bin")));
         assert!(c.head.metrics_url.take().is_some() && c.head.metrics_token_file.take().is_some());
+        assert!(c.prometheus.bearer_token_file.take().is_some());
         assert_eq!(c.head.metrics_token_user.take().as_deref(), Some("slurm-metrics"));
         assert!(c.otlp.endpoint.take().is_some_and(|e| e.ends_with("/v1/metrics")));
         assert_eq!(c.otlp.region.take().as_deref(), Some("us-east-1"));
