@@ -14,8 +14,9 @@
 #
 # PROMETHEUS_PORT (29090), PROMETHEUS_SCRAPE (127.0.0.1:29100, where the tests run a
 # shipper's pull endpoint) and PROMETHEUS_SCRAPE_GUARDED (127.0.0.1:29101, one guarded by a
-# bearer token, scraped with the token in $bench/scrape-token and without) move it; both are below the kernel's ephemeral range (32768 up), so an
-# outgoing connection never holds them. The .deb comes through apt in the trixie root the Slurm
+# bearer token, scraped with the token in $bench/scrape-token, root's, and without) move it;
+# all three are below the kernel's ephemeral range (32768 up), so an outgoing connection never
+# holds them. The .deb comes through apt in the trixie root the Slurm
 # 24.11 bench made (scripts/bench/slurm-trixie.sh); needs root (chroot) the first time only.
 set -euo pipefail
 
@@ -58,7 +59,12 @@ ready() { curl -fsS -m 2 "$url/-/ready" >/dev/null 2>&1; }
 
 print_env() {
     echo "export BENCH_PROMETHEUS_URL=$url"
-    echo "export BENCH_PROMETHEUS_TOKEN_FILE=$token_file"
+    # One started before the guarded scrapes were added has neither: said, and left unset.
+    if [ -s "$token_file" ] && grep -q slurm-cw-shipper-token "$bench/prometheus.yml" 2>/dev/null; then
+        echo "export BENCH_PROMETHEUS_TOKEN_FILE=$token_file"
+    else
+        log "this Prometheus scrapes no guarded endpoint: stop and start it again for BENCH_PROMETHEUS_TOKEN_FILE"
+    fi
     if has_otlp; then
         echo "export BENCH_PROMETHEUS_OTLP_URL=$url/api/v1/otlp/v1/metrics"
     else

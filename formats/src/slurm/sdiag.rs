@@ -43,6 +43,12 @@ const MEANS: &[(&Metric, &[&Metric])] = &[
     ),
 ];
 
+/// Whether sdiag leaves `m` out until there is something to say: a scheduler's mean before
+/// its first cycle, cycles per minute before a minute of data.
+pub fn omitted_when_empty(m: &Metric) -> bool {
+    std::ptr::eq(m, &MAIN_SCHED_CYCLES_PER_MINUTE) || mean_of_nothing(m, |_| None)
+}
+
 /// Whether `m` is a mean over no cycle, `value` giving the figures read with it: a mean whose
 /// count of cycles is 0 or was not read.
 pub fn mean_of_nothing(m: &Metric, value: impl Fn(&Metric) -> Option<f64>) -> bool {

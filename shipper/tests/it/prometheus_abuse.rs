@@ -179,6 +179,7 @@ fn a_token_file_others_can_read_is_a_configuration_error() {
     let table = String::from_utf8_lossy(&out.stdout);
     let row = table.lines().find(|l| l.starts_with("prometheus token")).unwrap_or_default();
     assert!(row.contains(" ok ") && !row.contains("0123456789"), "the token never printed: {table}");
+    // No slurm.conf here, so no PrivateData: per-job series, to the token's holder alone.
     let row = table.lines().find(|l| l.starts_with("prometheus job series")).unwrap_or_default();
     assert!(row.contains("token's holder alone"), "{table}");
 }

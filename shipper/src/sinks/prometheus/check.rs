@@ -40,12 +40,21 @@ fn token_row(cfg: &PrometheusConfig) -> Row {
 fn job_series_row(cfg: &PrometheusConfig, conf: Option<&Path>) -> Row {
     use super::config::serves_job_series;
     use crate::config::Toggle;
-    let guarded = cfg.bearer_token_file.is_some();
-    let (served, why) = serves_job_series(cfg.job_series, conf, guarded);
-    let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf, false);
+    let guarded = cfg.bearer_token_file.as_deref().is_some_and(|f| super::token::Token::read(f).is_ok());
+    let (served, why) = serves_job_series(cfg.job_series, conf);
+    let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf);
     match (served, !auto_served) {
-        (true, _) if guarded => {
-            row("prometheus job series", Status::Ok, format!("served to the token's holder alone ({why})"))
+        (true, hidden) if guarded => {
+            let readers = if hidden {
+                format!("; {auto_why}: whoever reads the Prometheus server reads them")
+            } else {
+                String::new()
+            };
+            row(
+                "prometheus job series",
+                Status::Ok,
+                format!("served to the token's holder alone ({why}){readers}"),
+            )
         }
         (true, true) => row(
             "prometheus job series",

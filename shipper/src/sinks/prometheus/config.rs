@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it, so open it wider only behind a firewall"),
-    key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them where a token guards the endpoint or slurm.conf's `PrivateData` names neither `jobs` nor `users` (and can be read), else only aggregate series; `on` serves them whatever `PrivateData` says; `off` never"),
-    key("prometheus.bearer_token_file", Unset("none: any local user reads the endpoint"), "a file (root's, mode 0600) holding a token of at least 16 characters: the endpoint answers only requests with `Authorization: Bearer <token>` (Prometheus `authorization: credentials_file:`), others 401; read at start"),
+    key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them unless slurm.conf's `PrivateData` names `jobs` or `users` (or slurm.conf cannot be read), then only aggregate series; `on` serves them whatever `PrivateData` says (to every local user, or with a token to its holder alone); `off` never"),
+    key("prometheus.bearer_token_file", Unset("none: any local user reads the endpoint"), "a file (root's, mode 0600) holding a token of at least 16 characters: the endpoint answers only requests with `Authorization: Bearer <token>` (Prometheus `authorization: credentials_file:`), others 401; read at start; plain HTTP, so keep its network the cluster's"),
 ];
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -46,18 +46,13 @@ pub const HIDING: &[&str] = &["jobs", "users"];
 
 /// Whether the endpoint serves per-job and per-user series, and why (for the log and
 /// `--check`). `slurm_conf`: the slurm.conf in use, if there is one; one that cannot be read
-/// hides them (it may say `PrivateData=jobs`). `guarded`: a token guards the endpoint, so no
-/// local user reads it and `PrivateData` is not its business (as it is not CloudWatch's).
-pub fn serves_job_series(job_series: Toggle, slurm_conf: Option<&Path>, guarded: bool) -> (bool, String) {
+/// hides them (it may say `PrivateData=jobs`). A token guarding the endpoint changes nothing
+/// here: whoever reads the Prometheus server reads what it scraped, so serving them there
+/// stays the explicit `on`.
+pub fn serves_job_series(job_series: Toggle, slurm_conf: Option<&Path>) -> (bool, String) {
     match job_series {
         Toggle::On => return (true, "prometheus.job_series = \"on\"".to_owned()),
         Toggle::Off => return (false, "prometheus.job_series = \"off\"".to_owned()),
-        Toggle::Auto if guarded => {
-            return (
-                true,
-                "prometheus.bearer_token_file: only the scraper holding the token reads them".to_owned(),
-            );
-        }
         Toggle::Auto => {}
     }
     let Some(path) = slurm_conf else {
@@ -107,7 +102,7 @@ mod tests {
         let conf = dir.path().join("slurm.conf");
         let served = |t: Toggle, text: &str| {
             std::fs::write(&conf, text).unwrap();
-            serves_job_series(t, Some(&conf), false)
+            serves_job_series(t, Some(&conf))
         };
         let (on, why) = served(Toggle::Auto, "ClusterName=c\nPrivateData=accounts,Jobs # private\n");
         assert!(!on && why.contains("PrivateData=jobs") && why.contains("slurm.conf"), "{why}");
@@ -116,12 +111,8 @@ mod tests {
         assert!(served(Toggle::Auto, "ClusterName=c\n").0);
         assert!(served(Toggle::On, "PrivateData=jobs\n").0, "the explicit opt-in");
         assert!(!served(Toggle::Off, "ClusterName=c\n").0);
-        assert!(serves_job_series(Toggle::Auto, None, false).0, "no slurm.conf");
-        std::fs::write(&conf, "PrivateData=jobs\n").unwrap();
-        let (on, why) = serves_job_series(Toggle::Auto, Some(&conf), true);
-        assert!(on && why.contains("bearer_token_file"), "a token guards them: {why}");
-        assert!(!serves_job_series(Toggle::Off, None, true).0);
-        let (on, why) = serves_job_series(Toggle::Auto, Some(&dir.path().join("missing.conf")), false);
+        assert!(serves_job_series(Toggle::Auto, None).0, "no slurm.conf");
+        let (on, why) = serves_job_series(Toggle::Auto, Some(&dir.path().join("missing.conf")));
         assert!(!on && why.contains("missing.conf"), "unreadable: hidden ({why})");
     }
 }

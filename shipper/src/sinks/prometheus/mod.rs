@@ -108,7 +108,7 @@ pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<Prometheu
             configured
         }
     };
-    let (job_series, why) = config::serves_job_series(cfg.job_series, cx.slurm_conf, guard.is_some());
+    let (job_series, why) = config::serves_job_series(cfg.job_series, cx.slurm_conf);
     if job_series {
         tracing::info!(why, "the Prometheus endpoint serves per-job and per-user series");
     } else {

@@ -19,7 +19,7 @@ pub const MIN_LEN: usize = 16;
 const MAX_FILE: u64 = 4096;
 
 /// The endpoint's token. Never printed.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Token(Vec<u8>);
 
 impl std::fmt::Debug for Token {
@@ -36,7 +36,8 @@ impl Token {
         let at = path.display();
         let mut file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
+            // Nor does a FIFO put there hold the start up.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| format!("{at}: {e}"))?;
         let meta = file.metadata().map_err(|e| format!("{at}: {e}"))?;
@@ -79,6 +80,10 @@ impl Token {
         let mut found = false;
         for line in head.split(|b| *b == b'\n').skip(1) {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
+            // The headers end at the first empty line; what follows is no header.
+            if line.is_empty() {
+                break;
+            }
             let Some(colon) = line.iter().position(|b| *b == b':') else { continue };
             if !line[..colon].eq_ignore_ascii_case(b"authorization") {
                 continue;
@@ -122,7 +127,7 @@ mod tests {
     fn a_token_file_others_may_read_or_write_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let ok = Token::read(&token_file(dir.path(), &format!("{SECRET}\n"), 0o600)).unwrap();
-        assert_eq!(ok, Token(SECRET.as_bytes().to_vec()));
+        assert_eq!(ok.0, SECRET.as_bytes());
         assert_eq!(format!("{ok:?}"), "Token(..)", "never printed");
         assert!(Token::read(&token_file(dir.path(), SECRET, 0o400)).is_ok());
         for mode in [0o640, 0o604, 0o660, 0o606, 0o644] {
@@ -136,6 +141,9 @@ mod tests {
         assert!(Token::read(&token_file(dir.path(), &"a".repeat(5000), 0o600)).unwrap_err().contains("4096"));
         assert!(Token::read(&dir.path().join("missing")).unwrap_err().contains("missing"));
         assert!(Token::read(dir.path()).is_err(), "a directory");
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(Token::read(&fifo).unwrap_err().contains("not a regular file"), "a FIFO, at once");
         // A link is not followed: whoever can make one in its directory could point it anywhere.
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(token_file(dir.path(), SECRET, 0o600), &link).unwrap();
@@ -169,6 +177,10 @@ mod tests {
         ] {
             assert!(!t.admits(head(&wrong).as_bytes()), "{wrong:?}");
         }
+        // After the headers, in a body: no header.
+        assert!(
+            !t.admits(format!("GET /metrics HTTP/1.1\r\n\r\nAuthorization: Bearer {SECRET}\r\n").as_bytes())
+        );
         // In the request line, not a header.
         assert!(
             !t.admits(format!("GET /metrics?Authorization:Bearer%20{SECRET} HTTP/1.1\r\n\r\n").as_bytes())

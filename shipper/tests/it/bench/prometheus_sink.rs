@@ -301,7 +301,8 @@ fn only_a_scraper_holding_the_token_reads_a_guarded_endpoint() {
     let Some(prom) = prometheus() else {
         return;
     };
-    let bench_token = std::env::var("BENCH_PROMETHEUS_TOKEN_FILE").expect("the Prometheus bench's env");
+    let bench_token = std::env::var("BENCH_PROMETHEUS_TOKEN_FILE")
+        .expect("BENCH_PROMETHEUS_TOKEN_FILE: a Prometheus bench that scrapes the guarded endpoint (stop and start it)");
     let dir = tempfile::tempdir().unwrap();
     // The daemon's own copy, as an admin would install it: root's, mode 0600.
     let token = dir.path().join("prometheus.token");
