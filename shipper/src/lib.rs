@@ -29,6 +29,7 @@ pub mod pipeline;
 pub mod report;
 pub mod role;
 pub mod sample;
+pub mod secret;
 pub mod settings;
 pub mod sinks;
 pub mod slurm_conf;

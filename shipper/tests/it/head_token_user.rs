@@ -119,6 +119,7 @@ fn a_users_listener_on_slurmctlds_port_gets_no_token() {
     let token_file = dir.path().join("token");
     let mut f = std::fs::File::create(&token_file).unwrap();
     f.write_all(b"secret.jwt.token\n").unwrap();
+    std::fs::set_permissions(&token_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     // root's listener (slurmctld's user here): asked without, then with the token.
     let root = Listener::start(None);
     let e = fetch(root.port, &token_file).unwrap_err();

@@ -4,20 +4,15 @@
 //! user reads the endpoint, and so every job's figures; with one, only the scraper does, and the
 //! endpoint can listen beyond loopback on a network its scraper shares with job users.
 //!
-//! The token is a secret on a node where untrusted users run: its file must be a regular file
-//! of root (or the daemon's user) that no one else may read or write, else the daemon refuses
-//! to start (exit 2). It is read once, at start; the comparison takes the same time whatever the
+//! The token is a secret on a node where untrusted users run: its file must be one only root
+//! (or the daemon's user) may read or write ([`crate::secret`]), else the daemon refuses to
+//! start (exit 2). It is read once, at start; the comparison takes the same time whatever the
 //! guess.
 
-use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 /// The shortest token taken: a guess at a 16-character token is out of a flood's reach.
 pub const MIN_LEN: usize = 16;
-/// The longest token file read.
-const MAX_FILE: u64 = 4096;
-
 /// The endpoint's token. Never printed.
 #[derive(Clone)]
 pub struct Token(Vec<u8>);
@@ -33,46 +28,15 @@ impl Token {
     /// long, in a file only its owner (root or the daemon's user) may read. The error says
     /// what to change.
     pub fn read(path: &Path) -> Result<Token, String> {
-        let at = path.display();
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            // Nor does a FIFO put there hold the start up.
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| format!("{at}: {e}"))?;
-        let meta = file.metadata().map_err(|e| format!("{at}: {e}"))?;
-        if !meta.is_file() {
-            return Err(format!("{at} is not a regular file"));
-        }
-        let euid = crate::sys::user::euid();
-        if meta.uid() != 0 && meta.uid() != euid {
-            return Err(format!(
-                "{at} belongs to uid {}: it must be root's (or the daemon's user's), or its owner could change the token",
-                meta.uid()
-            ));
-        }
-        if meta.mode() & 0o077 != 0 {
-            return Err(format!(
-                "{at} has mode {:o}: other users could read the token (chmod 600 {at})",
-                meta.mode() & 0o777
-            ));
-        }
-        let mut text = Vec::new();
-        (&mut file).take(MAX_FILE + 1).read_to_end(&mut text).map_err(|e| format!("{at}: {e}"))?;
-        if text.len() as u64 > MAX_FILE {
-            return Err(format!("{at} is larger than {MAX_FILE} bytes: not one token"));
-        }
-        let token = text.trim_ascii();
-        if token.iter().any(|b| !b.is_ascii_graphic()) {
-            return Err(format!("{at}: the token is one line of printable characters without spaces"));
-        }
+        let token = crate::secret::read(path)?;
         if token.len() < MIN_LEN {
             return Err(format!(
-                "{at}: the token has {} characters; use at least {MIN_LEN} (openssl rand -hex 32)",
+                "{}: the token has {} characters; use at least {MIN_LEN} (openssl rand -hex 32)",
+                path.display(),
                 token.len()
             ));
         }
-        Ok(Token(token.to_vec()))
+        Ok(Token(token))
     }
 
     /// Whether the request head `head` (request line and headers) carries this token.
@@ -124,30 +88,15 @@ mod tests {
     }
 
     #[test]
-    fn a_token_file_others_may_read_or_write_is_refused() {
+    fn a_short_token_or_a_file_others_may_read_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let ok = Token::read(&token_file(dir.path(), &format!("{SECRET}\n"), 0o600)).unwrap();
         assert_eq!(ok.0, SECRET.as_bytes());
         assert_eq!(format!("{ok:?}"), "Token(..)", "never printed");
-        assert!(Token::read(&token_file(dir.path(), SECRET, 0o400)).is_ok());
-        for mode in [0o640, 0o604, 0o660, 0o606, 0o644] {
-            let e = Token::read(&token_file(dir.path(), SECRET, mode)).unwrap_err();
-            assert!(e.contains(&format!("mode {mode:o}")) && e.contains("chmod 600"), "{e}");
-        }
         let e = Token::read(&token_file(dir.path(), "short", 0o600)).unwrap_err();
         assert!(e.contains("5 characters") && e.contains("at least 16"), "{e}");
-        let e = Token::read(&token_file(dir.path(), "two words are not a token\n", 0o600)).unwrap_err();
-        assert!(e.contains("without spaces"), "{e}");
-        assert!(Token::read(&token_file(dir.path(), &"a".repeat(5000), 0o600)).unwrap_err().contains("4096"));
-        assert!(Token::read(&dir.path().join("missing")).unwrap_err().contains("missing"));
-        assert!(Token::read(dir.path()).is_err(), "a directory");
-        let fifo = dir.path().join("fifo");
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        assert!(Token::read(&fifo).unwrap_err().contains("not a regular file"), "a FIFO, at once");
-        // A link is not followed: whoever can make one in its directory could point it anywhere.
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(token_file(dir.path(), SECRET, 0o600), &link).unwrap();
-        assert!(Token::read(&link).is_err());
+        let e = Token::read(&token_file(dir.path(), SECRET, 0o644)).unwrap_err();
+        assert!(e.contains("mode 644") && e.contains("chmod 600"), "{e}");
     }
 
     #[test]

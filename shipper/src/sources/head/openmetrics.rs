@@ -389,13 +389,9 @@ impl Endpoint {
     async fn new_token(&self, cmds: &SlurmCommands) -> Result<String, String> {
         let user = match &self.token_from {
             TokenFrom::File(f) => {
-                let text = std::fs::read_to_string(f)
-                    .map_err(|e| format!("head.metrics_token_file {}: {e}", f.display()))?;
-                let t = text.trim();
-                if t.is_empty() || t.contains(char::is_whitespace) {
-                    return Err(format!("head.metrics_token_file {}: not one token", f.display()));
-                }
-                return Ok(t.to_owned());
+                let t = crate::secret::read(f).map_err(|e| format!("head.metrics_token_file {e}"))?;
+                return String::from_utf8(t)
+                    .map_err(|_| format!("head.metrics_token_file {}: not one token", f.display()));
             }
             TokenFrom::User(u) => u,
             TokenFrom::Nowhere => {

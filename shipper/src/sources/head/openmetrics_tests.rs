@@ -91,6 +91,10 @@ async fn a_token_only_from_the_file_or_the_named_user_never_roots_own() {
     // A file.
     let file = d.path().join("jwt");
     std::fs::write(&file, "T\n").unwrap();
+    // Readable by others: a secret any user could take, refused and said.
+    let e = fetch(TokenFrom::File(file.clone())).await.unwrap_err();
+    assert!(e.contains("head.metrics_token_file") && e.contains("chmod 600"), "{e}");
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     assert!(fetch(TokenFrom::File(file)).await.unwrap() > 0);
     assert!(!asked.exists());
     // The named user's short-lived token.
