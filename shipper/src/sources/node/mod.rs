@@ -21,6 +21,7 @@ mod from_procs;
 pub mod held;
 mod listing;
 pub mod owner;
+mod proc_cgroups;
 pub mod procs;
 mod rates;
 mod read;
@@ -51,13 +52,13 @@ use config::NodeConfig;
 use discover::{JobRef, Layout};
 use kv::Io;
 use owner::Owners;
+use proc_cgroups::ProcCgroups;
 use procs::Proc;
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::log_once::LogOnce;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant, UNIX_EPOCH};
-use subtree::ProcCgroups;
 use table::SharedJobs;
 
 /// What the previous cycle saw of a job, for rates.

@@ -2,10 +2,10 @@
 //! their set changed.
 
 use super::discover::{JobDirs, JobRef};
+use super::proc_cgroups::ProcCgroups;
 use super::{NodeCollector, Processes, Reading, cgroup, from_procs, held, procs, rates, subtree, table};
 use procs::Proc;
 use std::time::Instant;
-use subtree::ProcCgroups;
 
 impl NodeCollector {
     /// Reads one job: its cgroup files, and its processes when `due` or when its process set
