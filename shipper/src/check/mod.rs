@@ -131,6 +131,18 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
             }
         });
     }
+    if let Some(f) = &config.head.metrics_token_file {
+        rows.push(match crate::secret::read(f) {
+            Ok(_) => row("token file", Status::Ok, format!("{}: kept from other users", f.display())),
+            Err(e) => row(
+                "token file",
+                Status::Warn,
+                format!(
+                    "{e}: the endpoint gets no token, so the head reads the commands where it asks for one"
+                ),
+            ),
+        });
+    }
     rows.extend(aws_rows(config).await);
     rows.push(log_group_row(config, role).await);
     let cx = config.sink_context(&cluster, &namespace, &node, conf.as_deref());

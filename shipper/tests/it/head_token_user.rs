@@ -181,3 +181,30 @@ fn slurm_user_as_the_token_user_is_refused_naming_the_key() {
         "{table}"
     );
 }
+
+/// `--check` says whether the JWT's file is kept from other users, never what it holds.
+#[test]
+fn check_says_a_token_file_other_users_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let jwt = dir.path().join("metrics.jwt");
+    std::fs::write(&jwt, "eyJhbGciOiJIUzI1NiJ9.secret.jwt\n").unwrap();
+    let row = |mode: u32| {
+        std::fs::set_permissions(&jwt, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = shipper()
+            .args(["--check", "--role", "head"])
+            .env("SLURM_CW_HEAD__METRICS_TOKEN_FILE", &jwt)
+            .env("SLURM_CW_SINK", "stdout")
+            .env("SLURM_CW_NODE__CGROUP_ROOT", dir.path())
+            .env("SLURM_CW_GPU__ENABLED", "off")
+            .output()
+            .unwrap();
+        let table = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!table.contains("secret.jwt"), "the token never printed: {table}");
+        table.lines().find(|l| l.starts_with("token file")).unwrap_or_default().to_owned()
+    };
+    let open = row(0o644);
+    assert!(open.contains("warn") && open.contains("mode 644") && open.contains("chmod 600"), "{open}");
+    let kept = row(0o600);
+    assert!(kept.contains(" ok ") && kept.contains("kept from other users"), "{kept}");
+}
