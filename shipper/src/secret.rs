@@ -53,19 +53,21 @@ pub fn read(path: &Path) -> Result<Vec<u8>, String> {
     Ok(token.to_vec())
 }
 
+/// A file in `dir` holding `text`, of mode `mode`: the tests' secret files.
+#[cfg(test)]
+pub(crate) fn secret_file(dir: &Path, text: &str, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(format!("secret-{mode:o}-{}", text.len()));
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     const SECRET: &str = "0123456789abcdef0123";
-
-    fn secret_file(dir: &Path, text: &str, mode: u32) -> std::path::PathBuf {
-        let p = dir.join(format!("secret-{mode:o}-{}", text.len()));
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-        p
-    }
 
     #[test]
     fn a_secret_file_others_may_read_or_write_is_refused() {

@@ -271,9 +271,7 @@ mod tests {
     #[tokio::test]
     async fn a_guarded_endpoint_answers_401_and_nothing_else_without_its_token() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("token");
-        std::fs::write(&file, "s3cret-s3cret-s3cret\n").unwrap();
-        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let file = crate::secret::secret_file(dir.path(), "s3cret-s3cret-s3cret\n", 0o600);
         let guard = Some(Arc::new(super::super::token::Token::read(&file).unwrap()));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

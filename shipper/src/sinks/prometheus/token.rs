@@ -76,16 +76,9 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use crate::secret::secret_file as token_file;
 
     const SECRET: &str = "0123456789abcdef0123";
-
-    fn token_file(dir: &Path, text: &str, mode: u32) -> std::path::PathBuf {
-        let p = dir.join(format!("token-{mode:o}-{}", text.len()));
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-        p
-    }
 
     #[test]
     fn a_short_token_or_a_file_others_may_read_is_refused() {
