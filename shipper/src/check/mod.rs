@@ -131,7 +131,8 @@ async fn collect_rows(config: &Settings) -> Vec<Row> {
             }
         });
     }
-    if let Some(f) = &config.head.metrics_token_file {
+    // The head's alone: one configuration on every node names a file the head alone has.
+    if let Some(f) = config.head.metrics_token_file.as_ref().filter(|_| role.is_some_and(|r| r.runs_head())) {
         rows.push(match crate::secret::read(f) {
             Ok(_) => row("token file", Status::Ok, format!("{}: kept from other users", f.display())),
             Err(e) => row(

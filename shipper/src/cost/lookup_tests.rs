@@ -8,10 +8,10 @@ use super::*;
 async fn the_price_is_looked_for_on_the_next_page_while_a_page_has_none() {
     let product = |market: &str, usd: &str| {
         serde_json::json!({
-                "product": {"attributes": {"marketoption": market, "licenseModel": "No License required"}},
-                "terms": {"OnDemand": {"a": {"priceDimensions": {"b": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}
-            })
-            .to_string()
+            "product": {"attributes": {"marketoption": market, "licenseModel": "No License required"}},
+            "terms": {"OnDemand": {"a": {"priceDimensions": {"b": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}
+        })
+        .to_string()
     };
     let first = serde_json::json!({"PriceList": [product("CapacityBlock", "31.464")], "NextToken": "p2"});
     let second = serde_json::json!({"PriceList": [product("OnDemand", "98.32")]});

@@ -89,12 +89,11 @@ async fn a_token_only_from_the_file_or_the_named_user_never_roots_own() {
     assert!(none.contains("head.metrics_token_user"), "{none}");
     assert!(!asked.exists(), "scontrol token was not run");
     // A file.
-    let file = d.path().join("jwt");
-    std::fs::write(&file, "T\n").unwrap();
     // Readable by others: a secret any user could take, refused and said.
+    let file = crate::secret::secret_file(d.path(), "T\n", 0o644);
     let e = fetch(TokenFrom::File(file.clone())).await.unwrap_err();
     assert!(e.contains("head.metrics_token_file") && e.contains("chmod 600"), "{e}");
-    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert!(fetch(TokenFrom::File(file)).await.unwrap() > 0);
     assert!(!asked.exists());
     // The named user's short-lived token.

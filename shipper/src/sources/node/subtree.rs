@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Directories of one job's subtree a walk visits at most. A job's user owns its step and
 /// task directories (v1; delegated subtrees on v2) and may make 100,000 of them: past this
 /// the walk stops and the job's processes are found from /proc instead
-/// ([`super::proc_cgroups::ProcCgroups`]).
+/// (`proc_cgroups.rs`).
 /// Slurm's own tree is a few directories a step and one a task.
 pub const MAX_DIRS: usize = 4096;
 /// Levels below the job directory a walk goes at most (Slurm's own tree has three).
