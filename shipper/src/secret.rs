@@ -14,7 +14,7 @@ use std::path::Path;
 pub const MAX_FILE: u64 = 4096;
 
 /// The token in the file at `path`, trimmed.
-pub fn read(path: &Path) -> Result<Vec<u8>, String> {
+pub fn read(path: &Path) -> Result<String, String> {
     let at = path.display();
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -47,10 +47,11 @@ pub fn read(path: &Path) -> Result<Vec<u8>, String> {
     if token.is_empty() {
         return Err(format!("{at} holds no token"));
     }
-    if token.iter().any(|b| !b.is_ascii_graphic()) {
-        return Err(format!("{at}: the token is one line of printable characters without spaces"));
+    // Printable ASCII alone, so also UTF-8.
+    match std::str::from_utf8(token) {
+        Ok(t) if t.bytes().all(|b| b.is_ascii_graphic()) => Ok(t.to_owned()),
+        _ => Err(format!("{at}: the token is one line of printable characters without spaces")),
     }
-    Ok(token.to_vec())
 }
 
 /// A file in `dir` holding `text`, of mode `mode`: the tests' secret files.
@@ -72,7 +73,7 @@ mod tests {
     #[test]
     fn a_secret_file_others_may_read_or_write_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(read(&secret_file(dir.path(), &format!("{SECRET}\n"), 0o600)).unwrap(), SECRET.as_bytes());
+        assert_eq!(read(&secret_file(dir.path(), &format!("{SECRET}\n"), 0o600)).unwrap(), SECRET);
         assert!(read(&secret_file(dir.path(), SECRET, 0o400)).is_ok());
         for mode in [0o640, 0o604, 0o660, 0o606, 0o644, 0o620, 0o602] {
             let e = read(&secret_file(dir.path(), SECRET, mode)).unwrap_err();

@@ -51,7 +51,7 @@ pub fn omitted_when_empty(m: &Metric) -> bool {
 
 /// Whether `m` is a mean over no cycle, `value` giving the figures read with it: a mean whose
 /// count of cycles is 0 or was not read.
-pub fn mean_of_nothing(m: &Metric, value: impl Fn(&Metric) -> Option<f64>) -> bool {
+pub fn mean_of_nothing(m: &Metric, value: impl Fn(&'static Metric) -> Option<f64>) -> bool {
     MEANS.iter().any(|(count, means)| {
         means.iter().any(|mean| std::ptr::eq(*mean, m)) && value(count).is_none_or(|n| n <= 0.0)
     })
@@ -274,8 +274,6 @@ pub fn parse_json(text: &str) -> Result<Sdiag, SdiagError> {
             s.values.push((m, number(Some(v)) as f64));
         }
     }
-    let read = s.values.clone();
-    let value = |m: &Metric| read.iter().find(|(k, _)| std::ptr::eq(*k, m)).map(|(_, v)| *v);
     // Cycles per minute: text prints them past a minute of data, JSON 0 before.
     let span = match (stats.get("req_time"), stats.get("req_time_start")) {
         (Some(now), Some(start)) => Some(number(Some(now)).saturating_sub(number(Some(start)))),
@@ -283,7 +281,13 @@ pub fn parse_json(text: &str) -> Result<Sdiag, SdiagError> {
     };
     let too_soon = span.is_some_and(|s| s < 60);
     let per_minute_too_soon = |m: &Metric| too_soon && std::ptr::eq(m, &MAIN_SCHED_CYCLES_PER_MINUTE);
-    s.values.retain(|(m, _)| !(mean_of_nothing(m, value) || per_minute_too_soon(m)));
+    let left_out: Vec<&Metric> = s
+        .values
+        .iter()
+        .map(|(m, _)| *m)
+        .filter(|m| mean_of_nothing(m, |count| s.get(count)) || per_minute_too_soon(m))
+        .collect();
+    s.values.retain(|(m, _)| !left_out.iter().any(|l| std::ptr::eq(*l, *m)));
     if let Some(list) = stats.get("rpcs_by_message_type").and_then(Value::as_array) {
         for r in list {
             let Some(name) = r.get("message_type").and_then(Value::as_str) else {

@@ -17,14 +17,18 @@ pub fn rows(cfg: &PrometheusConfig, slurm_conf: Option<&Path>) -> Vec<Row> {
             format!("{address}: {e}; the daemon ships to the other destinations and keeps trying it"),
         ),
     };
-    vec![endpoint, token_row(cfg), job_series_row(cfg, slurm_conf)]
+    // Read once: its row says whether it can be had, the job series row whom it guards.
+    let token = cfg.bearer_token_file.as_deref().map(|f| (f, super::token::Token::read(f)));
+    let guarded = token.as_ref().is_some_and(|(_, t)| t.is_ok());
+    vec![endpoint, token_row(token), job_series_row(cfg, slurm_conf, guarded)]
 }
 
-/// Whether the endpoint's token can be read and is kept from other users.
-fn token_row(cfg: &PrometheusConfig) -> Row {
-    match &cfg.bearer_token_file {
+/// Whether the endpoint's token (its file, and what reading it gave) can be read and is kept
+/// from other users.
+fn token_row(token: Option<(&Path, Result<super::token::Token, String>)>) -> Row {
+    match token {
         None => row("prometheus token", Status::Ok, "none: every local user reads the endpoint".to_owned()),
-        Some(f) => match super::token::Token::read(f) {
+        Some((f, read)) => match read {
             Ok(_) => row(
                 "prometheus token",
                 Status::Ok,
@@ -37,10 +41,10 @@ fn token_row(cfg: &PrometheusConfig) -> Row {
 
 /// Whether every local user reads every job's series: a warning where slurm.conf's
 /// `PrivateData` says they should not and `prometheus.job_series = "on"` serves them anyway.
-fn job_series_row(cfg: &PrometheusConfig, conf: Option<&Path>) -> Row {
+/// `guarded`: a token that can be read guards the endpoint.
+fn job_series_row(cfg: &PrometheusConfig, conf: Option<&Path>, guarded: bool) -> Row {
     use super::config::serves_job_series;
     use crate::config::Toggle;
-    let guarded = cfg.bearer_token_file.as_deref().is_some_and(|f| super::token::Token::read(f).is_ok());
     let (served, why) = serves_job_series(cfg.job_series, conf);
     let (auto_served, auto_why) = serves_job_series(Toggle::Auto, conf);
     match (served, !auto_served) {
@@ -108,7 +112,7 @@ mod tests {
         std::fs::write(&conf, "PrivateData=jobs\n").unwrap();
         let mut cfg = PrometheusConfig::default();
         let status = |cfg: &PrometheusConfig| {
-            let r = job_series_row(cfg, Some(&conf));
+            let r = job_series_row(cfg, Some(&conf), false);
             (r.status, r.detail)
         };
         assert_eq!(status(&cfg).0, Status::Ok, "{}", status(&cfg).1);

@@ -28,7 +28,7 @@ impl Token {
     /// long, in a file only its owner (root or the daemon's user) may read. The error says
     /// what to change.
     pub fn read(path: &Path) -> Result<Token, String> {
-        let token = crate::secret::read(path)?;
+        let token = crate::secret::read(path)?.into_bytes();
         if token.len() < MIN_LEN {
             return Err(format!(
                 "{}: the token has {} characters; use at least {MIN_LEN} (openssl rand -hex 32)",

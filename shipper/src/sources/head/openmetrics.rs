@@ -389,9 +389,7 @@ impl Endpoint {
     async fn new_token(&self, cmds: &SlurmCommands) -> Result<String, String> {
         let user = match &self.token_from {
             TokenFrom::File(f) => {
-                let t = crate::secret::read(f).map_err(|e| format!("head.metrics_token_file {e}"))?;
-                return String::from_utf8(t)
-                    .map_err(|_| format!("head.metrics_token_file {}: not one token", f.display()));
+                return crate::secret::read(f).map_err(|e| format!("head.metrics_token_file {e}"));
             }
             TokenFrom::User(u) => u,
             TokenFrom::Nowhere => {

@@ -49,7 +49,7 @@ const NAMES: &[(&str, &Metric)] = &[
 /// A mean over no cycle (the endpoint gives 0 before a scheduler's first) is left out, as text
 /// sdiag leaves it.
 pub fn emit(e: &Exposition, out: &mut Batch) -> usize {
-    let value = |m: &Metric| {
+    let value = |m: &'static Metric| {
         let name = NAMES.iter().find(|(_, k)| std::ptr::eq(*k, m))?.0;
         e.value(name).filter(|v| v.is_finite() && *v >= 0.0)
     };
