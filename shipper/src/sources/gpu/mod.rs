@@ -11,6 +11,7 @@
 //! bus) loses its own figures for the cycle and is counted in `GpuErrors`; the others go on.
 
 mod allocation;
+mod attribution;
 pub mod config;
 mod energy;
 pub mod fake;
@@ -32,13 +33,12 @@ use allocation::Allocation;
 use config::GpuConfig;
 use energy::Energy;
 use figures::{job_figures, one_gpu};
-use job_owner::job_of_pid;
 use slurm_cw_catalog::dims::NODE_NAME;
 use slurm_cw_catalog::metrics::*;
 use slurm_cw_formats::log_once::LogOnce;
 use slurm_cw_formats::slurm::gres_conf::{GpuOrder, GresConf};
 use source::{GpuId, GpuSource, ReadError, Reading};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// A GPU (or MIG instance) a job holds: the job's part of its reading, whether a process of
 /// the job runs on it, and the job's part of its energy since the last accounted reading.
@@ -212,15 +212,11 @@ impl GpuCollector {
             Scope::Job(id) => Some(id),
             Scope::Node => None,
         };
-        let mut pid_job: HashMap<u32, usize> = HashMap::new();
-        for (i, job) in jobs.iter().enumerate() {
+        for job in &jobs {
             if !self.allocations.contains_key(&job.r.key())
                 && let Some(a) = self.allocation(&job.r, &job.pids)
             {
                 self.allocations.insert(job.r.key(), a);
-            }
-            for p in &job.pids {
-                pid_job.insert(*p, i);
             }
         }
         if let Scope::Node = scope {
@@ -241,88 +237,23 @@ impl GpuCollector {
             }
         }
 
-        // How each job's node numbers its GPUs.
-        let orders: Vec<GpuOrder> = jobs
-            .iter()
-            .map(|j| self.gres.gpu_order(j.r.node.as_deref().unwrap_or(&self.node_name)))
-            .collect();
-        // GPU -> jobs holding it; whether each job runs a process on it.
-        let mut held: BTreeMap<usize, Vec<(usize, bool)>> = BTreeMap::new();
-        // Per reading: how many jobs hold it, how many run a process on it, and whether a
-        // process of no job runs on it.
-        let mut share: Vec<usize> = Vec::with_capacity(ok.len());
-        let mut busy_holders: Vec<usize> = Vec::with_capacity(ok.len());
-        let mut strangers: Vec<bool> = Vec::with_capacity(ok.len());
-        // Per reading: whether a final sample's job holds it (every reading for a collection).
-        let mut in_scope: Vec<bool> = Vec::with_capacity(ok.len());
-        // (GPU, job) -> the job's processes on it.
-        let mut pids_on: HashMap<(usize, usize), HashSet<u32>> = HashMap::new();
-        let mut no_job = 0;
-        // (GPU, job) -> the job's part of the GPU's price: split among the jobs Slurm gave it
-        // to, or among those running on it where Slurm gave it to none. A job's process on a
-        // GPU allocated to another job (devices not constrained) moves none of its price.
-        let mut billed_part: HashMap<(usize, usize), f64> = HashMap::new();
-        for (g, (id, r)) in ok.iter().enumerate() {
-            let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
-            let mut allocated: Vec<usize> = Vec::new();
-            let mut stranger = false;
-            for pid in &r.pids {
-                let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node, *pid, &jobs));
-                match job {
-                    Some(j) => {
-                        holders.insert(j, true);
-                        pids_on.entry((g, j)).or_default().insert(*pid);
-                    }
-                    // A process of no job that this host's /proc shows: one an ended job left
-                    // behind, a health check, an admin's tool. Seen on an H200: a job alone on
-                    // the GPU got such a process's memory and power as its own. A pid /proc
-                    // does not show (gone since NVML listed it) is no evidence either way, and
-                    // an MPS server works for the jobs' clients.
-                    None => {
-                        let mps_server = !r.mps_clients.is_empty() && !r.mps_clients.contains(pid);
-                        stranger |= !mps_server && self.node.proc_root.join(pid.to_string()).exists();
-                    }
-                }
-            }
-            for (j, job) in jobs.iter().enumerate() {
-                if self.allocations.get(&job.r.key()).is_some_and(|a| a.holds(id, r.minor, &orders[j])) {
-                    holders.entry(j).or_insert(false);
-                    allocated.push(j);
-                }
-            }
-            let payers: Vec<usize> =
-                if allocated.is_empty() { holders.keys().copied().collect() } else { allocated };
-            for &j in &payers {
-                billed_part.insert((g, j), 1.0 / payers.len() as f64);
-            }
-            if holders.is_empty() {
-                no_job += 1;
-            }
-            share.push(holders.len());
-            in_scope.push(only.is_none_or(|id| holders.keys().any(|&j| jobs[j].r.id == id)));
-            busy_holders.push(holders.values().filter(|b| **b).count());
-            strangers.push(stranger);
-            for (j, busy) in holders {
-                held.entry(j).or_default().push((g, busy));
-            }
-        }
+        let a = self.attribute(&ok, &jobs, only);
         // A final sample accounts only its job's GPUs: the others' energy goes whole to the
         // next cycle.
-        let joules = self.energy.since(&ok, |g| in_scope[g]);
+        let joules = self.energy.since(&ok, |g| a.gpus[g].in_scope);
         if let Scope::Node = scope {
-            out.push(&GPU_NO_JOB_COUNT, host, no_job as f64);
+            out.push(&GPU_NO_JOB_COUNT, host, a.no_job as f64);
         }
         let none = HashSet::new();
-        for (j, gpus) in held.into_iter().filter(|(j, _)| only.is_none_or(|id| jobs[*j].r.id == id)) {
-            // A GPU several jobs hold (gres/shard, gres/mps, or one job's process on another's
-            // GPU), or one job holds beside a process of no job: each job's own part of it.
+        for (j, gpus) in a.held.iter().filter(|(j, _)| only.is_none_or(|id| jobs[**j].r.id == id)) {
+            // A GPU several jobs hold, or one job holds beside a process of no job: each job's
+            // own part of it.
             let mut mine: Vec<HeldGpu> = Vec::with_capacity(gpus.len());
-            for (g, busy) in gpus {
+            for &(g, busy) in gpus {
                 let (id, r) = &ok[g];
-                let (r, part) = if share[g] > 1 || strangers[g] {
-                    // Strangers count as one more party where power is split evenly.
-                    let parties = busy_holders[g] + usize::from(strangers[g]);
-                    shared::own_part(r, pids_on.get(&(g, j)).unwrap_or(&none), parties)
+                let holders = &a.gpus[g];
+                let (r, part) = if holders.shared() {
+                    shared::own_part(r, a.pids_on.get(&(g, *j)).unwrap_or(&none), holders.parties())
                 } else {
                     (r.clone(), 1.0)
                 };
@@ -331,10 +262,10 @@ impl GpuCollector {
                     r,
                     busy,
                     joules: joules[g].map(|used| used * part),
-                    billed: billed_part.get(&(g, j)).copied().unwrap_or(0.0),
+                    billed: a.billed_part.get(&(g, *j)).copied().unwrap_or(0.0),
                 });
             }
-            self.emit_job(&jobs[j], &mine, out);
+            self.emit_job(&jobs[*j], &mine, out);
         }
     }
 

@@ -1,0 +1,121 @@
+//! Who holds each GPU this cycle: the jobs running a process on it or given it by Slurm, each
+//! one's part of its price, and whether a process of no job runs on it beside them.
+
+use super::job_owner::job_of_pid;
+use super::source::{GpuId, Reading};
+use super::{GpuCollector, GpuJob};
+use slurm_cw_formats::slurm::gres_conf::GpuOrder;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// One cycle's holders, by index into the cycle's readings (`g`) and its jobs (`j`).
+#[derive(Default)]
+pub(super) struct Attribution {
+    /// Job -> the GPUs it holds and whether it runs a process on each.
+    pub held: BTreeMap<usize, Vec<(usize, bool)>>,
+    /// Per reading.
+    pub gpus: Vec<Holders>,
+    /// (GPU, job) -> the job's processes on it.
+    pub pids_on: HashMap<(usize, usize), HashSet<u32>>,
+    /// (GPU, job) -> the job's part of the GPU's price: split among the jobs Slurm gave it
+    /// to, or among those running on it where Slurm gave it to none. A job's process on a
+    /// GPU allocated to another job (devices not constrained) moves none of its price.
+    pub billed_part: HashMap<(usize, usize), f64>,
+    /// GPUs no job holds.
+    pub no_job: usize,
+}
+
+/// A reading's holders.
+pub(super) struct Holders {
+    /// Jobs holding it.
+    pub jobs: usize,
+    /// Jobs running a process on it.
+    pub busy: usize,
+    /// A process of no job runs on it.
+    pub stranger: bool,
+    /// A final sample's job holds it (every reading for a cycle over the node).
+    pub in_scope: bool,
+}
+
+impl Holders {
+    /// The reading is split: several jobs hold it (gres/shard, gres/mps, or one job's process
+    /// on another's GPU), or one holds it beside a process of no job.
+    pub fn shared(&self) -> bool {
+        self.jobs > 1 || self.stranger
+    }
+
+    /// Parties its power is split among: strangers count as one more.
+    pub fn parties(&self) -> usize {
+        self.busy + usize::from(self.stranger)
+    }
+}
+
+impl GpuCollector {
+    /// Attributes each reading of `ok` to the `jobs` holding it; `only` is a final sample's
+    /// job. The jobs' allocations are those already known (`self.allocations`).
+    pub(super) fn attribute(
+        &self,
+        ok: &[(GpuId, Reading)],
+        jobs: &[GpuJob],
+        only: Option<&str>,
+    ) -> Attribution {
+        let mut pid_job: HashMap<u32, usize> = HashMap::new();
+        for (i, job) in jobs.iter().enumerate() {
+            for p in &job.pids {
+                pid_job.insert(*p, i);
+            }
+        }
+        // How each job's node numbers its GPUs.
+        let orders: Vec<GpuOrder> = jobs
+            .iter()
+            .map(|j| self.gres.gpu_order(j.r.node.as_deref().unwrap_or(&self.node_name)))
+            .collect();
+        let mut a = Attribution::default();
+        for (g, (id, r)) in ok.iter().enumerate() {
+            let mut holders: BTreeMap<usize, bool> = BTreeMap::new();
+            let mut allocated: Vec<usize> = Vec::new();
+            let mut stranger = false;
+            for pid in &r.pids {
+                let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node, *pid, jobs));
+                match job {
+                    Some(j) => {
+                        holders.insert(j, true);
+                        a.pids_on.entry((g, j)).or_default().insert(*pid);
+                    }
+                    // A process of no job that this host's /proc shows: one an ended job left
+                    // behind, a health check, an admin's tool. Seen on an H200: a job alone on
+                    // the GPU got such a process's memory and power as its own. A pid /proc
+                    // does not show (gone since NVML listed it) is no evidence either way, and
+                    // an MPS server works for the jobs' clients.
+                    None => {
+                        let mps_server = !r.mps_clients.is_empty() && !r.mps_clients.contains(pid);
+                        stranger |= !mps_server && self.node.proc_root.join(pid.to_string()).exists();
+                    }
+                }
+            }
+            for (j, job) in jobs.iter().enumerate() {
+                if self.allocations.get(&job.r.key()).is_some_and(|al| al.holds(id, r.minor, &orders[j])) {
+                    holders.entry(j).or_insert(false);
+                    allocated.push(j);
+                }
+            }
+            let payers: Vec<usize> =
+                if allocated.is_empty() { holders.keys().copied().collect() } else { allocated };
+            for &j in &payers {
+                a.billed_part.insert((g, j), 1.0 / payers.len() as f64);
+            }
+            if holders.is_empty() {
+                a.no_job += 1;
+            }
+            a.gpus.push(Holders {
+                jobs: holders.len(),
+                busy: holders.values().filter(|b| **b).count(),
+                stranger,
+                in_scope: only.is_none_or(|id| holders.keys().any(|&j| jobs[j].r.id == id)),
+            });
+            for (j, busy) in holders {
+                a.held.entry(j).or_default().push((g, busy));
+            }
+        }
+        a
+    }
+}
