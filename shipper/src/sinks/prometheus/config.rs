@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 pub const KEYS: &[Key] = &[
     key("prometheus.address", Value("\"127.0.0.1:9817\""), "where the pull endpoint listens (`/metrics`); every local user can read it unless `bearer_token_file` guards it, so open it wider only behind a firewall or with a token"),
     key("prometheus.job_series", Value("\"auto\""), "series labelled with a job or a user (`job_id`, `user`): `auto` serves them unless slurm.conf's `PrivateData` names `jobs` or `users` (or slurm.conf cannot be read), then only aggregate series; `on` serves them whatever `PrivateData` says (to every local user, or with a token to its holder alone); `off` never"),
-    key("prometheus.bearer_token_file", Unset("none: any local user reads the endpoint"), "a file (root's, mode 0600) holding a token of at least 16 characters: the endpoint answers only requests with `Authorization: Bearer <token>` (Prometheus `authorization: credentials_file:`), others 401; read at start; plain HTTP, so keep its network the cluster's"),
+    key("prometheus.bearer_token_file", Unset("none: any local user reads the endpoint"), "a file (root's, mode 0600, in directories only root can write) holding a token of at least 16 characters: the endpoint answers only requests with `Authorization: Bearer <token>` (Prometheus `authorization: credentials_file:`), others 401; read at start; plain HTTP, so keep its network the cluster's"),
 ];
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
