@@ -770,9 +770,14 @@ pub fn scripted_scontrol(dir: &Path, answer: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).unwrap();
     let d = dir.display();
-    let body = format!("#!/bin/sh\necho \"$@\" >> {d}/calls\n[ \"$1\" = ping ] && exit 0\ncat {d}/answer\n");
-    std::fs::write(dir.join("scontrol"), body).unwrap();
-    std::fs::set_permissions(dir.join("scontrol"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Written once: written again while the daemon runs it, it is busy (ETXTBSY); made under
+    // another name and renamed, so never run half written.
+    if !dir.join("scontrol").exists() {
+        let body = format!("#!/bin/sh\necho \"$@\" >> {d}/calls\n[ \"$1\" = ping ] && exit 0\ncat {d}/answer\n");
+        std::fs::write(dir.join("scontrol.new"), body).unwrap();
+        std::fs::set_permissions(dir.join("scontrol.new"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(dir.join("scontrol.new"), dir.join("scontrol")).unwrap();
+    }
     std::fs::write(dir.join("answer.new"), answer).unwrap();
     std::fs::rename(dir.join("answer.new"), dir.join("answer")).unwrap();
 }
