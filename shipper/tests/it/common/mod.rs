@@ -773,7 +773,8 @@ pub fn scripted_scontrol(dir: &Path, answer: &str) {
     // Written once: written again while the daemon runs it, it is busy (ETXTBSY); made under
     // another name and renamed, so never run half written.
     if !dir.join("scontrol").exists() {
-        let body = format!("#!/bin/sh\necho \"$@\" >> {d}/calls\n[ \"$1\" = ping ] && exit 0\ncat {d}/answer\n");
+        let body =
+            format!("#!/bin/sh\necho \"$@\" >> {d}/calls\n[ \"$1\" = ping ] && exit 0\ncat {d}/answer\n");
         std::fs::write(dir.join("scontrol.new"), body).unwrap();
         std::fs::set_permissions(dir.join("scontrol.new"), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::rename(dir.join("scontrol.new"), dir.join("scontrol")).unwrap();
