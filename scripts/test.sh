@@ -21,9 +21,18 @@ if [ "${1:-}" = "--" ]; then shift; extra=("$@"); fi
 
 step() { printf '\n==> %s\n' "$*"; }
 started=()
+# Background work (see `prepare`), by name: its pid, and its output under $prep_dir.
+declare -A prep_pid=()
+prep_dir=$(mktemp -d)
 
 cleanup() {
     local rc=$?
+    local p
+    # What still runs in the background (a failed step ended the run): it and its children.
+    for p in "${prep_pid[@]}"; do
+        pkill -TERM -P "$p" 2>/dev/null || true
+        kill "$p" 2>/dev/null || true
+    done
     for s in "${started[@]}"; do
         # "slurm@24.11": the bench slurm.sh with --version 24.11.
         if [ "${s#*@}" != "$s" ]; then
@@ -84,27 +93,68 @@ if [ "$free_gb" -lt 6 ]; then
     echo "warning: under 6 GB free; the build may run out of disk" >&2
 fi
 
-# bench_up NAME WHAT: starts scripts/bench/NAME.sh (stopped at the end when this script started
-# it) and takes the variables it prints.
-bench_up() {
-    local env_out
+# prepare NAME COMMAND...: runs COMMAND in the background, its output in $prep_dir/NAME.log;
+# `await NAME` waits for it. What a fresh machine makes once (Debian roots, VM images; about
+# five minutes) is made so while LocalStack and Slurm start and the build runs. A part that
+# fails there is made again by the step that needs it, which fails as before; the scripts lock
+# what they make, so two makers never write one root.
+prepare() {
+    local name=$1
+    shift
+    "$@" > "$prep_dir/$name.log" 2>&1 &
+    prep_pid[$name]=$!
+}
+await() {
+    local name=$1 pid=${prep_pid[$1]:-}
+    [ -n "$pid" ] || return 0
+    unset "prep_pid[$name]"
+    if wait "$pid"; then
+        echo "made in the background: $name"
+    else
+        echo "making $name in the background failed; made again here:" >&2
+        tail -n 5 "$prep_dir/$name.log" >&2
+    fi
+}
+vm_images() {
+    bash "$here/bench/vm.sh" build --version 24.11 && bash "$here/bench/vm.sh" build --version 26.05
+}
+if [ "$(id -u)" -eq 0 ]; then
+    # The 24.11 root is also where Prometheus and VictoriaMetrics come from.
+    prepare root-24.11 bash "$here/bench/slurm-trixie.sh" root --version 24.11
+    [ "${SLURM_26_05:-1}" = 0 ] || prepare root-26.05 bash "$here/bench/slurm-trixie.sh" root --version 26.05
+    [ "${SLURM_VM:-1}" = 0 ] || prepare vm-images vm_images
+fi
+
+# bench_begin NAME: starts scripts/bench/NAME.sh in the background (stopped at the end when this
+# script started it); bench_end NAME WHAT takes the variables it printed.
+bench_begin() {
     if ! bash "$here/bench/$1.sh" status >/dev/null 2>&1; then started+=("$1"); fi
-    if env_out=$(bash "$here/bench/$1.sh" start); then
-        eval "$env_out"
+    bash "$here/bench/$1.sh" start > "$prep_dir/$1.env" &
+    prep_pid[$1]=$!
+}
+bench_end() {
+    local pid=${prep_pid[$1]}
+    unset "prep_pid[$1]"
+    if wait "$pid"; then
+        eval "$(cat "$prep_dir/$1.env")"
     else
         echo "$2 did not start" >&2
     fi
 }
+bench_up() {
+    bench_begin "$1"
+    bench_end "$1" "$2"
+}
 
-step "LocalStack"
-bench_up localstack LocalStack
-
-step "Slurm"
+step "LocalStack and Slurm"
+bench_begin localstack
 if [ "$(id -u)" -eq 0 ]; then
-    bench_up slurm Slurm
+    bench_begin slurm
+    bench_end slurm Slurm
 else
     echo "not root: the Slurm bench needs root; Slurm tests will skip (or fail under CI)" >&2
 fi
+bench_end localstack LocalStack
 
 # A real Prometheus (Debian trixie's 2.53.3, unpacked once): it scrapes the pull endpoint the
 # prometheus sink's tests run on 127.0.0.1:29100 and answers their PromQL. Debian's build has no
@@ -112,6 +162,7 @@ fi
 # VictoriaMetrics (Debian trixie's 1.112.0, unpacked once), read back with PromQL.
 step "Prometheus and VictoriaMetrics"
 if [ "$(id -u)" -eq 0 ]; then
+    await root-24.11
     bench_up prometheus Prometheus
     bench_up victoria-metrics VictoriaMetrics
 else
@@ -133,6 +184,7 @@ if [ "${SLURM_VM:-1}" = 0 ]; then
 elif [ "$(id -u)" -eq 0 ]; then
     vm_t0=$SECONDS
     cargo build --workspace --locked --bin slurm-cw-shipper
+    await vm-images
     for v in 24.11 26.05; do
         t0=$SECONDS
         if ! bash "$here/bench/vm.sh" build --version "$v"; then
@@ -231,6 +283,7 @@ slurm_bench_tests 24.11 SLURM_24_11 node_slurm node_leftover job_cost head_once 
 # sinfo and squeue (head_openmetrics), and the existing head tests on 26.05 (with sinfo: auto
 # keeps it there, as the bench's GPUs are not tracked by accounting).
 step "Slurm 26.05: the head role with slurmctld's OpenMetrics endpoint (SLURM_26_05=0 skips)"
+await root-26.05
 slurm_bench_tests 26.05 SLURM_26_05 head_openmetrics head_once head_scenario report job_cost
 
 # AWS ParallelCluster's default Slurm settings (no ConstrainRAMSpace, no JobAcctGatherType): jobs

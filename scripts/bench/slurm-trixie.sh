@@ -82,7 +82,20 @@ need_root() {
     fi
 }
 
+# One maker of a root at a time: test.sh makes the roots in the background while other steps
+# may ask for them.
 make_root() {
+    if [ -f "$root/.slurm-cw-bench" ]; then return; fi
+    mkdir -p "$(dirname "$root")"
+    exec 8> "$root.lock"
+    flock 8
+    make_root_locked
+    # Released, and closed so that no daemon started later holds it.
+    flock -u 8
+    exec 8>&-
+}
+
+make_root_locked() {
     if [ -f "$root/.slurm-cw-bench" ]; then return; fi
     if ! command -v debootstrap >/dev/null; then
         log "installing debootstrap"
