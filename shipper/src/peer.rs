@@ -2,10 +2,11 @@
 //! the Prometheus endpoint wants: the uid the kernel lists for the listening socket, so the log
 //! and `--check` can say "held by uid 1000", not just "in use". A wildcard listener (0.0.0.0, ::) on the same port holds it too.
 //!
-//! And who answers a connection made: [`untrusted_peer`] finds the other end of a connection to
-//! this host in the same tables (an accepted socket carries its listener's uid), so a token
-//! goes to slurmctld's port only when root or SlurmUser listens there, not a user who bound
-//! it while slurmctld restarted.
+//! And who answers a connection made: [`untrusted_peer`] asks the kernel for the other end of a
+//! connection to this host ([`crate::sys::sock_diag`], as the Prometheus endpoint does for each
+//! connection it takes; an accepted socket carries its listener's uid), so a token goes to
+//! slurmctld's port only when root or SlurmUser listens there, not a user who bound it while
+//! slurmctld restarted.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -32,44 +33,17 @@ pub fn listener_uid(proc: &Path, address: &str) -> Option<u32> {
     })
 }
 
-/// The uid of the socket at the other end of a connection from `local` to `peer`, where that
-/// end is on this host: the entry of /proc/net/tcp (tcp6, where an IPv6 socket took an IPv4
-/// connection as `::ffff:a.b.c.d`) whose local address is `peer` and remote `local`.
-pub fn peer_uid(proc: &Path, local: SocketAddr, peer: SocketAddr) -> Option<u32> {
-    let hex = |a: SocketAddr, v6: bool| {
-        let ip = match (a.ip(), v6) {
-            (IpAddr::V4(ip), false) => hex_v4(ip.octets()),
-            (IpAddr::V4(ip), true) => hex_v6(ip.to_ipv6_mapped().octets()),
-            (IpAddr::V6(ip), _) => hex_v6(ip.octets()),
-        };
-        format!("{ip}:{:04X}", a.port())
-    };
-    let files: &[(&str, bool)] = match peer.ip() {
-        IpAddr::V4(_) => &[("net/tcp", false), ("net/tcp6", true)],
-        IpAddr::V6(_) => &[("net/tcp6", true)],
-    };
-    files.iter().find_map(|(file, v6)| {
-        let (want_local, want_remote) = (hex(peer, *v6), hex(local, *v6));
-        let text = std::fs::read_to_string(proc.join(file)).ok()?;
-        text.lines().skip(1).find_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let (l, r, uid) = (f.get(1)?, f.get(2)?, f.get(7)?);
-            (*l == want_local && *r == want_remote).then(|| uid.parse().ok())?
-        })
-    })
-}
-
 /// Why the other end of a connection from `local` to `peer` is not to be trusted with a
 /// secret: it is on this host and its socket belongs to none of `trusted` (nor to this
 /// process's own uid), or it is on this host and cannot be found. None: trusted, or on another
 /// host (which only the network can vouch for).
-pub fn untrusted_peer(proc: &Path, local: SocketAddr, peer: SocketAddr, trusted: &[u32]) -> Option<String> {
+pub fn untrusted_peer(local: SocketAddr, peer: SocketAddr, trusted: &[u32]) -> Option<String> {
     let me = crate::sys::uid();
     let here = peer.ip().is_loopback() || peer.ip() == local.ip();
-    match peer_uid(proc, local, peer) {
+    match crate::sys::sock_diag::tcp_owner(peer, local) {
         Some(uid) if uid == me || trusted.contains(&uid) => None,
         Some(uid) => Some(format!("{peer} is held by {}", describe_uid(uid))),
-        None if here => Some(format!("{peer} is on this host but its owner cannot be read in /proc/net")),
+        None if here => Some(format!("{peer} is on this host but the kernel names no owner of its socket")),
         None => None,
     }
 }
@@ -110,15 +84,43 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (local, peer) = (client.local_addr().unwrap(), client.peer_addr().unwrap());
-        let me = crate::sys::uid();
-        let proc = Path::new("/proc");
-        assert_eq!(peer_uid(proc, local, peer), Some(me), "accepted or waiting to be");
-        assert_eq!(untrusted_peer(proc, local, peer, &[]), None, "this process's own uid");
+        assert_eq!(untrusted_peer(local, peer, &[]), None, "this process's own uid");
         // A loopback peer that cannot be found is not trusted; another host's is the network's.
         let gone: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        assert!(untrusted_peer(proc, local, gone, &[]).is_some());
+        assert!(untrusted_peer(local, gone, &[]).is_some());
         let away: SocketAddr = "192.0.2.1:6817".parse().unwrap();
-        assert_eq!(untrusted_peer(proc, local, away, &[]), None);
+        assert_eq!(untrusted_peer(local, away, &[]), None);
+    }
+
+    #[test]
+    fn a_peer_another_user_listens_as_is_named_and_not_trusted() {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::process::CommandExt;
+        if crate::sys::euid() != 0 {
+            eprintln!("SKIPPED: not root, so no listener of another user");
+            return;
+        }
+        // A user's listener on a loopback port, as one bound while slurmctld restarted.
+        let listen = "import socket,sys\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint(s.getsockname()[1],flush=True)\nsys.stdin.read()";
+        let mut user = std::process::Command::new("python3")
+            .args(["-c", listen])
+            .uid(65534)
+            .gid(65534)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut port = String::new();
+        BufReader::new(user.stdout.take().unwrap()).read_line(&mut port).unwrap();
+        let client =
+            std::net::TcpStream::connect(("127.0.0.1", port.trim().parse::<u16>().unwrap())).unwrap();
+        let (local, peer) = (client.local_addr().unwrap(), client.peer_addr().unwrap());
+        let why = untrusted_peer(local, peer, &[0]).unwrap();
+        assert!(why.contains("held by uid 65534"), "{why}");
+        assert_eq!(untrusted_peer(local, peer, &[65534]), None, "a trusted uid");
+        drop(client);
+        let _ = user.kill();
+        let _ = user.wait();
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Who owns the other end of a TCP connection made on this host: the kernel's sock_diag
 //! (`NETLINK_SOCK_DIAG`, what `ss` asks) for the one socket with a given pair of addresses. One
-//! lookup in the kernel's hash of connections, where /proc/net/tcp ([`crate::peer`]) is a read of
-//! every socket on the host: a flood leaves thousands, and the Prometheus endpoint asks once a
-//! connection.
+//! lookup in the kernel's hash of connections, where /proc/net/tcp is a read of every socket on
+//! the host: a flood leaves thousands, and the Prometheus endpoint asks once a connection. The
+//! head asks it too, of slurmctld's end before sending it a token ([`crate::peer`]).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};

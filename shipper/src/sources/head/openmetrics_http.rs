@@ -122,8 +122,7 @@ async fn exchange(
     let connect = |e: std::io::Error| HttpError::Connect(target.to_owned(), e.to_string());
     let mut stream = TcpStream::connect((host, url.port)).await.map_err(connect)?;
     let (local, peer) = (stream.local_addr().map_err(connect)?, stream.peer_addr().map_err(connect)?);
-    let proc = std::path::Path::new("/proc");
-    if let Some(why) = crate::peer::untrusted_peer(proc, local, peer, trusted) {
+    if let Some(why) = crate::peer::untrusted_peer(local, peer, trusted) {
         return Err(HttpError::NotSlurm(target.to_owned(), why));
     }
     let mut request = format!(
