@@ -1,6 +1,6 @@
-//! Who is at the other end of a local TCP socket, from /proc/net/tcp (tcp6). Who holds a port
-//! the Prometheus endpoint wants: the uid the kernel lists for the listening socket, so the log
-//! and `--check` can say "held by uid 1000", not just "in use". A wildcard listener (0.0.0.0, ::) on the same port holds it too.
+//! Who holds a local TCP socket. Who holds a port the Prometheus endpoint wants: the uid
+//! /proc/net/tcp (tcp6) lists for the listening socket, so the log and `--check` can say "held
+//! by uid 1000", not just "in use"; a wildcard listener (0.0.0.0, ::) on the port holds it too.
 //!
 //! And who answers a connection made: [`untrusted_peer`] asks the kernel for the other end of a
 //! connection to this host ([`crate::sys::sock_diag`], as the Prometheus endpoint does for each
