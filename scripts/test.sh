@@ -33,6 +33,7 @@ cleanup() {
         pkill -TERM -P "$p" 2>/dev/null || true
         kill "$p" 2>/dev/null || true
     done
+    rm -rf "$prep_dir"
     for s in "${started[@]}"; do
         # "slurm@24.11": the bench slurm.sh with --version 24.11.
         if [ "${s#*@}" != "$s" ]; then
@@ -319,6 +320,11 @@ if [ "${CI:-}" = true ]; then
     rm -rf "$target_dir/debug"
 fi
 
+# The aarch64 check's release build (several minutes, CPU alone) runs beside the fuzzing (one
+# core) and the infrastructure checks (mostly downloads); its output is shown in its own step.
+# Not beside the Slurm tests: their jobs burn a known number of cores.
+prepare arm64 bash scripts/arm64-check.sh
+
 step "fuzz every parser for ${FUZZ_SECONDS:-10}s each (FUZZ_SECONDS=0 skips)"
 if [ "${FUZZ_SECONDS:-10}" != 0 ]; then
     if command -v rustup >/dev/null && ! rustup toolchain list | grep -q '^nightly'; then
@@ -330,5 +336,10 @@ fi
 step "infrastructure checks (terraform, checkov, systemd, ParallelCluster bootstrap, IAM)"
 bash tests/infra/run.sh
 
-step "aarch64 (Graviton) shipper under qemu-user"
-bash scripts/arm64-check.sh
+step "aarch64 (Graviton) shipper under qemu-user (begun beside the fuzzing)"
+arm64_pid=${prep_pid[arm64]}
+unset "prep_pid[arm64]"
+arm64_rc=0
+wait "$arm64_pid" || arm64_rc=$?
+cat "$prep_dir/arm64.log"
+[ "$arm64_rc" -eq 0 ] || exit "$arm64_rc"
