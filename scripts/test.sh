@@ -105,11 +105,16 @@ prepare() {
     "$@" > "$prep_dir/$name.log" 2>&1 &
     prep_pid[$name]=$!
 }
+# finish NAME: waits for what NAME started in the background; its exit status.
+finish() {
+    local pid=${prep_pid[$1]}
+    unset "prep_pid[$1]"
+    wait "$pid"
+}
 await() {
-    local name=$1 pid=${prep_pid[$1]:-}
-    [ -n "$pid" ] || return 0
-    unset "prep_pid[$name]"
-    if wait "$pid"; then
+    local name=$1
+    [ -n "${prep_pid[$name]:-}" ] || return 0
+    if finish "$name"; then
         echo "made in the background: $name"
     else
         echo "making $name in the background failed; made again here:" >&2
@@ -134,9 +139,7 @@ bench_begin() {
     prep_pid[$1]=$!
 }
 bench_end() {
-    local pid=${prep_pid[$1]}
-    unset "prep_pid[$1]"
-    if wait "$pid"; then
+    if finish "$1"; then
         eval "$(cat "$prep_dir/$1.env")"
     else
         echo "$2 did not start" >&2
@@ -337,9 +340,7 @@ step "infrastructure checks (terraform, checkov, systemd, ParallelCluster bootst
 bash tests/infra/run.sh
 
 step "aarch64 (Graviton) shipper under qemu-user (begun beside the fuzzing)"
-arm64_pid=${prep_pid[arm64]}
-unset "prep_pid[arm64]"
 arm64_rc=0
-wait "$arm64_pid" || arm64_rc=$?
+finish arm64 || arm64_rc=$?
 cat "$prep_dir/arm64.log"
 [ "$arm64_rc" -eq 0 ] || exit "$arm64_rc"

@@ -31,7 +31,7 @@ pub fn read(path: &Path) -> Result<String, String> {
     if !meta.is_file() {
         return Err(format!("{at} is not a regular file"));
     }
-    if meta.uid() != 0 && meta.uid() != crate::sys::user::euid() {
+    if !trusted_owner(meta.uid()) {
         return Err(format!(
             "{at} belongs to uid {}: it must be root's (or the daemon's user's), or its owner could change it",
             meta.uid()
@@ -57,6 +57,11 @@ pub fn read(path: &Path) -> Result<String, String> {
         Ok(t) if t.bytes().all(|b| b.is_ascii_graphic()) => Ok(t.to_owned()),
         _ => Err(format!("{at}: the token is one line of printable characters without spaces")),
     }
+}
+
+/// Who may own a secret and the directories on its way: root, or the daemon's own user.
+fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == crate::sys::user::euid()
 }
 
 /// Links followed on the way to a secret at most (the kernel's own bound).
@@ -119,7 +124,7 @@ fn safe_dir(dir: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
     if !meta.is_dir() {
         return Err(format!("{at} is not a directory"));
     }
-    if meta.uid() != 0 && meta.uid() != crate::sys::user::euid() {
+    if !trusted_owner(meta.uid()) {
         return Err(format!(
             "{at} belongs to uid {}: a secret's directories must be root's, or their owner could put another file in its place",
             meta.uid()

@@ -20,8 +20,6 @@ pub(super) struct Attribution {
     /// to, or among those running on it where Slurm gave it to none. A job's process on a
     /// GPU allocated to another job (devices not constrained) moves none of its price.
     pub billed_part: HashMap<(usize, usize), f64>,
-    /// GPUs no job holds.
-    pub no_job: usize,
 }
 
 /// A reading's holders.
@@ -34,6 +32,13 @@ pub(super) struct Holders {
     pub stranger: bool,
     /// A final sample's job holds it (every reading for a cycle over the node).
     pub in_scope: bool,
+}
+
+impl Attribution {
+    /// GPUs no job holds.
+    pub fn no_job(&self) -> usize {
+        self.gpus.iter().filter(|h| h.jobs == 0).count()
+    }
 }
 
 impl Holders {
@@ -102,9 +107,6 @@ impl GpuCollector {
                 if allocated.is_empty() { holders.keys().copied().collect() } else { allocated };
             for &j in &payers {
                 a.billed_part.insert((g, j), 1.0 / payers.len() as f64);
-            }
-            if holders.is_empty() {
-                a.no_job += 1;
             }
             a.gpus.push(Holders {
                 jobs: holders.len(),

@@ -242,7 +242,7 @@ impl GpuCollector {
         // next cycle.
         let joules = self.energy.since(&ok, |g| a.gpus[g].in_scope);
         if let Scope::Node = scope {
-            out.push(&GPU_NO_JOB_COUNT, host, a.no_job as f64);
+            out.push(&GPU_NO_JOB_COUNT, host, a.no_job() as f64);
         }
         let none = HashSet::new();
         for (j, gpus) in a.held.iter().filter(|(j, _)| only.is_none_or(|id| jobs[**j].r.id == id)) {
