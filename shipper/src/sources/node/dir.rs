@@ -107,8 +107,15 @@ pub fn subdir_names(dir: &Path) -> Vec<std::ffi::OsString> {
 /// At most `max` names of the subdirectories of `dir`, and whether it has more: reading stops
 /// there.
 pub fn subdir_names_at_most(dir: &Path, max: usize) -> (Vec<std::ffi::OsString>, bool) {
+    subdir_names_within(dir, max, usize::MAX)
+}
+
+/// [`subdir_names_at_most`] `max` names, whose paths under `dir` (`dir/name`) add up to at most
+/// `max_bytes`.
+pub fn subdir_names_within(dir: &Path, max: usize, max_bytes: usize) -> (Vec<std::ffi::OsString>, bool) {
     let mut out = Vec::new();
     let mut more = false;
+    let mut bytes = 0usize;
     let _ = entries_while(dir, |name, kind| {
         let is_dir = match kind {
             Kind::Dir => true,
@@ -116,10 +123,12 @@ pub fn subdir_names_at_most(dir: &Path, max: usize) -> (Vec<std::ffi::OsString>,
             Kind::Unknown => std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_dir()),
         };
         if is_dir {
-            if out.len() == max {
+            let path = dir.as_os_str().len() + 1 + name.len();
+            if out.len() == max || bytes + path > max_bytes {
                 more = true;
                 return false;
             }
+            bytes += path;
             out.push(name.to_owned());
         }
         true

@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 pub const MAX_DIRS: usize = 4096;
 /// Levels below the job directory a walk goes at most (Slurm's own tree has three).
 pub const MAX_DEPTH: usize = 32;
+/// Bytes of paths a walk keeps at most. Within [`MAX_DIRS`] a user could still name each
+/// directory near `PATH_MAX` (4 KiB) deep in a chain of long names, and make a walk hold tens
+/// of megabytes; Slurm's own paths are about 100 bytes, 400 KiB for [`MAX_DIRS`] of them.
+pub const MAX_PATH_BYTES: usize = 1 << 20;
 
 /// Every pid in the cgroup subtree at `dir` (cgroup.procs of it and all its descendants).
 /// True when the subtree was larger than the bounds and the walk was cut.
@@ -131,13 +135,26 @@ fn walk_pids(
     use std::os::unix::fs::MetadataExt;
     // Every name, UTF-8 or not: a directory a user named with other bytes still holds
     // processes.
-    // A directory wider than the whole bound is read no further than the bound: a user who
-    // made 300,000 of them costs a listing of MAX_DIRS, not of all of them.
+    // The walk keeps at most MAX_DIRS subdirectory names, and MAX_PATH_BYTES of their paths,
+    // in all (each directory listed, or known from the last walk): a user who made 300,000
+    // directories, or a few thousand with paths near PATH_MAX, costs a listing of the bound
+    // and a cut walk, not all of them held in memory.
+    let kept = std::cell::Cell::new((0usize, 0usize));
     let wide = std::cell::Cell::new(false);
+    let keep = |children: &[PathBuf]| {
+        let (names, bytes) = kept.get();
+        let bytes = bytes + children.iter().map(|c| c.as_os_str().len()).sum::<usize>();
+        kept.set((names + children.len(), bytes));
+        wide.set(wide.get() | (bytes > MAX_PATH_BYTES));
+    };
     let list = |d: &Path| {
-        let (names, more) = super::dir::subdir_names_at_most(d, MAX_DIRS);
+        let (names, bytes) = kept.get();
+        let room = (MAX_DIRS.saturating_sub(names), MAX_PATH_BYTES.saturating_sub(bytes));
+        let (names, more) = super::dir::subdir_names_within(d, room.0, room.1);
         wide.set(wide.get() | more);
-        names.into_iter().map(|n| d.join(n)).collect::<Vec<_>>()
+        let children = names.into_iter().map(|n| d.join(n)).collect::<Vec<_>>();
+        keep(&children);
+        children
     };
     let depth_of = |p: &Path| p.strip_prefix(dir).map_or(0, |r| r.components().count());
     let entered = |p: &PathBuf| p.file_name().is_some_and(&enter) && depth_of(p) <= MAX_DEPTH;
@@ -149,26 +166,39 @@ fn walk_pids(
     // (directory, its parent when it came from the parent's earlier listing)
     let mut stack: Vec<(PathBuf, Option<PathBuf>)> = vec![(dir.to_path_buf(), None)];
     while let Some((d, known_in)) = stack.pop() {
-        if found.dirs.len() >= MAX_DIRS {
+        if found.dirs.len() >= MAX_DIRS || wide.get() {
             cut = true;
             break;
         }
-        let Ok(links) = std::fs::metadata(&d).map(|m| m.nlink()) else {
-            // Gone: a new sibling may have taken its link in the parent, so that is listed.
-            if let Some(parent) = known_in
-                && relisted.insert(parent.clone())
-            {
-                let now = list(&parent);
-                for c in now.iter().filter(|c| entered(c)) {
-                    if !found.dirs.contains_key(c) && !stack.iter().any(|(s, _)| s == c) {
-                        stack.push((c.clone(), None));
+        // A directory queued twice (listed again after a sibling went) is walked once.
+        if found.dirs.contains_key(&d) {
+            continue;
+        }
+        let links = match std::fs::metadata(&d) {
+            Ok(m) => m.nlink(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Gone: a new sibling may have taken its link in the parent, so that is listed.
+                if let Some(parent) = known_in
+                    && relisted.insert(parent.clone())
+                {
+                    let now = list(&parent);
+                    stack.extend(
+                        now.iter()
+                            .filter(|c| entered(c) && !found.dirs.contains_key(*c))
+                            .map(|c| (c.clone(), None)),
+                    );
+                    if let Some(entry) = found.dirs.get_mut(&parent) {
+                        entry.children = now;
                     }
                 }
-                if let Some(entry) = found.dirs.get_mut(&parent) {
-                    entry.children = now;
-                }
+                continue;
             }
-            continue;
+            // There but out of reach (a path past PATH_MAX, which /proc/<pid>/cgroup cannot
+            // print either): the walk cannot tell what it holds.
+            Err(_) => {
+                cut = true;
+                continue;
+            }
         };
         let (known_links, known_children, mut procs) = match tree.dirs.remove(&d) {
             Some(o) => (Some(o.links), o.children, o.procs),
@@ -181,7 +211,10 @@ fn walk_pids(
         let empty = read && buf.trim().is_empty();
         held += usize::from(procs.is_some());
         let (children, known) = match known_links {
-            Some(n) if n == links => (known_children, true),
+            Some(n) if n == links => {
+                keep(&known_children);
+                (known_children, true)
+            }
             _ => (list(&d), false),
         };
         cut |= children.iter().any(|c| depth_of(c) > MAX_DEPTH);

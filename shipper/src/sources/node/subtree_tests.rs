@@ -224,3 +224,73 @@ fn pids_within_a_known_subtree_follow_its_changes() {
     std::fs::remove_dir_all(&job).unwrap();
     assert!(read(&mut tree).is_empty());
 }
+
+impl Subtree {
+    /// Bytes of the paths the walk kept: its directories and their subdirectories.
+    fn kept_bytes(&self) -> usize {
+        self.dirs
+            .iter()
+            .map(|(p, d)| p.as_os_str().len() + d.children.iter().map(|c| c.as_os_str().len()).sum::<usize>())
+            .sum()
+    }
+}
+
+/// A chain of directories named `len` bytes each under `top`, `levels` deep: its bottom.
+fn long_chain(top: &Path, levels: usize, len: usize) -> PathBuf {
+    let mut d = top.to_path_buf();
+    for i in 0..levels {
+        d = d.join(format!("{i:0>len$}"));
+    }
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn a_subtree_of_long_paths_is_cut_before_the_walk_holds_megabytes() {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job_9");
+    std::fs::create_dir_all(job.join("step_0/task_0")).unwrap();
+    std::fs::write(job.join("step_0/task_0/cgroup.procs"), "10\n").unwrap();
+    // The job's user: a chain of long names about 3.4 KiB deep, and at its bottom two
+    // directories of 2,000 subdirectories each, every path near PATH_MAX. Walked whole, that
+    // is 4,000 paths of 3.6 KiB: 15 MB kept, and more on each list of the walk.
+    let bottom = long_chain(&job.join("step_0/task_0"), 13, 250);
+    for side in ["a", "b"] {
+        for i in 0..2000 {
+            std::fs::create_dir_all(bottom.join(side).join(format!("{i:0>200}"))).unwrap();
+        }
+    }
+    let mut tree = Subtree::default();
+    let mut out = Vec::new();
+    assert!(pids_within(&job, &mut tree, &mut String::new(), &mut out), "past the bounds: cut");
+    assert!(tree.is_cut());
+    let kept = tree.kept_bytes();
+    assert!(kept <= 2 * MAX_PATH_BYTES + 64 * 1024, "the walk kept {kept} bytes of paths");
+    assert_eq!(out, vec![10], "what it read before the bound");
+    // Walked again (the next cycle): the same bound.
+    out.clear();
+    assert!(pids_within(&job, &mut tree, &mut String::new(), &mut out));
+    assert!(tree.kept_bytes() <= 2 * MAX_PATH_BYTES + 64 * 1024);
+}
+
+#[test]
+fn a_directory_past_path_max_cuts_the_walk_rather_than_passing_for_gone() {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job_9");
+    std::fs::create_dir_all(job.join("step_0/task_0")).unwrap();
+    std::fs::write(job.join("step_0/task_0/cgroup.procs"), "10\n").unwrap();
+    // A process 20 levels down: made with short names, then each renamed to 250 bytes from
+    // the bottom up (the path to the one renamed stays short), 5 KiB in all.
+    let levels = 20;
+    let bottom = long_chain(&job.join("step_0/task_0"), levels, 1);
+    std::fs::write(bottom.join("cgroup.procs"), "11\n").unwrap();
+    let mut at = bottom;
+    for _ in 0..levels {
+        let long = at.with_file_name(format!("{:x>250}", at.file_name().unwrap().to_string_lossy()));
+        std::fs::rename(&at, &long).unwrap();
+        at = at.parent().unwrap().to_path_buf();
+    }
+    let mut out = Vec::new();
+    assert!(pids(&job, &mut String::new(), &mut out), "a directory it cannot reach: cut");
+    assert_eq!(out, vec![10]);
+}
