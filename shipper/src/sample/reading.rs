@@ -305,9 +305,16 @@ impl JobReading {
         self.held.cpus.or(self.job.cpus_allocated)
     }
 
-    /// Memory it holds on this node: Slurm's allocation, else its cgroup's limit.
+    /// Memory it holds on this node: Slurm's allocation, else its cgroup's limit where Slurm
+    /// gave no allocation at all. Where Slurm gave CPUs but no memory, memory is not what it
+    /// schedules (`SelectTypeParameters=CR_Core`), and the limit `ConstrainRAMSpace` sets then
+    /// is all the node's memory: taken for the job's, it billed every job the whole node.
     pub fn memory_held(&self) -> Option<f64> {
-        self.held.memory_bytes.or_else(|| self.memory_limit())
+        match (self.held.memory_bytes, self.held.cpus) {
+            (Some(memory), _) => Some(memory),
+            (None, Some(_)) => None,
+            (None, None) => self.memory_limit(),
+        }
     }
 
     pub fn gpu_utilization(&self) -> Option<f64> {

@@ -133,7 +133,11 @@ impl Jobs {
     /// holds of the findings, in the order of `batch.jobs`.
     pub fn observe(&mut self, batch: &Batch) -> Vec<Holding> {
         let at = batch.time;
-        self.counted_to = self.counted_to.max(Some(at));
+        // A final sample counts its own job to its time, the others only to the last
+        // collection: a daemon restarted from its time would leave out theirs in between.
+        if batch.all_jobs {
+            self.counted_to = self.counted_to.max(Some(at));
+        }
         let mut out = Vec::with_capacity(batch.jobs.len());
         for reading in &batch.jobs {
             let info = &reading.info;

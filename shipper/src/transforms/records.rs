@@ -24,6 +24,11 @@ pub fn round(v: f64) -> f64 {
     (v * f).round() / f
 }
 
+/// Dollars as [`round`], but never coarser than a cent: a $1,234.49 job is not $1,234.
+pub fn round_usd(v: f64) -> f64 {
+    if v.is_finite() && v.abs() >= 1000.0 { (v * 100.0).round() / 100.0 } else { round(v) }
+}
+
 /// The fields every record starts with.
 pub fn head(info: &JobInfo, kind: &str, at: SystemTime, id: String) -> Map<String, Value> {
     let mut m = Map::new();
@@ -104,5 +109,8 @@ mod tests {
         assert_eq!(round(0.0), 0.0);
         assert!(round(f64::NAN).is_nan());
         assert_eq!(json!(round(f64::INFINITY)), Value::Null, "JSON null, not a made-up number");
+        assert_eq!(round_usd(1234.494), 1234.49, "dollars keep their cents");
+        assert_eq!(round_usd(12.345_678), 12.3457);
+        assert!(round_usd(f64::NAN).is_nan());
     }
 }

@@ -5,7 +5,7 @@
 use super::Job;
 use crate::cost::{self, Prices, Resource};
 use crate::sample::JobReading;
-use crate::transforms::records::round;
+use crate::transforms::records::{round, round_usd};
 use serde_json::{Map, Value, json};
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::datum::format_timestamp;
@@ -88,7 +88,7 @@ impl Job {
     }
 
     pub(super) fn put_waste(&self, m: &mut Map<String, Value>, usd: f64, fraction: f64, resource: Resource) {
-        m.insert(r::WASTE_USD.name.into(), json!(round(usd)));
+        m.insert(r::WASTE_USD.name.into(), json!(round_usd(usd)));
         m.insert(r::WASTE_RESOURCE.name.into(), json!(resource.as_str()));
         m.insert(r::UNUSED_PERCENT.name.into(), json!(round(fraction * 100.0)));
     }
@@ -99,8 +99,8 @@ impl Job {
             m.insert(r::SLURM_START.name.into(), json!(format_timestamp(s)));
         }
         let Some(rate) = self.bill.rate else { return };
-        m.insert(r::COST_USD.name.into(), json!(round(self.bill.usd)));
-        m.insert(r::HOURLY_PRICE.name.into(), json!(round(rate.price.hourly)));
+        m.insert(r::COST_USD.name.into(), json!(round_usd(self.bill.usd)));
+        m.insert(r::HOURLY_PRICE.name.into(), json!(round_usd(rate.price.hourly)));
         m.insert(r::SHARE.name.into(), json!(round(rate.share)));
         m.insert(r::COST_BASIS.name.into(), json!(rate.price.basis.as_str()));
         self.suspension.put(m);
