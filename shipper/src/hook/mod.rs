@@ -306,6 +306,39 @@ mod tests {
         assert!(bind(&path).is_ok());
     }
 
+    #[tokio::test]
+    async fn a_full_queue_of_connections_is_waited_out_not_given_up_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hook.sock");
+        let socket = tokio::net::UnixSocket::new_stream().unwrap();
+        socket.bind(&path).unwrap();
+        let listener = socket.listen(1).unwrap();
+        // A user's flood: connections not accepted yet, until the queue is full (EAGAIN).
+        let mut flood = Vec::new();
+        loop {
+            match UnixStream::connect(&path).await {
+                Ok(s) => flood.push(s),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+            assert!(flood.len() < 64, "the queue fills");
+        }
+        assert!(exchange(&path, "7").await.is_err(), "one try meets the full queue");
+        // The daemon gets to the queue a moment later; the TaskEpilog's request waits for it.
+        let (tx, mut rx) = mpsc::channel::<Request>(4);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            serve_with(listener, tx, roomy()).await;
+        });
+        tokio::spawn(async move {
+            while let Some(r) = rx.recv().await {
+                let _ = r.reply.send(FinalSample::Sampled(1));
+            }
+        });
+        assert_eq!(request(&path, "7").await, Ok("ok 1".to_owned()));
+        drop(flood);
+    }
+
     #[test]
     fn accept_backoff_doubles_to_a_second() {
         let ms: Vec<u128> = (1..=6).map(|n| accept_backoff(n).as_millis()).collect();
