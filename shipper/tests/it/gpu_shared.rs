@@ -246,3 +246,25 @@ fn jobs_sharing_a_gpu_through_mps_get_their_clients_memory_and_an_even_part_of_i
     assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(7.0 * gib));
     assert_eq!(job_of(&out, "1001", &GPU_POWER), Some(600.0 + 100.0));
 }
+
+/// A job's pid list can be older than the cycle (a subtree its user cut, read every
+/// `process_every`), and a pid in it reused since by another job's process. /proc says whose
+/// the process is now: job 1002's list still names 4242, which /proc puts in job 1001; none of
+/// 4242's figures are 1002's.
+#[test]
+fn a_gpu_process_is_the_job_proc_says_not_one_whose_old_pid_list_names_it() {
+    let gib = (1u64 << 30) as f64;
+    let mut b = bench(vec![FakeGpu::gpu(0, 80.0).with_process(4242, 4 << 30, 60.0)], GpuConfig::default());
+    add_job_1002(&b);
+    let root = b._dir.path().to_owned();
+    let scope = root.join("cg/system.slice/slurmstepd.scope");
+    std::fs::write(scope.join("job_1002/step_0/user/task_0/cgroup.procs"), "6242\n4242\n").unwrap();
+    std::fs::write(
+        root.join("proc/4242/cgroup"),
+        "0::/system.slice/slurmstepd.scope/job_1001/step_0/user/task_0\n",
+    )
+    .unwrap();
+    let (out, _) = b.collect();
+    assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(4.0 * gib), "4242 is 1001's");
+    assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(0.0), "none of it 1002's, sharing GPU 0");
+}

@@ -1,7 +1,7 @@
 //! Who holds each GPU this cycle: the jobs running a process on it or given it by Slurm, each
 //! one's part of its price, and whether a process of no job runs on it beside them.
 
-use super::job_owner::job_of_pid;
+use super::job_owner::{ProcSays, proc_says};
 use super::source::{GpuId, Reading};
 use super::{GpuCollector, GpuJob};
 use slurm_cw_formats::slurm::gres_conf::GpuOrder;
@@ -80,7 +80,14 @@ impl GpuCollector {
             let mut allocated: Vec<usize> = Vec::new();
             let mut stranger = false;
             for pid in &r.pids {
-                let job = pid_job.get(pid).copied().or_else(|| job_of_pid(&self.node, *pid, jobs));
+                // /proc's word first: a job's pid list can be older than this cycle (a cut
+                // subtree's, read every `process_every`), and a pid in it may since have been
+                // reused by another job's process. The lists where /proc does not show it.
+                let job = match proc_says(&self.node, *pid, jobs) {
+                    ProcSays::Job(j) => Some(j),
+                    ProcSays::NoJob => None,
+                    ProcSays::Unread => pid_job.get(pid).copied(),
+                };
                 match job {
                     Some(j) => {
                         holders.insert(j, true);

@@ -33,20 +33,40 @@ impl GpuCollector {
 /// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup: only
 /// where Slurm puts jobs ([`job_of_proc_cgroup`]), never a `job_<id>` a user made in a tree of
 /// their own (their job's, or systemd's `user@UID.service`).
-pub(super) fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
+#[cfg(test)]
+fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
+    match proc_says(node, pid, jobs) {
+        ProcSays::Job(j) => Some(j),
+        ProcSays::NoJob | ProcSays::Unread => None,
+    }
+}
+
+/// What /proc/<pid>/cgroup says of a GPU process.
+pub(super) enum ProcSays {
+    /// In the cgroup of `jobs[j]`.
+    Job(usize),
+    /// Read: in none of `jobs`.
+    NoJob,
+    /// Not read (gone, or a fixture without it).
+    Unread,
+}
+
+/// [`job_of_pid`], telling a process /proc places in no job from one it does not show.
+pub(super) fn proc_says(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> ProcSays {
     let mut text = String::new();
     if !crate::sources::node::read_into(&node.proc_root.join(pid.to_string()).join("cgroup"), &mut text) {
-        return None;
+        return ProcSays::Unread;
     }
-    let (on, id, sluid) = job_of_proc_cgroup(node, &text)?;
+    let Some((on, id, sluid)) = job_of_proc_cgroup(node, &text) else { return ProcSays::NoJob };
     // A SLUID job keeps its SLUID once Slurm named its id.
-    jobs.iter().position(|j| {
+    let found = jobs.iter().position(|j| {
         j.r.node == on
             && match &sluid {
                 Some(s) => j.r.sluid.as_ref() == Some(s),
                 None => j.r.sluid.is_none() && j.r.id == id,
             }
-    })
+    });
+    found.map_or(ProcSays::NoJob, ProcSays::Job)
 }
 
 #[cfg(test)]
