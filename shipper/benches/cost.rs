@@ -204,7 +204,9 @@ async fn simulate(
                     &[(node, NodeSize { cpus, memory_bytes: cpus * 8.0 * (1u64 << 30) as f64, gpus: 0.0 })],
                 )
             }),
-            resume_from: None,
+            // The simulated daemons start in the simulated past (the warm-up hour), not now:
+            // the cost metrics count from there, as a daemon counts from its own start.
+            resume_from: Some(UNIX_EPOCH + Duration::from_secs(t0 - SIM_SECONDS)),
         };
         Host {
             node: node.to_owned(),
