@@ -235,7 +235,7 @@ catalog! {
             &[&[JOB_ID, USER, ACCOUNT, THREAD_STATE], &[JOB_ID, USER, ACCOUNT, NODE_NAME, THREAD_STATE]],
             "Threads of the job's processes by state (running, sleeping, disk_sleep, stopped, zombie, idle, other).";
         OPEN_FILES = "OpenFiles", Count, Gauge, [Node], JOB,
-            "File descriptors open in the job's processes.";
+            "File descriptors open in the job's processes (before Linux 6.2, where they are listed, at most 65,536 counted a process).";
         PROCESS_CPU_USAGE = "ProcessCpuUsage", Count, Gauge, [Node],
             &[&[JOB_ID, USER, ACCOUNT, EXECUTABLE], &[JOB_ID, USER, ACCOUNT, NODE_NAME, EXECUTABLE]],
             "Cores kept busy by the job's top executables (by CPU over the interval); names past a job's first 4 x node.top_executables are summed as (others).";

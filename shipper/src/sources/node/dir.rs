@@ -87,8 +87,17 @@ fn records(mut bytes: &[u8], each: &mut impl FnMut(&OsStr, Kind) -> bool) -> boo
 
 /// How many entries `dir` has, `.` and `..` left out.
 pub fn count(dir: &Path) -> io::Result<u64> {
+    count_at_most(dir, u64::MAX)
+}
+
+/// [`count`], read no further than `max` entries: a directory a user made huge (a process's
+/// million descriptors) costs a listing of `max`.
+pub fn count_at_most(dir: &Path, max: u64) -> io::Result<u64> {
     let mut n = 0;
-    entries(dir, |_, _| n += 1)?;
+    entries_while(dir, |_, _| {
+        n += 1;
+        n < max
+    })?;
     Ok(n)
 }
 

@@ -152,7 +152,13 @@ pub fn read(
     })
 }
 
-/// Entries of <dir>/fd.
+/// Descriptors a process's count stops at where they are listed (kernels before 6.2, where
+/// /proc/<pid>/fd's size is 0): a job's user can hold a million, a listing of 1,500 reads a
+/// process each collection its processes are read.
+pub const MAX_FDS_LISTED: u64 = 65_536;
+
+/// Entries of <dir>/fd: its size where the kernel gives it (6.2 and later), else a listing of
+/// at most [`MAX_FDS_LISTED`].
 fn open_files(dir: &Path, by_size: bool) -> Option<u64> {
     let fd = dir.join("fd");
     if by_size
@@ -161,7 +167,7 @@ fn open_files(dir: &Path, by_size: bool) -> Option<u64> {
     {
         return Some(m.len());
     }
-    super::dir::count(&fd).ok()
+    super::dir::count_at_most(&fd, MAX_FDS_LISTED).ok()
 }
 
 /// (name, real uid) of process `pid`, from /proc/<pid>/status. Its real uid, not the owner of

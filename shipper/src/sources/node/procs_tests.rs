@@ -37,6 +37,29 @@ fn a_command_name_of_any_bytes_is_read() {
 }
 
 #[test]
+fn a_process_holding_more_descriptors_than_the_bound_is_listed_only_to_it() {
+    // As /proc/<pid>/fd before Linux 6.2 (its size 0): a process of the job's user holding
+    // more descriptors than the bound costs a listing of the bound, each collection.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("78");
+    std::fs::create_dir_all(dir.join("fd")).unwrap();
+    for fd in 0..MAX_FDS_LISTED + 10 {
+        std::os::unix::fs::symlink("/dev/null", dir.join("fd").join(fd.to_string())).unwrap();
+    }
+    let stat = "78 (holder) S 1 78 78 0 -1 4194304 100 0 0 0 5 2 0 0 20 0 1 0 1000 1234 20 \
+                18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+    std::fs::write(dir.join("stat"), stat).unwrap();
+    let want = Want { io: false, fd_by_size: false };
+    let p = read(root.path(), 78, want, &KnownThreads::new(), &mut Vec::new(), &mut 0).unwrap();
+    assert_eq!(p.open_files, Some(MAX_FDS_LISTED));
+    std::fs::remove_dir_all(dir.join("fd")).unwrap();
+    std::fs::create_dir_all(dir.join("fd")).unwrap();
+    std::os::unix::fs::symlink("/dev/null", dir.join("fd/0")).unwrap();
+    let p = read(root.path(), 78, want, &KnownThreads::new(), &mut Vec::new(), &mut 0).unwrap();
+    assert_eq!(p.open_files, Some(1));
+}
+
+#[test]
 fn a_huge_environment_is_read_up_to_the_bound_and_whole_entries_only() {
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("9")).unwrap();
