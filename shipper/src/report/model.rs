@@ -210,12 +210,12 @@ fn gpu_rows(node: &str, samples: &[&Value], summary: Option<&Value>) -> Vec<GpuR
 }
 
 /// A node's records by run. A job Slurm requeued onto a node of the same name (a Spot node
-/// replaced) has a summary per run, each with its Slurm start; a record goes to its run by its
-/// start, else to the latest run started by its time. One run: no label.
+/// replaced) runs there once per Slurm start, which its samples and summaries carry (a run cut
+/// short, its node reclaimed, has samples alone); a record goes to its run by its start, else
+/// to the latest run started by its time. One run: no label.
 fn runs(recs: Vec<&Value>) -> Vec<(Option<String>, Vec<&Value>)> {
     let mut starts: Vec<(f64, String)> = recs
         .iter()
-        .filter(|v| text(v, r::TYPE.name).as_deref() == Some(kinds::JOB_SUMMARY))
         .filter_map(|v| text(v, r::SLURM_START.name))
         .filter_map(|s| Some((time_seconds(&s)?, s)))
         .collect();
@@ -262,6 +262,15 @@ pub fn combine(job: &str, records: &[Value]) -> Report {
                     }
                     _ => samples.push(rec),
                 }
+            }
+            // A summary a TaskEpilog wrote at the end of a step, and samples after it whose
+            // cost went on (the job ran more steps; its node went before its end): the
+            // samples are the newer word.
+            let newer = cost::of_samples(&samples).map(|c| c.usd);
+            if let (Some(s), Some(newer)) = (summary, newer)
+                && cost::of(s).is_some_and(|c| newer > c.usd * (1.0 + 1e-6) + 1e-9)
+            {
+                summary = None;
             }
             rows.push((node.clone(), label, samples, summary));
         }

@@ -125,3 +125,46 @@ fn a_job_requeued_onto_the_same_node_counts_each_run() {
     assert_eq!(rep.cpu_efficiency_percent, Some(600.0 / 1200.0 * 100.0));
     assert!(!rep.incomplete, "the sample is the second run's, which has its summary");
 }
+
+/// A run cut short (its Spot node reclaimed) writes samples and no summary; Slurm requeues the
+/// job onto a node of the same name, whose run ends with one. Both runs count: $64 of the
+/// first's samples and $32 of the second's summary (before, the one start known was the
+/// summary's, every record went to it, and the report said $32, complete).
+#[test]
+fn a_run_with_samples_alone_beside_a_summarized_one_counts() {
+    let sample = |start: &str, time: &str, usd: f64| {
+        json!({ "Type": kinds::JOB_SAMPLE, "NodeName": "a", "JobId": "9", "SlurmStart": start,
+                "Time": time, "CostUsd": usd })
+    };
+    let mut second = summary("a", 100.0, 8.0, 100.0, GIB, 4.0 * GIB);
+    second[r::SLURM_START.name] = json!("2026-11-23T10:00:00Z");
+    second[r::COST_USD.name] = json!(32.0);
+    let recs = [
+        sample("2026-11-23T08:00:00Z", "2026-11-23T08:30:00Z", 32.0),
+        sample("2026-11-23T08:00:00Z", "2026-11-23T09:00:00Z", 64.0),
+        second,
+    ];
+    let rep = combine("9", &recs);
+    assert_eq!(rep.per_node.len(), 2, "{:?}", rep.per_node);
+    assert_eq!(rep.cost_usd, Some(96.0));
+    assert!(rep.incomplete, "the first run has no summary");
+}
+
+/// A batch job of several steps: its first step's TaskEpilog wrote a summary ($5), the job ran
+/// on ($300 by its last sample) and its node went before its end. The samples are the newer
+/// word; a summary the samples do not pass stays the word.
+#[test]
+fn a_summary_older_than_the_samples_after_it_gives_way_to_them() {
+    let sample = |usd: f64| {
+        json!({ "Type": kinds::JOB_SAMPLE, "NodeName": "a", "JobId": "9", "Time": "2026-11-23T12:00:00Z",
+                "CostUsd": usd })
+    };
+    let mut early = summary("a", 100.0, 8.0, 100.0, GIB, 4.0 * GIB);
+    early[r::COST_USD.name] = json!(5.0);
+    let rep = combine("9", &[early.clone(), sample(300.0)]);
+    assert_eq!(rep.cost_usd, Some(300.0));
+    assert!(rep.incomplete);
+    let rep = combine("9", &[early, sample(5.0)]);
+    assert_eq!(rep.cost_usd, Some(5.0));
+    assert!(!rep.incomplete);
+}
