@@ -56,6 +56,8 @@ command -v curl >/dev/null || need_apt+=(curl)
 command -v shellcheck >/dev/null || need_apt+=(shellcheck)
 # report's sparklines read back from a tmux pane (bench::report)
 command -v tmux >/dev/null || need_apt+=(tmux)
+# systemd-analyze (the unit's checks) and systemd-socket-activate (prometheus_socket)
+command -v systemd-socket-activate >/dev/null || need_apt+=(systemd)
 if [ "$(id -u)" -eq 0 ]; then
     command -v slurmctld >/dev/null || need_apt+=(slurm-wlm slurm-client munge)
     # The Slurm 24.11 and 26.05 benches' Debian roots.

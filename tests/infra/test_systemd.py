@@ -164,6 +164,25 @@ def test_systemd_analyze_verify(tmp_path):
     assert out == "", f"systemd-analyze verify complained:\n{out}"
 
 
+def test_the_socket_unit_verifies_and_holds_the_default_prometheus_address(tmp_path):
+    """slurm-cw-shipper.socket, beside the service it passes its socket to: no warning, and
+    the address it holds is the endpoint's default (the daemon takes the socket passed for
+    prometheus.address)."""
+    tool = systemd_analyze()
+    service = verifiable_copy(tmp_path)
+    socket = tmp_path / "slurm-cw-shipper.socket"
+    socket.write_text((INFRA / "systemd" / "slurm-cw-shipper.socket").read_text())
+    proc = subprocess.run([tool, "verify", str(socket), str(service)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER=""))
+    out = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode == 0 and out == "", f"systemd-analyze verify complained:\n{out}"
+    sections = parse_unit(socket.read_text())
+    assert sections["Socket"]["ListenStream"] == ["127.0.0.1:9817"]
+    assert sections["Socket"]["Service"] == ["slurm-cw-shipper.service"]
+    example = tomllib.loads(uncommented(EXAMPLE.read_text()))
+    assert example.get("prometheus", {}).get("address", "127.0.0.1:9817") == "127.0.0.1:9817"
+
+
 def test_systemd_analyze_verify_catches_mistakes(tmp_path):
     """The check above would see a misspelt key or a bad value."""
     tool = systemd_analyze()

@@ -11,7 +11,8 @@ fn retryable(answer: &str) -> bool {
     answer == "busy" || answer == "too-many"
 }
 
-/// One connection: the request, then the answer line.
+/// One connection: the request, then the answer line (the tests' one try).
+#[cfg(test)]
 pub(super) async fn exchange(socket: &Path, job: &str) -> Result<String, String> {
     let s = UnixStream::connect(socket).await.map_err(|e| format!("{}: {e}", socket.display()))?;
     ask(s, job).await

@@ -32,6 +32,7 @@ mod node_requeued;
 mod node_sluid;
 mod node_suspended;
 mod prometheus_abuse;
+mod prometheus_socket;
 mod report_render;
 mod slurm_24_11_real;
 mod slurm_fixtures;

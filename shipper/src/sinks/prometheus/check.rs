@@ -20,7 +20,45 @@ pub fn rows(cfg: &PrometheusConfig, slurm_conf: Option<&Path>) -> Vec<Row> {
     // Read once: its row says whether it can be had, the job series row whom it guards.
     let token = cfg.bearer_token_file.as_deref().map(|f| (f, super::token::Token::read(f)));
     let guarded = token.as_ref().is_some_and(|(_, t)| t.is_ok());
-    vec![endpoint, token_row(token), job_series_row(cfg, slurm_conf, guarded)]
+    let port = port_row(socket_unit(Path::new("/")), guarded);
+    vec![endpoint, port, token_row(token), job_series_row(cfg, slurm_conf, guarded)]
+}
+
+/// Where systemd would find `slurm-cw-shipper.socket` under `root`, if installed.
+fn socket_unit(root: &Path) -> Option<std::path::PathBuf> {
+    ["etc/systemd/system", "usr/lib/systemd/system", "lib/systemd/system"]
+        .iter()
+        .map(|d| root.join(d).join("slurm-cw-shipper.socket"))
+        .find(|p| p.is_file())
+}
+
+/// Who holds the port while the daemon restarts: systemd's socket unit, or no one, when a
+/// user could bind it and answer the scraper (and, where a token guards the endpoint, be sent
+/// the token).
+fn port_row(unit: Option<std::path::PathBuf>, guarded: bool) -> Row {
+    match unit {
+        Some(u) => row(
+            "prometheus port",
+            Status::Ok,
+            format!(
+                "held by {} across the daemon's restarts (its ListenStream= must be prometheus.address)",
+                u.display()
+            ),
+        ),
+        None if guarded => row(
+            "prometheus port",
+            Status::Warn,
+            "bound by the daemon: a user who binds it while the daemon restarts is sent the scraper's \
+             token; hold it with slurm-cw-shipper.socket (infra/systemd)"
+                .to_owned(),
+        ),
+        None => row(
+            "prometheus port",
+            Status::Ok,
+            "bound by the daemon (slurm-cw-shipper.socket, infra/systemd, would hold it across restarts)"
+                .to_owned(),
+        ),
+    }
 }
 
 /// Whether the endpoint's token (its file, and what reading it gave) can be read and is kept
@@ -103,6 +141,21 @@ fn prometheus_held_row(address: &str) -> Row {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guarded_port_no_socket_unit_holds_is_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(socket_unit(dir.path()), None);
+        assert_eq!(port_row(None, true).status, Status::Warn);
+        assert_eq!(port_row(None, false).status, Status::Ok);
+        let units = dir.path().join("etc/systemd/system");
+        std::fs::create_dir_all(&units).unwrap();
+        std::fs::write(units.join("slurm-cw-shipper.socket"), "[Socket]\n").unwrap();
+        let found = socket_unit(dir.path());
+        assert_eq!(found, Some(units.join("slurm-cw-shipper.socket")));
+        let r = port_row(found, true);
+        assert_eq!(r.status, Status::Ok, "{}", r.detail);
+    }
 
     #[test]
     fn serving_job_series_against_private_data_is_a_warning() {

@@ -6,8 +6,10 @@
 //! slurm.conf's `PrivateData` hides jobs or users, only aggregate series are served unless
 //! `prometheus.job_series = "on"` ([`config::serves_job_series`]).
 //!
-//! The address needs no privilege, so any local user may hold it first. That never stops the
-//! daemon: the other destinations start as usual, the endpoint keeps trying to bind in the
+//! The address needs no privilege, so any local user may hold it first, and while the daemon
+//! restarts: systemd's socket unit (`infra/systemd/slurm-cw-shipper.socket`) holds it from boot
+//! and passes it ([`crate::sys::listen`]). Where a user holds it all the same, the daemon goes
+//! on: the other destinations start as usual, the endpoint keeps trying to bind in the
 //! background ([`bind_later`]) and each flush it cannot serve is counted as dropped
 //! (`not_listening`), until the port is free.
 
@@ -88,7 +90,7 @@ pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<Prometheu
     let configured = cfg.address.clone();
     let body: Body = Arc::new(Mutex::new(Arc::new(String::new())));
     let listening = Arc::new(AtomicBool::new(false));
-    let address = match tokio::net::TcpListener::bind(&configured).await {
+    let address = match bind(&configured).await {
         Ok(listener) => {
             let address = listener.local_addr().map_or_else(|_| configured.clone(), |a| a.to_string());
             tracing::info!(address, "Prometheus endpoint at http://{address}/metrics");
@@ -116,6 +118,27 @@ pub async fn build(cfg: &PrometheusConfig, cx: &Context<'_>) -> Result<Prometheu
     }
     let live = Live::new(body, cx.flush_interval * 3, job_series);
     Ok(PrometheusSink { address, live, listening })
+}
+
+/// The listener for `address`: the one systemd's socket unit passed for it (held across the
+/// daemon's restarts, so no user can take the port in between and be sent the scraper's
+/// token), else bound now.
+async fn bind(address: &str) -> std::io::Result<tokio::net::TcpListener> {
+    use std::net::ToSocketAddrs;
+    let passed = address
+        .to_socket_addrs()
+        .ok()
+        .into_iter()
+        .flatten()
+        .find_map(|a| crate::sys::listen::tcp_listener(&a));
+    match passed {
+        Some(listener) => {
+            tracing::info!(address, "Prometheus endpoint from systemd's socket");
+            listener.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(listener)
+        }
+        None => tokio::net::TcpListener::bind(address).await,
+    }
 }
 
 /// Tries to bind `address` again, waiting longer after each failure, and serves it once bound.
