@@ -30,6 +30,9 @@ type Key = (String, String);
 /// flush (the cost metrics).
 pub type Spent = BTreeMap<(String, String), (f64, f64)>;
 
+/// Crowds a job keeps between its readings at most ([`state::Job`]'s `crowds`).
+const MAX_CROWDS: usize = 64;
+
 /// How long an ended job's count is remembered, and for how many jobs at most.
 const GONE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 const GONE_MAX: usize = 4096;
@@ -216,7 +219,9 @@ impl Jobs {
     /// most of the memory, another most of the CPUs), or jobs Slurm lets oversubscribe a node,
     /// can add up to more than the node: then each share is divided by the sum and the node is
     /// billed once, never more. A collection holds all of a node's running jobs; a final sample
-    /// one, beside the others still running. A job gone keeps the crowd it ran in.
+    /// one, beside the others still running: their crowd changes at its time, counted from
+    /// their next reading back (`Job::crowds`), since a job seen only by its final sample is not
+    /// in the crowd of the collection after. A job gone keeps the crowd it ran in.
     fn weigh(&mut self, batch: &Batch) {
         let Some(prices) = &self.prices else { return };
         let readings: HashMap<(&str, &str), &crate::sample::JobReading> =
@@ -235,8 +240,19 @@ impl Jobs {
         }
         let sums: HashMap<String, f64> = sums.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
         for ((node, id), job) in &mut self.jobs {
-            if running(node, id) {
-                job.crowd = sums.get(node.as_str()).copied().unwrap_or(1.0).max(1.0);
+            let crowd = sums.get(node.as_str()).copied().unwrap_or(1.0).max(1.0);
+            if batch.all_jobs || readings.contains_key(&(node.as_str(), id.as_str())) {
+                if running(node, id) {
+                    job.crowd = crowd;
+                }
+            } else {
+                // Bounded: many final samples before its next reading merge into the last
+                // crowd, the larger (a job billed less, never a node billed twice).
+                let full = job.crowds.len() >= MAX_CROWDS;
+                match job.crowds.last_mut() {
+                    Some(last) if full => *last = (batch.time, last.1.max(crowd)),
+                    _ => job.crowds.push((batch.time, crowd)),
+                }
             }
         }
     }

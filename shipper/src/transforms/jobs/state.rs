@@ -83,6 +83,9 @@ pub(super) struct Job {
     /// What its node's jobs' shares add up to, where above 1: its share is divided by it, so
     /// that the node is billed once ([`super::Jobs`]'s `weigh`).
     pub crowd: f64,
+    /// Crowds it ran in before its next reading, each up to when a final sample of another
+    /// job on its node changed it (that job is in them): its next count is split there.
+    pub crowds: Vec<(SystemTime, f64)>,
     /// Dollars of cost and waste already added to the cost metrics.
     pub reported: (f64, f64),
     findings: JobFindings,
@@ -134,6 +137,7 @@ impl Job {
             bill: Bill::default(),
             suspension: Suspension::default(),
             crowd: 1.0,
+            crowds: Vec::new(),
             reported: (0.0, 0.0),
             findings: JobFindings::default(),
             summarized: None,

@@ -381,3 +381,4 @@ fn a_job_that_holds_a_141_gb_gpu_for_hours_and_peaks_at_2_gb_is_a_finding_and_it
 }
 
 mod cost;
+mod cost_edges;

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use slurm_cw_catalog::records as r;
 use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::slurm::node::NodeSize;
+use std::time::SystemTime;
 
 impl Job {
     /// Counts its cost up to when it was last seen, where the node's price and size are known.
@@ -23,9 +24,22 @@ impl Job {
         let latest = self.bill.rate.map_or(Resource::Cpu, |r| r.dominant);
         let share = self.share_as(None, &size, suspended).or_else(|| suspended.then_some((0.0, latest)));
         let Some((share, dominant)) = share else { return };
-        let share = share / self.crowd.max(1.0);
-        let added = self.bill.accrue(cost::Rate { price, share, dominant }, self.start(), self.last_seen);
-        self.suspension.billed(added, dominant, suspended);
+        // The crowds it ran in up to its last reading, each to its end, then the latest.
+        let seen = self.last_seen;
+        let counted = self.bill.until;
+        let mut spans: Vec<(SystemTime, f64)> = self
+            .crowds
+            .iter()
+            .copied()
+            .filter(|(to, _)| *to < seen && counted.is_none_or(|u| *to > u))
+            .collect();
+        self.crowds.retain(|(to, _)| *to > seen);
+        spans.push((seen, self.crowd));
+        for (to, crowd) in spans {
+            let rate = cost::Rate { price, share: share / crowd.max(1.0), dominant };
+            let added = self.bill.accrue(rate, self.start(), to);
+            self.suspension.billed(added, dominant, suspended);
+        }
     }
 
     /// Its share of a node of `size` before any crowding, with `reading` taken in when given:

@@ -7,7 +7,7 @@ use slurm_cw_formats::slurm::node::NodeSize;
 
 /// One collection of job 5 on n1 at `at` s, holding `cpus` cores (and its GPUs' worth
 /// `billed`), started at `started` as far as Slurm has said.
-fn job_5(jobs: &mut Jobs, at: u64, started: Option<SystemTime>, cpus: f64, billed: Option<f64>) {
+pub(super) fn job_5(jobs: &mut Jobs, at: u64, started: Option<SystemTime>, cpus: f64, billed: Option<f64>) {
     let mut b = Batch::new(t(at));
     b.all_jobs = true;
     let mut r = reading("5", "n1", vec![(&CPUS_ALLOCATED, cpus)]);
@@ -369,76 +369,4 @@ fn a_price_known_only_while_the_job_is_suspended_bills_the_time_before_as_runnin
     let s = recs.iter().find(|v| v["Type"] == "job_summary").unwrap();
     let got = (s["CostUsd"].as_f64(), s["WasteUsd"].as_f64(), s["SuspendedSeconds"].as_f64());
     assert_eq!(got, (Some(17.5), Some(7.5), Some(9000.0)), "{s}");
-}
-
-#[test]
-fn where_slurm_schedules_no_memory_the_cgroups_limit_of_the_whole_node_sets_no_share() {
-    // CR_Core with ConstrainRAMSpace: Slurm gives the job 4 of 96 cores and no memory, and its
-    // cgroup's limit is all of the node's memory. It pays 4/96 of $32 an hour, not all of it.
-    let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 0.0 };
-    let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
-    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
-    for at in [0, 3600] {
-        let mut b = Batch::new(t(at));
-        b.all_jobs = true;
-        let mut r = reading("9", "n1", vec![(&CPUS_ALLOCATED, 4.0), (&MEMORY_LIMIT, 1.05e12)]);
-        r.held = Held { started: Some(t(0)), cpus: Some(4.0), memory_bytes: None };
-        b.jobs.push(r);
-        jobs.observe(&b);
-    }
-    let recs: Vec<Value> = jobs.flush(t(3601)).iter().map(parse).collect();
-    let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
-    assert_eq!(sample["Share"].as_f64(), Some(0.0416667), "{sample}");
-    assert_eq!(sample["CostUsd"].as_f64(), Some(1.33333), "$32 x 4/96 for an hour: {sample}");
-    // Where Slurm said nothing of the job at all, the cgroup's limit still stands in.
-    let mut jobs = Jobs::new(
-        Thresholds::default(),
-        Some(Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)])),
-    );
-    for at in [0, 3600] {
-        let mut b = Batch::new(t(at));
-        b.all_jobs = true;
-        b.jobs.push(reading("9", "n1", vec![(&CPUS_ALLOCATED, 4.0), (&MEMORY_LIMIT, 2.5e11)]));
-        jobs.observe(&b);
-    }
-    let recs: Vec<Value> = jobs.flush(t(3601)).iter().map(parse).collect();
-    let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
-    assert_eq!(sample["Share"].as_f64(), Some(0.25), "its cgroup's quarter of the memory: {sample}");
-}
-
-#[test]
-fn a_final_sample_moves_the_restart_mark_no_further_than_the_last_collection() {
-    // Jobs 5 and 6 read at 30 s; job 6's TaskEpilog sample at 55 s. Job 5 is counted to 30 s
-    // only: a daemon restarted from 55 s would never count job 5's 30 to 55.
-    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
-    let prices = Prices::fixed(Price { hourly: 10.0, basis: Basis::Configured }, &[("n1", size)]);
-    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
-    let mut b = Batch::new(t(30));
-    b.all_jobs = true;
-    for id in ["5", "6"] {
-        let mut r = reading(id, "n1", vec![(&CPUS_ALLOCATED, 2.0)]);
-        r.held = Held { started: Some(t(0)), cpus: Some(2.0), memory_bytes: None };
-        b.jobs.push(r);
-    }
-    jobs.observe(&b);
-    let mut last = Batch::new(t(55));
-    let mut r = reading("6", "n1", vec![(&CPUS_ALLOCATED, 2.0)]);
-    r.held = Held { started: Some(t(0)), cpus: Some(2.0), memory_bytes: None };
-    last.jobs.push(r);
-    jobs.observe(&last);
-    assert_eq!(jobs.counted_to(), Some(t(30)));
-}
-
-#[test]
-fn a_job_of_thousands_of_dollars_keeps_its_cents_in_its_records() {
-    // The whole node at $1,234.49 an hour, for an hour: $1,234.49, not $1,234.
-    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
-    let prices = Prices::fixed(Price { hourly: 1234.49, basis: Basis::Configured }, &[("n1", size)]);
-    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
-    for at in [0, 3600] {
-        job_5(&mut jobs, at, Some(t(0)), 4.0, None);
-    }
-    let recs: Vec<Value> = jobs.flush(t(3601)).iter().map(parse).collect();
-    assert_eq!(recs[0]["CostUsd"].as_f64(), Some(1234.49), "{:?}", recs[0]);
-    assert_eq!(recs[0]["HourlyPrice"].as_f64(), Some(1234.49));
 }
