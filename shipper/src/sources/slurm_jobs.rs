@@ -247,6 +247,33 @@ impl SlurmJobs {
         }
     }
 
+    /// Asks Slurm again about jobs whose cgroup directory is another since the last collection
+    /// (requeued, and started again here before a collection saw them gone), and waits at most
+    /// [`WAIT`] for the answers: their new run's start, which names the run in the records.
+    /// What Slurm said before stands until it answers.
+    pub fn renew(this: &Shared, ids: &[String]) {
+        if ids.is_empty() {
+            return;
+        }
+        let deadline = Instant::now() + WAIT;
+        let mut s = this.borrow_mut();
+        if s.missing || s.worker.is_none() {
+            return;
+        }
+        let now = Instant::now();
+        for id in ids {
+            if !s.asked.contains(id) {
+                s.ask(id, now);
+            }
+        }
+        while ids.iter().any(|k| s.asked.contains(k)) && !s.missing {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !s.take_answers(Some(left)) {
+                break;
+            }
+        }
+    }
+
     fn ask(&mut self, key: &str, now: Instant) {
         if self.worker.as_ref().is_some_and(|w| w.ask(key)) {
             self.asked.insert(key.to_owned());

@@ -142,6 +142,7 @@ impl Jobs {
             self.counted_to = self.counted_to.max(Some(at));
         }
         let mut out = Vec::with_capacity(batch.jobs.len());
+        let mut ended_runs = Vec::new();
         for reading in &batch.jobs {
             let info = &reading.info;
             let key = (info.node.clone(), info.id.clone());
@@ -149,6 +150,13 @@ impl Jobs {
             // have started after it, and that second is this daemon's to count.
             let mark = self.since - std::time::Duration::from_secs(1);
             let job = match self.jobs.entry(key) {
+                // Requeued and started again here between collections: its last run ends where
+                // it was last seen, the new one is a job of its own.
+                Entry::Occupied(mut known) if known.get().new_run(reading) => {
+                    let new = Job::new(info.clone(), at).marked(mark);
+                    ended_runs.push(std::mem::replace(known.get_mut(), new));
+                    known.into_mut()
+                }
                 Entry::Occupied(known) => known.into_mut(),
                 Entry::Vacant(new) => {
                     // A job back after a collection without it: where its count stood.
@@ -158,6 +166,13 @@ impl Jobs {
             };
             job.info.clone_from(info);
             job.last_seen = at;
+        }
+        for mut run in ended_runs {
+            if run.summarized != Some(run.last_seen) {
+                Self::account_for(&mut run, self.prices.as_ref(), &mut self.spent);
+                let record = run.summary(endings::CGROUP_GONE);
+                self.push(record, run.last_seen);
+            }
         }
         self.weigh(batch);
         for reading in &batch.jobs {

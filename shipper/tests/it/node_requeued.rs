@@ -80,3 +80,40 @@ fn under_a_node_name_slurm_never_gave_no_job_is_left_out() {
         asked(&bin) >= 3
     });
 }
+
+/// Requeued and started again here between two collections: another cgroup directory under the
+/// same path, where no collection saw the job gone. Slurm is asked about it again at the next
+/// collection, which reads the new run's start (the start names the run in the records, and
+/// the job table ends the last run there); before, what Slurm said of the first run stood
+/// until it was asked about every job again, an hour later.
+#[test]
+fn a_job_whose_cgroup_directory_is_another_is_asked_about_again() {
+    let started = |t: u64| {
+        format!(
+            r#"{{"jobs": [{{"job_id": 1001, "account": "physics", "partition": "batch", "job_state": ["RUNNING"], "nodes": "n1", "start_time": {{"set": true, "infinite": false, "number": {t}}}}}], "errors": []}}"#
+        )
+    };
+    let (tmp, bin, mut c, slurm) = node(&started(1_000));
+    let hour = Duration::from_secs(3600);
+    SlurmJobs::with_pace(slurm, Pace { doubtful: hour, all: hour, unlisted_for: hour, retry: hour });
+    let start = |c: &mut NodeCollector| {
+        let mut b = Batch::new(SystemTime::now());
+        c.collect_jobs(None, &mut b, &mut Errors::new());
+        b.jobs.first().and_then(|j| j.held.started)
+    };
+    let at = |s: u64| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+    assert_eq!(start(&mut c), at(1_000));
+    let before = asked(&bin);
+    scripted_scontrol(&bin, &started(2_000));
+    assert_eq!(start(&mut c), at(1_000), "the same directory: not asked again");
+    assert_eq!(asked(&bin), before);
+    // Its directory is another one now, as Slurm makes it for the job's next run.
+    let job = tmp.path().join("cg/system.slice/slurmstepd.scope/job_1001");
+    let next = tmp.path().join("cg/system.slice/slurmstepd.scope/next");
+    copy_tree(&job, &next);
+    std::fs::remove_dir_all(&job).unwrap();
+    std::fs::rename(&next, &job).unwrap();
+    start(&mut c);
+    assert_eq!(start(&mut c), at(2_000), "the new run's start");
+    assert_eq!(asked(&bin), before + 1, "asked once more");
+}

@@ -32,6 +32,7 @@ impl NodeCollector {
             keys.extend(table.unresolved().map(str::to_owned));
             let doubtful = self.doubtful(&table, slurm);
             SlurmJobs::refresh(slurm, &keys, &doubtful);
+            SlurmJobs::renew(slurm, &std::mem::take(&mut self.renewed));
             table.resolve(&layout, &job_id);
             let s = slurm.borrow();
             for sluid in table.unresolved().filter(|u| s.ended(u).is_some()) {

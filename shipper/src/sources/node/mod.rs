@@ -118,6 +118,8 @@ pub struct NodeCollector {
     buf: String,
     bytes: Vec<u8>,
     logged: LogOnce,
+    /// Jobs whose cgroup directory was another at the last collection: Slurm is asked again.
+    renewed: Vec<String>,
     /// When each job's last final sample was taken (at most one a second).
     final_at: HashMap<String, Instant>,
     /// Jobs whose cgroup subtree was past the walk's bounds since the last collection.
@@ -160,6 +162,7 @@ impl NodeCollector {
             buf: String::with_capacity(8192),
             bytes: Vec::with_capacity(4096),
             logged: LogOnce::default(),
+            renewed: Vec::new(),
             final_at: HashMap::new(),
             walks_cut: 0,
             procs_bounded: 0,

@@ -25,6 +25,13 @@ impl NodeCollector {
         if let Some(j) = entry.as_deref_mut()
             && j.dir_id != top.map(|t| t.0)
         {
+            // Another directory, not the same one changed: the job was requeued and started
+            // again here between two collections. Slurm is asked for its new start at the next.
+            if let (Some((old, ..)), Some(((new, ..), _))) = (j.dir_id, top)
+                && old != new
+            {
+                self.renewed.push(job.id.clone());
+            }
             j.files.clear();
             j.tree = subtree::Subtree::default();
             j.dir_id = top.map(|t| t.0);

@@ -294,6 +294,13 @@ impl Job {
         start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
     }
 
+    /// Whether `reading` is of a later run of the job than the one counted here: Slurm gives a
+    /// later start than it gave before (the job requeued, and started again here before a
+    /// collection saw its cgroup gone). Slurm's start names a run in the records' ids.
+    pub fn new_run(&self, reading: &JobReading) -> bool {
+        matches!((self.started, reading.held.started), (Some(was), Some(now)) if now > was)
+    }
+
     /// When it started, as Slurm says; a controller's clock ahead of this node's cannot start
     /// it after it was seen.
     pub fn start(&self) -> SystemTime {

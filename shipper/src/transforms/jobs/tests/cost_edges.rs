@@ -116,3 +116,28 @@ fn a_job_seen_only_by_its_final_sample_crowds_the_others_for_the_time_it_ran() {
     let spent: f64 = jobs.take_spent().values().map(|s| s.0).sum();
     assert!((spent - 28.35 * per_second).abs() < 1e-9, "{spent}: at most the node's 30 s");
 }
+
+#[test]
+fn a_job_requeued_here_between_collections_ends_its_run_and_starts_another() {
+    // The whole node at $36 an hour: the job read at 0 and 30 s, started at 0; then at 60 s with
+    // Slurm's start 50 s (requeued and started again here; no collection saw it gone). Its
+    // first run ends at its last reading ($0.30 for 30 s) with its own summary; the second is
+    // counted from its own start ($0.10 for 10 s), not merged into the first.
+    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 36.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    jobs.since = t(0);
+    for at in [0, 30] {
+        job_5(&mut jobs, at, Some(t(0)), 4.0, None);
+    }
+    job_5(&mut jobs, 60, Some(t(50)), 4.0, None);
+    let recs: Vec<Value> = jobs.flush(t(61)).iter().map(parse).collect();
+    let summary = recs.iter().find(|v| v["Type"] == "job_summary").expect("the first run's summary");
+    assert_eq!(summary["CostUsd"].as_f64(), Some(0.3), "{summary}");
+    assert_eq!(summary["SlurmStart"], format_timestamp(t(0)));
+    let sample = recs.iter().find(|v| v["Type"] == "job_sample").expect("the second run's sample");
+    assert_eq!(sample["CostUsd"].as_f64(), Some(0.1), "{sample}");
+    assert_eq!(sample["SlurmStart"], format_timestamp(t(50)));
+    let spent: f64 = jobs.take_spent().values().map(|s| s.0).sum();
+    assert!((spent - 0.4).abs() < 1e-9, "{spent}: 40 s of the node, not 60");
+}
