@@ -193,7 +193,10 @@ impl<T: Item + Named> Intake<T> {
             }
             Err(e) => {
                 let dir = s.dir().display().to_string();
+                let evicted = s.take_unreported();
                 drop(s);
+                // Room was made before the write failed: those items are gone all the same.
+                self.stats.count_drop(DropReason::SpoolFull, evicted);
                 self.trouble.set(
                     "cannot write the spool; keeping data in memory until it can (see delivery.max_backlog)",
                     format!("{dir}: {e}"),

@@ -74,6 +74,14 @@ pub struct Spool<T> {
     /// from here instead of reading back and decoding what was just encoded.
     fresh: Option<(String, String, Vec<T>)>,
     encoder: spool::Encoder,
+    /// The file read for a send not yet done (removed or rewritten after it): room is never
+    /// made by deleting it, or its items would count as dropped and then be sent, or be
+    /// written back and deleted and counted again.
+    sending: Option<String>,
+    /// Items deleted to make room for a write that then failed: counted with the next report.
+    unreported: u64,
+    #[cfg(test)]
+    fail_writes: bool,
 }
 
 fn is_spool_file(name: &str) -> bool {
@@ -96,7 +104,12 @@ impl<T: Item> Spool<T> {
             if is_spool_file(&name) {
                 let len = e.metadata().map(|m| m.len()).unwrap_or(0);
                 files.insert(name, len);
-            } else if name.ends_with(TMP_SUFFIX) {
+            } else if let Some(base) = name.strip_suffix(TMP_SUFFIX) {
+                // A rewrite that never finished: the file it was to replace is still whole.
+                if dir.join(base).exists() {
+                    let _ = std::fs::remove_file(e.path());
+                    continue;
+                }
                 // A write that never finished: the batch being written when the process died.
                 if let Ok(bytes) = std::fs::read(e.path()) {
                     dropped.corrupt_datums += spool::header_count(&bytes).unwrap_or(0) as u64;
@@ -115,6 +128,10 @@ impl<T: Item> Spool<T> {
                 seq,
                 fresh: None,
                 encoder: spool::Encoder::default(),
+                sending: None,
+                unreported: 0,
+                #[cfg(test)]
+                fail_writes: false,
             },
             dropped,
         ))
@@ -147,9 +164,13 @@ impl<T: Item> Spool<T> {
                 "batch larger than spool.max_bytes",
             ));
         }
-        let mut dropped = Dropped::default();
-        while !self.files.is_empty() && self.bytes() + bytes.len() as u64 > self.max_bytes {
-            let Some((oldest, _)) = self.files.pop_first() else { break };
+        let mut dropped = Dropped { full: std::mem::take(&mut self.unreported), ..Dropped::default() };
+        while self.bytes() + bytes.len() as u64 > self.max_bytes {
+            let sending = self.sending.as_deref();
+            let Some(oldest) = self.files.keys().find(|n| Some(n.as_str()) != sending).cloned() else {
+                break;
+            };
+            self.files.remove(&oldest);
             let path = self.dir.join(&oldest);
             if let Ok(old) = std::fs::read(&path) {
                 dropped.full += spool::header_count(&old).unwrap_or(0) as u64;
@@ -160,7 +181,10 @@ impl<T: Item> Spool<T> {
             SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
         self.seq += 1;
         let name = format!("{millis:020}-{:08}{SUFFIX}", self.seq % 100_000_000);
-        self.write_atomically(&name, &bytes, false)?;
+        if let Err(e) = self.write_atomically(&name, &bytes, false) {
+            self.unreported = dropped.full;
+            return Err(e);
+        }
         self.files.insert(name.clone(), bytes.len() as u64);
         self.fresh = None;
         Ok((name, dropped))
@@ -186,8 +210,17 @@ impl<T: Item> Spool<T> {
         self.take_fresh(name);
     }
 
+    /// Items deleted to make room for a write that failed, not reported yet: taken.
+    pub fn take_unreported(&mut self) -> u64 {
+        std::mem::take(&mut self.unreported)
+    }
+
     /// Writes `name` whole or not at all; `durable`: synced to the disk, file and directory.
     fn write_atomically(&self, name: &str, bytes: &[u8], durable: bool) -> std::io::Result<()> {
+        #[cfg(test)]
+        if self.fail_writes {
+            return Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "a full disk (test)"));
+        }
         let tmp = self.dir.join(format!("{name}{TMP_SUFFIX}"));
         let result = (|| {
             let mut f = std::fs::File::create(&tmp)?;
@@ -228,6 +261,7 @@ impl<T: Item> Spool<T> {
         }
         self.files.remove(name);
         self.forget_fresh(name);
+        self.sent(name);
         count
     }
 
@@ -239,6 +273,7 @@ impl<T: Item> Spool<T> {
     /// Reads a file; see [`ReadError`] for what happens to one that cannot be read back.
     pub fn read(&mut self, name: &str) -> Result<Entry<T>, ReadError> {
         if let Some((label, items)) = self.take_fresh(name) {
+            self.sending = Some(name.to_owned());
             return Ok(Entry { label, items, skipped: 0 });
         }
         let path = self.dir.join(name);
@@ -259,7 +294,10 @@ impl<T: Item> Spool<T> {
             }
         };
         match spool::decode(&bytes) {
-            Ok(b) => Ok(Entry { label: b.label, items: b.items, skipped: b.skipped }),
+            Ok(b) => {
+                self.sending = Some(name.to_owned());
+                Ok(Entry { label: b.label, items: b.items, skipped: b.skipped })
+            }
             Err(e) => {
                 let named = spool::header_count(&bytes).unwrap_or(0) as u64;
                 self.remove(name);
@@ -272,6 +310,7 @@ impl<T: Item> Spool<T> {
     /// it, synced: it may wait out an outage.
     pub fn rewrite(&mut self, name: &str, label: &str, items: &[T]) -> std::io::Result<()> {
         self.forget_fresh(name);
+        self.sent(name);
         let bytes = self.encoder.encode(label, items);
         self.write_atomically(name, &bytes, true)?;
         self.files.insert(name.to_owned(), bytes.len() as u64);
@@ -281,8 +320,18 @@ impl<T: Item> Spool<T> {
     /// Deletes a delivered (or unreadable) file.
     pub fn remove(&mut self, name: &str) {
         self.forget_fresh(name);
+        self.sent(name);
         self.files.remove(name);
         let _ = std::fs::remove_file(self.dir.join(name));
+    }
+}
+
+impl<T> Spool<T> {
+    /// The send of `name` is done: it may make room again.
+    fn sent(&mut self, name: &str) {
+        if self.sending.as_deref() == Some(name) {
+            self.sending = None;
+        }
     }
 }
 

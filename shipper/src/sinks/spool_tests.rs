@@ -151,3 +151,57 @@ fn rewrite_keeps_what_is_left() {
     s.rewrite(&a, "Slurm", &batch(3, "a")).unwrap();
     assert_eq!(s.read(&a).unwrap().items.len(), 3);
 }
+
+#[test]
+fn the_file_being_sent_is_never_deleted_to_make_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let one =
+        Spool::open(dir.path(), 1 << 20).unwrap().0.encoder.encode("Slurm", &batch(3, "a")).len() as u64;
+    let (mut s, _) = Spool::open(dir.path(), 2 * one + one / 2).unwrap();
+    let (a, _) = s.push("Slurm", &batch(3, "a")).unwrap();
+    let (b, _) = s.push("Slurm", &batch(3, "b")).unwrap();
+    // The sender reads the oldest and waits on an outage; a flush needs room meanwhile.
+    assert_eq!(s.read(&a).unwrap().items.len(), 3);
+    let (c, dropped) = s.push("Slurm", &batch(3, "c")).unwrap();
+    assert_eq!(dropped.full, 3, "b's items, not a's");
+    assert_eq!(s.oldest(), Some(a.clone()));
+    assert!(!dir.path().join(&b).exists());
+    // The send fails: a is written back, whole, and counted nowhere as dropped.
+    s.rewrite(&a, "Slurm", &batch(3, "a")).unwrap();
+    assert_eq!(s.read(&a).unwrap().items, batch(3, "a"));
+    s.remove(&a);
+    // Done sending: the oldest makes room again.
+    let (_, dropped) = s.push("Slurm", &batch(3, "d")).unwrap();
+    assert_eq!(dropped.full, 0);
+    let (_, dropped) = s.push("Slurm", &batch(3, "e")).unwrap();
+    assert_eq!(dropped.full, 3, "c's");
+    assert!(!dir.path().join(&c).exists());
+}
+
+#[test]
+fn items_deleted_for_a_write_that_failed_are_counted_all_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let one =
+        Spool::open(dir.path(), 1 << 20).unwrap().0.encoder.encode("Slurm", &batch(3, "a")).len() as u64;
+    let (mut s, _) = Spool::open(dir.path(), one + one / 2).unwrap();
+    s.push("Slurm", &batch(3, "a")).unwrap();
+    s.fail_writes = true;
+    assert!(s.push("Slurm", &batch(3, "b")).is_err());
+    assert_eq!(s.files(), 0, "a was deleted to make room");
+    assert_eq!(s.take_unreported(), 3, "and its items are reported");
+    assert_eq!(s.take_unreported(), 0, "once");
+}
+
+#[test]
+fn a_rewrite_cut_short_by_a_crash_is_no_corrupt_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut s, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+    let (a, _) = s.push("Slurm", &batch(3, "a")).unwrap();
+    drop(s);
+    // The process died while rewriting a: its temporary file, torn, beside a whole a.
+    std::fs::write(dir.path().join(format!("{a}{TMP_SUFFIX}")), b"torn").unwrap();
+    let (mut s, dropped) = Spool::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(dropped, Dropped::default());
+    assert_eq!(s.read(&a).unwrap().items.len(), 3, "sent whole, as before the rewrite");
+    assert!(!dir.path().join(format!("{a}{TMP_SUFFIX}")).exists());
+}
