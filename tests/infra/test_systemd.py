@@ -77,6 +77,8 @@ def test_exec_start(unit):
         ("RestartSec", "5s"),
         ("CPUQuota", "10%"),
         ("MemoryMax", "128M"),
+        # a Slurm command killed for memory in the unit must not stop the daemon
+        ("OOMPolicy", "continue"),
         ("TasksMax", "64"),
         ("Nice", "10"),
         ("TimeoutStopSec", "30"),
