@@ -22,7 +22,7 @@ use crate::sample::{Batch, Dims};
 use command::{CommandError, Output, SlurmCommands};
 use config::HeadConfig;
 use fallback::{Format, PartFormat, run_part};
-use slurm_cw_catalog::metrics::{SLURMCTLD_RESPONSE_TIME, SLURMCTLD_UP};
+use slurm_cw_catalog::metrics::{NODES_DOWN_UNPLANNED, SLURMCTLD_RESPONSE_TIME, SLURMCTLD_UP};
 use slurm_cw_formats::log_once::LogOnce;
 use std::collections::HashMap;
 
@@ -142,6 +142,9 @@ impl HeadCollector {
                 {
                     tracing::info!(example = %first, "endpoint counts wrapped at 65,536; corrected");
                 }
+                if fixes.down_guessed {
+                    self.down_from_sinfo(out, errors).await;
+                }
                 let sched = f.scheduler.as_ref().is_some_and(|e| openmetrics_sched::emit(e, out) > 0);
                 (true, sched)
             }
@@ -149,6 +152,31 @@ impl HeadCollector {
                 self.note_error("openmetrics", errors, format!("{e}; node figures from sinfo"));
                 (false, false)
             }
+        }
+    }
+
+    /// `NodesDownUnplanned` from sinfo's down nodes, where the endpoint's counts leave it a guess
+    /// (see [`openmetrics_map::Corrections::down_guessed`]): whether a powered-down or drained
+    /// count is on a down node decides whether the nodes-down alarm pages. One sinfo of the down
+    /// nodes alone, only while some node is down; where it fails, the guess stands.
+    async fn down_from_sinfo(&mut self, out: &mut Batch, errors: &mut Errors) {
+        let mut args = sinfo::ARGS.to_vec();
+        args.push("--states=down");
+        let rows = match self.cmds.run("sinfo", &args).await {
+            Ok(o) => sinfo::parse_text(&o.stdout).0,
+            Err(e) => {
+                return self.note_error(
+                    "sinfo",
+                    errors,
+                    format!("{e}; nodes down from the endpoint's counts"),
+                );
+            }
+        };
+        let unplanned = sinfo::down_unplanned(&rows);
+        let cluster =
+            out.samples.iter_mut().find(|s| s.metric.name == NODES_DOWN_UNPLANNED.name && s.dims.is_empty());
+        if let Some(s) = cluster {
+            s.value = crate::sample::Observed::Scalar(unplanned as f64);
         }
     }
 

@@ -43,10 +43,14 @@ pub struct Options {
     pub gpus: bool,
 }
 
-/// What was corrected, for the log.
+/// What was corrected, for the log, and what the counts cannot tell.
 #[derive(Debug, Default, PartialEq)]
 pub struct Corrections {
     pub wrapped: Vec<String>,
+    /// Down nodes beside counts of flags that make a node planned or drained (powered_down,
+    /// maint, drain, fail): whether those are on the down nodes or on others the counts do
+    /// not say, so `NodesDownUnplanned` is a guess; the caller asks sinfo for the down nodes.
+    pub down_guessed: bool,
 }
 
 /// Counts of a set's nodes by the endpoint's series suffixes, normalised to the cluster's names.
@@ -194,6 +198,9 @@ pub fn emit(nodes: &Exposition, partitions: &Exposition, opts: &Options, out: &m
 
     let (states, planned) = node_states_and_planned(&cluster.counts);
     emit_set(&cluster, &states, per_node_cpus, opts, &Dims::new(), out);
+    let c = &cluster.counts;
+    fixes.down_guessed = c.get("down") > 0
+        && ["powered_down", "maint", "drained", "drain", "fail", "planned"].iter().any(|f| c.get(f) > 0);
     let down = states.get("down").copied().unwrap_or(0);
     out.push(&NODES_DOWN_UNPLANNED, Dims::new(), (down - planned) as f64);
     if opts.per_partition {

@@ -183,3 +183,55 @@ async fn a_primary_that_does_not_answer_leaves_the_backups_to() {
     let f = ep.fetch(&cmds, false).await.unwrap();
     assert_eq!((f.nodes.value("slurm_nodes"), ep.answering_role().as_str()), (Some(0.0), "primary"));
 }
+
+/// A head collector on `url`, its Slurm commands in `bin` (where sinfo prints `down_rows` for
+/// the down nodes): the cluster's `NodesDownUnplanned` of one collection.
+async fn down_unplanned(url: Url, bin: &std::path::Path, down_rows: &str) -> Option<f64> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(bin.join("down"), down_rows).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$*\" >> {0}/calls\ncase \"$*\" in *--states=down*) cat {0}/down ;; *) exit 1 ;; esac\n",
+        bin.display()
+    );
+    std::fs::write(bin.join("sinfo"), script).unwrap();
+    std::fs::set_permissions(bin.join("sinfo"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let resolved = Resolved {
+        url: Ok(url),
+        backups: Vec::new(),
+        from: "test".into(),
+        metrics_on: Some(true),
+        gpus_tracked: true,
+        gpus_configured: false,
+    };
+    let ep = Endpoint::new(HeadSource::Openmetrics, resolved, TokenFrom::Nowhere, Duration::from_secs(60));
+    let cmds = SlurmCommands::new(Some(bin.to_owned()), Duration::from_secs(5));
+    let mut head =
+        super::super::HeadCollector::new(cmds, crate::settings::Settings::default().head).with_endpoint(ep);
+    let mut b = crate::sample::Batch::new(std::time::SystemTime::UNIX_EPOCH);
+    crate::sources::Collector::collect(&mut head, &mut b, &mut crate::sources::Errors::new()).await;
+    b.value(&slurm_cw_catalog::metrics::NODES_DOWN_UNPLANNED, &[])
+}
+
+#[tokio::test]
+async fn down_nodes_the_counts_leave_a_guess_are_asked_of_sinfo() {
+    // ParallelCluster: an idle node up, and a failed launch (`down~`): the counts say idle 1,
+    // down 1, powered_down 1, which fit `idle~` beside a real `down` too. sinfo of the down
+    // nodes tells: planned, no page.
+    let nodes = "slurm_node_cpus{node=\"q-1\"} 2\nslurm_node_cpus{node=\"q-2\"} 2\nslurm_nodes 2\n\
+                 slurm_nodes_idle 1\nslurm_nodes_down 1\nslurm_nodes_powered_down 1\nslurm_nodes_cloud 2\n";
+    let url = serving(nodes.to_owned(), String::new());
+    let bin = tempfile::tempdir().unwrap();
+    let failed_launch = "q-2|q*|down+cloud+powered_down|0/0/2/2|2000|0|(null)|(null)|\n";
+    assert_eq!(down_unplanned(url.clone(), bin.path(), failed_launch).await, Some(0.0));
+    // The same counts with the node truly down (and an idle one powered down): it pages.
+    let down = "q-2|q*|down+cloud|0/0/2/2|2000|0|(null)|(null)|\n";
+    assert_eq!(down_unplanned(url, bin.path(), down).await, Some(1.0));
+    // No node down: nothing to ask.
+    let calls = std::fs::read_to_string(bin.path().join("calls")).unwrap_or_default();
+    assert_eq!(calls.lines().filter(|l| l.contains("--states=down")).count(), 2);
+    let quiet =
+        "slurm_node_cpus{node=\"q-1\"} 2\nslurm_nodes 1\nslurm_nodes_idle 1\nslurm_nodes_powered_down 1\n";
+    assert_eq!(down_unplanned(serving(quiet.to_owned(), String::new()), bin.path(), "").await, Some(0.0));
+    let calls = std::fs::read_to_string(bin.path().join("calls")).unwrap_or_default();
+    assert_eq!(calls.lines().filter(|l| l.contains("--states=down")).count(), 2, "not asked again");
+}

@@ -30,14 +30,27 @@ fn add_all<const N: usize>(sums: &mut [u64; N], values: [u64; N]) {
     }
 }
 
+/// Down, not in maintenance and not a powered-down cloud node (a failed launch): what the
+/// nodes-down alarm watches.
+fn is_down_unplanned(r: &NodeRow) -> bool {
+    let planned = r.state.flags.iter().any(|f| matches!(*f, "maintenance" | "powered_down"));
+    r.state.primary == "down" && !planned
+}
+
+/// The nodes of `rows` down and not planned, each once.
+pub fn down_unplanned(rows: &[NodeRow]) -> u64 {
+    let names: HashSet<&str> =
+        rows.iter().filter(|r| is_down_unplanned(r)).map(|r| r.name.as_str()).collect();
+    names.len() as u64
+}
+
 impl Summary {
     fn add(&mut self, r: &NodeRow) {
         *self.states.entry(r.state.primary).or_default() += 1;
         for f in &r.state.flags {
             *self.flags.entry(*f).or_default() += 1;
         }
-        let planned = r.state.flags.iter().any(|f| matches!(*f, "maintenance" | "powered_down"));
-        if r.state.primary == "down" && !planned {
+        if is_down_unplanned(r) {
             self.down_unplanned += 1;
         }
         add_all(&mut self.cpus, [r.cpus_total, r.cpus_alloc, r.cpus_idle, r.cpus_other]);
