@@ -344,13 +344,14 @@ impl slurm_cw_sink::send::Requests<Aggregate> for OtlpSink {
             outcome.requests += 1;
             match self.attempt(&body).await {
                 Ok(partial) => {
-                    if let Some((rejected, message)) = partial {
-                        // Which points it refused is not said: the request counts as sent.
-                        if self.logged.first(&message) {
-                            tracing::warn!(endpoint = %self.settings.endpoint, rejected, %message, "the OTLP receiver refused some points (logged once per message)");
-                        }
+                    let Some((rejected, message)) = partial else { return Ok(Vec::new()) };
+                    if self.logged.first(&message) {
+                        tracing::warn!(endpoint = %self.settings.endpoint, rejected, %message, "the OTLP receiver refused some points (logged once per message)");
                     }
-                    return Ok(Vec::new());
+                    // It says how many points it refused, not which: as many of the request's
+                    // (one point a datum) count as rejected, not as sent, and are not sent again.
+                    let n = usize::try_from(rejected.max(0)).unwrap_or(usize::MAX).min(chunk.len());
+                    return Ok((0..n).collect());
                 }
                 Err(Failure::Transient(msg)) if attempt < self.settings.backoff.max_retries => {
                     let delay = self.settings.backoff.delay(attempt, &mut self.rng);

@@ -180,6 +180,17 @@ pub async fn receiver(answer: impl Fn(&Captured, usize) -> u16 + Send + Sync + '
 pub async fn receiver_with(
     answer: impl Fn(&Captured, usize) -> (u16, Vec<(String, String)>) + Send + Sync + 'static,
 ) -> Receiver {
+    receiver_answering(move |c, n| {
+        let (status, headers) = answer(c, n);
+        (status, headers, Vec::new())
+    })
+    .await
+}
+
+/// [`receiver_with`] whose answers carry a body too (a protobuf partial success, say).
+pub async fn receiver_answering(
+    answer: impl Fn(&Captured, usize) -> (u16, Vec<(String, String)>, Vec<u8>) + Send + Sync + 'static,
+) -> Receiver {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
     let url = format!("http://{}/v1/metrics", listener.local_addr().expect("its address"));
     let requests = Arc::new(Mutex::new(Vec::new()));
@@ -197,10 +208,15 @@ pub async fn receiver_with(
                         all.push(captured.clone());
                         all.len() - 1
                     };
-                    let (status, headers) = answer(&captured, n);
+                    let (status, headers, body) = answer(&captured, n);
                     let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
-                    let reply = format!("HTTP/1.1 {status} Scripted\r\n{extra}content-length: 0\r\n\r\n");
-                    if stream.get_mut().write_all(reply.as_bytes()).await.is_err() {
+                    let head = format!(
+                        "HTTP/1.1 {status} Scripted\r\n{extra}content-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let mut reply = head.into_bytes();
+                    reply.extend_from_slice(&body);
+                    if stream.get_mut().write_all(&reply).await.is_err() {
                         return;
                     }
                 }

@@ -89,3 +89,24 @@ async fn a_refusal_for_good_keeps_the_datums_and_says_so() {
     assert_eq!((outcome.undelivered.len(), outcome.requests), (1, 1), "not retried");
     assert!(outcome.persistent);
 }
+
+#[tokio::test]
+async fn points_the_receiver_says_it_refused_are_counted_rejected_not_sent() {
+    // ExportMetricsServiceResponse{partial_success{rejected_data_points: 2, error_message}}: a
+    // 200 that refused 2 of the request's points (OTLP's answer for points a receiver will not
+    // take, too old say): they were counted as sent.
+    let message = b"2 points too old";
+    let mut inner = vec![0x08, 2, 0x12, message.len() as u8];
+    inner.extend_from_slice(message);
+    let mut body = vec![0x0a, inner.len() as u8];
+    body.extend_from_slice(&inner);
+    let receiver = common::receiver_answering(move |_, _| {
+        (200, vec![("content-type".into(), "application/x-protobuf".into())], body.clone())
+    })
+    .await;
+    let mut sink = OtlpSink::new(settings(&receiver.url, 3)).await.expect("builds");
+    let outcome = sink.put(datums(&["1", "2", "3", "4"])).await;
+    assert_eq!((outcome.sent, outcome.rejected.len()), (2, 2));
+    assert!(outcome.undelivered.is_empty(), "not sent again");
+    assert_eq!(outcome.requests, 1);
+}
