@@ -49,6 +49,9 @@ pub enum DropReason {
     NotListening,
     /// A spooled datum of a metric (or dimension) the running version does not have.
     UnknownMetric,
+    /// Held in memory (the spool could not take it) when the daemon stopped with its
+    /// destination failing, and the spool could not take it then either: lost, logged.
+    Stopped,
 }
 
 impl DropReason {
@@ -70,6 +73,7 @@ impl DropReason {
             DropReason::SetAside => "set_aside",
             DropReason::NotListening => "not_listening",
             DropReason::UnknownMetric => "unknown_metric",
+            DropReason::Stopped => "stopped",
         }
     }
 }

@@ -286,6 +286,36 @@ impl<D: Destination> Delivery<D> {
         }
     }
 
+    /// At a stop with the destination failing: what waits in memory (the spool could not take
+    /// it when it came) is written to the spool for the next start, where it takes it now. The
+    /// rest is lost: counted (`stopped`) and logged with its number, never silently. Returns it.
+    pub fn at_stop(&mut self) -> u64 {
+        let label = self.sink.label().to_owned();
+        let (mut kept, mut lost) = (0u64, 0u64);
+        while let Some(batch) = self.memory.pop_front() {
+            let written = self.spool.as_ref().and_then(|s| lock(s).push(&label, &batch).ok());
+            match written {
+                Some((_, dropped)) => {
+                    kept += batch.len() as u64;
+                    self.stats.count_drop(DropReason::SpoolFull, dropped.full);
+                }
+                None => lost += batch.len() as u64,
+            }
+        }
+        if kept > 0 {
+            tracing::info!(kept, "stopping: what was held in memory is in the spool for the next start");
+        }
+        if lost > 0 {
+            self.stats.count_drop(DropReason::Stopped, lost);
+            tracing::error!(
+                lost,
+                destination = label,
+                "stopping: datums held in memory (the spool could not take them) are lost"
+            );
+        }
+        lost
+    }
+
     /// Datums held in memory, and files in the spool.
     pub fn waiting(&self) -> (usize, usize) {
         let files = self.spool.as_ref().map_or(0, |s| lock(s).files());

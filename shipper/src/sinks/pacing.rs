@@ -55,7 +55,10 @@ pub async fn deliver_loop<D: Destination>(
                             tracing::warn!(error = %e, spooled_flushes = files, held_in_memory = held, "cannot deliver; will retry");
                         }
                         if !open {
-                            return None; // stopping: what is left stays in the spool
+                            // Stopping: what is left stays in the spool, and what waits in
+                            // memory goes there too where it can.
+                            delivery.at_stop();
+                            return None;
                         }
                         failures += 1;
                         let wait = pace.replay_gap.saturating_mul(1 << failures.min(16)).min(pace.max_backoff);
@@ -73,4 +76,78 @@ pub async fn deliver_loop<D: Destination>(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::{Aggregate, Summary};
+    use crate::sample::Dims;
+    use crate::sinks::delivery::{Checks, StatsHandle};
+    use crate::sinks::spool::Spool;
+    use slurm_cw_sink::outcome::Outcome;
+    use slurm_cw_sink::validate::DropReason;
+    use std::sync::{Arc, Mutex};
+    use std::time::SystemTime;
+
+    /// A destination that cannot be reached.
+    struct Down;
+
+    struct Any;
+
+    impl Checks<Aggregate> for Any {
+        fn retain_sendable(&mut self, _: &mut Vec<Aggregate>, _: &StatsHandle) {}
+    }
+
+    impl Destination for Down {
+        type Item = Aggregate;
+
+        fn label(&self) -> &str {
+            "Slurm/test"
+        }
+
+        fn checks(&self) -> Box<dyn Checks<Aggregate>> {
+            Box::new(Any)
+        }
+
+        async fn put_in(&mut self, _: &str, items: Vec<Aggregate>) -> Outcome<Aggregate> {
+            Outcome { undelivered: items, last_error: Some("unreachable".into()), ..Outcome::default() }
+        }
+    }
+
+    fn items(n: usize) -> Vec<Aggregate> {
+        let metric = &slurm_cw_catalog::metrics::SHIPPER_MEMORY_RSS;
+        let dims = Dims::new().with(slurm_cw_catalog::dims::CLUSTER_NAME, "c");
+        let value = Summary::Value { value: 1.0 };
+        (0..n)
+            .map(|_| Aggregate { metric, dims: dims.clone(), time: SystemTime::now(), value: value.clone() })
+            .collect()
+    }
+
+    /// Stops with `held` items in memory and the destination down; the drops counted.
+    async fn stop_holding(spool: Option<Arc<Mutex<Spool<Aggregate>>>>, held: usize) -> u64 {
+        let stats = StatsHandle::default();
+        let mut delivery = Delivery::new(Down, spool, 1000, stats.clone());
+        delivery.hold(items(held));
+        let (tx, rx) = mpsc::unbounded_channel();
+        drop(tx);
+        let pace = Pace { replay_gap: Duration::from_millis(1), max_backoff: Duration::from_millis(1) };
+        assert_eq!(deliver_loop(delivery, rx, pace).await, None);
+        stats.take().dropped.get(&DropReason::Stopped).copied().unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn what_memory_holds_at_a_stop_goes_to_the_spool_or_is_counted_lost() {
+        // Without a spool (or one that cannot take it): lost, and counted, not silently.
+        assert_eq!(stop_holding(None, 3).await, 3);
+        // A spool that takes it now: kept for the next start.
+        let dir = tempfile::tempdir().unwrap();
+        let (spool, _) = Spool::open(dir.path(), 1 << 20).unwrap();
+        let spool = Arc::new(Mutex::new(spool));
+        assert_eq!(stop_holding(Some(spool.clone()), 3).await, 0);
+        drop(spool);
+        let (mut reopened, _) = Spool::<Aggregate>::open(dir.path(), 1 << 20).unwrap();
+        let oldest = reopened.oldest().expect("a file for the next start");
+        assert_eq!(reopened.read(&oldest).unwrap().items.len(), 3);
+    }
 }
