@@ -291,20 +291,8 @@ impl<D: Destination> Delivery<D> {
     /// rest is lost: counted (`stopped`) and logged with its number, never silently. Returns it.
     pub fn at_stop(&mut self) -> u64 {
         let label = self.sink.label().to_owned();
-        let (mut kept, mut lost) = (0u64, 0u64);
-        while let Some(batch) = self.memory.pop_front() {
-            let written = self.spool.as_ref().and_then(|s| lock(s).push(&label, &batch).ok());
-            match written {
-                Some((_, dropped)) => {
-                    kept += batch.len() as u64;
-                    self.stats.count_drop(DropReason::SpoolFull, dropped.full);
-                }
-                None => lost += batch.len() as u64,
-            }
-        }
-        if kept > 0 {
-            tracing::info!(kept, "stopping: what was held in memory is in the spool for the next start");
-        }
+        self.spool_memory();
+        let lost: u64 = self.memory.drain(..).map(|b| b.len() as u64).sum();
         if lost > 0 {
             self.stats.count_drop(DropReason::Stopped, lost);
             tracing::error!(
@@ -314,6 +302,34 @@ impl<D: Destination> Delivery<D> {
             );
         }
         lost
+    }
+
+    /// What memory holds (what the spool could not take when it came), written to the spool
+    /// where it takes it now: at a stop, before the last sends, so that a stop cut short by its
+    /// grace loses none of it. What it cannot take stays in memory.
+    pub fn spool_memory(&mut self) {
+        let Some(spool) = &self.spool else { return };
+        let label = self.sink.label().to_owned();
+        let mut kept = 0;
+        let mut left = VecDeque::new();
+        let mut s = lock(spool);
+        while let Some(batch) = self.memory.pop_front() {
+            match s.push(&label, &batch) {
+                Ok((_, dropped)) => {
+                    kept += batch.len();
+                    self.stats.count_drop(DropReason::SpoolFull, dropped.full);
+                }
+                Err(_) => {
+                    self.stats.count_drop(DropReason::SpoolFull, s.take_unreported());
+                    left.push_back(batch);
+                }
+            }
+        }
+        drop(s);
+        self.memory = left;
+        if kept > 0 {
+            tracing::info!(kept, "stopping: what was held in memory is in the spool for the next start");
+        }
     }
 
     /// Datums held in memory, and files in the spool.

@@ -40,6 +40,8 @@ pub async fn deliver_loop<D: Destination>(
                 }
                 None => {
                     open = false;
+                    // Into the spool first: the last sends may outlast the stop's grace.
+                    delivery.spool_memory();
                     next = tokio::time::Instant::now();
                 }
             },

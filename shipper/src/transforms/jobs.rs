@@ -254,6 +254,19 @@ impl Jobs {
             }
         }
         let sums: HashMap<String, f64> = sums.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
+        // Where a final sample's job began: the others ran beside it from there only.
+        let began: HashMap<&str, SystemTime> = if batch.all_jobs {
+            HashMap::new()
+        } else {
+            let mut b: HashMap<&str, SystemTime> = HashMap::new();
+            for r in &batch.jobs {
+                // Slurm's start as this reading gives it (the job's own is taken in after).
+                let start = r.held.started.unwrap_or(batch.time);
+                let e = b.entry(r.info.node.as_str()).or_insert(start);
+                *e = (*e).min(start);
+            }
+            b
+        };
         for ((node, id), job) in &mut self.jobs {
             let crowd = sums.get(node.as_str()).copied().unwrap_or(1.0).max(1.0);
             if batch.all_jobs || readings.contains_key(&(node.as_str(), id.as_str())) {
@@ -261,8 +274,17 @@ impl Jobs {
                     job.crowd = crowd;
                 }
             } else {
-                // Bounded: many final samples before its next reading merge into the last
-                // crowd, the larger (a job billed less, never a node billed twice).
+                // Its crowd up to where the final sample's job began, then the larger one up to
+                // the sample. Bounded: many final samples before its next reading merge into the
+                // last crowd, the larger (a job billed less, never a node billed twice).
+                let after_last = |t: SystemTime| job.crowds.last().is_none_or(|l| l.0 < t);
+                if let Some(&from) = began.get(node.as_str())
+                    && from < batch.time
+                    && after_last(from)
+                    && job.crowds.len() + 1 < MAX_CROWDS
+                {
+                    job.crowds.push((from, job.crowd));
+                }
                 let full = job.crowds.len() >= MAX_CROWDS;
                 match job.crowds.last_mut() {
                     Some(last) if full => *last = (batch.time, last.1.max(crowd)),

@@ -29,6 +29,7 @@ impl NodeCollector {
             // again here between two collections. Slurm is asked for its new start at the next.
             if let (Some((old, ..)), Some(((new, ..), _))) = (j.dir_id, top)
                 && old != new
+                && self.slurm.is_some()
             {
                 self.renewed.push(job.id.clone());
             }

@@ -295,10 +295,13 @@ impl Job {
     }
 
     /// Whether `reading` is of a later run of the job than the one counted here: Slurm gives a
-    /// later start than it gave before (the job requeued, and started again here before a
-    /// collection saw its cgroup gone). Slurm's start names a run in the records' ids.
+    /// later start than it gave before, and after this node last saw the job (requeued, and
+    /// started again here before a collection saw its cgroup gone). Slurm's start names a run
+    /// in the records' ids. A start Slurm moves later within one run (a cloud node's power up:
+    /// "Resetting start time for node power up", while the job's cgroup already held its
+    /// prolog) is before the readings that followed it: the same run.
     pub fn new_run(&self, reading: &JobReading) -> bool {
-        matches!((self.started, reading.held.started), (Some(was), Some(now)) if now > was)
+        matches!((self.started, reading.held.started), (Some(was), Some(now)) if now > was && now > self.last_seen)
     }
 
     /// When it started, as Slurm says; a controller's clock ahead of this node's cannot start

@@ -83,9 +83,9 @@ fn a_job_of_thousands_of_dollars_keeps_its_cents_in_its_records() {
 fn a_job_seen_only_by_its_final_sample_crowds_the_others_for_the_time_it_ran() {
     // $32 an hour for 96 cores and 1 TB. L holds 72 cores (0.75) throughout, read at 0 and 30 s;
     // B holds 500 GB (0.5) from 1 s to its final sample at 25 s, in no collection. Together they
-    // are 1.25 of the node: each divided by it while both ran. L: 0.6 to 25 s and 0.75 after,
-    // 18.75 node-seconds; B: 0.4 for 24 s, 9.6. Before, L was billed 0.75 for all 30 s beside
-    // B's 0.4: 32.1 node-seconds in a 30 s interval.
+    // are 1.25 of the node: each divided by it while both ran. L: 0.75 to 1 s, 0.6 to 25 s and
+    // 0.75 after, 18.9 node-seconds; B: 0.4 for 24 s, 9.6. Before, L was billed 0.75 for all
+    // 30 s beside B's 0.4: 32.1 node-seconds in a 30 s interval.
     let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 0.0 };
     let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
     let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
@@ -111,10 +111,10 @@ fn a_job_seen_only_by_its_final_sample_crowds_the_others_for_the_time_it_ran() {
     let per_second = 32.0 / 3600.0;
     let recs: Vec<Value> = jobs.flush(t(31)).iter().map(parse).collect();
     let cost = |id: &str| recs.iter().find(|v| v["JobId"] == id).and_then(|v| v["CostUsd"].as_f64());
-    assert_eq!(cost("1"), Some(round(18.75 * per_second)), "{recs:?}");
+    assert_eq!(cost("1"), Some(round(18.9 * per_second)), "{recs:?}");
     assert_eq!(cost("2"), Some(round(9.6 * per_second)), "{recs:?}");
     let spent: f64 = jobs.take_spent().values().map(|s| s.0).sum();
-    assert!((spent - 28.35 * per_second).abs() < 1e-9, "{spent}: at most the node's 30 s");
+    assert!((spent - 28.5 * per_second).abs() < 1e-9, "{spent}: at most the node's 30 s");
 }
 
 #[test]
@@ -140,4 +140,23 @@ fn a_job_requeued_here_between_collections_ends_its_run_and_starts_another() {
     assert_eq!(sample["SlurmStart"], format_timestamp(t(50)));
     let spent: f64 = jobs.take_spent().values().map(|s| s.0).sum();
     assert!((spent - 0.4).abs() < 1e-9, "{spent}: 40 s of the node, not 60");
+}
+
+#[test]
+fn a_start_slurm_moves_within_the_run_is_no_new_run() {
+    // A cloud node powered up for the job: Slurm resets its start to the power up, later than
+    // it first said but before the readings since (asked again an hour on). The same run: no
+    // summary, no second bill.
+    let size = NodeSize { cpus: 4.0, memory_bytes: 0.0, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 36.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    jobs.since = t(0);
+    for at in [0, 1800, 3600] {
+        job_5(&mut jobs, at, Some(t(0)), 4.0, None);
+    }
+    job_5(&mut jobs, 5400, Some(t(120)), 4.0, None);
+    let recs: Vec<Value> = jobs.flush(t(5401)).iter().map(parse).collect();
+    assert!(recs.iter().all(|v| v["Type"] != "job_summary"), "{recs:?}");
+    let spent: f64 = jobs.take_spent().values().map(|s| s.0).sum();
+    assert!((spent - 54.0).abs() < 1e-6, "{spent}: 5400 s at $36 an hour, once");
 }
