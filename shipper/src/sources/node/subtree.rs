@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 /// (`proc_cgroups.rs`).
 /// Slurm's own tree is a few directories a step and one a task.
 pub const MAX_DIRS: usize = 4096;
+/// The longest path the kernel takes, its NUL included.
+const PATH_MAX: usize = 4096;
 /// Levels below the job directory a walk goes at most (Slurm's own tree has three).
 pub const MAX_DEPTH: usize = 32;
 /// Bytes of paths a walk keeps at most. Within [`MAX_DIRS`] a user could still name each
@@ -200,6 +202,8 @@ fn walk_pids(
                 continue;
             }
         };
+        // Its cgroup.procs past PATH_MAX: a read that fails, not an empty directory.
+        cut |= d.as_os_str().len() + "/cgroup.procs".len() >= PATH_MAX;
         let (known_links, known_children, mut procs) = match tree.dirs.remove(&d) {
             Some(o) => (Some(o.links), o.children, o.procs),
             None => (None, Vec::new(), None),

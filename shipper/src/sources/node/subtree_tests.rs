@@ -273,24 +273,51 @@ fn a_subtree_of_long_paths_is_cut_before_the_walk_holds_megabytes() {
     assert!(tree.kept_bytes() <= 2 * MAX_PATH_BYTES + 64 * 1024);
 }
 
+/// Directories under `top` named `lengths` bytes each, top down, holding `pids` at the bottom:
+/// made with short names and renamed from the bottom up (the path to the one renamed stays
+/// short), so that the whole may pass PATH_MAX. The bottom's path.
+fn long_named(top: &Path, lengths: &[usize], pids: &str) -> PathBuf {
+    let bottom = long_chain(top, lengths.len(), 1);
+    std::fs::write(bottom.join("cgroup.procs"), pids).unwrap();
+    let mut at = bottom;
+    let mut names = Vec::new();
+    for len in lengths.iter().rev() {
+        let name = format!("{:x>len$}", at.file_name().unwrap().to_string_lossy());
+        std::fs::rename(&at, at.with_file_name(&name)).unwrap();
+        names.push(name);
+        at = at.parent().unwrap().to_path_buf();
+    }
+    names.iter().rev().fold(top.to_path_buf(), |p, n| p.join(n))
+}
+
 #[test]
 fn a_directory_past_path_max_cuts_the_walk_rather_than_passing_for_gone() {
     let d = tempfile::tempdir().unwrap();
     let job = d.path().join("job_9");
     std::fs::create_dir_all(job.join("step_0/task_0")).unwrap();
     std::fs::write(job.join("step_0/task_0/cgroup.procs"), "10\n").unwrap();
-    // A process 20 levels down: made with short names, then each renamed to 250 bytes from
-    // the bottom up (the path to the one renamed stays short), 5 KiB in all.
-    let levels = 20;
-    let bottom = long_chain(&job.join("step_0/task_0"), levels, 1);
-    std::fs::write(bottom.join("cgroup.procs"), "11\n").unwrap();
-    let mut at = bottom;
-    for _ in 0..levels {
-        let long = at.with_file_name(format!("{:x>250}", at.file_name().unwrap().to_string_lossy()));
-        std::fs::rename(&at, &long).unwrap();
-        at = at.parent().unwrap().to_path_buf();
-    }
+    // A process 20 levels down, 5 KiB of path.
+    long_named(&job.join("step_0/task_0"), &[250; 20], "11\n");
     let mut out = Vec::new();
     assert!(pids(&job, &mut String::new(), &mut out), "a directory it cannot reach: cut");
+    assert_eq!(out, vec![10]);
+}
+
+#[test]
+fn a_directory_whose_cgroup_procs_is_past_path_max_cuts_the_walk() {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job_9");
+    let task = job.join("step_0/task_0");
+    std::fs::create_dir_all(&task).unwrap();
+    std::fs::write(task.join("cgroup.procs"), "10\n").unwrap();
+    // The directory's own path 4,090 bytes, within PATH_MAX; its cgroup.procs' 4,103, past it.
+    let room = 4090 - task.as_os_str().len();
+    let full = (room - 4) / 251;
+    let mut lengths = vec![250; full];
+    lengths.push(room - full * 251 - 1);
+    let bottom = long_named(&task, &lengths, "11\n");
+    assert_eq!(bottom.as_os_str().len(), 4090);
+    let mut out = Vec::new();
+    assert!(pids(&job, &mut String::new(), &mut out), "a cgroup.procs it cannot read: cut");
     assert_eq!(out, vec![10]);
 }
