@@ -43,10 +43,7 @@ pub async fn send_all<T, R: Requests<T>>(sender: &mut R, label: &str, mut chunks
                 "every item tried alone was refused: the rest is kept for later, not split further"
             );
             outcome.persistent = true;
-            outcome.undelivered.extend(chunk);
-            while let Some(rest) = chunks.pop() {
-                outcome.undelivered.extend(rest);
-            }
+            keep_all(&mut outcome, chunk, chunks);
             break;
         }
         match sender.request(label, &chunk, &mut outcome).await {
@@ -77,14 +74,20 @@ pub async fn send_all<T, R: Requests<T>>(sender: &mut R, label: &str, mut chunks
             Err(failure @ (Failure::Transient(_) | Failure::Persistent(_))) => {
                 outcome.persistent = matches!(failure, Failure::Persistent(_));
                 outcome.last_error = Some(failure.message().to_owned());
-                outcome.undelivered.extend(chunk);
-                while let Some(rest) = chunks.pop() {
-                    outcome.undelivered.extend(rest);
-                }
+                keep_all(&mut outcome, chunk, chunks);
+                break;
             }
         }
     }
     outcome
+}
+
+/// `chunk` and every chunk still to send, undelivered (kept, in order, for later).
+fn keep_all<T>(outcome: &mut Outcome<T>, chunk: Vec<T>, mut chunks: Vec<Vec<T>>) {
+    outcome.undelivered.extend(chunk);
+    while let Some(rest) = chunks.pop() {
+        outcome.undelivered.extend(rest);
+    }
 }
 
 #[cfg(test)]

@@ -11,11 +11,12 @@ fn retryable(answer: &str) -> bool {
     answer == "busy" || answer == "too-many"
 }
 
-/// One connection: the request, then the answer line (the tests' one try).
+/// One try, a full queue an error (the tests' one connection).
 #[cfg(test)]
 pub(super) async fn exchange(socket: &Path, job: &str) -> Result<String, String> {
-    let s = UnixStream::connect(socket).await.map_err(|e| format!("{}: {e}", socket.display()))?;
-    ask(s, job).await
+    try_once(socket, job)
+        .await?
+        .ok_or_else(|| format!("{}: its queue of connections is full", socket.display()))
 }
 
 /// The request on a connection, then the answer line.

@@ -191,15 +191,14 @@ impl<T: Item + Named> Intake<T> {
                 self.trouble.clear("the spool takes data again");
                 Vec::new()
             }
-            Err(e) => {
+            Err(not) => {
                 let dir = s.dir().display().to_string();
-                let evicted = s.take_unreported();
                 drop(s);
                 // Room was made before the write failed: those items are gone all the same.
-                self.stats.count_drop(DropReason::SpoolFull, evicted);
+                self.stats.count_drop(DropReason::SpoolFull, not.evicted);
                 self.trouble.set(
                     "cannot write the spool; keeping data in memory until it can (see delivery.max_backlog)",
-                    format!("{dir}: {e}"),
+                    format!("{dir}: {}", not.error),
                 );
                 items
             }
@@ -319,8 +318,8 @@ impl<D: Destination> Delivery<D> {
                     kept += batch.len();
                     self.stats.count_drop(DropReason::SpoolFull, dropped.full);
                 }
-                Err(_) => {
-                    self.stats.count_drop(DropReason::SpoolFull, s.take_unreported());
+                Err(not) => {
+                    self.stats.count_drop(DropReason::SpoolFull, not.evicted);
                     left.push_back(batch);
                 }
             }

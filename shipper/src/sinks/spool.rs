@@ -21,6 +21,14 @@ use std::time::SystemTime;
 const SUFFIX: &str = ".spool";
 const TMP_SUFFIX: &str = ".tmp";
 
+/// A batch the spool did not take: why, and the items it deleted to make room before the write
+/// failed (gone all the same, to count).
+#[derive(Debug)]
+pub struct NotTaken {
+    pub error: std::io::Error,
+    pub evicted: u64,
+}
+
 /// What making room or opening the spool cost.
 #[derive(Debug, Default, PartialEq)]
 pub struct Dropped {
@@ -78,8 +86,6 @@ pub struct Spool<T> {
     /// made by deleting it, or its items would count as dropped and then be sent, or be
     /// written back and deleted and counted again.
     sending: Option<String>,
-    /// Items deleted to make room for a write that then failed: counted with the next report.
-    unreported: u64,
     #[cfg(test)]
     fail_writes: bool,
 }
@@ -129,7 +135,6 @@ impl<T: Item> Spool<T> {
                 fresh: None,
                 encoder: spool::Encoder::default(),
                 sending: None,
-                unreported: 0,
                 #[cfg(test)]
                 fail_writes: false,
             },
@@ -155,16 +160,15 @@ impl<T: Item> Spool<T> {
 
     /// Writes a batch as the newest file, first deleting the oldest files while the spool would
     /// exceed its size. Returns the file and what was dropped to make room.
-    pub fn push(&mut self, label: &str, items: &[T]) -> std::io::Result<(String, Dropped)> {
+    pub fn push(&mut self, label: &str, items: &[T]) -> Result<(String, Dropped), NotTaken> {
         let bytes = self.encoder.encode(label, items);
         if bytes.len() as u64 > self.max_bytes {
             // Larger than the whole spool: the caller keeps it in memory instead.
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::StorageFull,
-                "batch larger than spool.max_bytes",
-            ));
+            let error =
+                std::io::Error::new(std::io::ErrorKind::StorageFull, "batch larger than spool.max_bytes");
+            return Err(NotTaken { error, evicted: 0 });
         }
-        let mut dropped = Dropped { full: std::mem::take(&mut self.unreported), ..Dropped::default() };
+        let mut dropped = Dropped::default();
         while self.bytes() + bytes.len() as u64 > self.max_bytes {
             let sending = self.sending.as_deref();
             let Some(oldest) = self.files.keys().find(|n| Some(n.as_str()) != sending).cloned() else {
@@ -181,9 +185,8 @@ impl<T: Item> Spool<T> {
             SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
         self.seq += 1;
         let name = format!("{millis:020}-{:08}{SUFFIX}", self.seq % 100_000_000);
-        if let Err(e) = self.write_atomically(&name, &bytes, false) {
-            self.unreported = dropped.full;
-            return Err(e);
+        if let Err(error) = self.write_atomically(&name, &bytes, false) {
+            return Err(NotTaken { error, evicted: dropped.full });
         }
         self.files.insert(name.clone(), bytes.len() as u64);
         self.fresh = None;
@@ -208,11 +211,6 @@ impl<T: Item> Spool<T> {
 
     fn forget_fresh(&mut self, name: &str) {
         self.take_fresh(name);
-    }
-
-    /// Items deleted to make room for a write that failed, not reported yet: taken.
-    pub fn take_unreported(&mut self) -> u64 {
-        std::mem::take(&mut self.unreported)
     }
 
     /// Writes `name` whole or not at all; `durable`: synced to the disk, file and directory.

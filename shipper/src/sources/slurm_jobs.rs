@@ -239,12 +239,7 @@ impl SlurmJobs {
         for key in &again {
             s.ask(key, now);
         }
-        while todo.iter().any(|k| s.asked.contains(k)) && !s.missing {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || !s.take_answers(Some(left)) {
-                break;
-            }
-        }
+        s.wait_for(&todo, deadline);
     }
 
     /// Asks Slurm again about jobs whose cgroup directory is another since the last collection
@@ -266,9 +261,14 @@ impl SlurmJobs {
                 s.ask(id, now);
             }
         }
-        while ids.iter().any(|k| s.asked.contains(k)) && !s.missing {
+        s.wait_for(ids, deadline);
+    }
+
+    /// Takes answers until none of `keys` waits for one, or until `deadline`.
+    fn wait_for(&mut self, keys: &[String], deadline: Instant) {
+        while keys.iter().any(|k| self.asked.contains(k)) && !self.missing {
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || !s.take_answers(Some(left)) {
+            if left.is_zero() || !self.take_answers(Some(left)) {
                 break;
             }
         }

@@ -30,9 +30,6 @@ type Key = (String, String);
 /// flush (the cost metrics).
 pub type Spent = BTreeMap<(String, String), (f64, f64)>;
 
-/// Crowds a job keeps between its readings at most ([`state::Job`]'s `crowds`).
-const MAX_CROWDS: usize = 64;
-
 /// How long an ended job's count is remembered, and for how many jobs at most.
 const GONE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 const GONE_MAX: usize = 4096;
@@ -168,11 +165,7 @@ impl Jobs {
             job.last_seen = at;
         }
         for mut run in ended_runs {
-            if run.summarized != Some(run.last_seen) {
-                Self::account_for(&mut run, self.prices.as_ref(), &mut self.spent);
-                let record = run.summary(endings::CGROUP_GONE);
-                self.push(record, run.last_seen);
-            }
+            self.end(&mut run);
         }
         self.weigh(batch);
         for reading in &batch.jobs {
@@ -193,11 +186,7 @@ impl Jobs {
             let gone: Vec<Key> = self.jobs.keys().filter(|k| !seen.contains(*k)).cloned().collect();
             for key in gone {
                 let Some(mut job) = self.jobs.remove(&key) else { continue };
-                if job.summarized != Some(job.last_seen) {
-                    Self::account_for(&mut job, self.prices.as_ref(), &mut self.spent);
-                    let record = job.summary(endings::CGROUP_GONE);
-                    self.push(record, job.last_seen);
-                }
+                self.end(&mut job);
                 if let Some(until) = job.bill.until {
                     self.gone.insert(key, until);
                 }
@@ -274,23 +263,18 @@ impl Jobs {
                     job.crowd = crowd;
                 }
             } else {
-                // Its crowd up to where the final sample's job began, then the larger one up to
-                // the sample. Bounded: many final samples before its next reading merge into the
-                // last crowd, the larger (a job billed less, never a node billed twice).
-                let after_last = |t: SystemTime| job.crowds.last().is_none_or(|l| l.0 < t);
-                if let Some(&from) = began.get(node.as_str())
-                    && from < batch.time
-                    && after_last(from)
-                    && job.crowds.len() + 1 < MAX_CROWDS
-                {
-                    job.crowds.push((from, job.crowd));
-                }
-                let full = job.crowds.len() >= MAX_CROWDS;
-                match job.crowds.last_mut() {
-                    Some(last) if full => *last = (batch.time, last.1.max(crowd)),
-                    _ => job.crowds.push((batch.time, crowd)),
-                }
+                job.ran_beside(began.get(node.as_str()).copied(), batch.time, crowd);
             }
+        }
+    }
+
+    /// A run over on this node (its cgroup gone, or another run under it): its summary, unless
+    /// its final sample's already covers its last reading.
+    fn end(&mut self, job: &mut Job) {
+        if job.summarized != Some(job.last_seen) {
+            Self::account_for(job, self.prices.as_ref(), &mut self.spent);
+            let record = job.summary(endings::CGROUP_GONE);
+            self.push(record, job.last_seen);
         }
     }
 

@@ -30,17 +30,6 @@ impl GpuCollector {
     }
 }
 
-/// The job of a GPU process not in any listed cgroup subtree, from /proc/<pid>/cgroup: only
-/// where Slurm puts jobs ([`job_of_proc_cgroup`]), never a `job_<id>` a user made in a tree of
-/// their own (their job's, or systemd's `user@UID.service`).
-#[cfg(test)]
-fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
-    match proc_says(node, pid, jobs) {
-        ProcSays::Job(j) => Some(j),
-        ProcSays::NoJob | ProcSays::Unread => None,
-    }
-}
-
 /// What /proc/<pid>/cgroup says of a GPU process.
 pub(super) enum ProcSays {
     /// In the cgroup of `jobs[j]`.
@@ -51,7 +40,10 @@ pub(super) enum ProcSays {
     Unread,
 }
 
-/// [`job_of_pid`], telling a process /proc places in no job from one it does not show.
+/// The job of a GPU process, from /proc/<pid>/cgroup: only where Slurm puts jobs
+/// ([`job_of_proc_cgroup`]), never a `job_<id>` a user made in a tree of their own (their job's,
+/// or systemd's `user@UID.service`); telling a process /proc places in no job from one it does
+/// not show.
 pub(super) fn proc_says(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> ProcSays {
     let mut text = String::new();
     if !crate::sources::node::read_into(&node.proc_root.join(pid.to_string()).join("cgroup"), &mut text) {
@@ -72,6 +64,14 @@ pub(super) fn proc_says(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> ProcSay
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The job /proc names, None where it names none or does not show the process.
+    fn job_of_pid(node: &NodeConfig, pid: u32, jobs: &[GpuJob]) -> Option<usize> {
+        match proc_says(node, pid, jobs) {
+            ProcSays::Job(j) => Some(j),
+            ProcSays::NoJob | ProcSays::Unread => None,
+        }
+    }
     use crate::sources::node::discover::{JobDirs, JobRef};
 
     #[test]

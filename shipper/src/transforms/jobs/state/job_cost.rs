@@ -12,6 +12,9 @@ use slurm_cw_formats::datum::format_timestamp;
 use slurm_cw_formats::slurm::node::NodeSize;
 use std::time::SystemTime;
 
+/// Crowds a job keeps between its readings at most ([`Job::ran_beside`]).
+const MAX_CROWDS: usize = 64;
+
 impl Job {
     /// Counts its cost up to when it was last seen, where the node's price and size are known.
     pub fn accrue(&mut self, prices: &Prices) {
@@ -39,6 +42,27 @@ impl Job {
             let rate = cost::Rate { price, share: share / crowd.max(1.0), dominant };
             let added = self.bill.accrue(rate, self.start(), to);
             self.suspension.billed(added, dominant, suspended);
+        }
+    }
+
+    /// Another job of its node, seen only by its final sample at `to` and begun at `from`, ran
+    /// beside it: until its next reading it counts its own crowd up to `from`, then `crowd`
+    /// (that job's included) up to `to` ([`Self::accrue`] splits its next count there).
+    /// Bounded: many final samples before its next reading merge into the last crowd, the
+    /// larger (a job billed less, never a node billed twice).
+    pub fn ran_beside(&mut self, from: Option<SystemTime>, to: SystemTime, crowd: f64) {
+        let after_last = |t: SystemTime| self.crowds.last().is_none_or(|l| l.0 < t);
+        if let Some(from) = from
+            && from < to
+            && after_last(from)
+            && self.crowds.len() + 1 < MAX_CROWDS
+        {
+            self.crowds.push((from, self.crowd));
+        }
+        let full = self.crowds.len() >= MAX_CROWDS;
+        match self.crowds.last_mut() {
+            Some(last) if full => *last = (to, last.1.max(crowd)),
+            _ => self.crowds.push((to, crowd)),
         }
     }
 
