@@ -65,8 +65,8 @@ locals {
       Resource = [aws_cloudwatch_log_group.jobs.arn, "${aws_cloudwatch_log_group.jobs.arn}:*"]
     },
     {
-      # The cursors (findings; PCS launch failures) and the budget notices sent this month: three
-      # streams of the job group, read back and appended to.
+      # The cursors (findings; PCS launch failures), the budget notices sent this month and the
+      # last minute derived: four streams of the job group, read back and appended to.
       Sid    = "KeepCursors"
       Effect = "Allow"
       Action = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"]
@@ -74,6 +74,7 @@ locals {
         "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}",
         "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_scaling_cursor_stream}",
         "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_budget_state_stream}",
+        "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_minutes_state_stream}",
       ]
     },
     {

@@ -38,11 +38,13 @@ locals {
   # The cluster's own namespace unless one is given, as the shipper and the Lambda default to
   # (catalog::default_namespace): IAM confines PutMetricData by namespace, not by ClusterName.
   namespace = var.namespace != null ? var.namespace : "Slurm/${var.cluster_name}"
-  # The streams in it where the Lambda keeps its cursors (findings; PCS launch failures); its
+  # The streams in it where the Lambda keeps its state (findings; PCS launch failures; budget
+  # notices; the minutes derived); its
   # role may write no other, and the instances none of them (all start with "_lambda").
   lambda_cursor_stream         = "_lambda"
   lambda_scaling_cursor_stream = "_lambda-pcs-scaling"
   lambda_budget_state_stream   = "_lambda-budgets"
+  lambda_minutes_state_stream  = "_lambda-minutes"
 
   # The group AWS PCS delivers scaling logs to (not this module's), where one is given.
   pcs_scaling_log_group_arn = var.pcs_scaling_log_group == null ? "" : "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${var.pcs_scaling_log_group}"
@@ -64,8 +66,10 @@ locals {
     rules         = local.alarm_rules
     thresholds    = var.thresholds
     every_minutes = var.every_minutes
-    budgets       = var.account_budgets
-    job_log_group = aws_cloudwatch_log_group.jobs.name
+    # How long after a minute its data is complete.
+    shipper_flush_minutes = var.shipper_flush_minutes
+    budgets               = var.account_budgets
+    job_log_group         = aws_cloudwatch_log_group.jobs.name
     # null (no PCS stage) unless set.
     pcs_scaling_log_group = var.pcs_scaling_log_group
     pcs_cluster_id        = var.pcs_cluster_id

@@ -112,6 +112,17 @@ variable "emf_log_retention_days" {
   }
 }
 
+variable "shipper_flush_minutes" {
+  description = "The nodes' flush_interval in the shipper's configuration, in whole minutes (the shipper's default is 120s: 2). The Lambda derives a minute's cluster figures once every node has flushed it: this many minutes and two more after it."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.shipper_flush_minutes >= 1 && var.shipper_flush_minutes <= 60 && floor(var.shipper_flush_minutes) == var.shipper_flush_minutes
+    error_message = "shipper_flush_minutes must be a whole number of minutes from 1 to 60."
+  }
+}
+
 variable "every_minutes" {
   description = "Minutes between the Lambda's runs (its EventBridge schedule). Each run derives every minute since the last, so the figures are the same as with a run a minute; GetMetricData is billed per series read, so five minutes costs a fifth of one (docs/cost.md). Backlog events and findings come up to this many minutes later."
   type        = number

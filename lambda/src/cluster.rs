@@ -3,11 +3,12 @@
 //! autoscaler when it moves. Each reads a fixed set of series per partition, however many jobs
 //! ran. (Utilisation, backlog and rates are derived on the head node, from its own readings.)
 //!
-//! A run derives every minute since the last one (`every_minutes`): `GetMetricData` is billed
+//! A run derives every minute since the last one ([`crate::minutes`]): `GetMetricData` is billed
 //! by the series requested, not by the minutes read, so a run every five minutes reads the same
 //! figures for a fifth of the price of five runs.
 
 use crate::cw::{Cw, Dims, Points, Series, at_epoch, datum};
+use crate::minutes::Span;
 use anyhow::Result;
 use slurm_cw_catalog::Metric;
 use slurm_cw_catalog::dims::PARTITION;
@@ -50,31 +51,23 @@ pub async fn partitions(cw: &mut Cw) -> Result<Partitions> {
     Ok(Partitions { backlog: of(&BACKLOG_NODES), cores: of(&JOB_CORES_ALLOCATED) })
 }
 
-/// The first minute a run derives: `every` minutes up to and including `at`.
-fn first_minute(at: i64, every: u32) -> i64 {
-    at - 60 * (i64::from(every.max(1)) - 1)
-}
-
-/// The minutes a run derives, oldest first.
-pub fn window(at: i64, every: u32) -> impl Iterator<Item = i64> {
-    (first_minute(at, every)..=at).step_by(60)
-}
-
-/// Each partition's backlog at each minute of the run's window (and the minute before each),
-/// as the head node published it; oldest first.
-pub async fn backlogs(cw: &mut Cw, at: i64, every: u32, partitions: &[Dims]) -> Result<Vec<Backlog>> {
+/// Each partition's backlog at each minute of `span` (and the minute before each), as the head
+/// node published it; oldest first.
+pub async fn backlogs(cw: &mut Cw, span: Span, partitions: &[Dims]) -> Result<Vec<Backlog>> {
+    if span.is_empty() || partitions.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut series = Vec::new();
     for dims in partitions {
         for m in [&BACKLOG_NODES, &IDLE_NODES] {
             series.push(Series { metric: m, dims: dims.clone(), stat: "Maximum" });
         }
     }
-    let first = first_minute(at, every);
-    let points = cw.fetch(&series, at_epoch(first - 60), at_epoch(at + 60), 60).await?;
+    let points = cw.fetch(&series, at_epoch(span.first - 60), at_epoch(span.last + 60), 60).await?;
     let mut out = Vec::new();
     for (i, dims) in partitions.iter().enumerate() {
         let Some((_, part)) = dims.iter().find(|(n, _)| n == PARTITION) else { continue };
-        for minute in window(at, every) {
+        for minute in span.minutes() {
             let (Some(backlog_nodes), Some(idle_nodes)) =
                 (value(&points[2 * i], minute), value(&points[2 * i + 1], minute))
             else {
@@ -102,9 +95,12 @@ pub fn last_moves(backlogs: &[Backlog], threshold: f64) -> Vec<&Backlog> {
 }
 
 /// GpuHoursIdle (cluster) and ClusterCpuEfficiency (cluster, and each partition where there are
-/// several) at each minute of the window up to `at`, from the nodes' totals: each node sends
-/// one value per minute, so the minute's Sum is the cluster's (or partition's) figure.
-pub async fn job_figures(cw: &mut Cw, at: i64, every: u32, partitions: &[Dims]) -> Result<Vec<Datum>> {
+/// several) at each minute of `span`, from the nodes' totals: each node sends one value per
+/// minute, so the minute's Sum is the cluster's (or partition's) figure.
+pub async fn job_figures(cw: &mut Cw, span: Span, partitions: &[Dims]) -> Result<Vec<Datum>> {
+    if span.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut scopes: Vec<Vec<(String, String)>> = vec![Vec::new()];
     // One partition's figures are the cluster's (the head sends no copy either): two series a
     // minute fewer to read, one fewer to publish.
@@ -117,10 +113,9 @@ pub async fn job_figures(cw: &mut Cw, at: i64, every: u32, partitions: &[Dims]) 
             series.push(Series { metric: m, dims: dims.clone(), stat: "Sum" });
         }
     }
-    let first = first_minute(at, every);
-    let points = cw.fetch(&series, at_epoch(first), at_epoch(at + 60), 60).await?;
+    let points = cw.fetch(&series, at_epoch(span.first), at_epoch(span.last + 60), 60).await?;
     let mut out = Vec::new();
-    for minute in window(at, every) {
+    for minute in span.minutes() {
         // GPU-minutes idle over the minute, in hours: where some node's jobs hold GPUs (a node
         // reports JobGpusIdle, 0 included, only then). A cluster without GPU jobs pays for no
         // series of zeros, as with the nodes' GPU figures.
@@ -169,9 +164,7 @@ mod tests {
     }
 
     #[test]
-    fn a_window_is_every_minute_since_the_last_run_and_the_last_move_is_told() {
-        assert_eq!(window(600, 5).collect::<Vec<_>>(), [360, 420, 480, 540, 600]);
-        assert_eq!(window(600, 1).collect::<Vec<_>>(), [600]);
+    fn the_last_move_is_told() {
         let b = |partition: &str, minute, now, prev| Backlog {
             partition: partition.into(),
             minute,

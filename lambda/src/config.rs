@@ -57,6 +57,18 @@ pub struct Config {
     /// minute, for fewer billed reads.
     #[serde(default = "default_every")]
     pub every_minutes: u32,
+    /// The nodes' `flush_interval`, in minutes (the Terraform module's `shipper_flush_minutes`):
+    /// a minute is derived once every node has flushed it, this many minutes and two more
+    /// after it.
+    #[serde(default = "default_flush")]
+    pub shipper_flush_minutes: u32,
+}
+
+/// The shipper's default `flush_interval` (2 minutes), in minutes.
+pub const DEFAULT_SHIPPER_FLUSH_MINUTES: u32 = 2;
+
+fn default_flush() -> u32 {
+    DEFAULT_SHIPPER_FLUSH_MINUTES
 }
 
 /// The Terraform module's default `every_minutes` (terraform/variables.tf).
@@ -169,6 +181,11 @@ impl Config {
         if !(1..=60).contains(&c.every_minutes) {
             return Err(bad("every_minutes", format!("{} is not 1 to 60", c.every_minutes)));
         }
+        if !(1..=60).contains(&c.shipper_flush_minutes) {
+            let why =
+                format!("{} is not 1 to 60 (the nodes' flush_interval, in minutes)", c.shipper_flush_minutes);
+            return Err(bad("shipper_flush_minutes", why));
+        }
         let t = &c.thresholds;
         for (key, minutes) in
             [("idle_gpu_minutes", t.idle_gpu_minutes), ("low_cpu_minutes", t.low_cpu_minutes)]
@@ -271,6 +288,23 @@ mod tests {
             let e = Config::from_json(&format!(r#"{{"cluster_name": "p", "every_minutes": {bad}}}"#))
                 .unwrap_err();
             assert!(e.to_string().contains("every_minutes"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_nodes_flush_interval_is_the_shippers_default_and_bounded() {
+        let c = Config::from_json(r#"{"cluster_name": "p"}"#).unwrap();
+        assert_eq!(c.shipper_flush_minutes, DEFAULT_SHIPPER_FLUSH_MINUTES);
+        let tf = include_str!("../../terraform/variables.tf");
+        let block = tf.split("variable \"shipper_flush_minutes\"").nth(1).unwrap_or_default();
+        let default = block.lines().find(|l| l.trim_start().starts_with("default")).unwrap_or_default();
+        assert_eq!(default.split('=').nth(1).map(str::trim), Some("2"));
+        let c = Config::from_json(r#"{"cluster_name": "p", "shipper_flush_minutes": 5}"#).unwrap();
+        assert_eq!(c.shipper_flush_minutes, 5);
+        for bad in ["0", "61"] {
+            let e = Config::from_json(&format!(r#"{{"cluster_name": "p", "shipper_flush_minutes": {bad}}}"#))
+                .unwrap_err();
+            assert!(e.to_string().contains("shipper_flush_minutes"), "{e}");
         }
     }
 

@@ -7,14 +7,15 @@
 //! between pages and keeps its place in its cursor, so a backlog larger than one run drains
 //! over the next ones. A stage that fails is logged and named in the summary; the others still
 //! run (alarm upkeep too), and only then does the invocation fail, so that Lambda counts it
-//! (and its dead-letter queue sees it). The metrics come from CloudWatch; the one piece of
-//! state, how far findings were notified, is a cursor in the job log group.
+//! (and its dead-letter queue sees it). The metrics come from CloudWatch; the state (the minutes
+//! derived, how far findings were notified, ...) is kept in the job log group ([`crate::state`]).
 
 use crate::alarms::{self, SyncReport, Target};
 use crate::cluster;
 use crate::config::Config;
 use crate::cw::Cw;
 use crate::findings::{self, Finding};
+use crate::minutes::{self, Done, Marks, Span};
 use crate::notify;
 use crate::scaling;
 use anyhow::Result;
@@ -25,10 +26,13 @@ use slurm_cw_sink::datum::Datum;
 use slurm_cw_sink::validate::Validator;
 use std::time::{Duration, SystemTime};
 
-/// Minutes between a minute and the invocation that derives it: shippers flush every two minutes
-/// (the default `flush_interval`) at a random offset, so a minute's data is complete three
-/// minutes later; one more for ingestion.
-pub const DELAY_MINUTES: i64 = 4;
+/// Minutes between a minute and the invocation that derives it, besides the shippers' flush
+/// interval (each node flushes at a random offset within it): the minute itself, and one for
+/// ingestion.
+pub const DELAY_BEYOND_FLUSH_MINUTES: i64 = 2;
+/// [`DELAY_BEYOND_FLUSH_MINUTES`] with the shipper's default `flush_interval` of two minutes.
+pub const DELAY_MINUTES: i64 =
+    crate::config::DEFAULT_SHIPPER_FLUSH_MINUTES as i64 + DELAY_BEYOND_FLUSH_MINUTES;
 
 /// Each stage's time. Their sum (55 s) stays under the function's default timeout (60 s).
 /// (The cluster stage gave 3 s of its 15 to account budgets.)
@@ -108,8 +112,14 @@ pub struct FailedStage {
 /// What an invocation did (the function's response, and a log line).
 #[derive(Debug, Default, Serialize)]
 pub struct Summary {
-    /// The minute derived, RFC 3339.
+    /// The newest minute this run could derive (its data complete), RFC 3339.
     pub minute: String,
+    /// Minutes whose cluster figures this run published: those since the last run's, up to
+    /// `minute` ([`crate::minutes`]).
+    pub figure_minutes: u32,
+    /// Minutes left out after a gap longer than a run catches up
+    /// ([`crate::minutes::MAX_CATCH_UP_MINUTES`]).
+    pub minutes_left_out: u32,
     pub datums_published: usize,
     pub datums_dropped: usize,
     /// Findings notified this run (or found, where no topic is configured).
@@ -166,10 +176,11 @@ impl Summary {
     }
 }
 
-/// The minute (epoch seconds) an invocation at `now` derives.
-pub fn minute_for(now: SystemTime) -> i64 {
+/// The newest minute (epoch seconds) an invocation at `now` derives, where the nodes flush every
+/// `flush_minutes`.
+pub fn minute_for(now: SystemTime, flush_minutes: u32) -> i64 {
     let secs = crate::cw::epoch(now);
-    secs - secs.rem_euclid(60) - DELAY_MINUTES * 60
+    secs - secs.rem_euclid(60) - (i64::from(flush_minutes) + DELAY_BEYOND_FLUSH_MINUTES) * 60
 }
 
 /// One invocation; an error when any stage failed, after all of them ran.
@@ -185,33 +196,32 @@ pub async fn run(cfg: &Config, clients: &Clients, now: SystemTime) -> Summary {
 
 /// [`run`] with other budgets (tests).
 pub async fn run_within(cfg: &Config, clients: &Clients, now: SystemTime, budgets: Budgets) -> Summary {
-    let at = minute_for(now);
+    let at = minute_for(now, cfg.shipper_flush_minutes);
     let mut cw = Cw::new(clients.cloudwatch.clone(), cfg.namespace.clone(), cfg.cluster_name.clone());
     let mut summary = Summary {
         minute: slurm_cw_sink::datum::format_timestamp(crate::cw::at_epoch(at)),
         ..Summary::default()
     };
 
-    let mut datums = Vec::new();
-    let cluster_figures = within(budgets.cluster, async {
-        let events = cluster_stage(cfg, clients, &mut cw, at, &mut datums).await;
-        let published = publish(cfg, clients, std::mem::take(&mut datums), &mut summary).await;
-        Ok((events, published))
-    })
-    .await;
-    match cluster_figures {
-        Ok((events, published)) => {
-            if let Some(events) = summary.record("cluster", events) {
+    let group = cfg.job_log_group();
+    match within(budgets.cluster, async { Ok(cluster_stage(cfg, clients, &mut cw, at, &group).await) }).await
+    {
+        Ok(done) => {
+            summary.figure_minutes = done.figure_minutes;
+            summary.minutes_left_out = done.left_out;
+            if let Some(events) = summary.record("cluster", done.events) {
                 summary.backlog_events = events;
             }
-            summary.record("publish", published);
+            if let Some((sent, dropped)) = summary.record("publish", done.published) {
+                (summary.datums_published, summary.datums_dropped) = (sent, dropped);
+            }
+            summary.record("minutes", done.state);
         }
         Err(e) => {
             summary.record::<()>("cluster", Err(e));
         }
     }
 
-    let group = cfg.job_log_group();
     let target =
         findings::Target { group: &group, cluster: &cfg.cluster_name, topic: cfg.sns_topic_arn.as_deref() };
     let mut progress = findings::Progress::default();
@@ -294,30 +304,93 @@ pub async fn run_within(cfg: &Config, clients: &Clients, now: SystemTime, budget
     summary
 }
 
-/// Job figures into `datums`, and backlog events; backlog events sent: their number. The
-/// figures read before a failure are kept.
-async fn cluster_stage(
-    cfg: &Config,
-    clients: &Clients,
-    cw: &mut Cw,
-    at: i64,
-    datums: &mut Vec<Datum>,
-) -> Result<usize> {
-    let partitions = cluster::partitions(cw).await?;
-    let every = cfg.every_minutes;
-    let jobs =
-        cluster::job_figures(cw, at, every, &partitions.cores).await.map(|mut d| datums.append(&mut d));
-    let backlogs = cluster::backlogs(cw, at, every, &partitions.backlog).await?;
-    let changed = cluster::last_moves(&backlogs, cfg.thresholds.backlog_change_nodes);
-    if !changed.is_empty() {
-        notify::backlog_events(&clients.eventbridge, &cfg.event_bus, &cfg.cluster_name, &changed).await?;
-    }
-    jobs?;
-    Ok(changed.len())
+/// What the cluster stage did, part by part.
+struct ClusterStage {
+    /// Backlog events sent.
+    events: Result<usize>,
+    /// The derived datums (sent, dropped as invalid or refused).
+    published: Result<(usize, usize)>,
+    /// Reading and keeping the minutes derived.
+    state: Result<()>,
+    figure_minutes: u32,
+    left_out: u32,
 }
 
-/// Publishes the derived datums with the shipper's validation and retries.
-async fn publish(cfg: &Config, clients: &Clients, datums: Vec<Datum>, summary: &mut Summary) -> Result<()> {
+/// The cluster figures of every minute since the last run's, published, and the backlog moves
+/// among them told; then the minutes derived kept. A part that failed keeps its mark, so the
+/// next run derives its minutes again; one that succeeded moves on.
+async fn cluster_stage(cfg: &Config, clients: &Clients, cw: &mut Cw, at: i64, group: &str) -> ClusterStage {
+    let every = cfg.every_minutes;
+    // Unreadable marks: this run's own minutes, as a first run (a minute may be derived twice,
+    // none is lost), and the failure named.
+    let (marks, after_ms, read) = match minutes::read(&clients.logs, group).await {
+        Ok(Some((m, t))) => (Some(m), t, Ok(())),
+        Ok(None) => (None, 0, Ok(())),
+        Err(e) => (None, 0, Err(e.context("the last minutes derived could not be read"))),
+    };
+    let (figures, left_out) = Span::after(marks.map(|m| m.figures_to), at, every);
+    let (backlog, _) = Span::after(marks.map(|m| m.backlog_to), at, every);
+    let mut done =
+        ClusterStage { events: Ok(0), published: Ok((0, 0)), state: Ok(()), figure_minutes: 0, left_out };
+    if left_out > 0 {
+        tracing::warn!(left_out, "minutes since the last run left out: more than a run catches up");
+    }
+    let partitions = match cluster::partitions(cw).await {
+        Ok(p) => p,
+        Err(e) => {
+            done.events = Err(e);
+            done.state = read;
+            return done;
+        }
+    };
+    let mut figures_done = Done::Nothing;
+    match cluster::job_figures(cw, figures, &partitions.cores).await {
+        Ok(datums) => {
+            let minutes: std::collections::BTreeSet<i64> =
+                datums.iter().map(|d| crate::cw::epoch(d.timestamp)).collect();
+            match publish(clients, cfg, datums).await {
+                Ok(sent) => {
+                    figures_done = Done::All;
+                    done.figure_minutes = minutes.len() as u32;
+                    done.published = Ok(sent);
+                }
+                Err((first_undelivered, e)) => {
+                    figures_done = first_undelivered.map_or(Done::Nothing, Done::Before);
+                    done.published = Err(e);
+                }
+            }
+        }
+        Err(e) => done.published = Err(e),
+    }
+    let mut backlog_done = Done::Nothing;
+    done.events = async {
+        let backlogs = cluster::backlogs(cw, backlog, &partitions.backlog).await?;
+        let changed = cluster::last_moves(&backlogs, cfg.thresholds.backlog_change_nodes);
+        if !changed.is_empty() {
+            notify::backlog_events(&clients.eventbridge, &cfg.event_bus, &cfg.cluster_name, &changed).await?;
+        }
+        backlog_done = Done::All;
+        Ok(changed.len())
+    }
+    .await;
+    let kept = Marks::new(figures.mark(figures_done), backlog.mark(backlog_done));
+    done.state = match read {
+        Err(e) => Err(e),
+        Ok(()) if Some(kept) == marks => Ok(()),
+        Ok(()) => minutes::write(&clients.logs, group, kept, after_ms).await.map_err(|e| {
+            e.context("the minutes derived could not be kept: the next run may derive them again")
+        }),
+    };
+    done
+}
+
+/// Publishes the derived datums with the shipper's validation and retries: (sent, dropped), or
+/// the time (epoch seconds) of the oldest datum not delivered, with why.
+async fn publish(
+    clients: &Clients,
+    cfg: &Config,
+    datums: Vec<Datum>,
+) -> std::result::Result<(usize, usize), (Option<i64>, anyhow::Error)> {
     let sink_settings = Settings {
         namespace: cfg.namespace.clone(),
         region: None,
@@ -328,16 +401,16 @@ async fn publish(cfg: &Config, clients: &Clients, datums: Vec<Datum>, summary: &
     };
     let mut sink = CloudWatchSink::from_client(clients.cloudwatch.clone(), sink_settings);
     let (outcome, dropped) = sink.publish(&mut Validator::new(), datums).await;
-    summary.datums_published = outcome.sent;
-    summary.datums_dropped = dropped.len() + outcome.rejected.len();
     if !outcome.undelivered.is_empty() {
-        anyhow::bail!(
+        let oldest = outcome.undelivered.iter().map(|d| crate::cw::epoch(d.timestamp)).min();
+        let e = anyhow::anyhow!(
             "{} derived datums not delivered: {}",
             outcome.undelivered.len(),
             outcome.last_error.unwrap_or_default()
         );
+        return Err((oldest, e));
     }
-    Ok(())
+    Ok((outcome.sent, dropped.len() + outcome.rejected.len()))
 }
 
 #[cfg(test)]
@@ -347,7 +420,9 @@ mod tests {
     #[test]
     fn the_minute_derived_lags_the_invocation() {
         let now = crate::cw::at_epoch(1_800_000_000 + 45);
-        assert_eq!(minute_for(now), (1_800_000_000 - 240));
-        assert_eq!(minute_for(now) % 60, 0);
+        assert_eq!(minute_for(now, 2), (1_800_000_000 - 240));
+        assert_eq!(minute_for(now, 2) % 60, 0);
+        // Nodes that flush every five minutes: their minutes are complete seven minutes later.
+        assert_eq!(minute_for(now, 5), (1_800_000_000 - 420));
     }
 }

@@ -4,7 +4,8 @@
 //! alarm upkeep, from what the shippers sent to CloudWatch. (Rates, utilisation and the
 //! autoscaling signal itself are derived on the head node, from its own readings.)
 //!
-//! [`handler::handle`] runs one invocation, stage by stage: [`cluster`], publishing
+//! [`handler::handle`] runs one invocation, stage by stage: [`cluster`] (over the [`minutes`]
+//! since the last run), publishing
 //! (through slurm-cw-sink), [`findings`] (with [`notify`]), [`scaling`] (AWS PCS's launch
 //! failures, where configured), [`alarms`]. [`cw`] reads CloudWatch; [`state`] keeps the stages'
 //! cursors between runs.
@@ -16,6 +17,7 @@ pub mod config;
 pub mod cw;
 pub mod findings;
 pub mod handler;
+pub mod minutes;
 pub mod notify;
 pub mod scaling;
 pub mod state;

@@ -1,7 +1,8 @@
 //! The function's state between runs: one small JSON event per run, appended to a stream of the
 //! job log group and read back as that stream's newest event (GetLogEvents, newest first, limit
 //! 1). Each stage with state has its own stream ([`crate::findings::CURSOR_STREAM`],
-//! [`crate::scaling::CURSOR_STREAM`]); all start with [`STREAM_PREFIX`], which no node's stream
+//! [`crate::scaling::CURSOR_STREAM`], [`crate::budgets::STATE_STREAM`],
+//! [`crate::minutes::STATE_STREAM`]); all start with [`STREAM_PREFIX`], which no node's stream
 //! does (Slurm node names do not start with '_'), and the instances' policy denies them.
 
 use anyhow::{Context, Result};

@@ -106,8 +106,10 @@ run "defaults" {
       }
       # No account budgets unless account_budgets is given.
       budgets = {}
-      # A run every five minutes derives each of them.
+      # A run every five minutes derives each of them...
       every_minutes = 5
+      # ...once the nodes, flushing every two minutes, have sent them.
+      shipper_flush_minutes = 2
     }
     error_message = "SLURM_CW_LAMBDA_CONFIG: ${aws_lambda_function.this.environment[0].variables.SLURM_CW_LAMBDA_CONFIG}"
   }
@@ -240,6 +242,7 @@ run "defaults" {
         "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda",
         "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda-pcs-scaling",
         "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda-budgets",
+        "arn:aws:logs:eu-west-1:123456789012:log-group:/slurm-cw/test/jobs:log-stream:_lambda-minutes",
       ]
       WriteOwnLogs = "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/slurm-cw-test:*"
       Tracing      = "*"
@@ -554,6 +557,14 @@ run "rejects_bad_schedule" {
     every_minutes = 0
   }
   expect_failures = [var.every_minutes]
+}
+
+run "rejects_bad_flush_minutes" {
+  command = plan
+  variables {
+    shipper_flush_minutes = 61
+  }
+  expect_failures = [var.shipper_flush_minutes]
 }
 
 run "rejects_bad_threshold" {

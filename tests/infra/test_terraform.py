@@ -183,6 +183,7 @@ FUNCTION_INPUTS = {
     "pcs_scaling_log_group": "config",
     "pcs_cluster_id": "config",
     "every_minutes": "config",  # and the schedule
+    "shipper_flush_minutes": "config",
 }
 # Inputs that are not the function's settings.
 OTHER_INPUTS = {

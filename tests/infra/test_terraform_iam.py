@@ -40,6 +40,7 @@ def test_instance_policy_allows_metrics_in_the_namespace_and_the_job_streams_onl
     loc = module_locals()
     assert loc["lambda_scaling_cursor_stream"].startswith(loc["lambda_cursor_stream"])
     assert loc["lambda_budget_state_stream"].startswith(loc["lambda_cursor_stream"])
+    assert loc["lambda_minutes_state_stream"].startswith(loc["lambda_cursor_stream"])
     for s in statements.values():
         assert "NotAction" not in s and "NotResource" not in s
         assert "Condition" not in s or s is metrics
@@ -146,15 +147,18 @@ def test_lambda_role_statements():
     assert resources_["UseTheTopicKey"] == "${aws_kms_key.this.arn}"
     assert resources_["SendEvents"] == "${local.event_bus_arn}"
     assert resources_["ReadJobFindings"] == ["${aws_cloudwatch_log_group.jobs.arn}", "${aws_cloudwatch_log_group.jobs.arn}:*"]
-    # The state's three streams alone: not the nodes' streams.
+    # The state's four streams alone: not the nodes' streams.
     assert resources_["KeepCursors"] == [
         "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_cursor_stream}",
         "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_scaling_cursor_stream}",
         "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_budget_state_stream}",
+        "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_minutes_state_stream}",
     ]
     # The Lambda's own names for them.
     budgets_rs = (REPO / "lambda/src/budgets.rs").read_text()
     assert f'pub const STATE_STREAM: &str = "{module_locals()["lambda_budget_state_stream"]}";' in budgets_rs
+    minutes_rs = (REPO / "lambda/src/minutes.rs").read_text()
+    assert f'pub const STATE_STREAM: &str = "{module_locals()["lambda_minutes_state_stream"]}";' in minutes_rs
     assert resources_["WriteOwnLogs"] == "${aws_cloudwatch_log_group.lambda.arn}:*"
 
     loc = module_locals()

@@ -20,7 +20,8 @@ pub struct LambdaRun {
 
 /// Runs the real `bootstrap` once, as Lambda would, for the minute `minute` (epoch seconds).
 pub fn run_lambda(bootstrap: &Path, url: &str, namespace: &str, cluster: &str, minute: u64) -> LambdaRun {
-    // The handler derives the minute three minutes before the event's time.
+    // The handler derives up to the minute four minutes before the event's time (nodes flushing
+    // every two minutes): here the minute before `minute`, and the four before it.
     let event = serde_json::json!({
         "version": "0", "id": "0d4e4c5c-0000-0000-0000-00000000c057", "detail-type": "Scheduled Event",
         "source": "aws.events", "account": "000000000000", "time": format_timestamp(at(minute + 180 + 7)),

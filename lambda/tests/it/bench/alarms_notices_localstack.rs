@@ -150,12 +150,13 @@ async fn job_totals_become_cluster_figures_and_backlog_goes_to_eventbridge() {
     data.extend(series(&cluster, &IDLE_NODES, &q, &minutes(0.0, 0.0)));
     put(&url, &ns, data).await;
 
-    // No job log group for this cluster: the findings stage fails, the figures do not.
+    // No job log group for this cluster: the findings stage fails, and so does keeping the
+    // minutes derived (in that group); the figures do not.
     let s = slurm_cw_lambda::handler::run(&cfg, &clients, invocation_for(at)).await;
-    assert_eq!(s.failed_stages.iter().map(|f| f.stage.as_str()).collect::<Vec<_>>(), ["findings"]);
+    assert_eq!(s.failed_stages.iter().map(|f| f.stage.as_str()).collect::<Vec<_>>(), ["minutes", "findings"]);
 
     let s = slurm_cw_lambda::handler::run(&config(&ns, &whole), &clients, invocation_for(at)).await;
-    assert_eq!(s.failed_stages.iter().map(|f| f.stage.as_str()).collect::<Vec<_>>(), ["findings"]);
+    assert_eq!(s.failed_stages.iter().map(|f| f.stage.as_str()).collect::<Vec<_>>(), ["minutes", "findings"]);
 
     let w = |c: &str, m: &'static slurm_cw_catalog::Metric, dims: &'static [(&'static str, &'static str)]| {
         let (cw, ns, c) = (clients.cloudwatch.clone(), ns.clone(), c.to_owned());

@@ -240,11 +240,14 @@ async fn a_failed_stage_leaves_the_others_running_and_the_next_run_notifies() {
     )
     .await;
 
-    // The job log group does not exist: the findings stage fails, nothing else does.
+    // The job log group does not exist: the findings stage fails, and keeping the minutes
+    // derived (in that group); nothing else does.
     let s = run(&cfg, &clients, invocation_for(at)).await;
-    assert_eq!(s.failed_stages.len(), 1, "{:?}", s.failed_stages);
-    assert_eq!(s.failed_stages[0].stage, "findings");
-    assert!(s.failed_stages[0].error.contains("FilterLogEvents"), "{}", s.failed_stages[0].error);
+    assert_eq!(s.failed_stages.len(), 2, "{:?}", s.failed_stages);
+    assert_eq!(s.failed_stages[0].stage, "minutes");
+    assert!(s.failed_stages[0].error.contains("_lambda-minutes"), "{}", s.failed_stages[0].error);
+    assert_eq!(s.failed_stages[1].stage, "findings");
+    assert!(s.failed_stages[1].error.contains("FilterLogEvents"), "{}", s.failed_stages[1].error);
     assert_eq!(s.alarms.created_or_updated.len(), default_rules().len(), "alarm upkeep ran");
     let efficiency = read(&clients.cloudwatch, &ns, &cluster, &CLUSTER_CPU_EFFICIENCY, &[], at, at).await;
     assert_eq!(efficiency.get(&at), Some(&25.0), "the cluster figures were published");

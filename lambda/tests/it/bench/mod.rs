@@ -7,6 +7,7 @@ mod alarms_notices_localstack;
 mod cw_localstack;
 mod dashboard_localstack;
 mod findings_localstack;
+mod minutes_localstack;
 mod pcs_scaling_localstack;
 mod runtime_api;
 mod scale_localstack;

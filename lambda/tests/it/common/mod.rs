@@ -107,6 +107,19 @@ pub async fn read(
     from: i64,
     to: i64,
 ) -> BTreeMap<i64, f64> {
+    read_stat(cw, namespace, cluster, metric, dims, (from, to), "Maximum").await
+}
+
+/// Per-minute `stat` of a metric between two minutes (`from`, `to`), inclusive.
+pub async fn read_stat(
+    cw: &aws_sdk_cloudwatch::Client,
+    namespace: &str,
+    cluster: &str,
+    metric: &CatalogMetric,
+    dims: &[(&str, &str)],
+    (from, to): (i64, i64),
+    stat: &str,
+) -> BTreeMap<i64, f64> {
     let mut d = vec![Dimension::builder().name("ClusterName").value(cluster).build()];
     d.extend(dims.iter().map(|(k, v)| Dimension::builder().name(*k).value(*v).build()));
     let q = MetricDataQuery::builder()
@@ -121,7 +134,7 @@ pub async fn read(
                         .build(),
                 )
                 .period(60)
-                .stat("Maximum")
+                .stat(stat)
                 .build(),
         )
         .build();
