@@ -50,6 +50,22 @@ pub struct Scan {
     /// FilterLogEvents' token for the page to read next (valid 24 hours); None: the first.
     #[serde(rename = "Token", default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// When the scan began (epoch ms): everything ingested before it is behind the scan's
+    /// position when the scan ends, whatever its event time. (None: a scan an older function
+    /// began.)
+    #[serde(rename = "Started", default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<i64>,
+}
+
+impl Scan {
+    /// Where the cursor goes when the scan ends: the newest ingestion time it read, but never
+    /// past its own start. A scan over several runs reads pages in event-time order, so a
+    /// finding ingested meanwhile with an older event time (a node's spool after an outage) lands
+    /// behind its position, unread; the next scan must still take it, though newer findings
+    /// were read after it was ingested.
+    pub fn covered_to(&self) -> i64 {
+        self.started_ms.map_or(self.newest_ms, |s| self.newest_ms.min(s))
+    }
 }
 
 impl Cursor {
@@ -66,6 +82,7 @@ impl Cursor {
             since_ms: self.up_to_ms - INGESTION_OVERLAP_MINUTES * 60_000,
             newest_ms: self.up_to_ms,
             token: None,
+            started_ms: Some(now_ms),
         })
     }
 }
@@ -156,6 +173,17 @@ mod tests {
         let mut back: Cursor = serde_json::from_str(&line).unwrap();
         assert_eq!(back.scan(now + 600_000).token.as_deref(), Some("t"), "the same scan, not a new one");
         assert!(back.scan.is_none());
+        // A scan over runs: a finding ingested at its start plus 30 minutes was read; one ingested
+        // 5 minutes in, with an older event time, fell behind it. The next scan reads from the
+        // scan's start less the overlap, so it takes the second.
+        let scan = Scan { newest_ms: now + 1_800_000, started_ms: Some(now), ..s.clone() };
+        assert_eq!(scan.covered_to(), now);
+        let next = Cursor { up_to_ms: scan.covered_to(), ..Cursor::fresh(0) }.scan(now + 3_600_000);
+        assert!(next.since_ms <= now + 300_000, "{}", next.since_ms);
+        // One run's scan, nothing newer than its start read: as far as it read.
+        assert_eq!(Scan { newest_ms: now - 5, started_ms: Some(now), ..s.clone() }.covered_to(), now - 5);
+        // A scan an older function began: as before.
+        assert_eq!(Scan { newest_ms: now + 9, started_ms: None, ..s.clone() }.covered_to(), now + 9);
         let old: Cursor =
             serde_json::from_str(r#"{"Type":"lambda_cursor","NotifiedUpTo":5,"Notified":[[4,"A"]]}"#)
                 .unwrap();

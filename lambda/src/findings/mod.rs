@@ -16,7 +16,9 @@
 //! [`LATENESS_HOURS`], keeps the findings ingested since the cursor less
 //! [`INGESTION_OVERLAP_MINUTES`] (an event can become searchable a little after its ingestion
 //! time), skips those it notified already (by RecordId, remembered in the cursor), publishes
-//! the rest, and moves the cursor to the newest ingestion time read.
+//! the rest, and moves the cursor to the newest ingestion time read, but never past the scan's
+//! start ([`Scan::covered_to`]: a scan over several runs leaves behind it what was ingested
+//! meanwhile with an older event time).
 //!
 //! **The bound and its cost.** A finding delivered more than [`LATENESS_HOURS`] after its event
 //! time is not notified (it stays in the group; `slurm-cw-shipper report` shows the job). The
@@ -211,6 +213,7 @@ pub async fn run(
                 tracing::warn!(error = %format!("{e:#}"), "a findings scan cannot go on; starting it again");
                 scan.token = None;
                 scan.from_ms = now_ms - LATENESS_HOURS * 3_600_000;
+                scan.started_ms = Some(now_ms);
                 read_page(logs, t.group, &scan, budget.page_limit, p).await?
             }
             Err(e) => return Err(e),
@@ -238,7 +241,7 @@ pub async fn run(
         }
         match next {
             None => {
-                cursor.up_to_ms = scan.newest_ms;
+                cursor.up_to_ms = scan.covered_to();
                 break;
             }
             Some(token) => {
