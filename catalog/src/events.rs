@@ -29,6 +29,9 @@ pub mod budget {
     pub const THRESHOLD_PERCENT: &str = "threshold_percent";
     pub const SPENT_USD: &str = "spent_usd";
     pub const BUDGET_USD: &str = "budget_usd";
-    /// The jobs that spent most this month: a list of {job, user, cost_usd}.
+    /// The jobs that spent most this month: a list of {job, user, cost_usd}...
     pub const TOP_JOBS: &str = "top_jobs";
+    /// ...among those whose summaries since this time (RFC 3339) were all read: the month's
+    /// start when every one was; null when not even the last day's could be read in time.
+    pub const TOP_JOBS_SINCE: &str = "top_jobs_since";
 }

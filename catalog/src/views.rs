@@ -22,7 +22,7 @@ pub fn shown() -> BTreeSet<String> {
 
 /// What the Lambda reads per partition or account: the autoscaling signal and the cores behind
 /// `ClusterCpuEfficiency` per partition (lambda/src/cluster.rs), each account's spend for its
-/// budget (lambda/src/budgets.rs).
+/// budget (lambda/src/budgets/).
 pub const LAMBDA_READS: [(&str, &Metric); 5] = [
     (crate::dims::PARTITION, &BACKLOG_NODES),
     (crate::dims::PARTITION, &IDLE_NODES),

@@ -155,7 +155,7 @@ def test_lambda_role_statements():
         "${aws_cloudwatch_log_group.jobs.arn}:log-stream:${local.lambda_minutes_state_stream}",
     ]
     # The Lambda's own names for them.
-    budgets_rs = (REPO / "lambda/src/budgets.rs").read_text()
+    budgets_rs = (REPO / "lambda/src/budgets/mod.rs").read_text()
     assert f'pub const STATE_STREAM: &str = "{module_locals()["lambda_budget_state_stream"]}";' in budgets_rs
     minutes_rs = (REPO / "lambda/src/minutes.rs").read_text()
     assert f'pub const STATE_STREAM: &str = "{module_locals()["lambda_minutes_state_stream"]}";' in minutes_rs

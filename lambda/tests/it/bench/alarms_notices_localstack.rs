@@ -317,6 +317,9 @@ async fn an_account_passing_its_budget_is_told_once_per_threshold_with_its_costl
         serde_json::json!({"job": "7", "user": "alice", "cost_usd": 15.0}),
         "chem's job is not physics', and each run of job 7 on n2 counts"
     );
+    // Every summary of the month was read.
+    let (_, month_start) = slurm_cw_lambda::budgets::month_of(SystemTime::now());
+    assert_eq!(detail[budget::TOP_JOBS_SINCE], slurm_cw_lambda::cw::rfc3339_ms(month_start * 1000));
     let notes = notices(&sqs, &notice_q, Duration::from_secs(10)).await;
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
@@ -336,4 +339,41 @@ async fn an_account_passing_its_budget_is_told_once_per_threshold_with_its_costl
     let events = drained(&eb_sqs, &ev_q, Duration::from_secs(10)).await;
     assert_eq!(events.len(), 1, "one event for the second threshold, none again for the first: {events:?}");
     assert_eq!(notices(&sqs, &notice_q, Duration::from_secs(5)).await.len(), 1);
+}
+
+#[ignore = "needs LocalStack: scripts/test.sh runs it"]
+#[tokio::test]
+async fn a_budget_notice_reads_the_newest_days_first_and_says_how_far_it_read() {
+    use slurm_cw_lambda::budgets::top_jobs::{TopJobs, top_jobs};
+    let Some(url) = localstack() else { return };
+    let clients = clients(&url).await;
+    let group = job_group(&clients, &unique("c")).await;
+    let now_ms = slurm_cw_lambda::cw::epoch(SystemTime::now()) * 1000;
+    let day = 86_400_000;
+    // Job 1 ($500) ended four days ago, job 2 ($40) an hour ago, job 3 ($30) a day and a half ago.
+    put_records(&clients.logs, &group, "n1", &[summary("1", "n1", "physics", 500.0, now_ms - 4 * day)]).await;
+    put_records(&clients.logs, &group, "n2", &[summary("3", "n2", "physics", 30.0, now_ms - day - day / 2)])
+        .await;
+    put_records(&clients.logs, &group, "n2", &[summary("2", "n2", "physics", 40.0, now_ms - 3_600_000)])
+        .await;
+    let span = (now_ms - 5 * day, now_ms);
+    let later = tokio::time::Instant::now() + Duration::from_secs(30);
+    let jobs = |t: &TopJobs| t.jobs.iter().map(|(j, _, usd)| (j.clone(), *usd)).collect::<Vec<_>>();
+
+    // Time for one page: the last day, and the notice knows it read from a day ago on.
+    let one = top_jobs(&clients.logs, &group, "physics", span, later, 1).await.unwrap();
+    assert_eq!(jobs(&one), [("2".to_owned(), 40.0)]);
+    assert_eq!(one.since_ms, Some(now_ms - day));
+    // Two: the day before too.
+    let two = top_jobs(&clients.logs, &group, "physics", span, later, 2).await.unwrap();
+    assert_eq!(jobs(&two), [("2".to_owned(), 40.0), ("3".to_owned(), 30.0)]);
+    assert_eq!(two.since_ms, Some(now_ms - 2 * day));
+    // Time for all: the month's costliest first, every summary since the start read.
+    let all = top_jobs(&clients.logs, &group, "physics", span, later, 30).await.unwrap();
+    assert_eq!(jobs(&all), [("1".to_owned(), 500.0), ("2".to_owned(), 40.0), ("3".to_owned(), 30.0)]);
+    assert_eq!(all.since_ms, Some(span.0));
+    // No time at all: nothing read, and nothing claimed.
+    let none =
+        top_jobs(&clients.logs, &group, "physics", span, tokio::time::Instant::now(), 30).await.unwrap();
+    assert_eq!(none, TopJobs::default());
 }

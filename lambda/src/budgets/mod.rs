@@ -13,18 +13,19 @@ use serde::{Deserialize, Serialize};
 use slurm_cw_catalog::dims::ACCOUNT;
 use slurm_cw_catalog::events::{self, budget};
 use slurm_cw_catalog::metrics::JOB_COST;
-use slurm_cw_catalog::records as r;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
+use top_jobs::{MAX_PAGES, TopJobs, top_jobs};
+
+pub mod top_jobs;
 
 /// The stage's state stream in the job log group.
 pub const STATE_STREAM: &str = "_lambda-budgets";
 /// Shares of a budget that are told, in percent.
 pub const THRESHOLDS: [u32; 2] = [80, 100];
-/// Jobs named in a notice.
-const TOP: usize = 5;
-/// Summaries read for the top jobs at most (FilterLogEvents pages of 10,000).
-const MAX_PAGES: usize = 5;
+/// The time the stage gives to reading the costliest jobs, over every account told this run:
+/// its budget (3 s) less the reads before and the events and notices after.
+const TOP_JOBS_TIME: std::time::Duration = std::time::Duration::from_millis(1_500);
 
 /// What was sent in a month: account -> thresholds.
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -41,8 +42,11 @@ pub struct Crossing {
     pub threshold_percent: u32,
     pub spent_usd: f64,
     pub budget_usd: f64,
-    /// (job, user, dollars), most first.
+    /// (job, user, dollars), most first...
     pub top_jobs: Vec<(String, String, f64)>,
+    /// ...of the jobs whose summaries since this time (epoch ms) were all read: the month's
+    /// start when every one was; None when not even the last day's were.
+    pub top_jobs_since_ms: Option<i64>,
 }
 
 /// `YYYY-MM` of `now` (UTC) and the month's first second, epoch seconds.
@@ -110,17 +114,25 @@ pub async fn run(
     let end = crate::cw::epoch(now);
     let period = month_period(end - start);
     let points = cw.fetch(&series, crate::cw::at_epoch(start), now, period).await?;
+    let crossing: Vec<(&String, f64, f64, Vec<u32>)> = accounts
+        .into_iter()
+        .zip(points)
+        .filter_map(|((account, budget), p)| {
+            let spent: f64 = p.values().sum();
+            let already = sent.sent.get(account).cloned().unwrap_or_default();
+            let crossed = newly_crossed(spent, *budget, &already);
+            (!crossed.is_empty()).then_some((account, spent, *budget, crossed))
+        })
+        .collect();
     let mut told = Vec::new();
-    for ((account, budget), p) in accounts.into_iter().zip(points) {
-        let spent: f64 = p.values().sum();
-        let already = sent.sent.get(account).cloned().unwrap_or_default();
-        let crossed = newly_crossed(spent, *budget, &already);
-        if crossed.is_empty() {
-            continue;
-        }
-        let top_jobs = top_jobs(logs, t.group, account, start * 1000).await.unwrap_or_else(|e| {
+    let share = TOP_JOBS_TIME / crossing.len().max(1) as u32;
+    let now_ms = end * 1000;
+    for (account, spent, budget, crossed) in crossing {
+        let until = tokio::time::Instant::now() + share;
+        let read = top_jobs(logs, t.group, account, (start * 1000, now_ms), until, MAX_PAGES).await;
+        let top = read.unwrap_or_else(|e| {
             tracing::warn!(account, error = %format!("{e:#}"), "the budget notice names no jobs");
-            Vec::new()
+            TopJobs::default()
         });
         for threshold_percent in crossed {
             told.push(Crossing {
@@ -128,8 +140,9 @@ pub async fn run(
                 month: month.clone(),
                 threshold_percent,
                 spent_usd: spent,
-                budget_usd: *budget,
-                top_jobs: top_jobs.clone(),
+                budget_usd: budget,
+                top_jobs: top.jobs.clone(),
+                top_jobs_since_ms: top.since_ms,
             });
         }
     }
@@ -145,6 +158,7 @@ pub async fn run(
             budget::SPENT_USD: c.spent_usd,
             budget::BUDGET_USD: c.budget_usd,
             budget::TOP_JOBS: c.top_jobs.iter().map(|(j, u, d)| serde_json::json!({"job": j, "user": u, "cost_usd": d})).collect::<Vec<_>>(),
+            budget::TOP_JOBS_SINCE: c.top_jobs_since_ms.map(crate::cw::rfc3339_ms),
         })
     });
     crate::notify::put_events(eb, t.bus, budget::DETAIL_TYPE, details).await?;
@@ -177,7 +191,19 @@ pub fn notice(cluster: &str, c: &Crossing) -> (String, String) {
         c.spent_usd / c.budget_usd * 100.0
     );
     if !c.top_jobs.is_empty() {
-        body.push_str("\nThe jobs that spent most this month:\n");
+        // Read since a month's first second: all of it.
+        let whole_month = |ms: i64| month_of(crate::cw::at_epoch(ms.div_euclid(1000))).1 * 1000 == ms;
+        body.push_str(&match c.top_jobs_since_ms {
+            Some(ms) if whole_month(ms) => "\nThe jobs that spent most this month:\n".to_owned(),
+            Some(ms) => format!(
+                "\nThe jobs that spent most among those that ended since {} (the summaries before were \
+                 not read in time):\n",
+                crate::cw::rfc3339_ms(ms)
+            ),
+            None => "\nThe jobs that spent most among the last day's summaries read in time (not all of \
+                     them):\n"
+                .to_owned(),
+        });
         for (job, user, usd) in &c.top_jobs {
             body.push_str(&format!("  job {job} ({user}): ${usd:.2}\n"));
         }
@@ -185,68 +211,6 @@ pub fn notice(cluster: &str, c: &Crossing) -> (String, String) {
     body.push_str("\n`slurm-cw-shipper report <job>` shows a job's cost and waste per node.\n");
     // SNS subjects: at most 100 characters.
     (subject.chars().take(100).collect(), body)
-}
-
-/// The account's most expensive jobs this month: job summaries' `CostUsd`, added over their
-/// nodes and runs.
-async fn top_jobs(
-    logs: &aws_sdk_cloudwatchlogs::Client,
-    group: &str,
-    account: &str,
-    from_ms: i64,
-) -> Result<Vec<(String, String, f64)>> {
-    let quoted = serde_json::to_string(account).context("account")?;
-    let pattern = format!(
-        "{{ $.{} = \"{}\" && $.{} = {quoted} }}",
-        r::TYPE.name,
-        r::kinds::JOB_SUMMARY,
-        r::ACCOUNT.name
-    );
-    let mut per_job: BTreeMap<(String, String), BTreeMap<String, f64>> = BTreeMap::new();
-    let mut token = None;
-    for _ in 0..MAX_PAGES {
-        let resp = logs
-            .filter_log_events()
-            .log_group_name(group)
-            .filter_pattern(&pattern)
-            .start_time(from_ms)
-            .set_next_token(token)
-            .send()
-            .await
-            .with_context(|| format!("FilterLogEvents {group}"))?;
-        for ev in resp.events() {
-            let Some(v) = ev.message().and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok()) else {
-                continue;
-            };
-            let text = |f: &r::Field| v.get(f.name).and_then(|x| x.as_str()).map(str::to_owned);
-            // The pattern narrows the scan; the record itself decides (LocalStack, for one,
-            // matches only part of a compound pattern).
-            if text(&r::TYPE).as_deref() != Some(r::kinds::JOB_SUMMARY)
-                || text(&r::ACCOUNT).as_deref() != Some(account)
-            {
-                continue;
-            }
-            let (Some(job), Some(node), Some(usd)) =
-                (text(&r::JOB_ID), text(&r::NODE_NAME), v.get(r::COST_USD.name).and_then(|x| x.as_f64()))
-            else {
-                continue;
-            };
-            // The latest summary of a run on a node wins: its summaries share a RecordId, and a
-            // run requeued onto the same node has its own (records before runs: the node's).
-            let user = text(&r::USER).unwrap_or_default();
-            let run = text(&r::RECORD_ID).unwrap_or(node);
-            per_job.entry((job, user)).or_default().insert(run, usd);
-        }
-        token = resp.next_token().map(str::to_owned);
-        if token.is_none() {
-            break;
-        }
-    }
-    let mut jobs: Vec<(String, String, f64)> =
-        per_job.into_iter().map(|((j, u), nodes)| (j, u, nodes.values().sum())).collect();
-    jobs.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-    jobs.truncate(TOP);
-    Ok(jobs)
 }
 
 /// One period over the whole month so far, `secs` long: a whole number of hours. CloudWatch
@@ -304,12 +268,21 @@ mod tests {
             spent_usd: 812.5,
             budget_usd: 1000.0,
             top_jobs: vec![("4242".into(), "alice".into(), 310.25)],
+            // 2026-11-01T00:00:00Z: every summary of the month read.
+            top_jobs_since_ms: Some(1_793_491_200_000),
         };
         let (subject, body) = notice("hpc", &c);
         assert_eq!(subject, "[hpc] account physics passed 80% of its 2026-11 budget");
         assert!(
-            body.contains("$812.50 of its $1000.00 budget") && body.contains("job 4242 (alice): $310.25"),
+            body.contains("$812.50 of its $1000.00 budget")
+                && body.contains("The jobs that spent most this month:\n  job 4242 (alice): $310.25"),
             "{body}"
         );
+        // Only the summaries since the 20th read in time: the notice says so.
+        let part = Crossing { top_jobs_since_ms: Some(1_795_132_800_000), ..c.clone() };
+        let (_, body) = notice("hpc", &part);
+        assert!(body.contains("among those that ended since 2026-11-20T00:00:00"), "{body}");
+        let none = Crossing { top_jobs_since_ms: None, ..c };
+        assert!(notice("hpc", &none).1.contains("not all of them"));
     }
 }
