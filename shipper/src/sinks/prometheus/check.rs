@@ -5,8 +5,8 @@ use super::config::PrometheusConfig;
 use crate::check::{Row, Status, config_row, row};
 use std::path::Path;
 
-/// Whether the address can be had, and the job series row.
-pub fn rows(cfg: &PrometheusConfig, slurm_conf: Option<&Path>) -> Vec<Row> {
+/// Whether the address can be had, who holds its port across restarts, and the job series row.
+pub async fn rows(cfg: &PrometheusConfig, slurm_conf: Option<&Path>) -> Vec<Row> {
     let address = &cfg.address;
     let endpoint = match std::net::TcpListener::bind(address) {
         Ok(_) => row("prometheus endpoint", Status::Ok, format!("http://{address}/metrics can be served")),
@@ -20,43 +20,106 @@ pub fn rows(cfg: &PrometheusConfig, slurm_conf: Option<&Path>) -> Vec<Row> {
     // Read once: its row says whether it can be had, the job series row whom it guards.
     let token = cfg.bearer_token_file.as_deref().map(|f| (f, super::token::Token::read(f)));
     let guarded = token.as_ref().is_some_and(|(_, t)| t.is_ok());
-    let port = port_row(socket_unit(Path::new("/")), guarded);
+    let port = port_row(socket_unit().await, address, guarded);
     vec![endpoint, port, token_row(token), job_series_row(cfg, slurm_conf, guarded)]
 }
 
-/// Where systemd would find `slurm-cw-shipper.socket` under `root`, if installed.
-fn socket_unit(root: &Path) -> Option<std::path::PathBuf> {
-    ["etc/systemd/system", "usr/lib/systemd/system", "lib/systemd/system"]
-        .iter()
-        .map(|d| root.join(d).join("slurm-cw-shipper.socket"))
-        .find(|p| p.is_file())
+/// The socket unit that holds the port (infra/systemd).
+const SOCKET_UNIT: &str = "slurm-cw-shipper.socket";
+
+/// What systemd says of [`SOCKET_UNIT`]; Err: why it could not be asked (no systemd: a
+/// container, a chroot).
+async fn socket_unit() -> Result<SocketUnit, String> {
+    let commands = crate::sources::head::command::SlurmCommands::new(None, std::time::Duration::from_secs(5))
+        .with_limits(64 << 10, 4 << 10);
+    let args = ["show", "--property=LoadState,ActiveState,Listen", SOCKET_UNIT];
+    use crate::sources::head::command::CommandError;
+    match commands.run("systemctl", &args).await {
+        Ok(out) => Ok(SocketUnit::parse(&out.stdout)),
+        Err(CommandError::NotFound(..)) => Err("no systemctl".to_owned()),
+        // "System has not been booted with systemd as init system (PID 1). Can't operate."
+        Err(CommandError::Failed { stderr, .. }) => Err(stderr.lines().next().unwrap_or_default().to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `systemctl show --property=LoadState,ActiveState,Listen` of the socket unit.
+#[derive(Debug, Default, PartialEq)]
+struct SocketUnit {
+    /// `loaded`, or `not-found` where it is not installed.
+    load: String,
+    /// `active` where systemd holds its sockets.
+    active: String,
+    /// Its stream sockets' addresses (`Listen=127.0.0.1:9817 (Stream)`).
+    streams: Vec<String>,
+}
+
+impl SocketUnit {
+    fn parse(text: &str) -> SocketUnit {
+        let mut u = SocketUnit::default();
+        for line in text.lines() {
+            match line.split_once('=') {
+                Some(("LoadState", v)) => u.load = v.trim().to_owned(),
+                Some(("ActiveState", v)) => u.active = v.trim().to_owned(),
+                Some(("Listen", v)) => {
+                    if let Some(a) = v.trim().strip_suffix("(Stream)") {
+                        u.streams.push(a.trim().to_owned());
+                    }
+                }
+                _ => {}
+            }
+        }
+        u
+    }
+
+    /// Whether it holds `address` as the daemon looks for it (the same socket address: a unit
+    /// on `[::]:9817` is no use to a daemon told `127.0.0.1:9817`, and keeps it from binding).
+    fn holds(&self, address: &str) -> bool {
+        let want = address.parse::<std::net::SocketAddr>().ok();
+        want.is_some() && self.streams.iter().any(|s| s.parse::<std::net::SocketAddr>().ok() == want)
+    }
 }
 
 /// Who holds the port while the daemon restarts: systemd's socket unit, or no one, when a
 /// user could bind it and answer the scraper (and, where a token guards the endpoint, be sent
 /// the token).
-fn port_row(unit: Option<std::path::PathBuf>, guarded: bool) -> Row {
+fn port_row(unit: Result<SocketUnit, String>, address: &str, guarded: bool) -> Row {
+    let unheld = |why: &str| {
+        let (status, what) = if guarded {
+            (
+                Status::Warn,
+                "a user who binds it while the daemon restarts is sent the scraper's token; hold it",
+            )
+        } else {
+            (Status::Ok, "it would be held across restarts")
+        };
+        row("prometheus port", status, format!("{why}: {what} with {SOCKET_UNIT} (infra/systemd)"))
+    };
     match unit {
-        Some(u) => row(
+        Err(e) => unheld(&format!("bound by the daemon (systemd could not be asked: {e})")),
+        Ok(u) if u.load != "loaded" => unheld("bound by the daemon"),
+        Ok(u) if u.active != "active" => row(
             "prometheus port",
-            Status::Ok,
+            if guarded { Status::Warn } else { Status::Ok },
             format!(
-                "held by {} across the daemon's restarts (its ListenStream= must be prometheus.address)",
-                u.display()
+                "{SOCKET_UNIT} is installed but {}: the daemon binds the port itself; \
+                 systemctl enable --now {SOCKET_UNIT}",
+                u.active
             ),
         ),
-        None if guarded => row(
+        Ok(u) if !u.holds(address) => row(
             "prometheus port",
-            Status::Warn,
-            "bound by the daemon: a user who binds it while the daemon restarts is sent the scraper's \
-             token; hold it with slurm-cw-shipper.socket (infra/systemd)"
-                .to_owned(),
+            Status::Fail,
+            format!(
+                "{SOCKET_UNIT} holds {}, not prometheus.address {address}: the daemon cannot serve on it; \
+                 make its ListenStream= {address}",
+                if u.streams.is_empty() { "no stream socket".to_owned() } else { u.streams.join(", ") }
+            ),
         ),
-        None => row(
+        Ok(_) => row(
             "prometheus port",
             Status::Ok,
-            "bound by the daemon (slurm-cw-shipper.socket, infra/systemd, would hold it across restarts)"
-                .to_owned(),
+            format!("held by systemd's {SOCKET_UNIT} across the daemon's restarts"),
         ),
     }
 }
@@ -143,18 +206,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_guarded_port_no_socket_unit_holds_is_a_warning() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(socket_unit(dir.path()), None);
-        assert_eq!(port_row(None, true).status, Status::Warn);
-        assert_eq!(port_row(None, false).status, Status::Ok);
-        let units = dir.path().join("etc/systemd/system");
-        std::fs::create_dir_all(&units).unwrap();
-        std::fs::write(units.join("slurm-cw-shipper.socket"), "[Socket]\n").unwrap();
-        let found = socket_unit(dir.path());
-        assert_eq!(found, Some(units.join("slurm-cw-shipper.socket")));
-        let r = port_row(found, true);
-        assert_eq!(r.status, Status::Ok, "{}", r.detail);
+    fn the_port_is_held_only_where_systemd_holds_the_daemons_address() {
+        let address = "127.0.0.1:9817";
+        let status = |unit: Result<SocketUnit, String>, guarded| port_row(unit, address, guarded).status;
+        // `systemctl show` of the unit as infra/systemd installs it, and of one not installed.
+        let active = "LoadState=loaded\nActiveState=active\nListen=127.0.0.1:9817 (Stream)\n";
+        let missing = "LoadState=not-found\nActiveState=inactive\n";
+        assert_eq!(
+            SocketUnit::parse(active),
+            SocketUnit { load: "loaded".into(), active: "active".into(), streams: vec![address.into()] }
+        );
+        assert_eq!(status(Ok(SocketUnit::parse(active)), true), Status::Ok);
+        // Not installed, or systemd not there to ask: a warning where a token is at stake.
+        assert_eq!(status(Ok(SocketUnit::parse(missing)), true), Status::Warn);
+        assert_eq!(status(Ok(SocketUnit::parse(missing)), false), Status::Ok);
+        assert_eq!(status(Err("no systemd".into()), true), Status::Warn);
+        // Installed and stopped: it holds nothing.
+        let stopped = active.replace("ActiveState=active", "ActiveState=inactive");
+        assert_eq!(status(Ok(SocketUnit::parse(&stopped)), true), Status::Warn);
+        // On another address (ListenStream=9817 is [::]:9817): the daemon cannot use it and
+        // cannot bind its own.
+        let other = active.replace("127.0.0.1:9817", "[::]:9817");
+        let r = port_row(Ok(SocketUnit::parse(&other)), address, false);
+        assert_eq!(r.status, Status::Fail, "{}", r.detail);
+        assert!(r.detail.contains("[::]:9817"), "{}", r.detail);
+        // A datagram socket of the same address is not the endpoint's.
+        let datagram = active.replace("(Stream)", "(Datagram)");
+        assert_eq!(status(Ok(SocketUnit::parse(&datagram)), false), Status::Fail);
     }
 
     #[test]

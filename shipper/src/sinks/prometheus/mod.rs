@@ -53,7 +53,7 @@ impl crate::sinks::Component for Spec {
     }
 
     async fn check(&self, cfg: &PrometheusConfig, cx: &Context<'_>) -> Vec<crate::check::Row> {
-        check::rows(cfg, cx.slurm_conf)
+        check::rows(cfg, cx.slurm_conf).await
     }
 }
 
