@@ -18,6 +18,8 @@ use crate::sinks::pacing::{Pace, deliver_loop};
 use crate::sinks::route::Route;
 use slurm_cw_formats::record::Record;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 
@@ -144,16 +146,30 @@ pub async fn daemon(
         Err(e) => return Exit::Failed(format!("cannot start the collection thread: {e}")),
     };
     let mut deliverers = Vec::new();
+    // What each delivery holds in memory alone: lost where the stop's grace cuts it.
+    let mut in_memory: Vec<Arc<AtomicUsize>> = Vec::new();
     let mut metric_routes = Vec::new();
     for Route { intake, delivery, .. } in metrics {
         let (tx, rx) = mpsc::unbounded_channel::<Vec<Aggregate>>();
-        deliverers.push(tokio::spawn(deliver_loop(delivery, rx, pace)));
+        in_memory.push(Arc::default());
+        deliverers.push(tokio::spawn(deliver_loop(
+            delivery,
+            rx,
+            pace,
+            in_memory[in_memory.len() - 1].clone(),
+        )));
         metric_routes.push((intake, tx));
     }
     let mut record_route = None;
     if let Some(Route { intake, delivery, .. }) = records {
         let (rtx, rrx) = mpsc::unbounded_channel::<Vec<Record>>();
-        deliverers.push(tokio::spawn(deliver_loop(delivery, rrx, pace)));
+        in_memory.push(Arc::default());
+        deliverers.push(tokio::spawn(deliver_loop(
+            delivery,
+            rrx,
+            pace,
+            in_memory[in_memory.len() - 1].clone(),
+        )));
         record_route = Some((intake, rtx));
     }
     let mut to_delivery = |f: crate::pipeline::Flushed| -> bool {
@@ -260,7 +276,19 @@ pub async fn daemon(
         Ok(Ok(_)) => Exit::Ok,
         Ok(Err(e)) => Exit::Failed(format!("delivery task failed: {e}")),
         Err(_) => {
-            tracing::warn!(?SHUTDOWN_GRACE, "delivery did not finish in time; exiting anyway");
+            let lost: usize = in_memory.iter().map(|n| n.load(Ordering::Relaxed)).sum();
+            if lost > 0 {
+                tracing::error!(
+                    lost,
+                    ?SHUTDOWN_GRACE,
+                    "delivery did not finish in time: datums held in memory (the spool could not take them) are lost"
+                );
+            } else {
+                tracing::warn!(
+                    ?SHUTDOWN_GRACE,
+                    "delivery did not finish in time; what is left is in the spool"
+                );
+            }
             Exit::Ok
         }
     }

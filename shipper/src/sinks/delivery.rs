@@ -331,6 +331,11 @@ impl<D: Destination> Delivery<D> {
         }
     }
 
+    /// Datums held in memory alone (the spool could not take them when they came).
+    pub fn in_memory(&self) -> usize {
+        self.memory.iter().map(Vec::len).sum()
+    }
+
     /// Datums held in memory, and files in the spool.
     pub fn waiting(&self) -> (usize, usize) {
         let files = self.spool.as_ref().map_or(0, |s| lock(s).files());

@@ -3,6 +3,8 @@
 //! tried at once.
 
 use crate::sinks::delivery::{Delivery, Destination, Step};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -17,16 +19,19 @@ pub struct Pace {
 
 /// Sends what waits, oldest first, paced; a new flush is tried at once. Stops when the main
 /// loop hangs up (one last paced drain, bounded by the caller's grace) or when the sink cannot
-/// work any more; then returns why it gave up.
+/// work any more; then returns why it gave up. `in_memory` says, all along, how many datums
+/// wait in memory alone (the spool could not take them): what a stop cut by its grace loses.
 pub async fn deliver_loop<D: Destination>(
     mut delivery: Delivery<D>,
     mut rx: mpsc::UnboundedReceiver<Vec<D::Item>>,
     pace: Pace,
+    in_memory: Arc<AtomicUsize>,
 ) -> Option<String> {
     let mut next = tokio::time::Instant::now();
     let mut failures: u32 = 0;
     let mut open = true;
     while open || delivery.has_backlog() {
+        in_memory.store(delivery.in_memory(), Ordering::Relaxed);
         let backlog = delivery.has_backlog();
         tokio::select! {
             biased;
@@ -60,6 +65,7 @@ pub async fn deliver_loop<D: Destination>(
                             // Stopping: what is left stays in the spool, and what waits in
                             // memory goes there too where it can.
                             delivery.at_stop();
+                            in_memory.store(0, Ordering::Relaxed);
                             return None;
                         }
                         failures += 1;
@@ -77,6 +83,7 @@ pub async fn deliver_loop<D: Destination>(
             }
         }
     }
+    in_memory.store(delivery.in_memory(), Ordering::Relaxed);
     None
 }
 
@@ -134,7 +141,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         drop(tx);
         let pace = Pace { replay_gap: Duration::from_millis(1), max_backoff: Duration::from_millis(1) };
-        assert_eq!(deliver_loop(delivery, rx, pace).await, None);
+        assert_eq!(deliver_loop(delivery, rx, pace, Arc::default()).await, None);
         stats.take().dropped.get(&DropReason::Stopped).copied().unwrap_or(0)
     }
 
@@ -151,5 +158,41 @@ mod tests {
         let (mut reopened, _) = Spool::<Aggregate>::open(dir.path(), 1 << 20).unwrap();
         let oldest = reopened.oldest().expect("a file for the next start");
         assert_eq!(reopened.read(&oldest).unwrap().items.len(), 3);
+    }
+
+    /// A destination whose request never returns (a network that swallows it).
+    struct Hangs;
+
+    impl Destination for Hangs {
+        type Item = Aggregate;
+
+        fn label(&self) -> &str {
+            "Slurm/test"
+        }
+
+        fn checks(&self) -> Box<dyn Checks<Aggregate>> {
+            Box::new(Any)
+        }
+
+        async fn put_in(&mut self, _: &str, _: Vec<Aggregate>) -> Outcome<Aggregate> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stop_cut_by_its_grace_knows_what_memory_held() {
+        // No spool: the flush waits in memory while its send hangs, and the stop's grace runs out.
+        let mut delivery = Delivery::new(Hangs, None, 1000, StatsHandle::default());
+        delivery.hold(items(4));
+        let (tx, rx) = mpsc::unbounded_channel();
+        drop(tx);
+        let pace = Pace { replay_gap: Duration::from_millis(1), max_backoff: Duration::from_millis(1) };
+        let in_memory = Arc::new(AtomicUsize::new(0));
+        let cut = tokio::time::timeout(
+            Duration::from_millis(200),
+            deliver_loop(delivery, rx, pace, in_memory.clone()),
+        );
+        assert!(cut.await.is_err(), "the send hangs");
+        assert_eq!(in_memory.load(Ordering::Relaxed), 4, "what the daemon reports lost");
     }
 }
