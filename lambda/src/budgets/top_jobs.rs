@@ -59,7 +59,7 @@ pub async fn top_jobs(
         r::kinds::JOB_SUMMARY,
         r::ACCOUNT.name
     );
-    let mut per_job: BTreeMap<(String, String), BTreeMap<String, f64>> = BTreeMap::new();
+    let mut per_job = PerJob::new();
     let mut since_ms = None;
     let mut pages = 0;
     'days: for (start, end) in slices(from_ms, now_ms) {
@@ -93,14 +93,17 @@ pub async fn top_jobs(
         }
     }
     let mut jobs: Vec<(String, String, f64)> =
-        per_job.into_iter().map(|((j, u), runs)| (j, u, runs.values().sum())).collect();
+        per_job.into_iter().map(|((j, u), runs)| (j, u, runs.values().map(|(_, usd)| usd).sum())).collect();
     jobs.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
     jobs.truncate(TOP);
     Ok(TopJobs { jobs, since_ms })
 }
 
+/// (job, user) -> run -> (its summary's LastSeen, dollars).
+type PerJob = BTreeMap<(String, String), BTreeMap<String, (String, f64)>>;
+
 /// One summary's dollars, under its job and run.
-fn add(per_job: &mut BTreeMap<(String, String), BTreeMap<String, f64>>, message: &str, account: &str) {
+fn add(per_job: &mut PerJob, message: &str, account: &str) {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(message) else { return };
     let text = |f: &r::Field| v.get(f.name).and_then(|x| x.as_str()).map(str::to_owned);
     // The pattern narrows the scan; the record itself decides (LocalStack, for one, matches
@@ -115,12 +118,18 @@ fn add(per_job: &mut BTreeMap<(String, String), BTreeMap<String, f64>>, message:
     else {
         return;
     };
-    // The latest summary of a run on a node wins: its summaries share a RecordId, and a run
-    // requeued onto the same node has its own (records before runs: the node's). Read twice
-    // where two days meet, it counts once.
+    // The latest summary of a run on a node wins (by its LastSeen, not by the order read: the
+    // days are read newest first, so a run's summary after its first step, days before its
+    // last, comes after it): its summaries share a RecordId, and a run requeued onto the same
+    // node has its own (records before runs: the node's). Read twice where two days meet, it
+    // counts once.
     let user = text(&r::USER).unwrap_or_default();
     let run = text(&r::RECORD_ID).unwrap_or(node);
-    per_job.entry((job, user)).or_default().insert(run, usd);
+    let seen = text(&r::LAST_SEEN).unwrap_or_default();
+    let runs = per_job.entry((job, user)).or_default();
+    if runs.get(&run).is_none_or(|(old, _)| *old <= seen) {
+        runs.insert(run, (seen, usd));
+    }
 }
 
 #[cfg(test)]
@@ -143,24 +152,28 @@ mod tests {
 
     #[test]
     fn a_jobs_dollars_add_over_its_nodes_and_runs_and_count_once() {
-        let mut per_job = BTreeMap::new();
-        let s = |id: &str, job: &str, node: &str, account: &str, usd: f64| {
+        let mut per_job = PerJob::new();
+        let s = |id: &str, job: &str, node: &str, account: &str, usd: f64, seen: &str| {
             serde_json::json!({
                 r::TYPE.name: r::kinds::JOB_SUMMARY, r::RECORD_ID.name: id, r::JOB_ID.name: job,
                 r::USER.name: "alice", r::ACCOUNT.name: account, r::NODE_NAME.name: node, r::COST_USD.name: usd,
+                r::LAST_SEEN.name: seen,
             })
             .to_string()
         };
+        let (day3, day1) = ("2026-11-20T10:00:00Z", "2026-11-18T09:00:00Z");
+        // Newest day first: n1's final summary of job 7, then the one after its first step.
         for m in [
-            s("n1:7:1:summary", "7", "n1", "physics", 10.0),
-            s("n2:7:1:summary", "7", "n2", "physics", 5.0),
-            s("n2:7:1:summary", "7", "n2", "physics", 5.0),
-            s("n1:9:1:summary", "9", "n1", "chem", 99.0),
+            s("n1:7:1:summary", "7", "n1", "physics", 2_300.0, day3),
+            s("n2:7:1:summary", "7", "n2", "physics", 5.0, day3),
+            s("n2:7:1:summary", "7", "n2", "physics", 5.0, day3),
+            s("n1:7:1:summary", "7", "n1", "physics", 0.5, day1),
+            s("n1:9:1:summary", "9", "n1", "chem", 99.0, day3),
             "not json".into(),
         ] {
             add(&mut per_job, &m, "physics");
         }
-        let sums: Vec<f64> = per_job.values().map(|runs| runs.values().sum()).collect();
-        assert_eq!((per_job.len(), sums), (1, vec![15.0]));
+        let sums: Vec<f64> = per_job.values().map(|runs| runs.values().map(|(_, usd)| usd).sum()).collect();
+        assert_eq!((per_job.len(), sums), (1, vec![2_305.0]), "the later summary of a run, once");
     }
 }
