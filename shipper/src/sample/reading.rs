@@ -37,6 +37,13 @@ pub struct Held {
     pub memory_bytes: Option<f64>,
 }
 
+impl Held {
+    /// Whether Slurm said what the job holds here (CPUs or memory): its word, not the cgroup's.
+    pub fn from_slurm(&self) -> bool {
+        self.cpus.is_some() || self.memory_bytes.is_some()
+    }
+}
+
 /// What the node collector read of a job's cgroup and processes, each figure stored once: the
 /// figures the records, findings and population decide on as fields, every other figure in
 /// `others`; [`JobFigures::figures`] lists them all as the catalog names them (the per-job

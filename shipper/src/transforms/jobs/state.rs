@@ -78,6 +78,8 @@ pub(super) struct Job {
     /// What Slurm allocated it here (else its cpuset and memory limit): the largest seen.
     cpus_held: Option<f64>,
     memory_held: Option<f64>,
+    /// Whether those are Slurm's word: the cgroup's stand in only until Slurm answers.
+    held_by_slurm: bool,
     pub bill: Bill,
     suspension: Suspension,
     /// What its node's jobs' shares add up to, where above 1: its share is divided by it, so
@@ -134,6 +136,7 @@ impl Job {
             summary_run: None,
             cpus_held: None,
             memory_held: None,
+            held_by_slurm: false,
             bill: Bill::default(),
             suspension: Suspension::default(),
             crowd: 1.0,
@@ -219,6 +222,7 @@ impl Job {
         }
         self.oom_kills = self.oom_kills.max(f.oom_kills.unwrap_or(0.0));
         (self.cpus_held, self.memory_held) = self.held_with(Some(reading));
+        self.held_by_slurm |= reading.held.from_slurm();
         self.started = reading.held.started.or(self.started);
         if let Some(g) = &reading.gpus {
             self.gpus = self.gpus.max(g.count);

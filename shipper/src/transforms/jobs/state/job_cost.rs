@@ -89,13 +89,19 @@ impl Job {
         cost::share(cpus, memory, (billed > 0.0).then_some(billed), size)
     }
 
-    /// The CPUs and memory it holds with `reading` taken in: the largest of each seen.
+    /// The CPUs and memory it holds with `reading` taken in: the largest of each seen, Slurm's
+    /// word over the cgroup's. A job first read before Slurm answered (a collection waits 2 s)
+    /// had its cgroup's figures stand in: with `CR_Core` and `ConstrainRAMSpace` its memory
+    /// limit is the whole node's, and kept as the largest it billed the job the whole node for
+    /// good.
     pub(super) fn held_with(&self, reading: Option<&JobReading>) -> (Option<f64>, Option<f64>) {
         let larger = |a: Option<f64>, b: Option<f64>| [a, b].into_iter().flatten().reduce(f64::max);
-        (
-            larger(self.cpus_held, reading.and_then(JobReading::cpus_held)),
-            larger(self.memory_held, reading.and_then(JobReading::memory_held)),
-        )
+        match reading {
+            None => (self.cpus_held, self.memory_held),
+            Some(r) if r.held.from_slurm() && !self.held_by_slurm => (r.cpus_held(), r.memory_held()),
+            Some(r) if !r.held.from_slurm() && self.held_by_slurm => (self.cpus_held, self.memory_held),
+            Some(r) => (larger(self.cpus_held, r.cpus_held()), larger(self.memory_held, r.memory_held())),
+        }
     }
 
     /// The unused fraction of `resource` so far.

@@ -43,6 +43,38 @@ fn where_slurm_schedules_no_memory_the_cgroups_limit_of_the_whole_node_sets_no_s
 }
 
 #[test]
+fn the_cgroups_figures_stand_in_only_until_slurm_answers() {
+    // CR_Core with ConstrainRAMSpace, slurmctld slow at the job's first collection: its cgroup
+    // (the whole node's memory) stands in for an hour, then Slurm says 4 of 96 cores and no
+    // memory. The second hour is billed at 4/96 of $32, not at the whole node for good.
+    let size = NodeSize { cpus: 96.0, memory_bytes: 1e12, gpus: 0.0 };
+    let prices = Prices::fixed(Price { hourly: 32.0, basis: Basis::Configured }, &[("n1", size)]);
+    let mut jobs = Jobs::new(Thresholds::default(), Some(prices));
+    for (at, slurm) in [(0, false), (3600, false), (7200, true), (10_800, false)] {
+        let mut b = Batch::new(t(at));
+        b.all_jobs = true;
+        let mut r = reading("9", "n1", vec![(&CPUS_ALLOCATED, 4.0), (&MEMORY_LIMIT, 1.05e12)]);
+        if slurm {
+            r.held = Held { started: Some(t(0)), cpus: Some(4.0), memory_bytes: None };
+        }
+        b.jobs.push(r);
+        jobs.observe(&b);
+        if at == 3600 {
+            let recs: Vec<Value> = jobs.flush(t(3601)).iter().map(parse).collect();
+            let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
+            assert_eq!(sample["Share"].as_f64(), Some(1.0), "its cgroup's word meanwhile: {sample}");
+        }
+    }
+    let recs: Vec<Value> = jobs.flush(t(10_801)).iter().map(parse).collect();
+    let sample = recs.iter().find(|v| v["Type"] == "job_sample").unwrap();
+    // Slurm's answer at 2 h bills the hour to it at the new share; a later reading without
+    // Slurm's figures (an answer not come in time) does not bring the cgroup's back.
+    assert_eq!(sample["Share"].as_f64(), Some(0.0416667), "{sample}");
+    // $32 for the first hour, $1.33 for each of the next two.
+    assert_eq!(sample["CostUsd"].as_f64(), Some(34.6667), "{sample}");
+}
+
+#[test]
 fn a_final_sample_moves_the_restart_mark_no_further_than_the_last_collection() {
     // Jobs 5 and 6 read at 30 s; job 6's TaskEpilog sample at 55 s. Job 5 is counted to 30 s
     // only: a daemon restarted from 55 s would never count job 5's 30 to 55.
