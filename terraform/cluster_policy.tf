@@ -82,9 +82,11 @@ locals {
 # (nodes.tf) take it as they are. The description stays fixed: changing it replaces the policy,
 # which fails while ParallelCluster's roles have it attached.
 resource "aws_iam_policy" "cluster_instance" {
-  name        = "slurm-cw-shipper-${var.cluster_name}"
-  path        = var.iam_path
-  description = "slurm-cw-shipper on the instances of cluster ${var.cluster_name}: cloudwatch:PutMetricData in namespace ${local.namespace}, logs:CreateLogStream and logs:PutLogEvents in ${local.job_log_group}"
+  name = "slurm-cw-shipper-${var.cluster_name}"
+  path = var.iam_path
+  # Of the cluster's name alone: a namespace moved to Slurm/<cluster> (docs/deploying.md) must
+  # not change it.
+  description = "slurm-cw-shipper on the instances of cluster ${var.cluster_name}: its metrics, job records and price look-ups"
   policy = jsonencode({
     Version = local.cluster_instance_policy.Version
     Statement = concat(

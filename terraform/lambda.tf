@@ -82,16 +82,19 @@ resource "aws_lambda_function_event_invoke_config" "this" {
 }
 
 # If the Lambda fails for 5 minutes in a row, nobody's alarms are being kept: say so.
+# One period a run: with a run every five minutes, four of five one-minute periods have no
+# datapoint (missing, not breaching), and an alarm on five of five one-minute periods never fired.
+# Every run of the last five minutes, and of two runs at least, failed.
 resource "aws_cloudwatch_metric_alarm" "lambda_failing" {
   alarm_name          = "${local.module_alarm_prefix}lambda-failing"
-  alarm_description   = "The slurm-cw Lambda ${local.function_name} failed in each of the last 5 minutes; derived metrics and alarm upkeep for cluster ${var.cluster_name} have stopped. See ${local.log_group}."
+  alarm_description   = "The slurm-cw Lambda ${local.function_name} failed in each of its last ${local.failing_runs} runs; derived metrics and alarm upkeep for cluster ${var.cluster_name} have stopped. See ${local.log_group}."
   namespace           = "AWS/Lambda"
   metric_name         = "Errors"
   dimensions          = { FunctionName = aws_lambda_function.this.function_name }
   statistic           = "Sum"
-  period              = 60
-  evaluation_periods  = 5
-  datapoints_to_alarm = 5
+  period              = var.every_minutes * 60
+  evaluation_periods  = local.failing_runs
+  datapoints_to_alarm = local.failing_runs
   comparison_operator = "GreaterThanOrEqualToThreshold"
   threshold           = 1
   treat_missing_data  = "notBreaching"

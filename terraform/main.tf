@@ -46,6 +46,9 @@ locals {
   lambda_budget_state_stream   = "_lambda-budgets"
   lambda_minutes_state_stream  = "_lambda-minutes"
 
+  # Failed runs in a row that page (lambda.tf): those of five minutes, two at least.
+  failing_runs = max(2, ceil(5 / var.every_minutes))
+
   # The group AWS PCS delivers scaling logs to (not this module's), where one is given.
   pcs_scaling_log_group_arn = var.pcs_scaling_log_group == null ? "" : "arn:${local.partition}:logs:${local.region}:${local.account_id}:log-group:${var.pcs_scaling_log_group}"
 

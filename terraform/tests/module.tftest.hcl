@@ -271,6 +271,17 @@ run "defaults" {
     error_message = "The module's own alarm must not carry the prefix the Lambda prunes."
   }
 
+  # A run every five minutes leaves four of five one-minute periods without a datapoint: the
+  # alarm's period is a run's, and two failed runs in a row page.
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.lambda_failing.period == 300 &&
+      aws_cloudwatch_metric_alarm.lambda_failing.evaluation_periods == 2 &&
+      aws_cloudwatch_metric_alarm.lambda_failing.datapoints_to_alarm == 2
+    )
+    error_message = "lambda-failing must evaluate one period per run (every_minutes), two runs in a row."
+  }
+
   # Nothing of AWS PCS unless asked: no node role or profile, no PCS widget.
   assert {
     condition = (
@@ -448,6 +459,16 @@ run "function_settings" {
     lambda_reserved_concurrency = 1
     log_retention_days          = 90
     job_log_retention_days      = 365
+    every_minutes               = 1
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.lambda_failing.period == 60 &&
+      aws_cloudwatch_metric_alarm.lambda_failing.evaluation_periods == 5 &&
+      aws_cloudwatch_metric_alarm.lambda_failing.datapoints_to_alarm == 5
+    )
+    error_message = "With a run a minute, lambda-failing pages after five failed runs."
   }
 
   assert {

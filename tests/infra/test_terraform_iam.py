@@ -73,7 +73,11 @@ def test_the_otlp_statement_allows_put_metric_data_only_without_a_namespace_key(
     assert "OTLP" in v["description"] and "403" in v["description"]
     # The description of the policy never follows otlp_metrics: a new description replaces the
     # policy, which fails while ParallelCluster's roles have it attached.
-    assert "otlp" not in resources()[("aws_iam_policy", "cluster_instance")]["description"].lower()
+    description = resources()[("aws_iam_policy", "cluster_instance")]["description"]
+    assert "otlp" not in description.lower()
+    # Nor the namespace or a log group: moving to Slurm/<cluster> (docs/deploying.md) must not
+    # replace it. The cluster's name alone.
+    assert set(re.findall(r"\$\{([^}]*)\}", description)) == {"var.cluster_name"}, description
 
 
 def test_job_report_reader_policy_reads_the_job_log_group_only_and_never_from_an_instance():
