@@ -99,10 +99,21 @@ pub fn slurm_conf(root: &Root, args: &InstallArgs) -> Option<PathBuf> {
 pub fn imds(root: &Root, args: &InstallArgs, role: Role, slurm_conf: Option<&Path>) -> Imds {
     if args.no_imds_restriction {
         Imds::Open
-    } else if role.runs_node() {
-        Imds::Restrict
     } else if Cfn::read(&root.path(CFNCONFIG)).node_type.as_deref() == Some("HeadNode") {
+        // Whatever the role (`--role all` too): a rule of ours would also shut out the users
+        // ParallelCluster lets through (pcluster-admin) and its own services.
         Imds::Leave("ParallelCluster's head node: HeadNode/Imds/Secured restricts it")
+    } else if role.runs_node() {
+        // Jobs run here, slurmctld's host or not: the instance role is not theirs. (A
+        // power-saving program run as SlurmUser here needs --no-imds-restriction.)
+        if names_this_host(slurm_conf, root) {
+            tracing::warn!(
+                "slurmctld's host runs jobs too: IMDS for root only, so a ResumeProgram or \
+                 SuspendProgram run as SlurmUser loses the instance role (--no-imds-restriction \
+                 keeps it open, to jobs as well)"
+            );
+        }
+        Imds::Restrict
     } else if names_this_host(slurm_conf, root) {
         Imds::Leave("slurmctld's host: its power-saving scripts may use the instance role")
     } else {

@@ -171,6 +171,17 @@ fn cluster_name_falls_back_to_parallelclusters() {
 }
 
 #[test]
+fn a_parallelcluster_head_node_keeps_its_own_imds_whatever_the_role() {
+    // `--role all` (a head node that also runs slurmd): ParallelCluster's HeadNode/Imds/Secured
+    // is left alone, not shut to its pcluster-admin user by a rule of ours.
+    let node = Node::new(Kind::ParallelClusterHead);
+    node.run(&[B, FAKE_BINARY, "--role", "all"], 0);
+    assert_eq!(config(&node)["role"].as_str(), Some("all"));
+    assert!(!node.calls().iter().any(|c| c.starts_with("iptables")), "{:?}", node.calls());
+    assert!(!node.path(IMDS_UNIT).exists());
+}
+
+#[test]
 fn role_argument_wins_over_cfnconfig() {
     let node = Node::new(Kind::ParallelClusterCompute);
     node.run(&[B, FAKE_BINARY, "--role", "head", "--slurm-conf", "/opt/slurm/etc/slurm.conf"], 0);
