@@ -120,6 +120,10 @@ fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
     let mut out = Batch::new(SystemTime::now());
     assert_eq!(c.final_sample("1001", 1001, &mut out), Some(FinalSample::Denied), "another user");
     assert_eq!(c.final_sample("1001", 1000, &mut out), Some(FinalSample::Sampled(1)), "the job's own user");
+    // Within the second after: "too soon" to its user alone; another user learns nothing of
+    // when its tasks ended.
+    assert_eq!(c.final_sample("1001", 1001, &mut out), Some(FinalSample::Denied), "another user, just after");
+    assert_eq!(c.final_sample("1001", 1000, &mut out), Some(FinalSample::TooSoon));
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(c.final_sample("1001", 0, &mut out), Some(FinalSample::Sampled(1)), "root");
 }
