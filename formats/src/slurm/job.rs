@@ -26,6 +26,11 @@ pub struct JobDetail {
     /// StartTime and EndTime in seconds since the epoch, where Slurm gives them so (JSON).
     pub start_unix: Option<i64>,
     pub end_unix: Option<i64>,
+    /// `SubmitTime`, in either form: before every run of the job.
+    pub submit_time: Option<String>,
+    pub submit_unix: Option<i64>,
+    /// `Restarts` (`restart_cnt`): runs before the present one (a requeue, a node failure).
+    pub restarts: Option<u32>,
     /// (node hostlist expression, GPU indices there), in the order Slurm prints them.
     pub gpus: Vec<(String, BTreeSet<u32>)>,
     /// Slurm 26.05's unique job id (`SLUID=`), which names the job's cgroup v2 directory.
@@ -74,6 +79,8 @@ pub fn parse(text: &str) -> Result<JobDetail, JobError> {
             "NodeList" => d.node_list = set(value),
             "SLUID" => d.sluid = set(value),
             "StartTime" => d.start_time = time_word(value),
+            "SubmitTime" => d.submit_time = time_word(value),
+            "Restarts" => d.restarts = value.parse().ok(),
             "EndTime" => d.end_time = time_word(value),
             "Nodes" => nodes = Some(value.to_owned()),
             "GRES" => {
@@ -249,6 +256,7 @@ mod tests {
             (Some("root"), Some("RUNNING"), Some("c4"))
         );
         assert_eq!((d.start_time.as_deref(), d.end_time.as_deref()), (Some("2026-11-23T13:59:04"), None));
+        assert_eq!((d.submit_time.as_deref(), d.restarts), (Some("2026-11-23T13:59:04"), Some(0)));
     }
 
     #[test]

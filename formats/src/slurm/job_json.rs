@@ -77,6 +77,9 @@ fn detail(j: &Value) -> JobDetail {
         end_time: None,
         start_unix: set_number(j.get("start_time")).filter(|t| *t > 0).and_then(|t| i64::try_from(t).ok()),
         end_unix: set_number(j.get("end_time")).filter(|t| *t > 0).and_then(|t| i64::try_from(t).ok()),
+        submit_time: None,
+        submit_unix: set_number(j.get("submit_time")).filter(|t| *t > 0).and_then(|t| i64::try_from(t).ok()),
+        restarts: set_number(j.get("restart_cnt")).and_then(|n| u32::try_from(n).ok()),
         gpus: gpus(j),
         sluid,
         array: array_job.zip(array_task),
@@ -175,6 +178,7 @@ mod tests {
         );
         assert_eq!((d.account, d.sluid, d.array), (None, None, None));
         assert!(d.start_unix.is_some());
+        assert!(d.submit_unix.is_some_and(|s| Some(s) <= d.start_unix) && d.restarts == Some(0));
         let c3 = NodeAllocation { node: "c3".into(), cpus: Some(1.0), memory_bytes: Some(100.0 * MB) };
         assert_eq!(d.allocation, vec![c3]);
         // 25.11 (built from documentation): set/number objects, the SLUID, an array task, GPUs.

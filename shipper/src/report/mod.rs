@@ -175,14 +175,17 @@ async fn slurm_detail(config: &Settings, job: &str) -> Option<JobDetail> {
 }
 
 /// The search window in ms since the epoch: the job's span from Slurm (epoch seconds from
-/// JSON; local times from the text form, widened for the zone).
+/// JSON; local times from the text form, widened for the zone). A job Slurm ran before (a
+/// requeue, a node that failed) is searched from its submission: its start is the present
+/// run's, and the earlier runs' records are before it.
 fn bounds(d: Option<&JobDetail>) -> (Option<i64>, Option<i64>) {
     let t = |v: &Option<String>| v.as_deref().and_then(sjob::parse_local_time);
     let Some(d) = d else { return (None, None) };
-    let start = d
-        .start_unix
-        .map(|s| (s - 60) * 1000)
-        .or_else(|| t(&d.start_time).map(|s| (s - ZONE_SLACK_S - 60) * 1000));
+    let (unix, local) = match d.restarts {
+        Some(n) if n > 0 => (d.submit_unix, &d.submit_time),
+        _ => (d.start_unix, &d.start_time),
+    };
+    let start = unix.map(|s| (s - 60) * 1000).or_else(|| t(local).map(|s| (s - ZONE_SLACK_S - 60) * 1000));
     let end = d
         .end_unix
         .map(|e| (e + AFTER_END_S) * 1000)
@@ -223,5 +226,19 @@ mod tests {
         };
         assert_eq!(bounds(Some(&d)), (Some((86_400 - ZONE_SLACK_S - 60) * 1000), None));
         assert_eq!(bounds(None), (None, None));
+        // Requeued: Slurm's start is the present run's; the search goes back to the submission.
+        let requeued = JobDetail {
+            submit_unix: Some(1_000_000),
+            start_unix: Some(1_010_800),
+            end_unix: Some(1_014_400),
+            restarts: Some(1),
+            ..JobDetail::default()
+        };
+        assert_eq!(
+            bounds(Some(&requeued)),
+            (Some((1_000_000 - 60) * 1000), Some((1_014_400 + AFTER_END_S) * 1000))
+        );
+        let once = JobDetail { restarts: Some(0), ..requeued.clone() };
+        assert_eq!(bounds(Some(&once)).0, Some((1_010_800 - 60) * 1000), "one run: from its start");
     }
 }
