@@ -268,3 +268,43 @@ fn a_gpu_process_is_the_job_proc_says_not_one_whose_old_pid_list_names_it() {
     assert_eq!(job_of(&out, "1001", &GPU_MEMORY_USED), Some(4.0 * gib), "4242 is 1001's");
     assert_eq!(job_of(&out, "1002", &GPU_MEMORY_USED), Some(0.0), "none of it 1002's, sharing GPU 0");
 }
+
+/// Job 1002's figures of its GPUs in a batch: its joules.
+fn joules(b: &Batch, id: &str) -> Option<f64> {
+    b.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).and_then(|g| g.joules)
+}
+
+/// A TaskEpilog's final sample reads every GPU of the node; what it reads of the other jobs'
+/// is theirs still. Before, any user could run one a second (`--job-ended`) and so use up the
+/// Xid errors of every GPU on the node (never reported) and the windows of its neighbours.
+#[test]
+fn a_final_sample_leaves_the_other_jobs_errors_and_energy_to_them() {
+    let gpus = |xid: u64, mj: u64| {
+        let mut g1 = FakeGpu::gpu(1, 50.0).with_process(4242, 1 << 30, 50.0).with_energy_mj(mj);
+        g1.reading.xid_errors = xid;
+        // GPU 0: 1001 and 1002 each at 40 % of the SMs: half the energy each.
+        let g0 = FakeGpu::gpu(0, 80.0)
+            .with_process(4242, 1 << 30, 40.0)
+            .with_process(6242, 1 << 30, 40.0)
+            .with_energy_mj(mj);
+        vec![g0, g1]
+    };
+    let mut b = bench(gpus(0, 1_000_000), GpuConfig::default());
+    add_job_1002(&b);
+    b.collect();
+    // Between collections: GPU 1 (1001's alone) raises two Xid errors, each GPU uses 1,000 J.
+    *b.gpus.lock().unwrap() = gpus(2, 2_000_000);
+    let mut last = Batch::new(SystemTime::now());
+    slurm_cw_shipper::sources::Collector::final_sample(&mut b.collector, "1002", 0, &mut last);
+    assert_eq!(joules(&last, "1002"), Some(500.0), "its half of GPU 0's 1,000 J");
+    assert_eq!(joules(&last, "1001"), None, "only 1002's figures");
+    // Then 500 J more each, and 1001's collection: GPU 1's errors are reported, and 1001 has
+    // its half of GPU 0's first 1,000 J as well as of the next 500.
+    for g in b.gpus.lock().unwrap().iter_mut() {
+        g.reading.energy_mj = Some(2_500_000);
+    }
+    let (out, _) = b.collect();
+    assert_eq!(job_of(&out, "1001", &GPU_XID_ERRORS), Some(2.0), "the errors read by 1002's final sample");
+    assert_eq!(joules(&out, "1001"), Some(500.0 + 250.0 + 1_500.0), "GPU 0: 500 + 250; GPU 1: 1,500");
+    assert_eq!(joules(&out, "1002"), Some(250.0), "1002 still runs: its half of the last 500 J alone");
+}

@@ -5,7 +5,7 @@
 //! enumeration order, and an energy counter.
 
 use super::source::{Gpm, GpuId, GpuSource, ReadError, Reading};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone)]
@@ -129,12 +129,16 @@ pub struct FakeSource {
     /// Devices sampled before: GPM figures exist from the second sample on.
     sampled: HashSet<GpuId>,
     pub reads: u64,
+    /// The Xid errors the last read used up, per device.
+    xid_read: HashMap<GpuId, u64>,
 }
 
 impl FakeSource {
     pub fn new(gpus: Vec<FakeGpu>) -> (FakeSource, FakeGpus) {
         let shared = Arc::new(Mutex::new(gpus));
-        (FakeSource { gpus: shared.clone(), sampled: HashSet::new(), reads: 0 }, shared)
+        let source =
+            FakeSource { gpus: shared.clone(), sampled: HashSet::new(), reads: 0, xid_read: HashMap::new() };
+        (source, shared)
     }
 }
 
@@ -149,6 +153,13 @@ impl GpuSource for FakeSource {
             Ok(g) => g.clone(),
             Err(p) => p.into_inner().clone(),
         };
+        // Xid errors, as NVML's events, are read once: the test's count is used up.
+        self.xid_read.clear();
+        if let Ok(mut shared) = self.gpus.lock() {
+            for g in shared.iter_mut().filter(|g| !g.lost) {
+                self.xid_read.insert(g.id.clone(), std::mem::take(&mut g.reading.xid_errors));
+            }
+        }
         gpus.into_iter()
             .map(|g| {
                 if g.lost {
@@ -161,5 +172,15 @@ impl GpuSource for FakeSource {
                 (g.id, Ok(r))
             })
             .collect()
+    }
+
+    fn rewind(&mut self, id: &GpuId, errors: bool) {
+        let n = if errors { self.xid_read.remove(id).unwrap_or(0) } else { 0 };
+        if n > 0
+            && let Ok(mut shared) = self.gpus.lock()
+            && let Some(g) = shared.iter_mut().find(|g| g.id == *id)
+        {
+            g.reading.xid_errors += n;
+        }
     }
 }

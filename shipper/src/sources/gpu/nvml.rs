@@ -45,6 +45,13 @@ pub struct NvmlSource {
     gpm_support: HashMap<u32, bool>,
     /// The newest process utilisation sample seen of each GPU (NVML's CPU timestamp, µs).
     process_seen: HashMap<u32, u64>,
+    /// What the last read moved on from, for [`GpuSource::rewind`]: the GPM sample it replaced,
+    /// the process timestamp before it, the Xid errors it drained.
+    gpm_before: HashMap<GpuId, GpmSample<'static>>,
+    process_before: HashMap<u32, Option<u64>>,
+    xid_read: HashMap<String, u64>,
+    /// Xid errors drained and taken back: the next read's.
+    xid_kept: HashMap<String, u64>,
 }
 
 impl NvmlSource {
@@ -79,12 +86,17 @@ impl NvmlSource {
             gpm: HashMap::new(),
             gpm_support: HashMap::new(),
             process_seen: HashMap::new(),
+            gpm_before: HashMap::new(),
+            process_before: HashMap::new(),
+            xid_read: HashMap::new(),
+            xid_kept: HashMap::new(),
         })
     }
 
-    /// Xid critical errors that arrived since the last call, per GPU UUID.
+    /// Xid critical errors that arrived since the last call (and those taken back), per GPU
+    /// UUID.
     fn drain_xid(&mut self) -> HashMap<String, u64> {
-        let mut out = HashMap::new();
+        let mut out = std::mem::take(&mut self.xid_kept);
         if let Some(set) = &self.xid {
             // wait(0) returns at once; a timeout means nothing is pending.
             for _ in 0..1000 {
@@ -110,7 +122,9 @@ impl NvmlSource {
         .ok()?;
         let before = self.gpm.insert(id.clone(), now)?;
         let now = self.gpm.get(id)?;
-        let results = nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &before, now, &GPM_METRICS).ok()?;
+        let results = nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &before, now, &GPM_METRICS).ok();
+        self.gpm_before.insert(id.clone(), before);
+        let results = results?;
         let v: Vec<Option<f64>> = results.into_iter().map(|r| r.ok().map(|m| m.value)).collect();
         let g = |i: usize| v.get(i).copied().flatten().unwrap_or(0.0);
         // All missing means nothing measured: absent, not zero.
@@ -150,7 +164,7 @@ impl NvmlSource {
             e.1 += 1.0;
         }
         if let Some(newest) = samples.iter().map(|s| s.timestamp).max() {
-            self.process_seen.insert(index, newest);
+            self.process_before.insert(index, self.process_seen.insert(index, newest));
         }
         let mut out: Vec<(u32, f64)> = by.into_iter().map(|(pid, (sum, n))| (pid, sum / n)).collect();
         out.sort_by_key(|p| p.0);
@@ -259,7 +273,10 @@ impl GpuSource for NvmlSource {
     }
 
     fn read_all(&mut self) -> Vec<(GpuId, Result<Reading, ReadError>)> {
+        self.gpm_before.clear();
+        self.process_before.clear();
         let xid = self.drain_xid();
+        self.xid_read = xid.clone();
         let mut out = Vec::new();
         for index in 0..self.nvml.device_count().unwrap_or(0) {
             let dev = match self.nvml.device_by_index(index) {
@@ -284,6 +301,23 @@ impl GpuSource for NvmlSource {
             }
         }
         out
+    }
+
+    fn rewind(&mut self, id: &GpuId, errors: bool) {
+        if let Some(before) = self.gpm_before.remove(id) {
+            self.gpm.insert(id.clone(), before);
+        }
+        if id.mig.is_none()
+            && let Some(before) = self.process_before.remove(&id.index)
+        {
+            match before {
+                Some(t) => self.process_seen.insert(id.index, t),
+                None => self.process_seen.remove(&id.index),
+            };
+        }
+        if errors && let Some(n) = self.xid_read.remove(&id.uuid) {
+            *self.xid_kept.entry(id.uuid.clone()).or_default() += n;
+        }
     }
 }
 

@@ -86,4 +86,10 @@ pub trait GpuSource {
 
     /// Reads every GPU and MIG instance. One device failing does not stop the others.
     fn read_all(&mut self) -> Vec<(GpuId, Result<Reading, ReadError>)>;
+
+    /// Takes back what the last read of `id` measured over the time since the read before
+    /// (GPM, the processes' SM samples; its Xid errors too where `errors`), so that the next
+    /// read measures that time again: a final sample reads every GPU, and must not use up the
+    /// other jobs' windows (nor their errors, read once).
+    fn rewind(&mut self, _id: &GpuId, _errors: bool) {}
 }
