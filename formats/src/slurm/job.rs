@@ -127,21 +127,50 @@ pub fn parse_local_time(v: &str) -> Option<i64> {
     Some(days * 86_400 + h * 3600 + mi * 60 + sec)
 }
 
-/// `gpu:2(IDX:0-1)`, `gpu:a100:1(IDX:3),gpu:t4:2(IDX:0,2)`: the indices of every gpu GRES.
+/// The GPUs a job's GRES on one node takes, whole or in part: every `gpu` GRES's indices
+/// (`gpu:2(IDX:0-1)`, `gpu:a100:1(IDX:3),gpu:t4:2(IDX:0,2)`), and the GPUs a shared GRES takes
+/// part of: `shard` or `mps` as Slurm prints one allocated per GPU, what the job holds of what
+/// each GPU of the node has (`shard:6(6/8,0/8)`: 6 of GPU 0's 8 shards, none of GPU 1's;
+/// `_build_shared_gres_details` in Slurm's gres_stepmgr.c), or by index (`shard:2(IDX:0)`).
 pub(super) fn gpu_indices(gres: &str) -> BTreeSet<u32> {
     let mut out = BTreeSet::new();
-    let mut rest = gres;
-    while let Some(at) = rest.find("IDX:") {
-        let before = &rest[..at];
-        let is_gpu = before.rsplit(',').next().is_some_and(|g| g.trim_start_matches('(').starts_with("gpu"));
-        let list = &rest[at + 4..];
-        let end = list.find(')').unwrap_or(list.len());
-        if is_gpu {
-            out.extend(numbers(&list[..end]));
+    for entry in split_outside_parens(gres) {
+        let Some((head, detail)) = entry.split_once('(') else { continue };
+        let name = head.trim().split(':').next().unwrap_or_default();
+        if !matches!(name, "gpu" | "shard" | "mps") {
+            continue;
         }
-        rest = &list[end..];
+        let detail = detail.trim_end().trim_end_matches(')');
+        if let Some(list) = detail.strip_prefix("IDX:") {
+            out.extend(numbers(list));
+        } else if name != "gpu" {
+            for (i, part) in detail.split(',').enumerate().take(4096) {
+                let held = part.split_once('/').and_then(|(held, _)| held.trim().parse::<u64>().ok());
+                if held.is_some_and(|n| n > 0) {
+                    out.insert(i as u32);
+                }
+            }
+        }
     }
     out
+}
+
+/// `a(x,y),b(z)` -> `a(x,y)`, `b(z)`: commas outside parentheses.
+fn split_outside_parens(s: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut parts) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth <= 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
 }
 
 /// `0-1,3` -> 0, 1, 3 (bounded: no range past 4096).
@@ -289,6 +318,28 @@ mod tests {
         assert_eq!(d.gpus_on("gpu-05"), Some(&BTreeSet::from([7])));
         assert_eq!(d.gpus_on("gpu-03"), None);
         assert_eq!(d.gpus_on("gpu-2"), None, "zero-padded names match exactly");
+    }
+
+    /// Shared GRES as Slurm prints them, built from its source (gres_stepmgr.c,
+    /// `gres_stepmgr_job_build_details` and `_build_shared_gres_details`): no capture here, the
+    /// test cluster has no GPU.
+    #[test]
+    fn shards_and_mps_name_the_gpus_they_take_part_of() {
+        let cases: [(&str, &[u32]); 8] = [
+            ("shard:6(6/8,0/8)", &[0]),
+            ("shard:4(2/8,2/8)", &[0, 1]),
+            ("mps:50(0/100,50/100)", &[1]),
+            ("shard:2(IDX:0)", &[0]),
+            ("gpu:1(IDX:0),shard:2(0/4,2/4)", &[0, 1]),
+            ("gpu:1(CNT:1)", &[]),
+            ("license:x:1(IDX:3),shard:1(x/y,/)", &[]),
+            ("shard:1(0/8,0/8,1/8", &[2]),
+        ];
+        for (gres, want) in cases {
+            assert_eq!(gpu_indices(gres), want.iter().copied().collect(), "{gres}");
+        }
+        let d = parse("JobId=8 Nodes=g1 CPU_IDs=0 Mem=0 GRES=shard:6(6/8,0/8)").unwrap();
+        assert_eq!(d.gpus_on("g1"), Some(&BTreeSet::from([0])));
     }
 
     #[test]

@@ -308,3 +308,39 @@ fn a_final_sample_leaves_the_other_jobs_errors_and_energy_to_them() {
     assert_eq!(joules(&out, "1001"), Some(500.0 + 250.0 + 1_500.0), "GPU 0: 500 + 250; GPU 1: 1,500");
     assert_eq!(joules(&out, "1002"), Some(250.0), "1002 still runs: its half of the last 500 J alone");
 }
+
+/// gres/shard as Slurm allocates it: jobs 1001 (6 of GPU 0's 8 shards, a process on it) and
+/// 1002 (2 shards, no process yet). Slurm's `shard:6(6/8,0/8)` names GPU 0 for both: each pays
+/// half of it, 1002's part is idle, and GPU 0 is not capacity no job holds.
+#[test]
+fn jobs_slurm_gave_shards_of_a_gpu_hold_it_with_or_without_a_process() {
+    use slurm_cw_formats::slurm::job;
+    use slurm_cw_shipper::sources::gpu::GpuCollector;
+    use slurm_cw_shipper::sources::head::command::SlurmCommands;
+    use slurm_cw_shipper::settings::NodeConfig;
+    use slurm_cw_shipper::sources::slurm_jobs::SlurmJobs;
+    let gpus = vec![FakeGpu::gpu(0, 60.0).with_process(4242, 4 << 30, 60.0), FakeGpu::gpu(1, 0.0)];
+    let mut b = bench(gpus, GpuConfig::default());
+    add_job_1002(&b);
+    let details = [
+        "JobId=1001 Account=chemistry Partition=gpu Nodes=g1 CPU_IDs=0-3 Mem=0 GRES=shard:6(6/8,0/8)",
+        "JobId=1002 Account=physics Partition=gpu Nodes=g1 CPU_IDs=4 Mem=0 GRES=shard:2(2/8,0/8)",
+    ]
+    .map(|d| job::parse(d).unwrap());
+    let slurm =
+        SlurmJobs::answered(SlurmCommands::new(None, std::time::Duration::from_secs(1)), details.to_vec());
+    let collector = std::mem::replace(
+        &mut b.collector,
+        GpuCollector::unavailable(String::new(), GpuConfig::default(), NodeConfig::default(), "x".into()),
+    );
+    b.collector = collector.with_slurm(slurm);
+    let (out, _) = b.collect();
+    let billed =
+        |id: &str| out.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).map(|g| g.billed);
+    assert_eq!((billed("1001"), billed("1002")), (Some(0.5), Some(0.5)), "GPU 0 between the two");
+    assert_eq!(job_of(&out, "1002", &GPU_IDLE_COUNT), Some(1.0), "its shards hold GPU 0, unused");
+    assert_eq!(job_of(&out, "1002", &GPU_UTILIZATION), Some(0.0), "not its neighbour's 60 %");
+    let no_job =
+        out.samples.iter().find(|s| std::ptr::eq(s.metric, &GPU_NO_JOB_COUNT)).and_then(|s| s.scalar());
+    assert_eq!(no_job, Some(1.0), "GPU 1 alone");
+}
