@@ -322,7 +322,7 @@ catalog! {
         JOB_CORES_ALLOCATED = "JobCoresAllocated", Count, Total, [Node], POPULATION_DETAIL,
             "Cores allocated to the jobs (their cpusets), summed over jobs.";
         JOB_GPUS_IDLE = "JobGpusIdle", Count, Total, [Node], POPULATION_DETAIL,
-            "GPUs allocated to jobs that ran none of the job's work or sat under the idle threshold.";
+            "GPUs allocated to jobs that ran none of the job's work or sat under the idle threshold; a GPU Slurm gave several jobs (gres/shard, gres/mps) counts by each job's part of it, so the node's total is of GPUs, not of jobs.";
         IDLE_GPU_JOBS = "IdleGpuJobs", Count, Total, [Node], POPULATION,
             "Jobs whose GPUs all stayed under the idle threshold for the idle window (node.findings).";
         LOW_CPU_EFFICIENCY_JOBS = "LowCpuEfficiencyJobs", Count, Total, [Node], POPULATION_DETAIL,

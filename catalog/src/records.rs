@@ -78,7 +78,7 @@ fields! {
     MEMORY_REQUESTED = "MemoryRequestedBytes", "Summary: the job's memory limit on this node.";
     MEMORY_PEAK_PERCENT = "MemoryPeakPercent", "Summary: MemoryPeakBytes over MemoryRequestedBytes, in percent.";
     GPUS = "Gpus", "Summary: GPUs the job held on this node.";
-    GPU_HOURS = "GpuHours", "Summary: GPU-hours the job held on this node.";
+    GPU_HOURS = "GpuHours", "Summary: GPU-hours the job held on this node (a GPU it shared with other jobs by its part of it).";
     GPU_IDLE_PERCENT = "GpuIdlePercent", "Summary: share of GpuHours during which the GPU sat idle.";
     GPU_MEMORY_PEAK = "GpuMemoryPeakBytes", "Summary: the most memory the job's GPUs on this node held together at one collection (NVML's used memory of each GPU it holds, summed).";
     GPU_MEMORY_TOTAL = "GpuMemoryTotalBytes", "Summary: the memory of the GPUs the job held on this node, together (the largest seen).";

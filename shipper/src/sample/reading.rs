@@ -183,6 +183,8 @@ pub struct GpuFigures {
     pub billed: f64,
     /// GPUs it holds that run none of its processes.
     pub without_process: f64,
+    /// The worth of those it is billed for (as `billed`): what of them is its to leave idle.
+    pub billed_without_process: f64,
     /// Energy its GPUs used since the collector's previous reading, from NVML's counters.
     pub joules: Option<f64>,
     /// The other per-job GPU figures (utilisation included), as the catalog names them.
@@ -227,6 +229,7 @@ impl GpuFigures {
             count,
             billed: count,
             without_process,
+            billed_without_process: without_process,
             joules: None,
             figures,
             each: Vec::new(),
@@ -259,10 +262,11 @@ impl GpuFigures {
         self.utilization().map(|u| u < threshold)
     }
 
-    /// How many of its GPUs idle: all of them under `threshold`, else those running none of
-    /// its processes.
+    /// How many of its GPUs idle, by their worth billed to it (a GPU it shares with another
+    /// job is half its: eight idle shard jobs on one GPU are one GPU idle, not eight): all of
+    /// them under `threshold`, else those running none of its processes.
     pub fn idle(&self, threshold: f64) -> f64 {
-        if self.under(threshold) == Some(true) { self.count } else { self.without_process }
+        if self.under(threshold) == Some(true) { self.billed } else { self.billed_without_process }
     }
 }
 
@@ -369,5 +373,12 @@ mod tests {
         let no_nvml_utilization = GpuFigures::new(2.0, 1.0, vec![]);
         assert_eq!((no_nvml_utilization.under(5.0), no_nvml_utilization.idle(5.0)), (None, 1.0));
         assert_eq!(reading(vec![]).gpus_idle(5.0), 0.0);
+        // Eight shard jobs on one GPU, none running: one GPU idle between them, not eight.
+        let shard =
+            GpuFigures { billed: 0.125, billed_without_process: 0.125, ..GpuFigures::new(1.0, 1.0, vec![]) };
+        assert_eq!((0..8).map(|_| shard.idle(5.0)).sum::<f64>(), 1.0);
+        let busy_beside =
+            GpuFigures { billed: 0.5, ..GpuFigures::new(1.0, 0.0, vec![(&GPU_UTILIZATION, 1.0)]) };
+        assert_eq!(busy_beside.idle(5.0), 0.5, "under the threshold: its half");
     }
 }

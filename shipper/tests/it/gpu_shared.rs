@@ -315,9 +315,9 @@ fn a_final_sample_leaves_the_other_jobs_errors_and_energy_to_them() {
 #[test]
 fn jobs_slurm_gave_shards_of_a_gpu_hold_it_with_or_without_a_process() {
     use slurm_cw_formats::slurm::job;
+    use slurm_cw_shipper::settings::NodeConfig;
     use slurm_cw_shipper::sources::gpu::GpuCollector;
     use slurm_cw_shipper::sources::head::command::SlurmCommands;
-    use slurm_cw_shipper::settings::NodeConfig;
     use slurm_cw_shipper::sources::slurm_jobs::SlurmJobs;
     let gpus = vec![FakeGpu::gpu(0, 60.0).with_process(4242, 4 << 30, 60.0), FakeGpu::gpu(1, 0.0)];
     let mut b = bench(gpus, GpuConfig::default());
@@ -339,6 +339,8 @@ fn jobs_slurm_gave_shards_of_a_gpu_hold_it_with_or_without_a_process() {
         |id: &str| out.jobs.iter().find(|j| j.info.id == id).and_then(|j| j.gpus.as_ref()).map(|g| g.billed);
     assert_eq!((billed("1001"), billed("1002")), (Some(0.5), Some(0.5)), "GPU 0 between the two");
     assert_eq!(job_of(&out, "1002", &GPU_IDLE_COUNT), Some(1.0), "its shards hold GPU 0, unused");
+    let idle = |id: &str| out.jobs.iter().find(|j| j.info.id == id).map(|j| j.gpus_idle(5.0));
+    assert_eq!((idle("1001"), idle("1002")), (Some(0.0), Some(0.5)), "half of GPU 0 idle: 1002's half");
     assert_eq!(job_of(&out, "1002", &GPU_UTILIZATION), Some(0.0), "not its neighbour's 60 %");
     let no_job =
         out.samples.iter().find(|s| std::ptr::eq(s.metric, &GPU_NO_JOB_COUNT)).and_then(|s| s.scalar());

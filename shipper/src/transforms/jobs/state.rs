@@ -228,7 +228,9 @@ impl Job {
             self.gpus = self.gpus.max(g.count);
             self.gpus_billed = g.billed;
             if running {
-                self.gpu_seconds += g.count * dt;
+                // GPU time by its worth billed to the job, as its idle time: a GPU it shares
+                // is partly its.
+                self.gpu_seconds += g.billed * dt;
                 self.gpu_idle_seconds += g.idle(t.idle_gpu_percent) * dt;
             }
             if let Some((used, total)) = g.memory() {
