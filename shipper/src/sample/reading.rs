@@ -185,6 +185,9 @@ pub struct GpuFigures {
     pub without_process: f64,
     /// The worth of those it is billed for (as `billed`): what of them is its to leave idle.
     pub billed_without_process: f64,
+    /// Each GPU's (utilisation as the job's part of it, worth billed, whether it runs the
+    /// job's processes): idle GPUs are counted one by one. Empty: only the totals above.
+    pub parts: Vec<(Option<f64>, f64, bool)>,
     /// Energy its GPUs used since the collector's previous reading, from NVML's counters.
     pub joules: Option<f64>,
     /// The other per-job GPU figures (utilisation included), as the catalog names them.
@@ -230,6 +233,7 @@ impl GpuFigures {
             billed: count,
             without_process,
             billed_without_process: without_process,
+            parts: Vec::new(),
             joules: None,
             figures,
             each: Vec::new(),
@@ -263,9 +267,15 @@ impl GpuFigures {
     }
 
     /// How many of its GPUs idle, by their worth billed to it (a GPU it shares with another
-    /// job is half its: eight idle shard jobs on one GPU are one GPU idle, not eight): all of
-    /// them under `threshold`, else those running none of its processes.
+    /// job is half its: eight idle shard jobs on one GPU are one GPU idle, not eight): each one
+    /// running none of its processes or under `threshold` (seven of eight GPUs at 0 % beside
+    /// one at 100 % are seven idle, though their mean is 12.5 %); without each GPU's figures,
+    /// all of them where their mean is under it, else those running none of its processes.
     pub fn idle(&self, threshold: f64) -> f64 {
+        if !self.parts.is_empty() {
+            let idle = |(u, _, busy): &&(Option<f64>, f64, bool)| !busy || u.is_some_and(|u| u < threshold);
+            return self.parts.iter().filter(idle).map(|(_, billed, _)| billed).sum();
+        }
         if self.under(threshold) == Some(true) { self.billed } else { self.billed_without_process }
     }
 }
@@ -380,5 +390,18 @@ mod tests {
         let busy_beside =
             GpuFigures { billed: 0.5, ..GpuFigures::new(1.0, 0.0, vec![(&GPU_UTILIZATION, 1.0)]) };
         assert_eq!(busy_beside.idle(5.0), 0.5, "under the threshold: its half");
+        // One GPU of eight busy: seven idle, whatever the mean (12.5 %, or 3.75 % where the
+        // busy one runs at 30 %); a GPU without utilisation (a MIG instance) running the job's
+        // work is not known idle.
+        let eight = |busy: f64| {
+            let parts = (0..8).map(|i| (Some(if i == 0 { busy } else { 0.0 }), 1.0, true)).collect();
+            GpuFigures { parts, ..GpuFigures::new(8.0, 0.0, vec![(&GPU_UTILIZATION, busy / 8.0)]) }
+        };
+        assert_eq!((eight(100.0).idle(5.0), eight(30.0).idle(5.0)), (7.0, 7.0));
+        let mig = GpuFigures {
+            parts: vec![(None, 1.0, true), (None, 1.0, false)],
+            ..GpuFigures::new(2.0, 1.0, vec![])
+        };
+        assert_eq!(mig.idle(5.0), 1.0);
     }
 }

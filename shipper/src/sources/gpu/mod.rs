@@ -390,6 +390,7 @@ impl GpuCollector {
         figures.joules = gpus.iter().filter_map(|h| h.joules).reduce(|a, b| a + b);
         figures.billed = gpus.iter().map(|h| h.billed).sum();
         figures.billed_without_process = gpus.iter().filter(|h| !h.busy).map(|h| h.billed).sum();
+        figures.parts = gpus.iter().map(|h| (h.r.utilization, h.billed, h.busy)).collect();
         // Each GPU's own figures: for the records of a job on several GPUs, and per-GPU series;
         // a job on one GPU has them as the job's already.
         if gpus.len() > 1 || self.cfg.per_gpu_dimensions {
