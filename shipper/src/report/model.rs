@@ -212,7 +212,11 @@ fn gpu_rows(node: &str, samples: &[&Value], summary: Option<&Value>) -> Vec<GpuR
 /// A node's records by run. A job Slurm requeued onto a node of the same name (a Spot node
 /// replaced) runs there once per Slurm start, which its samples and summaries carry (a run cut
 /// short, its node reclaimed, has samples alone); a record goes to its run by its start, else
-/// to the latest run started by its time. One run: no label.
+/// to the latest run started by its time. A later start with records of the earlier one after
+/// it is the same run, its start moved (a cloud node's power up: "Resetting start time for node
+/// power up"; the daemon asks Slurm again hourly, so samples carry the old start meanwhile), as
+/// the daemon itself decides (`Job::new_run`). One run: no label; a run's label is its latest
+/// start.
 fn runs(recs: Vec<&Value>) -> Vec<(Option<String>, Vec<&Value>)> {
     let mut starts: Vec<(f64, String)> = recs
         .iter()
@@ -221,18 +225,40 @@ fn runs(recs: Vec<&Value>) -> Vec<(Option<String>, Vec<&Value>)> {
         .collect();
     starts.sort_by(|a, b| a.0.total_cmp(&b.0));
     starts.dedup_by(|a, b| a.1 == b.1);
-    if starts.len() < 2 {
+    // The latest record time of each start.
+    let last_at = |start: &str| {
+        recs.iter()
+            .filter(|v| text(v, r::SLURM_START.name).as_deref() == Some(start))
+            .filter_map(|v| seconds(v))
+            .reduce(f64::max)
+    };
+    // Each start's run: a new one where every record of the run so far is before it.
+    let mut run_of: Vec<usize> = Vec::with_capacity(starts.len());
+    let mut run_last = f64::NEG_INFINITY;
+    for (i, (at, s)) in starts.iter().enumerate() {
+        let same = i > 0 && run_last >= *at;
+        let run = if same { run_of[i - 1] } else { run_of.last().map_or(0, |r| r + 1) };
+        if !same {
+            run_last = f64::NEG_INFINITY;
+        }
+        run_last = run_last.max(last_at(s).unwrap_or(f64::NEG_INFINITY));
+        run_of.push(run);
+    }
+    let runs = run_of.last().map_or(0, |r| r + 1);
+    if runs < 2 {
         return vec![(None, recs)];
     }
-    let mut out: Vec<(Option<String>, Vec<&Value>)> =
-        starts.iter().map(|(_, s)| (Some(s.clone()), Vec::new())).collect();
+    let mut out: Vec<(Option<String>, Vec<&Value>)> = vec![(None, Vec::new()); runs];
+    for (i, (_, s)) in starts.iter().enumerate() {
+        out[run_of[i]].0 = Some(s.clone());
+    }
     for v in recs {
         let by_start = text(v, r::SLURM_START.name).and_then(|s| starts.iter().position(|(_, x)| *x == s));
         let at = by_start.unwrap_or_else(|| {
             let t = seconds(v).unwrap_or(f64::NEG_INFINITY);
             starts.iter().rposition(|(s, _)| *s <= t).unwrap_or(0)
         });
-        out[at].1.push(v);
+        out[run_of[at]].1.push(v);
     }
     out
 }

@@ -150,6 +150,33 @@ fn a_run_with_samples_alone_beside_a_summarized_one_counts() {
     assert!(rep.incomplete, "the first run has no summary");
 }
 
+/// A cloud node powered up for the job: Slurm moved its start from 08:00 to 08:05, and the
+/// daemon, asking Slurm again hourly, wrote samples with the first start until 09:00. One run,
+/// not two: its summary's $54 alone (before, $36 of old-start samples were added, $90, and the
+/// report stayed "records still arriving" for a run that had no summary).
+#[test]
+fn a_start_slurm_moved_later_within_a_run_is_one_run() {
+    let sample = |start: &str, time: &str, usd: f64| {
+        json!({ "Type": kinds::JOB_SAMPLE, "NodeName": "a", "JobId": "9", "SlurmStart": start,
+                "Time": time, "CostUsd": usd })
+    };
+    let mut last = summary("a", 100.0, 8.0, 100.0, GIB, 4.0 * GIB);
+    last[r::SLURM_START.name] = json!("2026-11-23T08:05:00Z");
+    last[r::TIME.name] = json!("2026-11-23T09:35:00Z");
+    last[r::COST_USD.name] = json!(54.0);
+    let recs = [
+        sample("2026-11-23T08:00:00Z", "2026-11-23T08:30:00Z", 15.0),
+        sample("2026-11-23T08:00:00Z", "2026-11-23T09:00:00Z", 36.0),
+        sample("2026-11-23T08:05:00Z", "2026-11-23T09:30:00Z", 51.0),
+        last,
+    ];
+    let rep = combine("9", &recs);
+    assert_eq!(rep.per_node.len(), 1, "{:?}", rep.per_node);
+    assert_eq!(rep.per_node[0].node, "a");
+    assert_eq!(rep.cost_usd, Some(54.0));
+    assert!(!rep.incomplete);
+}
+
 /// A batch job of several steps: its first step's TaskEpilog wrote a summary ($5), the job ran
 /// on ($300 by its last sample) and its node went before its end. The samples are the newer
 /// word; a summary the samples do not pass stays the word.
