@@ -192,6 +192,34 @@ fn numbers(list: &str) -> Vec<u32> {
     out
 }
 
+/// The names of a Slurm hostlist (`c4`, `c[1-3,7]`, `gpu-[01-02],c1`), at most `max` of them;
+/// a part it cannot read is left out.
+pub fn hostlist_names(list: &str, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in split_outside_brackets(list) {
+        match part.split_once('[') {
+            None if !part.is_empty() => out.push(part.to_owned()),
+            None => {}
+            Some((prefix, ranges)) => {
+                for r in ranges.trim_end_matches(']').split(',') {
+                    let (a, b) = r.split_once('-').unwrap_or((r, r));
+                    let (Ok(lo), Ok(hi)) = (a.parse::<u64>(), b.parse::<u64>()) else { continue };
+                    // Zero-padded ranges (`[01-12]`) keep their width.
+                    let width = if a.len() > 1 && a.starts_with('0') { a.len() } else { 0 };
+                    for n in (lo..=hi).take(max.saturating_sub(out.len())) {
+                        out.push(format!("{prefix}{n:0width$}"));
+                    }
+                }
+            }
+        }
+        if out.len() >= max {
+            out.truncate(max);
+            break;
+        }
+    }
+    out
+}
+
 /// Whether `node` is in a Slurm hostlist (`c4`, `c[1-3,7]`, `gpu-[01-02],c1`).
 pub fn hostlist_contains(list: &str, node: &str) -> bool {
     split_outside_brackets(list).into_iter().any(|p| match p.split_once('[') {
@@ -351,5 +379,8 @@ mod tests {
         assert_eq!(numbers("5-1,x,2-99999"), Vec::<u32>::new());
         assert!(hostlist_contains("c[1-3,7],d1", "c7") && hostlist_contains("c[1-3,7],d1", "d1"));
         assert!(!hostlist_contains("c[1-3]", "c4"));
+        assert_eq!(hostlist_names("gpu-[01-02,10],c1", 100), ["gpu-01", "gpu-02", "gpu-10", "c1"]);
+        assert_eq!(hostlist_names("c[1-999999999]", 3), ["c1", "c2", "c3"], "bounded");
+        assert_eq!(hostlist_names("c[x-2],,d", 10), ["d"]);
     }
 }

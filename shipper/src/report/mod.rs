@@ -128,6 +128,10 @@ pub async fn run(config: &Settings, req: &Request) -> u8 {
         if matches!(d.state.as_deref(), Some("RUNNING") | Some("SUSPENDED") | Some("COMPLETING")) {
             rep.incomplete = true;
         }
+        if let Some(list) = &d.node_list {
+            rep.nodes_without_records = model::missing_nodes(&rep, list);
+            rep.incomplete |= !rep.nodes_without_records.is_empty();
+        }
     }
     // Slurm's word on the job's user first, else the records'.
     if let Err(why) =

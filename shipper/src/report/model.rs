@@ -61,8 +61,13 @@ pub struct Report {
     pub nodes: Option<String>,
     pub state: Option<String>,
     pub elapsed_seconds: Option<f64>,
-    /// Records may still arrive: the job runs, or a node has samples and no summary yet.
+    /// Records may still arrive: the job runs, or a node has samples and no summary yet, or
+    /// Slurm names a node none came from.
     pub incomplete: bool,
+    /// Nodes Slurm says the job ran on that no record came from (a node's spool not delivered
+    /// yet): its cost is missing from the total.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes_without_records: Vec<String>,
     pub records: usize,
     pub cpu_seconds: f64,
     pub cores_allocated: f64,
@@ -261,6 +266,16 @@ fn runs(recs: Vec<&Value>) -> Vec<(Option<String>, Vec<&Value>)> {
         out[run_of[at]].1.push(v);
     }
     out
+}
+
+/// The nodes of Slurm's hostlist `list` (the first 4,096) that no row of `rep` came from.
+pub fn missing_nodes(rep: &Report, list: &str) -> Vec<String> {
+    let seen: std::collections::HashSet<&str> =
+        rep.per_node.iter().map(|n| n.node.split(" (run from ").next().unwrap_or(&n.node)).collect();
+    slurm_cw_formats::slurm::job::hostlist_names(list, 4096)
+        .into_iter()
+        .filter(|n| !seen.contains(n.as_str()))
+        .collect()
 }
 
 /// The report of `records` (this job's samples and summaries, any order).

@@ -177,6 +177,30 @@ fn a_start_slurm_moved_later_within_a_run_is_one_run() {
     assert!(!rep.incomplete);
 }
 
+/// A 4-node job whose node d's records are still in its spool: the report names d and says it
+/// is not complete (before, "Cost $96 on 3 node(s)", complete, for a $128 job).
+#[test]
+fn a_node_slurm_names_without_records_is_named_and_the_report_incomplete() {
+    let recs: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|n| {
+            let mut s = summary(n, 100.0, 8.0, 100.0, GIB, 4.0 * GIB);
+            s[r::COST_USD.name] = json!(32.0);
+            s
+        })
+        .collect();
+    let rep = combine("9", &recs);
+    assert_eq!(missing_nodes(&rep, "[a-d]"), Vec::<String>::new(), "no such hostlist: read nothing");
+    assert_eq!(missing_nodes(&rep, "a,b,c,d"), ["d"]);
+    let mut rep = rep;
+    rep.nodes_without_records = missing_nodes(&rep, "a,b,c,d");
+    let text = crate::report::render::text(&rep, false);
+    assert!(
+        text.contains("no records yet from 1 of Slurm's node(s): d; their cost is not in the total"),
+        "{text}"
+    );
+}
+
 /// A batch job of several steps: its first step's TaskEpilog wrote a summary ($5), the job ran
 /// on ($300 by its last sample) and its node went before its end. The samples are the newer
 /// word; a summary the samples do not pass stays the word.

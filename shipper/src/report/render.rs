@@ -69,6 +69,7 @@ fn printable_report(rep: &Report) -> Report {
         (s.node, s.figure) = (printable(&s.node), printable(&s.figure));
     }
     r.advice = rep.advice.iter().map(|a| printable(a)).collect();
+    r.nodes_without_records = rep.nodes_without_records.iter().map(|n| printable(n)).collect();
     r
 }
 
@@ -157,6 +158,15 @@ pub fn text_width(rep: &Report, colour: bool, width: usize) -> String {
         rep.elapsed_seconds.map_or("unknown".into(), duration),
         rep.records
     );
+    if !rep.nodes_without_records.is_empty() {
+        let n = rep.nodes_without_records.len();
+        let names = rep.nodes_without_records.iter().take(8).cloned().collect::<Vec<_>>().join(", ");
+        let more = if n > 8 { format!(" and {} more", n - 8) } else { String::new() };
+        let _ = writeln!(
+            o,
+            "  no records yet from {n} of Slurm's node(s): {names}{more}; their cost is not in the total"
+        );
+    }
     if rep.incomplete {
         let _ = writeln!(o, "  records still arriving: the job runs, or a node has no summary yet");
     }
