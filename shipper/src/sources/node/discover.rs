@@ -172,9 +172,18 @@ pub type ProcJob = (Option<String>, String, Option<String>);
 /// puts jobs: v1 `/<slurm>[_<node>]/uid_<uid>/<job dir>/...` in a controller's line, v2
 /// `/<v2_parent>/[<node>_]<v2_scope>/<job dir>/...`. A `job_<id>` elsewhere (below a job's
 /// own directory, or in a user's delegated `user@UID.service/app.slice/`) is a user's name
-/// and never a job's.
+/// and never a job's. On v1, where the lines of several controllers name jobs, they must name
+/// the same one: a user owns their jobs' step directories in some controllers and could move a
+/// process into another job of theirs in one (a GPU's use moved to another account).
 pub fn job_of_proc_cgroup(cfg: &super::config::NodeConfig, text: &str) -> Option<ProcJob> {
-    text.lines().find_map(|line| {
+    let mut named = text.lines().filter_map(|line| job_of_line(cfg, line));
+    let first = named.next()?;
+    named.all(|other| other == first).then_some(first)
+}
+
+/// The job one line of /proc/<pid>/cgroup names, as [`job_of_proc_cgroup`] reads it.
+fn job_of_line(cfg: &super::config::NodeConfig, line: &str) -> Option<ProcJob> {
+    {
         let mut fields = line.splitn(3, ':');
         let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
         let mut parts = path.split('/').filter(|p| !p.is_empty());
@@ -202,7 +211,7 @@ pub fn job_of_proc_cgroup(cfg: &super::config::NodeConfig, text: &str) -> Option
         };
         let (id, sluid) = parse_job_dir(parts.next()?, &cfg.job_dir_prefix)?;
         Some((node, id, sluid))
-    })
+    }
 }
 
 /// v1: the jobs in the trees of `controllers` alone, their directories in those; `before` is
@@ -320,6 +329,12 @@ pub(crate) mod tests {
         let v1 = "12:pids:/user.slice\n4:memory:/slurm_c2/uid_1000/job_7/step_0/task_0\n0::/user.slice\n";
         assert_eq!(job(v1), Some((Some("c2".into()), "7".into(), None)));
         assert_eq!(job("3:cpu,cpuacct:/slurm/uid_1000/job_7/step_batch\n"), plain("7"));
+        // Its controllers agree (steps apart), or it is no job's: a user who moved a process of
+        // job 7 into their job 8's directory in one controller moves nothing to job 8.
+        let both = "3:cpu,cpuacct:/slurm/uid_1000/job_7/step_0\n4:memory:/slurm/uid_1000/job_7/step_batch\n";
+        assert_eq!(job(both), plain("7"));
+        let moved = "6:freezer:/slurm/uid_1000/job_8/step_0\n3:cpu,cpuacct:/slurm/uid_1000/job_7/step_0\n";
+        assert_eq!(job(moved), None);
         // A user's own names: below their job, in their delegated systemd tree, or look-alikes.
         assert_eq!(job("0::/system.slice/slurmstepd.scope/job_8/step_0/user/task_0/job_9\n"), plain("8"));
         for hostile in [
