@@ -29,8 +29,29 @@ const SPOT_EVERY: Duration = Duration::from_secs(3600);
 const ON_DEMAND_EVERY: Duration = Duration::from_secs(86_400);
 /// After a failed look-up, the next one waits this long.
 const RETRY: Duration = Duration::from_secs(300);
-/// The Price List API answers in a few regions only.
+/// The Price List API answers in a few regions only; nodes of the commercial partition ask it
+/// in this one.
 const PRICING_REGION: &str = "us-east-1";
+
+/// The DNS suffix of `region`'s partition (China's own), and whether the Price List API in US
+/// dollars can be reached from it: not with GovCloud's or the ISO partitions' credentials, and
+/// China's lists its prices in yuan.
+fn partition(region: &str) -> (&'static str, Result<(), String>) {
+    let out_of_reach = |which: &str| {
+        Err(format!(
+            "no Price List API in US dollars for {which} ({region}): set cost.hourly_price or cost.prices"
+        ))
+    };
+    if region.starts_with("cn-") {
+        ("amazonaws.com.cn", out_of_reach("AWS China"))
+    } else if region.starts_with("us-gov-") {
+        ("amazonaws.com", out_of_reach("AWS GovCloud (US)"))
+    } else if region.starts_with("us-iso") {
+        ("amazonaws.com", out_of_reach("an AWS ISO partition"))
+    } else {
+        ("amazonaws.com", Ok(()))
+    }
+}
 
 /// What IMDS says of this instance.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -54,11 +75,12 @@ pub struct Lookup {
     log: bool,
 }
 
-/// The endpoint of `service` (the SDK's variables, else AWS's own host).
+/// The endpoint of `service` (the SDK's variables, else AWS's own host in `region`'s
+/// partition).
 fn endpoint(service: &str, env_name: &str, region: &str) -> String {
     std::env::var(format!("AWS_ENDPOINT_URL_{env_name}"))
         .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
-        .unwrap_or_else(|_| format!("https://{service}.{region}.amazonaws.com"))
+        .unwrap_or_else(|_| format!("https://{service}.{region}.{}", partition(region).0))
 }
 
 fn client(url: &str, timeout: Duration) -> Result<Http, String> {
@@ -189,6 +211,7 @@ const PRICE_PAGES: usize = 3;
 
 /// The On-Demand Linux price of the instance's type in its region.
 pub async fn on_demand(i: &Instance) -> Result<f64, String> {
+    partition(&i.region).1?;
     let url = endpoint("api.pricing", "PRICING", PRICING_REGION);
     let filter =
         |field: &str, value: &str| serde_json::json!({"Type": "TERM_MATCH", "Field": field, "Value": value});

@@ -43,3 +43,21 @@ fn form_values_are_encoded() {
     assert_eq!(encode("Linux/UNIX"), "Linux%2FUNIX");
     assert_eq!(encode("2026-11-26T10:00:00.000Z"), "2026-11-26T10%3A00%3A00.000Z");
 }
+
+#[test]
+fn each_partition_has_its_hosts_and_says_where_no_price_list_answers() {
+    // Off the commercial partition a node's credentials cannot reach us-east-1's Price List API
+    // (China's lists yuan): a failure that says what to set, asked of no host. The Spot price
+    // is asked of the region's own EC2, under its partition's suffix.
+    for (region, suffix, reachable) in [
+        ("eu-west-1", "amazonaws.com", true),
+        ("cn-northwest-1", "amazonaws.com.cn", false),
+        ("us-gov-west-1", "amazonaws.com", false),
+    ] {
+        let (s, prices) = partition(region);
+        assert_eq!((s, prices.is_ok()), (suffix, reachable), "{region}");
+        if let Err(e) = prices {
+            assert!(e.contains("cost.hourly_price"), "{e}");
+        }
+    }
+}
