@@ -20,6 +20,7 @@ mod job_owner;
 pub mod nvml;
 mod shared;
 pub mod source;
+pub mod worker;
 
 use super::node::discover::{JobRef, Layout};
 use super::node::owner::Owners;
@@ -115,7 +116,19 @@ fn gpu_collector(cfg: &GpuConfig, node_cfg: &NodeConfig, shared: &super::Shared)
             let (path, gres) = crate::slurm_conf::gres_conf_beside(shared.slurm_conf.as_deref());
             let order = gres.gpu_order(node);
             tracing::info!(gres_conf = ?path, ?order, "Slurm's GPU numbers read in this order");
-            Some(GpuCollector::new(Box::new(source), gpu, node_cfg, node.to_owned()).with_gres_conf(gres))
+            // NVML on its own thread: a call the driver never answers stops the GPU figures,
+            // not the node's collection.
+            match worker::Worker::spawn(Box::new(source), worker::DEADLINE) {
+                Ok(w) => {
+                    Some(GpuCollector::new(Box::new(w), gpu, node_cfg, node.to_owned()).with_gres_conf(gres))
+                }
+                Err(e) => Some(GpuCollector::unavailable(
+                    format!("cannot start its thread: {e}"),
+                    gpu,
+                    node_cfg,
+                    node.to_owned(),
+                )),
+            }
         }
         Err(e) if cfg.enabled == crate::config::Toggle::On => {
             Some(GpuCollector::unavailable(e, gpu, node_cfg, node.to_owned()))
