@@ -161,3 +161,35 @@ fn a_process_renaming_itself_each_cycle_makes_a_bounded_number_of_executable_ser
     let others = last.iter().find(|(n, _)| n == OTHER_EXECUTABLES).map(|(_, c)| *c);
     assert!(others.is_some_and(|c| c > 0.0), "{last:?}");
 }
+
+/// A job whose user made more directories than the walk's bound: its walk is cut, and its
+/// processes then come from every process's /proc/<pid>/cgroup on the node. Its user can ask
+/// for a final sample once a second (`--job-ended`); a final sample walks it again only 30 s
+/// after the last walk, so they cannot keep the collection thread walking for them.
+#[test]
+fn a_final_sample_of_a_job_past_the_walks_bounds_does_not_walk_it_again_at_once() {
+    use slurm_cw_shipper::sources::Collector;
+    let (_tmp, cg, proc) = v2_job_tree();
+    let mine = cg.join(V2_JOB).join("step_0/user/task_0");
+    for i in 0..4_200 {
+        std::fs::create_dir_all(mine.join(format!("u{i}"))).unwrap();
+    }
+    // Processes every 10th cycle: the next collection does not walk for its own sake.
+    let mut c = crate::node_fixtures::collector_every(&cg, &proc, 10);
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let mut collect = |c: &mut slurm_cw_shipper::sources::node::NodeCollector| {
+        let (mut b, mut e) = (Batch::new(SystemTime::now()), Errors::new());
+        rt.block_on(c.collect(&mut b, &mut e));
+        (b, e)
+    };
+    let (_, e) = collect(&mut c);
+    let cgroup = |e: &Errors| e.iter().find(|(part, _)| *part == "cgroup").map_or(0, |(_, n)| n);
+    assert_eq!(cgroup(&e), 1, "the walk was cut: {e:?}");
+    let mut out = Batch::new(SystemTime::now());
+    assert_eq!(
+        c.final_sample("1001", 1000, &mut out),
+        Some(slurm_cw_shipper::sources::FinalSample::Sampled(1))
+    );
+    let (_, e) = collect(&mut c);
+    assert_eq!(cgroup(&e), 0, "no walk since, the final sample's included: {e:?}");
+}

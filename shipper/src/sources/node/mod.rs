@@ -62,6 +62,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use table::SharedJobs;
 
 /// What the previous cycle saw of a job, for rates.
+/// A final sample of a job whose subtree is past the walk's bounds walks it again only this
+/// long after the last walk.
+const FINAL_WALK_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[derive(Debug)]
 struct Previous {
     at: Instant,
@@ -226,8 +230,16 @@ impl NodeCollector {
             let node = job.node.clone().unwrap_or_else(|| self.node_name.clone());
             *per_node.entry(node.clone()).or_default() += 1;
             let key = job.key();
-            // Each job on its own count, so jobs that start apart spread the /proc reads.
-            let due = only.is_some()
+            // Each job on its own count, so jobs that start apart spread the /proc reads. A final
+            // sample reads the processes again, but for a job past the walk's bounds walked in
+            // the last [`FINAL_WALK_EVERY`]: its walk, and the /proc/<pid>/cgroup of every
+            // process on the node, is what its user could ask for once a second to keep the
+            // collection thread from everyone else's jobs.
+            let cut_lately = || {
+                self.table.borrow_mut().get_mut(&key).is_some_and(|j| j.tree.is_cut())
+                    && self.previous.get(&key).is_some_and(|p| p.procs_at.elapsed() < FINAL_WALK_EVERY)
+            };
+            let due = (only.is_some() && !cut_lately())
                 || self.previous.get(&key).is_none_or(|p| p.cycles_since_procs + 1 >= self.cfg.process_every);
             let reading = self.read_job(job, &key, due);
             self.push_reading(job, &key, &node, &reading, out);
