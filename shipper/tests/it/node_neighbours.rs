@@ -177,7 +177,7 @@ fn a_final_sample_of_a_job_past_the_walks_bounds_does_not_walk_it_again_at_once(
     // Processes every 10th cycle: the next collection does not walk for its own sake.
     let mut c = crate::node_fixtures::collector_every(&cg, &proc, 10);
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let mut collect = |c: &mut slurm_cw_shipper::sources::node::NodeCollector| {
+    let collect = |c: &mut slurm_cw_shipper::sources::node::NodeCollector| {
         let (mut b, mut e) = (Batch::new(SystemTime::now()), Errors::new());
         rt.block_on(c.collect(&mut b, &mut e));
         (b, e)
