@@ -63,6 +63,8 @@ pub fn read(job: &JobRef, buf: &mut String, fixed: &mut Fixed, files: &mut Files
 
 /// Step directories looked at for a frozen step, at most: a job has a few.
 const STEPS_MAX: usize = 64;
+/// Entries of a job's directory looked through for its steps at most.
+const ENTRIES_MAX: usize = 4096;
 
 /// Whether Slurm suspended the job (`scontrol suspend`, `PreemptMode=SUSPEND`): with
 /// proctrack/cgroup it freezes each step, v1 writing FROZEN to the step's `freezer.state`, v2
@@ -81,17 +83,19 @@ pub fn frozen(job: &JobRef, buf: &mut String) -> bool {
         }
     };
     let Ok(entries) = std::fs::read_dir(dir) else { return false };
-    entries.flatten().filter(|e| e.file_name().as_encoded_bytes().starts_with(b"step_")).take(STEPS_MAX).any(
-        |step| {
-            let step = step.path();
-            files.iter().any(|(state, control)| {
-                buf.clear();
-                root_alone_writes(&step.join(control))
-                    && super::read_into(&step.join(state), buf)
-                    && (buf.trim() == "FROZEN" || kv::flat_key(buf, "frozen") == Some(1))
-            })
-        },
-    )
+    // Entries looked at, not only steps: on v1 the job's directory is its user's, who could
+    // fill it with a million names (then its steps may go unseen: the job pays for its CPUs,
+    // only its own loss).
+    let entries = entries.take(ENTRIES_MAX).flatten();
+    entries.filter(|e| e.file_name().as_encoded_bytes().starts_with(b"step_")).take(STEPS_MAX).any(|step| {
+        let step = step.path();
+        files.iter().any(|(state, control)| {
+            buf.clear();
+            root_alone_writes(&step.join(control))
+                && super::read_into(&step.join(state), buf)
+                && (buf.trim() == "FROZEN" || kv::flat_key(buf, "frozen") == Some(1))
+        })
+    })
 }
 
 /// `path` is root's (or this daemon's user's) and no one else may write it.

@@ -227,6 +227,12 @@ fn walk_pids(
     }
     let cut = cut || wide.get();
     found.cut = cut;
+    if cut {
+        // Nothing of a cut walk is kept: its next walk starts afresh anyway (`known_pids` asks
+        // for one), and forty jobs of one user, each past the bounds, would otherwise keep
+        // about 100 MB of paths and descriptors between cycles, against the unit's 128 MB.
+        found.dirs.clear();
+    }
     *tree = found;
     out.sort_unstable();
     out.dedup();
