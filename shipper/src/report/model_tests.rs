@@ -201,6 +201,21 @@ fn a_node_slurm_names_without_records_is_named_and_the_report_incomplete() {
     );
 }
 
+/// An 8-core job at 50 % for 10 h whose node's daemon restarted 9 h in: its summary's
+/// CpuSeconds is the cgroup's whole count (40 core-hours), its elapsed time the last hour. The
+/// report says 50 %, the summary's own figure, not 500 %.
+#[test]
+fn a_nodes_cpu_efficiency_is_its_own_not_its_whole_cpu_time_over_the_time_seen() {
+    let mut s = summary("a", 144_000.0, 8.0, 3_600.0, GIB, 4.0 * GIB);
+    s[r::CPU_EFFICIENCY.name] = json!(50.0);
+    let mut b = summary("b", 14_400.0, 8.0, 3_600.0, GIB, 4.0 * GIB);
+    b[r::CPU_EFFICIENCY.name] = json!(100.0);
+    let rep = combine("9", &[s.clone()]);
+    assert_eq!(rep.cpu_efficiency_percent, Some(50.0));
+    let rep = combine("9", &[s, b]);
+    assert_eq!(rep.cpu_efficiency_percent, Some(75.0), "two nodes of equal core-seconds");
+}
+
 /// A batch job of several steps: its first step's TaskEpilog wrote a summary ($5), the job ran
 /// on ($300 by its last sample) and its node went before its end. The samples are the newer
 /// word; a summary the samples do not pass stays the word.
