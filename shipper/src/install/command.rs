@@ -36,6 +36,15 @@ impl Runner {
         }
     }
 
+    /// What `program args...` prints; Err as [`Runner::run`]'s.
+    pub fn output(&self, program: &str, args: &[&str]) -> Result<String, InstallError> {
+        let command = || std::iter::once(program).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
+        match self.runtime.block_on(self.commands.run(program, args)) {
+            Ok(out) => Ok(out.stdout),
+            Err(e) => Err(failed(command(), e)),
+        }
+    }
+
     /// Ok when `program` is installed; Err says where it was looked for.
     pub fn find(&self, program: &str) -> Result<(), InstallError> {
         self.commands.locate(program).map(|_| ()).map_err(|e| failed(program.to_owned(), e))

@@ -171,6 +171,21 @@ fn cluster_name_falls_back_to_parallelclusters() {
 }
 
 #[test]
+fn amazon_linux_2s_systemd_gets_a_unit_it_can_run() {
+    // systemd 219 reads `SystemCallFilter=@system-service` as an allow-list of almost nothing:
+    // the daemon could not start. There the filter is left out; elsewhere the unit is the repo's.
+    let node = Node::new(Kind::ParallelClusterCompute);
+    node.set_systemd_version(219);
+    node.run(&[B, FAKE_BINARY], 0);
+    let unit = node.read(UNIT);
+    assert!(!unit.contains("SystemCallFilter="), "{unit}");
+    assert!(unit.contains("ProtectSystem=strict"));
+    let node = Node::new(Kind::ParallelClusterCompute);
+    node.run(&[B, FAKE_BINARY], 0);
+    assert_eq!(node.read(UNIT), repo_file("infra/systemd/slurm-cw-shipper.service"));
+}
+
+#[test]
 fn a_parallelcluster_head_node_keeps_its_own_imds_whatever_the_role() {
     // `--role all` (a head node that also runs slurmd): ParallelCluster's HeadNode/Imds/Secured
     // is left alone, not shut to its pcluster-admin user by a rule of ours.

@@ -34,6 +34,7 @@ case ",$FAKE_FAIL," in *",$name $verb,"*) echo "$name: injected failure of $name
 st=$FAKE_STATE
 case $name in
 systemctl)
+    [ "$1" = --version ] && { echo "systemd $(cat "$st/systemd-version" 2>/dev/null || echo 252) (252.38-1)"; exit 0; }
     unit=; now=no
     for a in "$@"; do unit=$a; [ "$a" = --now ] && now=yes; done
     unit=${unit%.service}
@@ -202,6 +203,7 @@ impl Node {
         let query = |c: &str| {
             c.contains(" is-enabled ")
                 || c.contains(" is-active ")
+                || c.ends_with(" --version")
                 || c.contains(" -C ")
                 || c.starts_with("nft list ")
         };
@@ -244,6 +246,11 @@ impl Node {
     /// The nftables ruleset the fake `nft` loaded (empty: none).
     pub fn nft_ruleset(&self) -> String {
         std::fs::read_to_string(self.state.join("nft-ruleset")).unwrap_or_default()
+    }
+
+    /// What the fake `systemctl --version` says (252 unless set).
+    pub fn set_systemd_version(&self, v: u32) {
+        std::fs::write(self.state.join("systemd-version"), v.to_string()).unwrap();
     }
 
     pub fn set_state(&self, flag: &str, on: bool) {
