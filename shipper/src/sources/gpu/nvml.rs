@@ -176,12 +176,15 @@ impl NvmlSource {
         index: u32,
         dev: &Device<'static>,
         xid: &HashMap<String, u64>,
-    ) -> (GpuId, Reading) {
+    ) -> (GpuId, Result<Reading, ReadError>) {
         let uuid = dev.uuid().unwrap_or_default();
         let id = GpuId { index, mig: None, uuid: uuid.clone() };
         let util = dev.utilization_rates().ok();
         let mem = dev.memory_info().ok();
-        let compute = dev.running_compute_processes().unwrap_or_default();
+        let compute = match processes(dev.running_compute_processes()) {
+            Ok(p) => p,
+            Err(e) => return (id, Err(e)),
+        };
         let process_memory = used_memory(&compute);
         let mut pids: Vec<u32> = compute.iter().map(|p| p.pid).collect();
         pids.extend(dev.running_graphics_processes().unwrap_or_default().iter().map(|p| p.pid));
@@ -210,7 +213,7 @@ impl NvmlSource {
             minor: dev.minor_number().ok(),
             energy_mj: dev.total_energy_consumption().ok(),
         };
-        (id, reading)
+        (id, Ok(reading))
     }
 
     /// The MIG instances of a GPU in MIG mode: memory and processes (utilisation, power and
@@ -231,7 +234,13 @@ impl NvmlSource {
             };
             let id = GpuId { index, mig: Some(gi), uuid: mig.uuid().unwrap_or_default() };
             let mem = mig.memory_info().ok();
-            let compute = mig.running_compute_processes().unwrap_or_default();
+            let compute = match processes(mig.running_compute_processes()) {
+                Ok(p) => p,
+                Err(e) => {
+                    out.push((id, Err(e)));
+                    continue;
+                }
+            };
             let reading = Reading {
                 memory_used: mem.as_ref().map(|m| m.used),
                 memory_total: mem.as_ref().map(|m| m.total),
@@ -243,6 +252,19 @@ impl NvmlSource {
             };
             out.push((id, Ok(reading)));
         }
+    }
+}
+
+/// The processes NVML lists on a device. A list it cannot give is a failed reading, not an
+/// empty one: taken for "no process", the job's GPU counted idle and wasted, its GpuErrors 0.
+/// (NotSupported is an empty list: a device that has none to give.)
+fn processes(
+    listed: Result<Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>, NvmlError>,
+) -> Result<Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>, ReadError> {
+    match listed {
+        Ok(p) => Ok(p),
+        Err(NvmlError::NotSupported) => Ok(Vec::new()),
+        Err(e) => Err(to_error(e)),
     }
 }
 
@@ -296,8 +318,7 @@ impl GpuSource for NvmlSource {
             if mig_on {
                 self.read_migs(index, &dev, &mut out);
             } else {
-                let (id, r) = self.read_gpu(index, &dev, &xid);
-                out.push((id, Ok(r)));
+                out.push(self.read_gpu(index, &dev, &xid));
             }
         }
         out
