@@ -55,22 +55,9 @@ pub fn gpus_in_tres(s: &str) -> u64 {
 
 /// Splits at commas that are not inside parentheses (`gpu:2(IDX:0,2)` stays whole).
 fn split_top_level(s: &str) -> impl Iterator<Item = &str> {
-    let mut depth = 0i32;
-    let mut start = 0;
-    let mut parts = Vec::new();
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth <= 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&s[start..]);
-    parts.into_iter().filter(|p| !p.is_empty() && *p != "(null)" && *p != "N/A")
+    super::job::split_outside(s, '(', ')')
+        .into_iter()
+        .filter(|p| !p.is_empty() && *p != "(null)" && *p != "N/A")
 }
 
 fn parse_count(v: &str) -> u64 {

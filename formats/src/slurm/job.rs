@@ -134,7 +134,7 @@ pub fn parse_local_time(v: &str) -> Option<i64> {
 /// `_build_shared_gres_details` in Slurm's gres_stepmgr.c), or by index (`shard:2(IDX:0)`).
 pub(super) fn gpu_indices(gres: &str) -> BTreeSet<u32> {
     let mut out = BTreeSet::new();
-    for entry in split_outside_parens(gres) {
+    for entry in split_outside(gres, '(', ')') {
         let Some((head, detail)) = entry.split_once('(') else { continue };
         let name = head.trim().split(':').next().unwrap_or_default();
         if !matches!(name, "gpu" | "shard" | "mps") {
@@ -153,24 +153,6 @@ pub(super) fn gpu_indices(gres: &str) -> BTreeSet<u32> {
         }
     }
     out
-}
-
-/// `a(x,y),b(z)` -> `a(x,y)`, `b(z)`: commas outside parentheses.
-fn split_outside_parens(s: &str) -> Vec<&str> {
-    let (mut depth, mut start, mut parts) = (0i32, 0, Vec::new());
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth <= 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&s[start..]);
-    parts
 }
 
 /// `0-1,3` -> 0, 1, 3 (bounded: no range past 4096).
@@ -247,16 +229,20 @@ pub fn hostlist_contains(list: &str, node: &str) -> bool {
 /// The items of a comma-separated Slurm list whose items may hold bracketed ranges
 /// (`c[1-3,7],gpu1`, `/dev/nvidia[0,2],/dev/nvidia7`).
 pub(super) fn split_outside_brackets(s: &str) -> Vec<&str> {
+    split_outside(s, '[', ']')
+}
+
+/// `s` split at commas outside `open`..`close` (`a(x,y),b(z)` -> `a(x,y)`, `b(z)`).
+pub(super) fn split_outside(s: &str, open: char, close: char) -> Vec<&str> {
     let (mut depth, mut start, mut parts) = (0i32, 0, Vec::new());
     for (i, c) in s.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+        } else if c == ',' && depth <= 0 {
+            parts.push(&s[start..i]);
+            start = i + 1;
         }
     }
     parts.push(&s[start..]);
