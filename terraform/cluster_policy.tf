@@ -85,7 +85,8 @@ resource "aws_iam_policy" "cluster_instance" {
   name = "slurm-cw-shipper-${var.cluster_name}"
   path = var.iam_path
   # Of the cluster's name alone: a namespace moved to Slurm/<cluster> (docs/deploying.md) must
-  # not change it.
+  # not change it. And never changed once made (ignore_changes below): a deployment made with
+  # an earlier module's text (which named the namespace) keeps it, not replaced by this one.
   description = "slurm-cw-shipper on the instances of cluster ${var.cluster_name}: its metrics, job records and price look-ups"
   policy = jsonencode({
     Version = local.cluster_instance_policy.Version
@@ -96,4 +97,8 @@ resource "aws_iam_policy" "cluster_instance" {
     )
   })
   tags = var.tags
+
+  lifecycle {
+    ignore_changes = [description]
+  }
 }

@@ -78,6 +78,11 @@ def test_the_otlp_statement_allows_put_metric_data_only_without_a_namespace_key(
     # Nor the namespace or a log group: moving to Slurm/<cluster> (docs/deploying.md) must not
     # replace it. The cluster's name alone.
     assert set(re.findall(r"\$\{([^}]*)\}", description)) == {"var.cluster_name"}, description
+    # And a description an earlier module wrote stays: IAM cannot change one, so any change of
+    # the text would replace the policy on every existing deployment.
+    text = (REPO / "terraform/cluster_policy.tf").read_text()
+    block = text.split('resource "aws_iam_policy" "cluster_instance"', 1)[1].split("\n}\n", 1)[0]
+    assert re.search(r"lifecycle\s*\{\s*ignore_changes\s*=\s*\[description\]\s*\}", block), block
 
 
 def test_job_report_reader_policy_reads_the_job_log_group_only_and_never_from_an_instance():

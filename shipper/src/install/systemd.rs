@@ -20,14 +20,19 @@ fn version(runner: &Runner) -> Option<u32> {
 /// The unit for a host whose systemd is `version`. Before 231 (Amazon Linux 2 has 219)
 /// `SystemCallFilter=` knows no `@` groups: it takes `@system-service` for an unknown call,
 /// skips it, and allows almost nothing else, so the daemon could not even load its libraries
-/// and restarted every 5 s for good. There the filter is left out; the unit's other hardening
-/// stays (an older systemd ignores, with a warning, what it does not know).
+/// and restarted every 5 s for good. There the filter is left out, and the memory cap is said
+/// the old way too (`MemoryLimit=`: `MemoryMax=` came in 231). Such a systemd ignores, with a
+/// warning, the rest it does not know (ProtectSystem=strict, StateDirectory=, OOMPolicy=...):
+/// docs/deploying.md says what that leaves.
 pub fn unit_for(version: Option<u32>) -> String {
     match version {
         Some(v) if v < 231 => UNIT_TEXT
             .lines()
             .filter(|l| !l.starts_with("SystemCallFilter=") && !l.starts_with("SystemCallErrorNumber="))
-            .map(|l| format!("{l}\n"))
+            .map(|l| match l.strip_prefix("MemoryMax=") {
+                Some(max) => format!("{l}\nMemoryLimit={max}\n"),
+                None => format!("{l}\n"),
+            })
             .collect(),
         _ => UNIT_TEXT.to_owned(),
     }
@@ -76,6 +81,7 @@ mod tests {
         let al2 = unit_for(Some(219));
         assert!(!al2.contains("SystemCallFilter=") && !al2.contains("SystemCallErrorNumber="), "{al2}");
         assert!(al2.contains("ProtectSystem=") && al2.contains("MemoryMax=128M"), "the rest stays");
-        assert_eq!(al2.lines().count(), UNIT_TEXT.lines().count() - 2);
+        assert!(al2.contains("\nMemoryLimit=128M\n"), "the cap 219 knows");
+        assert_eq!(al2.lines().count(), UNIT_TEXT.lines().count() - 1);
     }
 }

@@ -268,14 +268,17 @@ fn runs(recs: Vec<&Value>) -> Vec<(Option<String>, Vec<&Value>)> {
     out
 }
 
-/// The nodes of Slurm's hostlist `list` (the first 4,096) that no row of `rep` came from.
+/// The nodes of Slurm's hostlist `list` (the first 4,096) that no row of `rep` came from;
+/// none where no row's node is in it at all (the daemons' `node_name` is not Slurm's name for
+/// the node, docs/node-role.md): the names cannot be matched, not every node missing.
 pub fn missing_nodes(rep: &Report, list: &str) -> Vec<String> {
     let seen: std::collections::HashSet<&str> =
         rep.per_node.iter().map(|n| n.node.split(" (run from ").next().unwrap_or(&n.node)).collect();
-    slurm_cw_formats::slurm::job::hostlist_names(list, 4096)
-        .into_iter()
-        .filter(|n| !seen.contains(n.as_str()))
-        .collect()
+    let names = slurm_cw_formats::slurm::job::hostlist_names(list, 4096);
+    if !names.iter().any(|n| seen.contains(n.as_str())) {
+        return Vec::new();
+    }
+    names.into_iter().filter(|n| !seen.contains(n.as_str())).collect()
 }
 
 /// The report of `records` (this job's samples and summaries, any order).

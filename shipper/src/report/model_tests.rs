@@ -192,6 +192,11 @@ fn a_node_slurm_names_without_records_is_named_and_the_report_incomplete() {
     let rep = combine("9", &recs);
     assert_eq!(missing_nodes(&rep, "[a-d]"), Vec::<String>::new(), "no such hostlist: read nothing");
     assert_eq!(missing_nodes(&rep, "a,b,c,d"), ["d"]);
+    assert_eq!(
+        missing_nodes(&rep, "n[1-4]"),
+        Vec::<String>::new(),
+        "other names: none matched, none claimed"
+    );
     let mut rep = rep;
     rep.nodes_without_records = missing_nodes(&rep, "a,b,c,d");
     let text = crate::report::render::text(&rep, false);

@@ -290,9 +290,9 @@ impl GpuCollector {
 
     /// After a final sample, what it read that is other jobs': a GPU the ending job does not
     /// hold is measured again from the last cycle, its Xid errors reported then; one it holds
-    /// beside others, its windowed figures (GPM, process samples) again, and each other job's
-    /// part of the energy it accounted kept for that job's next reading. (A GPU the ending job
-    /// held alone was its, to the end.)
+    /// beside others too (its errors are theirs as well, as in a cycle every holder has the
+    /// device's), and each other job's part of the energy it accounted kept for that job's
+    /// next reading. (A GPU the ending job held alone was its, to the end.)
     fn give_back(
         &mut self,
         ok: &[(GpuId, Reading)],
@@ -318,10 +318,8 @@ impl GpuCollector {
         let Some(source) = self.source.as_mut() else { return };
         for (g, (id, _)) in ok.iter().enumerate() {
             let holders = &a.gpus[g];
-            if !holders.in_scope {
+            if !holders.in_scope || holders.shared() {
                 source.rewind(id, true);
-            } else if holders.shared() {
-                source.rewind(id, false);
             }
         }
     }

@@ -65,8 +65,15 @@ impl GpuSource for Worker {
     fn read_all(&mut self) -> Readings {
         if self.waiting {
             match self.answers.try_recv() {
-                // The late answer is of an older window: dropped, and a new read asked.
-                Ok(_) => self.waiting = false,
+                // The late answer is dropped, but what it took is given back first (the thread
+                // takes asks in order): its Xid errors, the likely cause of the hang, and its
+                // windows are the new read's.
+                Ok(late) => {
+                    self.waiting = false;
+                    for (id, _) in late.iter().filter(|(_, r)| r.is_ok()) {
+                        let _ = self.asks.try_send(Ask::Rewind(id.clone(), true));
+                    }
+                }
                 Err(TryRecvError::Empty) => return self.hung(),
                 Err(TryRecvError::Disconnected) => return self.hung(),
             }
@@ -98,8 +105,8 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::mpsc::Receiver;
 
-    /// A library whose read waits for the test's word.
-    struct Stuck(Mutex<Receiver<()>>);
+    /// A library whose read waits for the test's word, and which counts what is given back.
+    struct Stuck(Mutex<Receiver<()>>, std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
     impl GpuSource for Stuck {
         fn describe(&self) -> String {
@@ -111,12 +118,18 @@ mod tests {
             let id = GpuId { index: 0, mig: None, uuid: "GPU-x".into() };
             vec![(id, if go { Ok(Reading::default()) } else { Err(ReadError::Lost) })]
         }
+
+        fn rewind(&mut self, _: &GpuId, errors: bool) {
+            self.1.fetch_add(usize::from(errors), std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     #[test]
     fn a_read_the_driver_does_not_answer_costs_the_gpu_figures_not_the_cycle() {
         let (go, wait) = std::sync::mpsc::channel();
-        let mut w = Worker::spawn(Box::new(Stuck(Mutex::new(wait))), Duration::from_millis(50)).unwrap();
+        let rewound = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stuck = Stuck(Mutex::new(wait), rewound.clone());
+        let mut w = Worker::spawn(Box::new(stuck), Duration::from_millis(50)).unwrap();
         assert_eq!(w.describe(), "stuck");
         let started = std::time::Instant::now();
         let r = w.read_all();
@@ -142,5 +155,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(fresh.map(|r| r[0].0.uuid.clone()), Some("GPU-x".to_owned()));
+        // The late answer's errors were given back before the new read.
+        assert_eq!(rewound.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }
