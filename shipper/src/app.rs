@@ -96,14 +96,17 @@ pub async fn run(cli: Cli, mut config: Settings) -> Exit {
     let metrics = metrics.into_iter().map(|(_, r)| r).collect();
     let options = config.pipeline();
     let schedule = config.schedule(role);
-    // The collectors are built on the collection thread, which they then live on.
+    // The collectors are built on the collection thread, which they then live on; the node
+    // collector tells the hook socket whose jobs run here.
+    let owners = crate::sources::JobOwners::default();
+    let publish = owners.clone();
     let make = move || {
-        let collectors = crate::sources::table::build(&config, role, &parts.node);
+        let collectors = crate::sources::table::build(&config, role, &parts.node, publish);
         Pipeline::new(&options, role, collectors, parts).showing_live(live)
     };
     if cli.once {
         crate::daemon::once(make(), metrics, records, cost, counted).await
     } else {
-        crate::daemon::daemon(make, metrics, records, &schedule, cost, counted).await
+        crate::daemon::daemon(make, metrics, records, &schedule, cost, counted, owners).await
     }
 }

@@ -128,6 +128,7 @@ pub async fn daemon(
     schedule: &Schedule,
     cost: Option<Lookup>,
     mut counted: Option<Counted>,
+    owners: crate::sources::JobOwners,
 ) -> Exit {
     if let Some(mut c) = cost {
         tokio::spawn(async move {
@@ -199,7 +200,7 @@ pub async fn daemon(
     if let Some(socket) = &schedule.hook_socket {
         match hook::bind(socket) {
             Ok(listener) => {
-                tokio::spawn(hook::serve(listener, hook_tx));
+                tokio::spawn(hook::serve(listener, hook_tx, owners));
             }
             Err(e) => tracing::warn!(
                 socket = %socket.display(), error = %e,

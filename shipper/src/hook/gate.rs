@@ -65,6 +65,11 @@ struct Peer {
 #[derive(Debug)]
 pub(super) struct Gate {
     limits: Limits,
+    /// The uids that own a job here, where known: every other uid (root's aside) is counted as
+    /// one, [`STRANGERS`]. A user with subordinate uids (rootless containers, `unshare -U`)
+    /// connects from hundreds of them; counted apart, they would shrink every job owner's share
+    /// to nothing, and the TaskEpilogs of other users' jobs would time out.
+    owners: Option<crate::sources::JobOwners>,
     open: usize,
     peers: HashMap<u32, Peer>,
     forward: Bucket,
@@ -72,6 +77,9 @@ pub(super) struct Gate {
     refused: u64,
     logged_at: Option<Instant>,
 }
+
+/// The one peer all uids that own no job here are counted as (no uid is -1).
+const STRANGERS: u32 = u32::MAX;
 
 /// Peers kept before idle ones (no connection, full budget) are forgotten.
 const PEERS_KEPT: usize = 256;
@@ -84,6 +92,7 @@ impl Gate {
     pub(super) fn new(limits: Limits, now: Instant) -> Self {
         Gate {
             limits,
+            owners: None,
             open: 0,
             peers: HashMap::new(),
             forward: Bucket::full(limits.burst, now),
@@ -92,8 +101,26 @@ impl Gate {
         }
     }
 
-    /// Admits a connection of `uid` (counted open until [`Gate::close`]) or says why not.
-    pub(super) fn admit(&mut self, uid: u32, now: Instant) -> Result<(), Refused> {
+    /// Counts the uids that own no job in `owners` as one (None: every uid on its own).
+    pub(super) fn pooling(mut self, owners: Option<crate::sources::JobOwners>) -> Self {
+        self.owners = owners;
+        self
+    }
+
+    /// Whom `uid` is counted as: itself (root, a job's owner, or any uid without owners to go
+    /// by), else [`STRANGERS`].
+    fn key(&self, uid: u32) -> u32 {
+        let owns = |o: &crate::sources::JobOwners| o.lock().unwrap_or_else(|p| p.into_inner()).contains(&uid);
+        match &self.owners {
+            Some(o) if uid != 0 && !owns(o) => STRANGERS,
+            _ => uid,
+        }
+    }
+
+    /// Admits a connection of `uid` (counted open, as the key returned, until [`Gate::close`])
+    /// or says why not.
+    pub(super) fn admit(&mut self, uid: u32, now: Instant) -> Result<u32, Refused> {
+        let uid = self.key(uid);
         let l = self.limits;
         if self.peers.len() >= PEERS_KEPT {
             self.peers.retain(|_, p| {
@@ -122,7 +149,7 @@ impl Gate {
         } else {
             peer.open += 1;
             self.open += 1;
-            Ok(())
+            Ok(uid)
         };
         if let Err(why) = verdict {
             self.note_refusal(uid, why, now);
@@ -190,11 +217,13 @@ pub(super) fn lock(gate: &Mutex<Gate>) -> MutexGuard<'_, Gate> {
 pub(super) struct Slot {
     pub(super) gate: Arc<Mutex<Gate>>,
     pub(super) uid: u32,
+    /// Whom it is counted as ([`Gate::admit`]).
+    pub(super) key: u32,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        lock(&self.gate).close(self.uid);
+        lock(&self.gate).close(self.key);
     }
 }
 
@@ -220,24 +249,24 @@ mod tests {
         let t = Instant::now();
         let limits = Limits { connections: 3, per_uid: 2, ..roomy() };
         let mut g = Gate::new(limits, t);
-        assert_eq!(g.admit(1, t), Ok(()));
-        assert_eq!(g.admit(1, t), Ok(()));
+        assert_eq!(g.admit(1, t).map(drop), Ok(()));
+        assert_eq!(g.admit(1, t).map(drop), Ok(()));
         assert_eq!(g.admit(1, t), Err(Refused::TooMany), "per uid");
-        assert_eq!(g.admit(2, t), Ok(()));
+        assert_eq!(g.admit(2, t).map(drop), Ok(()));
         assert_eq!(g.admit(3, t), Err(Refused::TooMany), "in all");
         g.close(1);
-        assert_eq!(g.admit(3, t), Ok(()));
+        assert_eq!(g.admit(3, t).map(drop), Ok(()));
         assert_eq!(g.open, 3);
 
         let limits = Limits { uid_rate: 1.0, uid_burst: 2.0, ..roomy() };
         let mut g = Gate::new(limits, t);
         for _ in 0..2 {
-            assert_eq!(g.admit(5, t), Ok(()));
+            assert_eq!(g.admit(5, t).map(drop), Ok(()));
             g.close(5);
         }
         assert_eq!(g.admit(5, t), Err(Refused::Busy), "budget spent, whether or not it was served");
-        assert_eq!(g.admit(6, t), Ok(()), "another uid has its own");
-        assert_eq!(g.admit(5, t + Duration::from_secs(1)), Ok(()), "refilled");
+        assert_eq!(g.admit(6, t).map(drop), Ok(()), "another uid has its own");
+        assert_eq!(g.admit(5, t + Duration::from_secs(1)).map(drop), Ok(()), "refilled");
         assert_eq!(g.refused, 0, "the refusal was logged, and the count restarted");
     }
 
@@ -280,6 +309,31 @@ mod tests {
         }
     }
 
+    /// A user with subordinate uids (rootless containers) connects from 200 of them: counted
+    /// as one, beside the job owner and root, not as 200 that leave the owner a 202nd.
+    #[test]
+    fn uids_that_own_no_job_here_count_as_one() {
+        let t = Instant::now();
+        let owners = crate::sources::JobOwners::default();
+        owners.lock().unwrap().insert(1000);
+        let limits = Limits { connections: 64, per_uid: 8, rate: 20.0, burst: 30.0, ..roomy() };
+        let mut g = Gate::new(limits, t).pooling(Some(owners.clone()));
+        let admitted = (100_000..100_200).filter(|uid| g.admit(*uid, t).is_ok()).count();
+        assert_eq!((admitted, g.active(t)), (8, 1), "one peer's connections");
+        assert_eq!(g.admit(1000, t), Ok(1000), "the job's owner on its own");
+        assert_eq!(g.admit(0, t), Ok(0), "root too");
+        assert_eq!(g.active(t), 3);
+        // The owner keeps a third of the main loop's burst (10 of 30); before, a 202nd (1).
+        let sent = (0..100).filter(|_| g.forward(1000, t)).count();
+        assert_eq!(sent, 10);
+        // A uid that comes to own a job here (the node collector's next cycle) is its own.
+        owners.lock().unwrap().insert(100_007);
+        assert_eq!(g.admit(100_007, t), Ok(100_007));
+        // Without owners to go by, every uid is its own, as before.
+        let mut g = Gate::new(limits, t);
+        assert_eq!(g.admit(100_001, t), Ok(100_001));
+    }
+
     #[test]
     fn a_uid_holds_its_share_of_the_connections_once_others_want_theirs() {
         let t = Instant::now();
@@ -287,7 +341,7 @@ mod tests {
         let mut g = Gate::new(limits, t);
         for uid in [1, 2] {
             for _ in 0..8 {
-                assert_eq!(g.admit(uid, t), Ok(()));
+                assert_eq!(g.admit(uid, t).map(drop), Ok(()));
             }
         }
         assert_eq!(g.admit(3, t), Err(Refused::TooMany), "all 16 held");
@@ -296,12 +350,12 @@ mod tests {
             g.close(1);
             assert_eq!(g.admit(1, t), Err(Refused::TooMany));
         }
-        assert_eq!(g.admit(3, t), Ok(()), "a place came free for uid 3");
+        assert_eq!(g.admit(3, t).map(drop), Ok(()), "a place came free for uid 3");
         // Two seconds on, uid 3 is gone: the shares grow back.
         let later = t + ACTIVE_FOR + Duration::from_millis(1);
         g.close(3);
         for _ in 0..3 {
-            assert_eq!(g.admit(1, later), Ok(()));
+            assert_eq!(g.admit(1, later).map(drop), Ok(()));
         }
         assert_eq!(g.admit(1, later), Err(Refused::TooMany), "8 per uid");
     }
@@ -311,12 +365,12 @@ mod tests {
         let t = Instant::now();
         let mut g = Gate::new(Limits::default(), t);
         for uid in 0..PEERS_KEPT as u32 {
-            assert_eq!(g.admit(uid, t), Ok(()));
+            assert_eq!(g.admit(uid, t).map(drop), Ok(()));
             g.close(uid);
         }
         assert_eq!(g.peers.len(), PEERS_KEPT);
         let later = t + Duration::from_secs(10);
-        assert_eq!(g.admit(9999, later), Ok(()));
+        assert_eq!(g.admit(9999, later).map(drop), Ok(()));
         assert_eq!(g.peers.len(), 1, "refilled and closed peers are dropped");
     }
 }

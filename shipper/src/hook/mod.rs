@@ -148,14 +148,20 @@ fn accept_backoff(failures: u32) -> Duration {
     ACCEPT_BACKOFF_MIN.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(ACCEPT_BACKOFF_MAX)
 }
 
-/// Accepts hook connections until the receiver of `tx` is gone, within [`Limits::default`].
-pub async fn serve(listener: UnixListener, tx: mpsc::Sender<Request>) {
-    serve_with(listener, tx, Limits::default()).await
+/// Accepts hook connections until the receiver of `tx` is gone, within [`Limits::default`];
+/// the uids that own no job in `owners` share one uid's part of them.
+pub async fn serve(listener: UnixListener, tx: mpsc::Sender<Request>, owners: crate::sources::JobOwners) {
+    serve_with(listener, tx, Limits::default(), Some(owners)).await
 }
 
-/// [`serve`] with other limits (tests).
-pub async fn serve_with(listener: UnixListener, tx: mpsc::Sender<Request>, limits: Limits) {
-    let gate = Arc::new(Mutex::new(Gate::new(limits, Instant::now())));
+/// [`serve`] with other limits (tests), and without owners every uid on its own.
+pub async fn serve_with(
+    listener: UnixListener,
+    tx: mpsc::Sender<Request>,
+    limits: Limits,
+    owners: Option<crate::sources::JobOwners>,
+) {
+    let gate = Arc::new(Mutex::new(Gate::new(limits, Instant::now()).pooling(owners)));
     let mut failures: u32 = 0;
     loop {
         let stream = match listener.accept().await {
@@ -183,12 +189,15 @@ pub async fn serve_with(listener: UnixListener, tx: mpsc::Sender<Request>, limit
         // The uid before anything is read: a refused connection costs one accept and a close.
         let Ok(cred) = stream.peer_cred() else { continue };
         let uid = cred.uid();
-        if let Err(why) = lock(&gate).admit(uid, Instant::now()) {
-            // Non-blocking and best effort: the connection closes here either way.
-            let _ = stream.try_write(if why == Refused::Busy { BUSY } else { TOO_MANY });
-            continue;
-        }
-        let slot = Slot { gate: gate.clone(), uid };
+        let key = match lock(&gate).admit(uid, Instant::now()) {
+            Ok(key) => key,
+            Err(why) => {
+                // Non-blocking and best effort: the connection closes here either way.
+                let _ = stream.try_write(if why == Refused::Busy { BUSY } else { TOO_MANY });
+                continue;
+            }
+        };
+        let slot = Slot { gate: gate.clone(), uid, key };
         let tx = tx.clone();
         tokio::spawn(async move {
             if let Err(e) = handle(stream, &slot, &tx, limits).await {
@@ -222,7 +231,7 @@ async fn handle(
     if !valid_job_id(job) {
         return reply(&mut write, BAD_REQUEST, limits.write_timeout).await;
     }
-    if !lock(&slot.gate).forward(slot.uid, Instant::now()) {
+    if !lock(&slot.gate).forward(slot.key, Instant::now()) {
         return reply(&mut write, BUSY, limits.write_timeout).await;
     }
     let (reply_tx, answer) = oneshot::channel();
@@ -264,7 +273,7 @@ mod tests {
         let path = dir.path().join("hook.sock");
         let listener = bind(&path).unwrap();
         let (tx, mut rx) = mpsc::channel(queue);
-        tokio::spawn(serve_with(listener, tx, limits));
+        tokio::spawn(serve_with(listener, tx, limits, None));
         tokio::spawn(async move {
             if !answer {
                 // Keeps the receiver, never receives: the queue stays full.
@@ -289,7 +298,7 @@ mod tests {
         let path = dir.path().join("sub/hook.sock");
         let listener = bind(&path).unwrap();
         let (tx, mut rx) = mpsc::channel(4);
-        tokio::spawn(serve(listener, tx));
+        tokio::spawn(serve_with(listener, tx, Limits::default(), None));
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {
                 let a = if r.job == "7" { FinalSample::Sampled(1) } else { FinalSample::Denied };
@@ -328,7 +337,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel::<Request>(4);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            serve_with(listener, tx, roomy()).await;
+            serve_with(listener, tx, roomy(), None).await;
         });
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {

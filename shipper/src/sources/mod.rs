@@ -9,7 +9,7 @@ pub mod shipper;
 pub mod slurm_jobs;
 pub mod table;
 
-pub use table::{COLLECTORS, CollectorSpec, Shared};
+pub use table::{COLLECTORS, CollectorSpec, JobOwners, Shared};
 
 use crate::sample::Batch;
 use std::collections::BTreeMap;

@@ -45,7 +45,13 @@ pub struct Shared {
     slurm: OnceCell<slurm_jobs::Shared>,
     /// The node collector's job table, which the GPU collector reads.
     pub jobs: SharedJobs,
+    /// The uids that own a job on this node, as the node collector last saw them: the hook
+    /// socket serves each at its own share, every other uid in one (`hook::Gate`).
+    pub job_owners: JobOwners,
 }
+
+/// The uids that own a job on this node, published by the collection thread each cycle.
+pub type JobOwners = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<u32>>>;
 
 impl Shared {
     pub fn new(node: &str, slurm_conf: Option<PathBuf>, commands: SlurmCommands) -> Self {
@@ -55,7 +61,14 @@ impl Shared {
             commands,
             slurm: OnceCell::new(),
             jobs: SharedJobs::default(),
+            job_owners: JobOwners::default(),
         }
+    }
+
+    /// With the set the daemon shares with its hook socket.
+    pub fn publishing_owners(mut self, owners: JobOwners) -> Self {
+        self.job_owners = owners;
+        self
     }
 
     /// How Slurm's commands are run (`slurm.*`).
@@ -70,8 +83,9 @@ impl Shared {
     }
 }
 
-/// Every collector `role` runs here.
-pub fn build(settings: &Settings, role: Role, node: &str) -> Vec<Box<dyn Collector>> {
-    let shared = Shared::new(node, settings.slurm_conf_path(), settings.slurm.commands());
+/// Every collector `role` runs here; the node collector publishes the jobs' owners in `owners`.
+pub fn build(settings: &Settings, role: Role, node: &str, owners: JobOwners) -> Vec<Box<dyn Collector>> {
+    let shared =
+        Shared::new(node, settings.slurm_conf_path(), settings.slurm.commands()).publishing_owners(owners);
     COLLECTORS.iter().filter(|c| (c.runs_on)(role)).filter_map(|c| (c.build)(settings, &shared)).collect()
 }

@@ -40,7 +40,7 @@ async fn run(dir: &Path, sys: &[&str], proc: &[&str], per_node: bool) -> Flushed
     let mut p = Pipeline::new(
         &config.pipeline(),
         Role::Node,
-        slurm_cw_shipper::sources::table::build(&config, Role::Node, "n1"),
+        slurm_cw_shipper::sources::table::build(&config, Role::Node, "n1", Default::default()),
         Parts::cloudwatch("c", "n1"),
     );
     p.collect().await;

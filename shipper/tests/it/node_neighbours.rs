@@ -117,6 +117,11 @@ fn cgroup_v2_jobs_belong_to_their_task_processes_not_to_slurmstepd() {
     assert_eq!(user.as_deref(), Some(by_uid_1000.as_str()), "the tasks' real uid, not root's");
     assert_eq!(job_value(&b, &PROCESS_COUNT, "1001", &[]), Some(4.0), "slurmstepd is not the job's work");
 
+    // Whose jobs run here, for the hook socket's shares: the task's uid, not root's.
+    let owners = slurm_cw_shipper::sources::JobOwners::default();
+    let mut c = c.publishing_owners(owners.clone());
+    collect(&mut c);
+    assert_eq!(*owners.lock().unwrap(), std::collections::HashSet::from([1000]));
     let mut out = Batch::new(SystemTime::now());
     assert_eq!(c.final_sample("1001", 1001, &mut out), Some(FinalSample::Denied), "another user");
     assert_eq!(c.final_sample("1001", 1000, &mut out), Some(FinalSample::Sampled(1)), "the job's own user");

@@ -113,6 +113,8 @@ pub struct NodeCollector {
     layout: Option<Layout>,
     /// The jobs found this cycle, shared with the GPU collector.
     table: SharedJobs,
+    /// Where the jobs' owners are published each full collection (the hook socket's shares).
+    owners_out: Option<super::JobOwners>,
     previous: HashMap<(Option<String>, String), Previous>,
     /// Each job's executables shipped by name so far ([`rates::fold_names`]).
     named: HashMap<(Option<String>, String), Vec<String>>,
@@ -147,10 +149,16 @@ pub struct NodeCollector {
 pub fn build(cfg: &NodeConfig, shared: &super::Shared) -> Option<Box<dyn Collector>> {
     let mut collector = NodeCollector::new(cfg.clone(), shared.node.clone()).with_slurm(shared.slurm());
     collector.table = shared.jobs.clone();
-    Some(Box::new(collector))
+    Some(Box::new(collector.publishing_owners(shared.job_owners.clone())))
 }
 
 impl NodeCollector {
+    /// Publishes the uids that own its jobs in `owners` at each collection of every job.
+    pub fn publishing_owners(mut self, owners: super::JobOwners) -> Self {
+        self.owners_out = Some(owners);
+        self
+    }
+
     pub fn new(cfg: NodeConfig, node_name: String) -> Self {
         let fd_by_size = procs::is_procfs(&cfg.proc_root);
         NodeCollector {
@@ -159,6 +167,7 @@ impl NodeCollector {
             confirmed: HashSet::new(),
             layout: None,
             table: SharedJobs::default(),
+            owners_out: None,
             previous: HashMap::new(),
             named: HashMap::new(),
             owners: Owners::default(),
@@ -255,6 +264,10 @@ impl NodeCollector {
             self.named.retain(|k, _| seen.contains(k));
             let ids: HashSet<&String> = seen.iter().map(|(_, id)| id).collect();
             self.owners.retain_jobs(|j| ids.contains(&j.to_owned()));
+            if let Some(out) = &self.owners_out {
+                let uids: HashSet<u32> = self.table.borrow().jobs().filter_map(|j| j.uid).collect();
+                *out.lock().unwrap_or_else(|p| p.into_inner()) = uids;
+            }
             for (node, n) in per_node {
                 out.push(&JOBS_ON_NODE, Dims::new().with(NODE_NAME, node), n as f64);
             }
