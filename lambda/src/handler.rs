@@ -400,22 +400,69 @@ async fn publish(
         storage_resolution: 60,
     };
     let mut sink = CloudWatchSink::from_client(clients.cloudwatch.clone(), sink_settings);
-    let (outcome, dropped) = sink.publish(&mut Validator::new(), datums).await;
-    if !outcome.undelivered.is_empty() {
-        let oldest = outcome.undelivered.iter().map(|d| crate::cw::epoch(d.timestamp)).min();
-        let e = anyhow::anyhow!(
-            "{} derived datums not delivered: {}",
-            outcome.undelivered.len(),
-            outcome.last_error.unwrap_or_default()
-        );
-        return Err((oldest, e));
+    let mut validator = Validator::new();
+    let (mut sent, mut dropped) = (0, 0);
+    // A request of whole minutes at a time: a minute half sent before a failure would be sent
+    // again whole by the next run, half of it twice.
+    for chunk in whole_minutes(datums, PUT_MAX) {
+        let first = chunk.iter().map(|d| crate::cw::epoch(d.timestamp)).min();
+        let (outcome, refused) = sink.publish(&mut validator, chunk).await;
+        (sent, dropped) = (sent + outcome.sent, dropped + refused.len() + outcome.rejected.len());
+        if !outcome.undelivered.is_empty() {
+            let e = anyhow::anyhow!(
+                "{} derived datums not delivered: {}",
+                outcome.undelivered.len(),
+                outcome.last_error.unwrap_or_default()
+            );
+            return Err((first, e));
+        }
     }
-    Ok((outcome.sent, dropped.len() + outcome.rejected.len()))
+    Ok((sent, dropped))
+}
+
+/// Datums a PutMetricData request takes at most.
+const PUT_MAX: usize = 1000;
+
+/// `datums` in chunks of at most `max` that never split a minute (one minute of more than `max`
+/// is a chunk of its own), oldest first.
+fn whole_minutes(mut datums: Vec<Datum>, max: usize) -> Vec<Vec<Datum>> {
+    datums.sort_by_key(|d| d.timestamp);
+    let mut chunks: Vec<Vec<Datum>> = Vec::new();
+    let mut minute: Vec<Datum> = Vec::new();
+    let flush = |minute: &mut Vec<Datum>, chunks: &mut Vec<Vec<Datum>>| match chunks.last_mut() {
+        Some(last) if last.len() + minute.len() <= max => last.append(minute),
+        _ if !minute.is_empty() => chunks.push(std::mem::take(minute)),
+        _ => {}
+    };
+    for d in datums {
+        let at = crate::cw::epoch(d.timestamp).div_euclid(60);
+        if minute.first().is_some_and(|m| crate::cw::epoch(m.timestamp).div_euclid(60) != at) {
+            flush(&mut minute, &mut chunks);
+        }
+        minute.push(d);
+    }
+    flush(&mut minute, &mut chunks);
+    chunks
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_never_split_a_minute() {
+        use slurm_cw_catalog::metrics::GPU_HOURS_IDLE;
+        let at = |minute: i64, n: usize| {
+            (0..n).map(move |_| crate::cw::datum("c", &GPU_HOURS_IDLE, &[], 1_800_000_000 + 60 * minute, 1.0))
+        };
+        // Minutes of 400, 400 and 300 datums: 800 and 300, not 1,000 and 100.
+        let datums: Vec<Datum> = at(2, 300).chain(at(0, 400)).chain(at(1, 400)).collect();
+        let sizes: Vec<usize> = whole_minutes(datums, 1000).iter().map(Vec::len).collect();
+        assert_eq!(sizes, [800, 300]);
+        let big: Vec<Datum> = at(0, 1200).chain(at(1, 10)).collect();
+        assert_eq!(whole_minutes(big, 1000).iter().map(Vec::len).collect::<Vec<_>>(), [1200, 10]);
+        assert!(whole_minutes(Vec::new(), 1000).is_empty());
+    }
 
     #[test]
     fn the_minute_derived_lags_the_invocation() {
