@@ -15,15 +15,9 @@ use crate::cluster;
 use crate::config::Config;
 use crate::cw::Cw;
 use crate::findings::{self, Finding};
-use crate::minutes::{self, Done, Marks, Span};
-use crate::notify;
 use crate::scaling;
 use anyhow::Result;
 use serde::Serialize;
-use slurm_cw_sink::cloudwatch::retry::Backoff;
-use slurm_cw_sink::cloudwatch::{CloudWatchSink, Settings};
-use slurm_cw_sink::datum::Datum;
-use slurm_cw_sink::validate::Validator;
 use std::time::{Duration, SystemTime};
 
 /// Minutes between a minute and the invocation that derives it, besides the shippers' flush
@@ -204,7 +198,7 @@ pub async fn run_within(cfg: &Config, clients: &Clients, now: SystemTime, budget
     };
 
     let group = cfg.job_log_group();
-    match within(budgets.cluster, async { Ok(cluster_stage(cfg, clients, &mut cw, at, &group).await) }).await
+    match within(budgets.cluster, async { Ok(cluster::stage(cfg, clients, &mut cw, at, &group).await) }).await
     {
         Ok(done) => {
             summary.figure_minutes = done.figure_minutes;
@@ -304,165 +298,9 @@ pub async fn run_within(cfg: &Config, clients: &Clients, now: SystemTime, budget
     summary
 }
 
-/// What the cluster stage did, part by part.
-struct ClusterStage {
-    /// Backlog events sent.
-    events: Result<usize>,
-    /// The derived datums (sent, dropped as invalid or refused).
-    published: Result<(usize, usize)>,
-    /// Reading and keeping the minutes derived.
-    state: Result<()>,
-    figure_minutes: u32,
-    left_out: u32,
-}
-
-/// The cluster figures of every minute since the last run's, published, and the backlog moves
-/// among them told; then the minutes derived kept. A part that failed keeps its mark, so the
-/// next run derives its minutes again; one that succeeded moves on.
-async fn cluster_stage(cfg: &Config, clients: &Clients, cw: &mut Cw, at: i64, group: &str) -> ClusterStage {
-    let every = cfg.every_minutes;
-    // Unreadable marks: this run's own minutes, as a first run (a minute may be derived twice,
-    // none is lost), and the failure named.
-    let (marks, after_ms, read) = match minutes::read(&clients.logs, group).await {
-        Ok(Some((m, t))) => (Some(m), t, Ok(())),
-        Ok(None) => (None, 0, Ok(())),
-        Err(e) => (None, 0, Err(e.context("the last minutes derived could not be read"))),
-    };
-    let (figures, left_out) = Span::after(marks.map(|m| m.figures_to), at, every);
-    let (backlog, _) = Span::after(marks.map(|m| m.backlog_to), at, every);
-    let mut done =
-        ClusterStage { events: Ok(0), published: Ok((0, 0)), state: Ok(()), figure_minutes: 0, left_out };
-    if left_out > 0 {
-        tracing::warn!(left_out, "minutes since the last run left out: more than a run catches up");
-    }
-    let partitions = match cluster::partitions(cw).await {
-        Ok(p) => p,
-        Err(e) => {
-            done.events = Err(e);
-            done.state = read;
-            return done;
-        }
-    };
-    let mut figures_done = Done::Nothing;
-    match cluster::job_figures(cw, figures, &partitions.cores).await {
-        Ok(datums) => {
-            let minutes: std::collections::BTreeSet<i64> =
-                datums.iter().map(|d| crate::cw::epoch(d.timestamp)).collect();
-            match publish(clients, cfg, datums).await {
-                Ok(sent) => {
-                    figures_done = Done::All;
-                    done.figure_minutes = minutes.len() as u32;
-                    done.published = Ok(sent);
-                }
-                Err((first_undelivered, e)) => {
-                    figures_done = first_undelivered.map_or(Done::Nothing, Done::Before);
-                    done.published = Err(e);
-                }
-            }
-        }
-        Err(e) => done.published = Err(e),
-    }
-    let mut backlog_done = Done::Nothing;
-    done.events = async {
-        let backlogs = cluster::backlogs(cw, backlog, &partitions.backlog).await?;
-        let changed = cluster::last_moves(&backlogs, cfg.thresholds.backlog_change_nodes);
-        if !changed.is_empty() {
-            notify::backlog_events(&clients.eventbridge, &cfg.event_bus, &cfg.cluster_name, &changed).await?;
-        }
-        backlog_done = Done::All;
-        Ok(changed.len())
-    }
-    .await;
-    let kept = Marks::new(figures.mark(figures_done), backlog.mark(backlog_done));
-    done.state = match read {
-        Err(e) => Err(e),
-        Ok(()) if Some(kept) == marks => Ok(()),
-        Ok(()) => minutes::write(&clients.logs, group, kept, after_ms).await.map_err(|e| {
-            e.context("the minutes derived could not be kept: the next run may derive them again")
-        }),
-    };
-    done
-}
-
-/// Publishes the derived datums with the shipper's validation and retries: (sent, dropped), or
-/// the time (epoch seconds) of the oldest datum not delivered, with why.
-async fn publish(
-    clients: &Clients,
-    cfg: &Config,
-    datums: Vec<Datum>,
-) -> std::result::Result<(usize, usize), (Option<i64>, anyhow::Error)> {
-    let sink_settings = Settings {
-        namespace: cfg.namespace.clone(),
-        region: None,
-        endpoint: None,
-        backoff: Backoff { base: Duration::from_millis(200), cap: Duration::from_secs(5), max_retries: 4 },
-        attempt_timeout: Duration::from_secs(10),
-        storage_resolution: 60,
-    };
-    let mut sink = CloudWatchSink::from_client(clients.cloudwatch.clone(), sink_settings);
-    let mut validator = Validator::new();
-    let (mut sent, mut dropped) = (0, 0);
-    // A request of whole minutes at a time: a minute half sent before a failure would be sent
-    // again whole by the next run, half of it twice.
-    for chunk in whole_minutes(datums, PUT_MAX) {
-        let first = chunk.iter().map(|d| crate::cw::epoch(d.timestamp)).min();
-        let (outcome, refused) = sink.publish(&mut validator, chunk).await;
-        (sent, dropped) = (sent + outcome.sent, dropped + refused.len() + outcome.rejected.len());
-        if !outcome.undelivered.is_empty() {
-            let e = anyhow::anyhow!(
-                "{} derived datums not delivered: {}",
-                outcome.undelivered.len(),
-                outcome.last_error.unwrap_or_default()
-            );
-            return Err((first, e));
-        }
-    }
-    Ok((sent, dropped))
-}
-
-/// Datums a PutMetricData request takes at most.
-const PUT_MAX: usize = 1000;
-
-/// `datums` in chunks of at most `max` that never split a minute (one minute of more than `max`
-/// is a chunk of its own), oldest first.
-fn whole_minutes(mut datums: Vec<Datum>, max: usize) -> Vec<Vec<Datum>> {
-    datums.sort_by_key(|d| d.timestamp);
-    let mut chunks: Vec<Vec<Datum>> = Vec::new();
-    let mut minute: Vec<Datum> = Vec::new();
-    let flush = |minute: &mut Vec<Datum>, chunks: &mut Vec<Vec<Datum>>| match chunks.last_mut() {
-        Some(last) if last.len() + minute.len() <= max => last.append(minute),
-        _ if !minute.is_empty() => chunks.push(std::mem::take(minute)),
-        _ => {}
-    };
-    for d in datums {
-        let at = crate::cw::epoch(d.timestamp).div_euclid(60);
-        if minute.first().is_some_and(|m| crate::cw::epoch(m.timestamp).div_euclid(60) != at) {
-            flush(&mut minute, &mut chunks);
-        }
-        minute.push(d);
-    }
-    flush(&mut minute, &mut chunks);
-    chunks
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn requests_never_split_a_minute() {
-        use slurm_cw_catalog::metrics::GPU_HOURS_IDLE;
-        let at = |minute: i64, n: usize| {
-            (0..n).map(move |_| crate::cw::datum("c", &GPU_HOURS_IDLE, &[], 1_800_000_000 + 60 * minute, 1.0))
-        };
-        // Minutes of 400, 400 and 300 datums: 800 and 300, not 1,000 and 100.
-        let datums: Vec<Datum> = at(2, 300).chain(at(0, 400)).chain(at(1, 400)).collect();
-        let sizes: Vec<usize> = whole_minutes(datums, 1000).iter().map(Vec::len).collect();
-        assert_eq!(sizes, [800, 300]);
-        let big: Vec<Datum> = at(0, 1200).chain(at(1, 10)).collect();
-        assert_eq!(whole_minutes(big, 1000).iter().map(Vec::len).collect::<Vec<_>>(), [1200, 10]);
-        assert!(whole_minutes(Vec::new(), 1000).is_empty());
-    }
 
     #[test]
     fn the_minute_derived_lags_the_invocation() {
