@@ -31,7 +31,6 @@ use crate::sample::{Batch, Dims, GpuFigures, JobInfo, JobReading, SlurmNames};
 use crate::sources::FinalSample;
 use crate::sources::node::config::NodeConfig;
 use allocation::Allocation;
-use attribution::Attribution;
 use config::GpuConfig;
 use energy::Energy;
 use figures::{job_figures, one_gpu};
@@ -285,42 +284,6 @@ impl GpuCollector {
         }
         if let Some(ending) = only {
             self.give_back(&ok, &a, (&jobs, ending), &joules);
-        }
-    }
-
-    /// After a final sample, what it read that is other jobs': a GPU the ending job does not
-    /// hold is measured again from the last cycle, its Xid errors reported then; one it holds
-    /// beside others too (its errors are theirs as well, as in a cycle every holder has the
-    /// device's), and each other job's part of the energy it accounted kept for that job's
-    /// next reading. (A GPU the ending job held alone was its, to the end.)
-    fn give_back(
-        &mut self,
-        ok: &[(GpuId, Reading)],
-        a: &Attribution,
-        (jobs, ending): (&[GpuJob], &str),
-        joules: &[Option<f64>],
-    ) {
-        let none = HashSet::new();
-        for (j, gpus) in &a.held {
-            for &(g, _) in gpus {
-                let (id, r) = &ok[g];
-                let holders = &a.gpus[g];
-                let (Some(used), true, false) =
-                    (joules[g], holders.in_scope && holders.shared(), jobs[*j].r.id == ending)
-                else {
-                    continue;
-                };
-                let (_, part) =
-                    shared::own_part(r, a.pids_on.get(&(g, *j)).unwrap_or(&none), holders.parties());
-                self.energy.carry(id.uuid.clone(), jobs[*j].r.key(), used * part);
-            }
-        }
-        let Some(source) = self.source.as_mut() else { return };
-        for (g, (id, _)) in ok.iter().enumerate() {
-            let holders = &a.gpus[g];
-            if !holders.in_scope || holders.shared() {
-                source.rewind(id, true);
-            }
         }
     }
 

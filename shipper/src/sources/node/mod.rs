@@ -61,11 +61,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 use table::SharedJobs;
 
-/// What the previous cycle saw of a job, for rates.
 /// A final sample of a job whose subtree is past the walk's bounds walks it again only this
 /// long after the last walk.
-const FINAL_WALK_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+const FINAL_WALK_EVERY: Duration = Duration::from_secs(30);
 
+/// What the previous cycle saw of a job, for rates.
 #[derive(Debug)]
 struct Previous {
     at: Instant,
