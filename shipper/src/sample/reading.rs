@@ -183,10 +183,9 @@ pub struct GpuFigures {
     pub billed: f64,
     /// GPUs it holds that run none of its processes.
     pub without_process: f64,
-    /// The worth of those it is billed for (as `billed`): what of them is its to leave idle.
-    pub billed_without_process: f64,
     /// Each GPU's (utilisation as the job's part of it, worth billed, whether it runs the
-    /// job's processes): idle GPUs are counted one by one. Empty: only the totals above.
+    /// job's processes): idle GPUs are counted one by one. Empty: only the totals above, as
+    /// whole GPUs.
     pub parts: Vec<(Option<f64>, f64, bool)>,
     /// Energy its GPUs used since the collector's previous reading, from NVML's counters.
     pub joules: Option<f64>,
@@ -232,7 +231,6 @@ impl GpuFigures {
             count,
             billed: count,
             without_process,
-            billed_without_process: without_process,
             parts: Vec::new(),
             joules: None,
             figures,
@@ -269,14 +267,15 @@ impl GpuFigures {
     /// How many of its GPUs idle, by their worth billed to it (a GPU it shares with another
     /// job is half its: eight idle shard jobs on one GPU are one GPU idle, not eight): each one
     /// running none of its processes or under `threshold` (seven of eight GPUs at 0 % beside
-    /// one at 100 % are seven idle, though their mean is 12.5 %); without each GPU's figures,
-    /// all of them where their mean is under it, else those running none of its processes.
+    /// one at 100 % are seven idle, though their mean is 12.5 %); without each GPU's figures
+    /// (whole GPUs), all of them where their mean is under it, else those running none of its
+    /// processes.
     pub fn idle(&self, threshold: f64) -> f64 {
         if !self.parts.is_empty() {
             let idle = |(u, _, busy): &&(Option<f64>, f64, bool)| !busy || u.is_some_and(|u| u < threshold);
             return self.parts.iter().filter(idle).map(|(_, billed, _)| billed).sum();
         }
-        if self.under(threshold) == Some(true) { self.billed } else { self.billed_without_process }
+        if self.under(threshold) == Some(true) { self.billed } else { self.without_process }
     }
 }
 
@@ -384,8 +383,11 @@ mod tests {
         assert_eq!((no_nvml_utilization.under(5.0), no_nvml_utilization.idle(5.0)), (None, 1.0));
         assert_eq!(reading(vec![]).gpus_idle(5.0), 0.0);
         // Eight shard jobs on one GPU, none running: one GPU idle between them, not eight.
-        let shard =
-            GpuFigures { billed: 0.125, billed_without_process: 0.125, ..GpuFigures::new(1.0, 1.0, vec![]) };
+        let shard = GpuFigures {
+            billed: 0.125,
+            parts: vec![(None, 0.125, false)],
+            ..GpuFigures::new(1.0, 1.0, vec![])
+        };
         assert_eq!((0..8).map(|_| shard.idle(5.0)).sum::<f64>(), 1.0);
         let busy_beside =
             GpuFigures { billed: 0.5, ..GpuFigures::new(1.0, 0.0, vec![(&GPU_UTILIZATION, 1.0)]) };

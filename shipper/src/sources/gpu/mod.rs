@@ -363,7 +363,6 @@ impl GpuCollector {
         let mut figures = GpuFigures::new(gpus.len() as f64, without_process, job_figures(&rs));
         figures.joules = gpus.iter().filter_map(|h| h.joules).reduce(|a, b| a + b);
         figures.billed = gpus.iter().map(|h| h.billed).sum();
-        figures.billed_without_process = gpus.iter().filter(|h| !h.busy).map(|h| h.billed).sum();
         figures.parts = gpus.iter().map(|h| (h.r.utilization, h.billed, h.busy)).collect();
         // Each GPU's own figures: for the records of a job on several GPUs, and per-GPU series;
         // a job on one GPU has them as the job's already.

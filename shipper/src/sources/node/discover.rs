@@ -183,35 +183,33 @@ pub fn job_of_proc_cgroup(cfg: &super::config::NodeConfig, text: &str) -> Option
 
 /// The job one line of /proc/<pid>/cgroup names, as [`job_of_proc_cgroup`] reads it.
 fn job_of_line(cfg: &super::config::NodeConfig, line: &str) -> Option<ProcJob> {
-    {
-        let mut fields = line.splitn(3, ':');
-        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
-        let mut parts = path.split('/').filter(|p| !p.is_empty());
-        let node = if controllers.is_empty() {
-            for want in cfg.v2_parent.split('/').filter(|p| !p.is_empty()) {
-                if parts.next()? != want {
-                    return None;
-                }
+    let mut fields = line.splitn(3, ':');
+    let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+    let mut parts = path.split('/').filter(|p| !p.is_empty());
+    let node = if controllers.is_empty() {
+        for want in cfg.v2_parent.split('/').filter(|p| !p.is_empty()) {
+            if parts.next()? != want {
+                return None;
             }
-            let scope = parts.next()?;
-            match scope.strip_suffix(cfg.v2_scope.as_str()) {
-                Some("") => None,
-                Some(n) => Some(n.strip_suffix('_').filter(|n| !n.is_empty())?.to_owned()),
-                None => return None,
-            }
-        } else {
-            let slurm = parts.next()?;
-            let node = match slurm.strip_prefix(cfg.v1_slurm_dir.as_str()) {
-                Some("") => None,
-                Some(n) => Some(n.strip_prefix('_').filter(|n| !n.is_empty())?.to_owned()),
-                None => return None,
-            };
-            parts.next()?.strip_prefix("uid_")?.parse::<u32>().ok()?;
-            node
+        }
+        let scope = parts.next()?;
+        match scope.strip_suffix(cfg.v2_scope.as_str()) {
+            Some("") => None,
+            Some(n) => Some(n.strip_suffix('_').filter(|n| !n.is_empty())?.to_owned()),
+            None => return None,
+        }
+    } else {
+        let slurm = parts.next()?;
+        let node = match slurm.strip_prefix(cfg.v1_slurm_dir.as_str()) {
+            Some("") => None,
+            Some(n) => Some(n.strip_prefix('_').filter(|n| !n.is_empty())?.to_owned()),
+            None => return None,
         };
-        let (id, sluid) = parse_job_dir(parts.next()?, &cfg.job_dir_prefix)?;
-        Some((node, id, sluid))
-    }
+        parts.next()?.strip_prefix("uid_")?.parse::<u32>().ok()?;
+        node
+    };
+    let (id, sluid) = parse_job_dir(parts.next()?, &cfg.job_dir_prefix)?;
+    Some((node, id, sluid))
 }
 
 /// v1: the jobs in the trees of `controllers` alone, their directories in those; `before` is
